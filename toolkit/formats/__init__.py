@@ -1,0 +1,1 @@
+"""Pure formats: bytes <-> plain objects or DataFrames, with no graph logic."""
