@@ -303,7 +303,8 @@ class ModelBuilder:
         shape[ax] //= num
         base = name or "split"
         outs = [(base if i == 0 else f"{base}:{i}", shape) for i in range(num)]
-        res = self.op("SPLIT", [a, x], name=base, outputs=outs, numSplits=num)
+        res = self.op("SPLIT", [a, x], name=base, outputs=outs, numSplits=num, dtype=x.dtype,
+                      quant=x.quant)
         return res if isinstance(res, list) else [res]
 
     def instance_norm(self, x: Tensor, gamma: Tensor, beta: Tensor, epsilon: float = 1e-5, *,

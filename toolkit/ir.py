@@ -73,8 +73,18 @@ class Tensor:
     """
 
     __slots__ = (
-        "name", "shape", "type_code", "shape_signature", "quant", "data", "is_variable",
-        "has_rank", "extra", "producer", "consumers", "graph",
+        "consumers",
+        "data",
+        "extra",
+        "graph",
+        "has_rank",
+        "is_variable",
+        "name",
+        "producer",
+        "quant",
+        "shape",
+        "shape_signature",
+        "type_code",
     )
 
     def __init__(self, name: str, shape: Sequence[int], type_code: int, *,
@@ -82,10 +92,10 @@ class Tensor:
                  shape_signature: Sequence[int] | None = None, is_variable: bool = False,
                  has_rank: bool = False, extra: dict[str, Any] | None = None) -> None:
         self.name = name
-        self.shape: tuple[int, ...] = tuple(int(d) for d in shape)
+        self.shape: tuple[int, ...] = tuple(map(int, shape))
         self.type_code = int(type_code)
         self.shape_signature = None if shape_signature is None else tuple(
-            int(d) for d in shape_signature)
+            map(int, shape_signature))
         self.quant = quant
         self.data = data
         self.is_variable = is_variable
@@ -126,6 +136,13 @@ class Tensor:
         """True when the shape signature has unknown (-1) dimensions."""
         return self.shape_signature is not None and any(d < 0 for d in self.shape_signature)
 
+    def clone(self) -> Tensor:
+        """Return a detached copy (no graph, producer or consumers) with the same name, shape,
+        type, quantization and data; constant data is shared (it is read-only)."""
+        return Tensor(self.name, self.shape, self.type_code, data=self.data, quant=self.quant,
+                      shape_signature=self.shape_signature, is_variable=self.is_variable,
+                      has_rank=self.has_rank, extra=dict(self.extra))
+
     def __repr__(self) -> str:
         kind = "const " if self.is_const else ""
         return f"<Tensor {kind}{self.name!r} {self.type_name}{list(self.shape)}>"
@@ -141,8 +158,20 @@ class Op:
     """
 
     __slots__ = (
-        "type", "custom_code", "version", "_options", "_options_src", "options_type",
-        "inputs", "outputs", "origins", "custom_options", "extra", "graph", "_seq", "__weakref__",
+        "__weakref__",
+        "_options",
+        "_options_src",
+        "_seq",
+        "custom_code",
+        "custom_options",
+        "extra",
+        "graph",
+        "inputs",
+        "options_type",
+        "origins",
+        "outputs",
+        "type",
+        "version",
     )
 
     def __init__(self, type: str, inputs: Sequence[Tensor | None], outputs: Sequence[Tensor],
@@ -195,6 +224,22 @@ class Op:
     def const_inputs(self) -> list[Tensor | None]:
         """Return the inputs that are constants, None elsewhere."""
         return [t if t is not None and t.is_const else None for t in self.inputs]
+
+    def clone(self, inputs: Sequence[Tensor | None], outputs: Sequence[Tensor]) -> Op:
+        """Return a detached copy of this op that reads ``inputs`` and writes ``outputs``.
+
+        The copy keeps the type, version, origins, custom code and options (still undecoded
+        options are decoded separately for the copy; decoded ones are shared, so treat them as
+        read-only or replace them). ``extra`` entries that name tensors are not copied.
+        """
+        extra = {k: v for k, v in self.extra.items() if k not in ("_created", "intermediates")}
+        new = Op(self.type, inputs, outputs, None, origins=self.origins,
+                 custom_code=self.custom_code, version=self.version,
+                 options_type=self.options_type, custom_options=self.custom_options,
+                 extra=extra)
+        new._options = self._options
+        new._options_src = self._options_src
+        return new
 
     def __repr__(self) -> str:
         return f"<Op {self.kind} {self.name!r} origins={sorted(self.origins)}>"
@@ -543,7 +588,7 @@ class Graph:
         seq = max(o._seq for o in ops)
         for o in ops:
             for t in o.outputs:
-                if t not in keep and (t.consumers and any(c not in ops for c in t.consumers)
+                if t not in keep and ((t.consumers and any(c not in ops for c in t.consumers))
                                       or t in self.outputs):
                     raise GraphError(f"{relation}: output {t.name!r} of {o.kind} {o.name!r} "
                                      "is still used outside the rewritten ops")
@@ -692,19 +737,19 @@ class Model:
             g.verify()
 
     # the DataFrame views live in toolkit.tables to keep this module free of pandas
-    def ops_table(self, subgraph: int = 0):  # noqa: ANN201
+    def ops_table(self, subgraph: int = 0):
         """DataFrame of ops; see :func:`toolkit.tables.ops_table`."""
         from toolkit.tables import ops_table
 
         return ops_table(self, subgraph)
 
-    def tensors_table(self, subgraph: int = 0):  # noqa: ANN201
+    def tensors_table(self, subgraph: int = 0):
         """DataFrame of tensors; see :func:`toolkit.tables.tensors_table`."""
         from toolkit.tables import tensors_table
 
         return tensors_table(self, subgraph)
 
-    def origins_table(self, subgraph: int = 0):  # noqa: ANN201
+    def origins_table(self, subgraph: int = 0):
         """DataFrame of (op, origin) pairs; see :func:`toolkit.tables.origins_table`."""
         from toolkit.tables import origins_table
 

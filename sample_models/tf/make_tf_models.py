@@ -1,8 +1,7 @@
 """Build the TensorFlow-converted sample models of this folder.
 
-Needs TensorFlow (``pip install tensorflow-cpu`` in a virtual environment of its own); it is not
-needed to use the toolkit. The ``.tflite`` files it writes are committed: re-run this script by
-hand only to regenerate them::
+Needs TensorFlow; not needed to use the toolkit; re-run by hand to regenerate the committed files.
+Install TensorFlow in a virtual environment of its own (``pip install tensorflow-cpu``), then::
 
     python sample_models/tf/make_tf_models.py [OUTPUT_DIR]
 
@@ -32,8 +31,8 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
 keras = tf.keras
 SEED = 1234
@@ -155,8 +154,8 @@ def describe(path: Path) -> list[tuple[str, str]]:
     try:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
     except ImportError:
-        Interpreter = tf.lite.Interpreter  # noqa: N806
-        OpResolverType = tf.lite.experimental.OpResolverType  # noqa: N806
+        Interpreter = tf.lite.Interpreter
+        OpResolverType = tf.lite.experimental.OpResolverType
     interp = Interpreter(
         model_path=str(path),
         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,

@@ -7,6 +7,7 @@ options are decoded only when an op's ``options`` is first read.
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import struct
@@ -16,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from flatbuffers.number_types import Int8Flags, Int32Flags
+from flatbuffers.table import Table
 
 from toolkit.errors import GraphError, ModelFormatError, ToolkitError
+from toolkit.formats.fb_columns import FlatColumns
 from toolkit.formats.origin_tables import (
     OP_TABLE,
     SOURCE_TABLE,
@@ -37,6 +41,7 @@ __all__ = ["read_model", "load", "IDENTIFIERS"]
 
 IDENTIFIERS = {b"TFL3": "tflite", b"CIR0": "circle"}
 _options_creator = fb.BuiltinOptions.BuiltinOptionsCreator
+_KNOWN_OPTIONS = np.array(sorted(OPTIONS_TYPE_NAMES), dtype=np.int64)
 _options2_creator = fb.BuiltinOptions2.BuiltinOptions2Creator
 
 
@@ -92,9 +97,29 @@ def read_model(data: Any, where: str = "<bytes>") -> Model:
             fix="the file is truncated or damaged; export the model again") from None
 
 
+class _OptionsDecoder:
+    """Decodes one op's builtin options on first access (see ``Op.options``)."""
+
+    __slots__ = ("data", "pos", "type", "what", "where")
+
+    def __init__(self, type: int, data: Any, pos: int, where: str,
+                 what: tuple[int, int, str]) -> None:
+        self.type, self.data, self.pos, self.where, self.what = type, data, pos, where, what
+
+    def __call__(self) -> Any:
+        try:
+            return _options_creator(self.type, Table(self.data, self.pos))
+        except (struct.error, IndexError, ValueError, TypeError, OverflowError,
+                UnicodeDecodeError) as e:
+            s, i, name = self.what
+            raise ModelFormatError(f"subgraph {s} operator {i} ({name}): corrupt builtin "
+                                   f"options ({e})", where=self.where) from None
+
+
 class _Reader:
     def __init__(self, data: Any, where: str, fmt: str) -> None:
         self.data = data
+        self.cols = FlatColumns(data, where)
         self.size = len(data)
         self.where = where
         self.fmt = fmt
@@ -136,20 +161,34 @@ class _Reader:
 
     def _read_buffers(self, m: Any) -> list[np.ndarray | None]:
         nb = self._check_len(m.BuffersLength(), 4, "buffer list")
+        if nb == 0:
+            return []
+        cols = self.cols
+        o = m._tab.Offset(12)  # Model.buffers
+        tables = cols.table_vector(o + m._tab.Pos + int(cols.u32(np.array([o + m._tab.Pos]))[0]),
+                                   "buffer list")
+        start, length = cols.vectors(cols.fields(tables, 0, "buffer"), "buffer data")
+        off = cols.scalar(cols.fields(tables, 1, "buffer"), "u64", 0, "buffer offset")
+        size = cols.scalar(cols.fields(tables, 2, "buffer"), "u64", 0, "buffer size")
         out: list[np.ndarray | None] = []
-        for i in range(nb):
-            b = m.Buffers(i)
-            off, size = b.Offset(), b.Size()
-            if off > 1:
-                if off + size > self.size:
-                    raise self._err(f"buffer {i} points to bytes {off}..{off + size} beyond the "
+        self.buffer_pos: list[int] = []
+        u8 = cols.u8
+        for i, (s0, n, fo, fs) in enumerate(zip(start.tolist(), length.tolist(), off.tolist(),
+                                                size.tolist())):
+            if fo > 1:
+                if fo + fs > self.size:
+                    raise self._err(f"buffer {i} points to bytes {fo}..{fo + fs} beyond the "
                                     f"end of the file ({self.size} bytes)")
-                out.append(np.frombuffer(self.data, dtype=np.uint8, count=size, offset=off))
-            elif b.DataLength() > 0:
-                self._check_len(b.DataLength(), 1, f"buffer {i}")
-                out.append(b.DataAsNumpy())
+                out.append(u8[fo:fo + fs])
+                self.buffer_pos.append(fo)
+            elif n > 0:
+                if s0 + n > self.size:
+                    raise self._err(f"buffer {i} data runs past the end of the file")
+                out.append(u8[s0:s0 + n])
+                self.buffer_pos.append(s0)
             else:
                 out.append(None)
+                self.buffer_pos.append(0)
         return out
 
     def _read_opcodes(self, m: Any) -> list[tuple[str, str | None, int]]:
@@ -194,157 +233,250 @@ class _Reader:
             min=mn, max=mx, details_type=q.DetailsType(), details=details,
         )
 
-    def _read_tensor(self, t: Any, i: int, sidx: int) -> Tensor:
-        shape = t.ShapeAsNumpy() if t.ShapeLength() else ()
-        type_code = t.Type()
-        name = self._str(t.Name()) or f"tensor_{i}"
-        bidx = t.Buffer()
-        if bidx < 0 or bidx >= max(len(self.buffers), 1):
-            raise self._err(f"subgraph {sidx} tensor {i} ({name!r}) refers to buffer {bidx}, "
-                            f"but the model has {len(self.buffers)} buffers")
-        raw = self.buffers[bidx] if self.buffers else None
-        q = t.Quantization()
-        quant = self._read_quant(q) if q is not None else None
-        sig = t.ShapeSignatureAsNumpy() if t.ShapeSignatureLength() else None
-        data = None
-        if raw is not None:
-            dt = numpy_dtype(type_code)
-            if dt is not None:
-                count = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
-                if raw.size != count * dt.itemsize:
-                    raise self._err(
-                        f"subgraph {sidx} tensor {i} ({name!r}) has shape {list(shape)} of "
-                        f"{dt} ({count * dt.itemsize} bytes) but its buffer {bidx} holds "
-                        f"{raw.size} bytes")
-                if raw.ctypes.data % dt.alignment:
-                    data = np.frombuffer(raw.tobytes(), dtype=dt).reshape(shape)
+    def _vector_of_tables(self, table_pos: int, slot: int, what: str) -> np.ndarray:
+        cols = self.cols
+        f = cols.fields(np.array([table_pos], dtype=np.int64), slot, what)
+        if f[0] == 0:
+            return np.zeros(0, dtype=np.int64)
+        return cols.table_vector(int(f[0] + cols.u32(f, what)[0]), what)
+
+    def _int_lists(self, tables: np.ndarray, slot: int, what: str,
+                   dtype: str = "<i4") -> tuple[list[np.ndarray], np.ndarray]:
+        """Vector field of every table as a list of arrays, plus the lengths (-1: absent)."""
+        vals, bounds, length = self._flat_lists(tables, slot, what, dtype)
+        return [vals[a:b] for a, b in zip(bounds[:-1], bounds[1:])], length
+
+    def _flat_lists(self, tables: np.ndarray, slot: int, what: str, dtype: str = "<i4"
+                    ) -> tuple[np.ndarray, list[int], np.ndarray]:
+        """Vector field of every table as one flat array and bounds (list of n+1 ints)."""
+        cols = self.cols
+        start, length = cols.vectors(cols.fields(tables, slot, what), what)
+        vals, _ = cols.flat(start, length, np.dtype(dtype).itemsize, dtype, what)
+        bounds = [0, *np.cumsum(np.maximum(length, 0)).tolist()]
+        return vals, bounds, length
+
+    def _read_quants(self, qpos: np.ndarray) -> list[Quantization | None]:
+        """Decode QuantizationParameters tables (0 = absent) column-wise."""
+        cols = self.cols
+        out: list[Quantization | None] = [None] * qpos.size
+        idx = np.nonzero(qpos)[0]
+        if idx.size == 0:
+            return out
+        tabs = qpos[idx]
+        mins, lmin = self._int_lists(tabs, 0, "quantization min", "<f4")
+        maxs, lmax = self._int_lists(tabs, 1, "quantization max", "<f4")
+        scales, lsc = self._int_lists(tabs, 2, "quantization scale", "<f4")
+        zps, lzp = self._int_lists(tabs, 3, "quantization zero point", "<i8")
+        dtype_ = cols.scalar(cols.fields(tabs, 4, "quantization"), "u8", 0, "details type")
+        qdim = cols.scalar(cols.fields(tabs, 6, "quantization"), "i32", 0, "quantized dim")
+        for j, i in enumerate(idx.tolist()):
+            if lsc[j] <= 0 and lmin[j] <= 0 and lmax[j] <= 0 and dtype_[j] == 0:
+                continue
+            details = None
+            if dtype_[j]:
+                q = fb.QuantizationParameters.QuantizationParameters()
+                q.Init(self.data, int(tabs[j]))
+                details = fb.QuantizationParameters.QuantizationParametersT.InitFromObj(
+                    q).details
+            scale = scales[j] if lsc[j] > 0 else np.zeros(0, np.float32)
+            zp = zps[j] if lzp[j] > 0 else np.zeros(scale.size, np.int64)
+            out[i] = Quantization(
+                scale=scale.astype(np.float32), zero_point=zp.astype(np.int64),
+                quantized_dimension=int(qdim[j]),
+                min=mins[j].astype(np.float32) if lmin[j] > 0 else None,
+                max=maxs[j].astype(np.float32) if lmax[j] > 0 else None,
+                details_type=int(dtype_[j]), details=details)
+        return out
+
+    def _read_tensors(self, sg: Any, sidx: int) -> list[Tensor]:
+        cols = self.cols
+        what = f"subgraph {sidx} tensor"
+        tabs = self._vector_of_tables(sg._tab.Pos, 0, f"subgraph {sidx} tensor list")
+        nt = int(tabs.size)
+        shape_vals, sb, _ = self._flat_lists(tabs, 0, f"{what} shape")
+        flat_shapes = shape_vals.tolist()
+        types = cols.scalar(cols.fields(tabs, 1, what), "i8", 0, f"{what} type")
+        bufs = cols.scalar(cols.fields(tabs, 2, what), "u32", 0, f"{what} buffer")
+        names = cols.strings(cols.fields(tabs, 3, what), f"{what} name")
+        quants = self._read_quants(cols.tables_at(cols.fields(tabs, 4, what), what))
+        is_var = cols.scalar(cols.fields(tabs, 5, what), "u8", 0, what)
+        sparse = cols.fields(tabs, 6, what)
+        sigs, lsig = self._int_lists(tabs, 7, f"{what} shape signature")
+        has_rank = cols.scalar(cols.fields(tabs, 8, what), "u8", 0, what)
+        variants = cols.fields(tabs, 9, what)
+        compression = cols.scalar(cols.fields(tabs, 10, what), "i8", 0, what)
+        nbuf = len(self.buffers)
+        bad = np.nonzero(bufs >= max(nbuf, 1))[0]
+        if bad.size:
+            i = int(bad[0])
+            raise self._err(f"subgraph {sidx} tensor {i} ({names[i]!r}) refers to buffer "
+                            f"{int(bufs[i])}, but the model has {nbuf} buffers")
+        out: list[Tensor] = []
+        types_l, bufs_l = types.tolist(), bufs.tolist()
+        dtypes = {c: numpy_dtype(c) for c in set(types_l)}
+        sparse_l, variants_l = (sparse > 0).tolist(), (variants > 0).tolist()
+        compression_l, is_var_l, has_rank_l = (compression.tolist(), is_var.tolist(),
+                                               has_rank.tolist())
+        buffers, buffer_pos = self.buffers, self.buffer_pos
+        for i in range(nt):
+            shape = flat_shapes[sb[i]:sb[i + 1]]
+            type_code = types_l[i]
+            name = names[i] or f"tensor_{i}"
+            b = bufs_l[i]
+            raw = buffers[b] if nbuf else None
+            data = None
+            if raw is not None:
+                dt = dtypes[type_code]
+                if dt is not None:
+                    count = math.prod(shape)
+                    if raw.size != count * dt.itemsize:
+                        raise self._err(
+                            f"subgraph {sidx} tensor {i} ({name!r}) has shape {shape} "
+                            f"of {dt} ({count * dt.itemsize} bytes) but its buffer "
+                            f"{int(bufs[i])} holds {raw.size} bytes")
+                    if buffer_pos[b] % dt.alignment:
+                        data = np.frombuffer(raw.tobytes(), dtype=dt).reshape(shape)
+                        data.flags.writeable = False
+                    else:
+                        data = raw.view(dt).reshape(shape)
                 else:
-                    data = raw.view(dt).reshape(shape)
-            else:
-                data = raw
-        extra: dict[str, Any] = {}
-        if t.Sparsity() is not None:
-            extra["sparsity"] = fb.Tensor.TensorT.InitFromObj(t).sparsity
-        if t.VariantTensorsLength():
-            extra["variant_tensors"] = fb.Tensor.TensorT.InitFromObj(t).variantTensors
-        if t.CompressionType():
-            extra["compression_type"] = t.CompressionType()
-        tensor = Tensor(name, shape, type_code, data=data, quant=quant, shape_signature=sig,
-                        is_variable=t.IsVariable(), has_rank=t.HasRank(), extra=extra)
-        return tensor
+                    data = raw
+            extra: dict[str, Any] | None = None
+            if sparse_l[i] or variants_l[i] or compression_l[i]:
+                extra = {}
+                tt = fb.Tensor.Tensor()
+                tt.Init(self.data, int(tabs[i]))
+                full = fb.Tensor.TensorT.InitFromObj(tt)
+                if sparse_l[i]:
+                    extra["sparsity"] = full.sparsity
+                if variants_l[i]:
+                    extra["variant_tensors"] = full.variantTensors
+                if compression_l[i]:
+                    extra["compression_type"] = compression_l[i]
+            out.append(Tensor(name, shape, type_code, data=data, quant=quants[i],
+                              shape_signature=sigs[i].tolist() if lsig[i] >= 0 else None,
+                              is_variable=bool(is_var_l[i]), has_rank=bool(has_rank_l[i]),
+                              extra=extra))
+        return out
 
     def _read_subgraph(self, sg: Any, sidx: int) -> Graph:
         g = Graph(self._str(sg.Name()))
-        nt = self._check_len(sg.TensorsLength(), 4, f"subgraph {sidx} tensor list")
-        tensors = [self._read_tensor(sg.Tensors(i), i, sidx) for i in range(nt)]
+        tensors = self._tensors = self._read_tensors(sg, sidx)
+        nt = len(tensors)
         for t in tensors:
             g.attach_tensor(t)
 
-        def tref(idx: int, what: str) -> Tensor | None:
-            if idx == -1:
-                return None
-            if not 0 <= idx < nt:
-                raise self._err(f"subgraph {sidx}: {what} refers to tensor {idx}, but the "
+        def tlist(arr: Any, what: str, allow_absent: bool = False) -> list[Tensor | None]:
+            arr = np.asarray(arr, dtype=np.int64)
+            if arr.size and (arr.max() >= nt or arr.min() < (-1 if allow_absent else 0)):
+                bad = int(arr[(arr >= nt) | (arr < -1 if allow_absent else arr < 0)][0])
+                raise self._err(f"subgraph {sidx}: {what} refers to tensor {bad}, but the "
                                 f"subgraph has {nt} tensors")
-            return tensors[idx]
-
-        def tlist(arr: Any, what: str) -> list[Tensor]:
-            out = []
-            for x in arr:
-                t = tref(int(x), what)
-                if t is None:
-                    raise self._err(f"subgraph {sidx}: {what} lists tensor -1")
-                out.append(t)
-            return out
+            return [None if x < 0 else tensors[x] for x in arr.tolist()]
 
         g.inputs = tlist(sg.InputsAsNumpy() if sg.InputsLength() else (), "graph inputs")
         g.outputs = tlist(sg.OutputsAsNumpy() if sg.OutputsLength() else (), "graph outputs")
         # circle keeps a deprecated data_format in the slot where TFLite has
         # debug_metadata_index; read each format's own slot.
         tab = sg._tab
+        o = tab.Offset(14)
         if self.fmt == "tflite":
-            o = tab.Offset(14)
             if o:
-                g.extra["debug_metadata_index"] = tab.Get(fb.SubGraph.flatbuffers.number_types
-                                                          .Int32Flags, o + tab.Pos)
+                g.extra["debug_metadata_index"] = tab.Get(Int32Flags, o + tab.Pos)
         else:
-            o = tab.Offset(14)
             if o:
-                g.extra["data_format"] = tab.Get(fb.SubGraph.flatbuffers.number_types
-                                                 .Int8Flags, o + tab.Pos)
+                g.extra["data_format"] = tab.Get(Int8Flags, o + tab.Pos)
             if sg.DebugMetadataIndex() != -1:
                 g.extra["debug_metadata_index"] = sg.DebugMetadataIndex()
-        nops = self._check_len(sg.OperatorsLength(), 4, f"subgraph {sidx} operator list")
-        file_ops = []
-        for i in range(nops):
-            op = self._read_op(sg.Operators(i), i, sidx, tref)
+        file_ops = self._read_ops(sg, sidx, tlist)
+        for i, op in enumerate(file_ops):
             g.attach_op(op)  # origins are a placeholder until _assign_origins
             op._seq = float(i)
-            file_ops.append(op)
+        # file order is execution order unless an op reads a later op's output (or a cycle)
+        in_order = all(t is None or t.producer is None or t.producer._seq < op._seq
+                       for op in file_ops for t in op.inputs)
         self.file_ops.append(file_ops)
+        if in_order:
+            g._order = list(file_ops)
         g.ops  # noqa: B018  (orders the ops; raises GraphError on a cycle)
         return g
 
-    def _read_op(self, o: Any, i: int, sidx: int,
-                 tref: Callable[[int, str], Tensor | None]) -> Op:
-        oc = o.OpcodeIndex()
-        if not 0 <= oc < len(self.opcodes):
-            raise self._err(f"subgraph {sidx} operator {i} uses opcode index {oc}, but the "
-                            f"model has {len(self.opcodes)} operator codes")
-        type_name, custom, version = self.opcodes[oc]
-        ins = [tref(int(x), f"operator {i} ({type_name}) input")
-               for x in (o.InputsAsNumpy() if o.InputsLength() else ())]
-        outs = []
-        for x in o.OutputsAsNumpy() if o.OutputsLength() else ():
-            t = tref(int(x), f"operator {i} ({type_name}) output")
-            if t is None:
-                raise self._err(f"subgraph {sidx} operator {i} ({type_name}) has output -1")
-            outs.append(t)
-        extra: dict[str, Any] = {}
-        opt_type = o.BuiltinOptionsType()
-        custom_options = None
+    def _read_ops(self, sg: Any, sidx: int, tlist: Callable[..., list[Tensor | None]]
+                  ) -> list[Op]:
+        cols = self.cols
+        what = f"subgraph {sidx} operator"
+        tabs = self._vector_of_tables(sg._tab.Pos, 3, f"subgraph {sidx} operator list")
+        opcode = cols.scalar(cols.fields(tabs, 0, what), "u32", 0, f"{what} opcode index")
+        ins, ib, _ = self._flat_lists(tabs, 1, f"{what} inputs")
+        outs, ob, _ = self._flat_lists(tabs, 2, f"{what} outputs")
+        tlist(ins, f"{what} input", True)  # range checks, vectorised
+        tlist(outs, f"{what} output")
+        tensors = self._tensors
+        ins_l = [tensors[x] if x >= 0 else None for x in ins.tolist()]
+        outs_l = [tensors[x] for x in outs.tolist()]
+        opt_type = cols.scalar(cols.fields(tabs, 3, what), "u8", 0, f"{what} options type")
+        opt_tab = cols.tables_at(cols.fields(tabs, 4, what), f"{what} options")
+        rare = np.zeros(tabs.size, dtype=bool)
+        for slot in range(5, 14):
+            rare |= cols.fields(tabs, slot, what) > 0
+        bad = np.nonzero(opcode >= len(self.opcodes))[0]
+        if bad.size:
+            i = int(bad[0])
+            raise self._err(f"subgraph {sidx} operator {i} uses opcode index {int(opcode[i])}, "
+                            f"but the model has {len(self.opcodes)} operator codes")
+        unknown = np.nonzero((opt_type > 0) & ~np.isin(opt_type, _KNOWN_OPTIONS))[0]
+        if unknown.size:
+            i = int(unknown[0])
+            raise self._err(f"subgraph {sidx} operator {i} has unknown builtin options type "
+                            f"{int(opt_type[i])}")
+        ops: list[Op] = []
+        where = self.where
+        opcode_l, opt_type_l = opcode.tolist(), opt_type.tolist()
+        opt_tab_l, rare_l, tabs_l = opt_tab.tolist(), rare.tolist(), tabs.tolist()
+        data = self.data
+        for i in range(tabs.size):
+            type_name, custom, version = self.opcodes[opcode_l[i]]
+            o_ins = ins_l[ib[i]:ib[i + 1]]
+            o_outs = outs_l[ob[i]:ob[i + 1]]
+            t = opt_type_l[i]
+            op = Op(type_name, o_ins, o_outs, None, origins=(-1,), custom_code=custom,
+                    version=version, options_type=OPTIONS_TYPE_NAMES.get(t) if t else None)
+            if t:
+                if opt_tab_l[i] == 0:
+                    raise self._err(f"subgraph {sidx} operator {i} ({type_name}) names options "
+                                    f"type {t} but has no options table")
+                op._options_src = _OptionsDecoder(t, data, opt_tab_l[i], where,
+                                                  (sidx, i, type_name))
+            if rare_l[i]:
+                self._read_rare_fields(op, tabs_l[i], i, sidx, tlist)
+            ops.append(op)
+        return ops
+
+    def _read_rare_fields(self, op: Op, pos: int, i: int, sidx: int,
+                          tlist: Callable[..., list[Tensor | None]]) -> None:
+        o = fb.Operator.Operator()
+        o.Init(self.data, pos)
         if o.CustomOptionsLength():
-            custom_options = o.CustomOptionsAsNumpy().tobytes()
+            op.custom_options = o.CustomOptionsAsNumpy().tobytes()
         if o.LargeCustomOptionsSize():
             off, size = o.LargeCustomOptionsOffset(), o.LargeCustomOptionsSize()
             if off + size > self.size:
                 raise self._err(f"operator {i} large custom options run past the end")
-            custom_options = bytes(self.data[off:off + size])
+            op.custom_options = bytes(self.data[off:off + size])
         if o.CustomOptionsFormat():
-            extra["custom_options_format"] = o.CustomOptionsFormat()
+            op.extra["custom_options_format"] = o.CustomOptionsFormat()
         if o.MutatingVariableInputsLength():
-            extra["mutating_variable_inputs"] = [bool(x) for x in
-                                                 o.MutatingVariableInputsAsNumpy()]
+            op.extra["mutating_variable_inputs"] = [bool(x) for x in
+                                                    o.MutatingVariableInputsAsNumpy()]
         if o.IntermediatesLength():
-            extra["intermediates"] = [tref(int(x), f"operator {i} intermediate")
-                                      for x in o.IntermediatesAsNumpy()]
+            op.extra["intermediates"] = tlist(o.IntermediatesAsNumpy(),
+                                              f"operator {i} intermediate", True)
         if o.DebugMetadataIndex() != -1:
-            extra["debug_metadata_index"] = o.DebugMetadataIndex()
+            op.extra["debug_metadata_index"] = o.DebugMetadataIndex()
         t2 = o.BuiltinOptions2Type()
         if t2:
-            tab2 = o.BuiltinOptions2()
-            extra["options2_type"] = t2
-            extra["options2"] = _options2_creator(t2, tab2)
-        op = Op(type_name, ins, outs, None, origins=(-1,), custom_code=custom, version=version,
-                options_type=OPTIONS_TYPE_NAMES.get(opt_type) if opt_type else None,
-                custom_options=custom_options, extra=extra)
-        if opt_type:
-            if opt_type not in OPTIONS_TYPE_NAMES:
-                raise self._err(f"subgraph {sidx} operator {i} ({type_name}) has unknown "
-                                f"builtin options type {opt_type}")
-            table = o.BuiltinOptions()
-            where = self.where
-
-            def decode(opt_type: int = opt_type, table: Any = table) -> Any:
-                try:
-                    return _options_creator(opt_type, table)
-                except (struct.error, IndexError, ValueError, TypeError, OverflowError) as e:
-                    raise ModelFormatError(
-                        f"subgraph {sidx} operator {i} ({type_name}): corrupt builtin options "
-                        f"({e})", where=where) from None
-
-            op._options_src = decode
-        return op
+            op.extra["options2_type"] = t2
+            op.extra["options2"] = _options2_creator(t2, o.BuiltinOptions2())
 
     def _read_metadata(self, m: Any, model: Model) -> None:
         n = self._check_len(m.MetadataLength(), 4, "metadata list")
@@ -368,7 +500,8 @@ class _Reader:
             g = model.subgraphs[s]
             tl = g.tensors
 
-            def maps(get: Callable[[int], Any], count: int, what: str) -> list[tuple[str, Tensor]]:
+            def maps(get: Callable[[int], Any], count: int, what: str, i: int = i,
+                     tl: list[Tensor] = tl) -> list[tuple[str, Tensor]]:
                 out = []
                 for j in range(self._check_len(count, 4, what)):
                     tm = get(j)
@@ -411,6 +544,9 @@ class _Reader:
             if extra_ops:
                 raise self._err(f"{OP_TABLE} names op(s) {extra_ops[:5]} but subgraph 0 has "
                                 f"{len(main)} ops")
+            used = frozenset().union(*(op.origins for op in self.file_ops[0]))
+            for oid in names.keys() - used:
+                main.removed_origins[oid] = "named in ONE_source_table, used by no op"
             if missing:
                 warnings.warn(f"{self.where}: {len(missing)} op(s) missing from {OP_TABLE} "
                               f"(first: {missing[:5]}); gave them new origin ids", stacklevel=3)

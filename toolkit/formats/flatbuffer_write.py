@@ -7,6 +7,7 @@ tables are written as metadata so that loading the file restores every op's orig
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -62,19 +63,18 @@ def atomic_write(path: Path, data: bytes | bytearray | memoryview) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
-        with _suppress():
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
 
 
-class _suppress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return True
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _identity_origins(model: Model) -> bool:
@@ -142,7 +142,8 @@ class _Writer:
         b.StartVector(1, n, align)
         b.head = b.head - n
         b.Bytes[b.head:b.head + n] = payload
-        return b.EndVector(n)
+        b.vectorNumElems = n
+        return b.EndVector()
 
     def _buffer_for(self, t: Tensor) -> int:
         arr = t.data
@@ -175,7 +176,8 @@ class _Writer:
         b.StartVector(4, len(offsets), 4)
         for off in reversed(offsets):
             b.PrependUOffsetTRelative(off)
-        return b.EndVector(len(offsets))
+        b.vectorNumElems = len(offsets)
+        return b.EndVector()
 
     # -------------------------------------------------------------- tensors
     def _quant(self, t: Tensor) -> int | None:
@@ -275,28 +277,28 @@ class _Writer:
             if inter else None
         opt2 = op.extra.get("options2")
         opt2_off = opt2.Pack(b) if opt2 is not None else None
-        O = fb.Operator
-        O.Start(b)
-        O.AddOpcodeIndex(b, opcode)
-        O.AddInputs(b, in_vec)
-        O.AddOutputs(b, out_vec)
+        OP = fb.Operator
+        OP.Start(b)
+        OP.AddOpcodeIndex(b, opcode)
+        OP.AddInputs(b, in_vec)
+        OP.AddOutputs(b, out_vec)
         if opt is not None:
-            O.AddBuiltinOptionsType(b, opt_type)
-            O.AddBuiltinOptions(b, opt)
+            OP.AddBuiltinOptionsType(b, opt_type)
+            OP.AddBuiltinOptions(b, opt)
         if custom is not None:
-            O.AddCustomOptions(b, custom)
+            OP.AddCustomOptions(b, custom)
         if op.extra.get("custom_options_format"):
-            O.AddCustomOptionsFormat(b, op.extra["custom_options_format"])
+            OP.AddCustomOptionsFormat(b, op.extra["custom_options_format"])
         if mvi_vec is not None:
-            O.AddMutatingVariableInputs(b, mvi_vec)
+            OP.AddMutatingVariableInputs(b, mvi_vec)
         if inter_vec is not None:
-            O.AddIntermediates(b, inter_vec)
+            OP.AddIntermediates(b, inter_vec)
         if opt2_off is not None:
-            O.AddBuiltinOptions2Type(b, op.extra["options2_type"])
-            O.AddBuiltinOptions2(b, opt2_off)
+            OP.AddBuiltinOptions2Type(b, op.extra["options2_type"])
+            OP.AddBuiltinOptions2(b, opt2_off)
         if "debug_metadata_index" in op.extra:
-            O.AddDebugMetadataIndex(b, op.extra["debug_metadata_index"])
-        return O.End(b)
+            OP.AddDebugMetadataIndex(b, op.extra["debug_metadata_index"])
+        return OP.End(b)
 
     def _subgraph(self, g: Graph) -> int:
         b = self.b

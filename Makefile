@@ -1,0 +1,46 @@
+# Set-up and everyday commands. Both `make demo` and `make test` create .venv themselves.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+OUT    := out
+
+.PHONY: demo test lint lab bench samples clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[runtime,notebooks]"
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@ $(VENV)/.demo-installed
+
+## demo: compile, run, trace-join and partition the sample models; results under out/
+demo: $(VENV)/.demo-installed
+	$(BIN)/toolkit demo --out $(OUT)
+
+## test: ruff and the whole test suite (notebooks included)
+test: $(VENV)/.dev-installed
+	$(BIN)/ruff check toolkit tests bench sample_models
+	$(BIN)/python -m pytest -n 2 -q
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check toolkit tests bench sample_models
+
+## lab: JupyterLab on notebooks/
+lab: $(VENV)/.demo-installed
+	$(BIN)/jupyter lab notebooks/
+
+## bench: every benchmark in bench/ (ratios against in-process baselines)
+bench: $(VENV)/.dev-installed
+	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+## samples: rebuild the committed sample models
+samples: $(VENV)/.dev-installed
+	$(BIN)/python sample_models/make_samples.py
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache .ruff_cache

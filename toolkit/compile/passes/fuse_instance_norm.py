@@ -1,0 +1,66 @@
+"""Fuse an instance normalisation written in primitive ops into circle's INSTANCE_NORM.
+
+Origins: **fuse**. One new INSTANCE_NORM op replaces the whole subgraph (MEAN,
+SQUARED_DIFFERENCE, MEAN, ADD, RSQRT / POW / SQRT, SUB, MUL / DIV, MUL, ADD, NEG ...) and
+inherits the union of their origins.
+
+Matches both ONE's Net_InstanceNorm_003 arrangement
+(``Div(Sub(x, mean), Pow(var + eps, 0.5)) * gamma + beta``, fused activation on the last ADD)
+and TensorFlow's (``Mean, SquaredDifference, Mean, Add, Rsqrt, Mul, ...``): see
+:mod:`toolkit.compile.passes._norm_pattern`. The input must be rank 4 (NHWC) reduced over
+axes 1 and 2; gamma and beta become ``[C]`` float32 constants (rounded once from float64).
+
+Left alone: other reduction axes (see :mod:`fuse_layer_norm` for the last axis), non-float32
+or dynamic tensors, subgraphs with other ops or intermediate values used elsewhere.
+INSTANCE_NORM is a circle-only op: save the result as ``.circle``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toolkit.compile.passes._match import ACT
+from toolkit.compile.passes._norm_pattern import NormMatch, match_norm
+from toolkit.compile.passes.base import GraphPass
+from toolkit.ir import Graph
+from toolkit.schema import OPTIONS_CLASS
+
+__all__ = ["FuseInstanceNorm"]
+
+_FUSABLE_ACT = frozenset({ACT["NONE"], ACT["RELU"], ACT["RELU6"], ACT["RELU_N1_TO_1"],
+                          ACT["TANH"]})
+
+
+class FuseInstanceNorm(GraphPass):
+    """A new INSTANCE_NORM op replaces (fuses) an instance-norm subgraph."""
+
+    name = "fuse_instance_norm"
+    relation = "fuse"
+
+    def run(self, graph: Graph) -> bool:
+        """Fuse every instance-norm subgraph; return True when any was fused."""
+        changed = False
+        for op in list(graph.ops):
+            if op.graph is not graph or op.type != "MEAN":
+                continue
+            found = match_norm(graph, op)
+            if found is None or len(found.x.shape) != 4 or found.axes != (1, 2):
+                continue
+            if found.activation not in _FUSABLE_ACT:
+                continue
+            self._fuse(graph, found)
+            changed = True
+        return changed
+
+    @staticmethod
+    def _fuse(graph: Graph, found: NormMatch) -> None:
+        y = found.y
+        gamma = graph.add_const(graph.unique_name(y.name + "/gamma"),
+                                found.gamma.astype(np.float32))
+        beta = graph.add_const(graph.unique_name(y.name + "/beta"),
+                               found.beta.astype(np.float32))
+        opts = OPTIONS_CLASS["InstanceNormOptions"]()
+        opts.epsilon = float(np.float32(found.eps))
+        opts.fusedActivationFunction = found.activation
+        graph.fuse(found.ops, "INSTANCE_NORM", [found.x, gamma, beta], [y], opts,
+                   options_type="InstanceNormOptions")

@@ -1,0 +1,313 @@
+"""Partition a model across backends, as ONE's circle-partitioner does.
+
+    import toolkit as tk
+    result = tk.partition("Net_InstanceNorm_003.circle", "Net_InstanceNorm_003.part")
+    result.parts_table()                 # one row per part
+    result.write("work/")                # part models + .conn.json + .conn.ini
+    tk.run("work/Net_InstanceNorm_003.conn.json", inputs)   # parts chained in order
+
+Each op is placed on a backend by the ``.part`` rules (:mod:`toolkit.formats.part_file`),
+ops are grouped into parts (:mod:`toolkit.partition.grouping`), and each part becomes a model
+of its own that keeps the source model's origin ids (:mod:`toolkit.partition.build`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from toolkit.errors import PartitionError
+from toolkit.formats.conn_file import ConnPart, Connection, format_conn_ini, format_conn_json
+from toolkit.formats.part_file import PartSpec, as_part_spec
+from toolkit.ir import Model
+from toolkit.partition import report
+from toolkit.partition.build import build_part
+from toolkit.partition.grouping import Placement, group_ops, place_ops
+
+__all__ = ["partition", "PartitionResult", "Part", "part_file_name"]
+
+_FORMATS = {".circle": "circle", ".tflite": "tflite"}
+
+
+def part_file_name(stem: str, index: int, backend: str, ext: str = ".circle") -> str:
+    """Return the file name of part ``index`` (from 1): ``<stem>.<NNNNN>_<backend><ext>``."""
+    return f"{stem}.{index:05d}_{backend}{ext}"
+
+
+@dataclass
+class Part:
+    """One part: its position (from 1), backend, model, the positions of its ops in the
+    source graph (model order), its input/output tensor names and, per op, why it starts or
+    joins the part."""
+
+    index: int
+    backend: str
+    model: Model
+    op_indices: list[int]
+    inputs: list[str]
+    outputs: list[str]
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PartitionResult:
+    """The parts of a partitioned model, the request that made them, and their report.
+
+    ``source_file`` is the source model's file name as the connection files name it; part
+    files are named from its stem. DataFrames: :meth:`parts_table`, :meth:`ops_table`,
+    :meth:`warnings_table`, and the provenance tables of :mod:`toolkit.provenance`
+    (:meth:`source_ops`, :meth:`optimised_ops`, :meth:`origins`, ...), where a part op's
+    ``optimised_id`` is its position over all parts in order.
+    """
+
+    source: Model
+    spec: PartSpec
+    source_file: str
+    parts: list[Part]
+    placements: list[Placement]
+    warnings: list[str] = field(default_factory=list)
+    ext: str = ".circle"
+    paths: list[Path] = field(default_factory=list)
+
+    @property
+    def stem(self) -> str:
+        """The source file name without its last extension."""
+        name = Path(self.source_file).name
+        return name.rsplit(".", 1)[0] if "." in name[1:] else name
+
+    def file_of(self, part: Part, ext: str | None = None) -> str:
+        """Return the file name of ``part`` (extension ``ext``, default :attr:`ext`)."""
+        return part_file_name(self.stem, part.index, part.backend, ext or self.ext)
+
+    # ------------------------------------------------------ connection
+    def connection(self, ext: str | None = None) -> Connection:
+        """Return the :class:`Connection` of the parts (part files with extension ``ext``)."""
+        g = self.source.graph
+        src = ConnPart(self.source_file, [t.name for t in g.inputs], [t.name for t in g.outputs])
+        parts = [ConnPart(self.file_of(p, ext), list(p.inputs), list(p.outputs))
+                 for p in self.parts]
+        return Connection(src, parts)
+
+    def conn_json(self, ext: str | None = None) -> str:
+        """Return the ``.conn.json`` text."""
+        return format_conn_json(self.connection(ext))
+
+    def conn_ini(self, ext: str | None = None) -> str:
+        """Return the ``.conn.ini`` text."""
+        return format_conn_ini(self.connection(ext))
+
+    # ------------------------------------------------------------ files
+    def files(self, ext: str | None = None) -> dict[str, Any]:
+        """Return ``{file name: content}`` of everything :meth:`write` writes: each part model
+        (a :class:`Model`), ``<stem>.conn.json`` and ``<stem>.conn.ini`` (text)."""
+        out: dict[str, Any] = {self.file_of(p, ext): p.model for p in self.parts}
+        out[f"{self.stem}.conn.json"] = self.conn_json(ext)
+        out[f"{self.stem}.conn.ini"] = self.conn_ini(ext)
+        return out
+
+    def write(self, work_path: str | os.PathLike[str] = ".", *, ext: str | None = None
+              ) -> list[Path]:
+        """Write the part models and both connection files into ``work_path``; return the
+        paths (parts in order, then .conn.json, .conn.ini).
+
+        ``ext`` (``.circle`` or ``.tflite``) picks the part format. Writing is atomic as a
+        set: every file is serialized and written to a temporary file first, then all are
+        renamed into place; on any error no new file is left and files that were replaced are
+        restored. Raises :class:`PartitionError` for a file name that would escape
+        ``work_path``.
+        """
+        from toolkit.formats.flatbuffer_write import write_model
+
+        ext = ext or self.ext
+        if ext not in _FORMATS:
+            raise PartitionError(f"unknown part extension {ext!r}", fix="use .circle or .tflite")
+        work = Path(work_path)
+        payload: dict[Path, bytes] = {}
+        for name, content in self.files(ext).items():
+            target = _inside(work, name)
+            if isinstance(content, Model):
+                payload[target] = bytes(write_model(content, _FORMATS[ext],
+                                                    origin_tables=True, where=str(target)))
+            else:
+                payload[target] = content.encode("utf-8")
+        write_files_atomically(payload)
+        self.ext = ext
+        self.paths = list(payload)
+        for p, path in zip(self.parts, self.paths):
+            p.model.path = str(path)
+        return self.paths
+
+    # ----------------------------------------------------------- running
+    def run(self, inputs: Any = None, **kw: Any) -> Any:
+        """Chain the parts on ``inputs``; see :func:`toolkit.partition.chain.run_connection`."""
+        from toolkit.partition.chain import run_connection
+
+        return run_connection(self, inputs, **kw)
+
+    # ------------------------------------------------------------ report
+    def parts_table(self) -> pd.DataFrame:
+        """One row per part; see :func:`toolkit.partition.report.parts_table`."""
+        return report.parts_table(self)
+
+    def ops_table(self) -> pd.DataFrame:
+        """One row per source op; see :func:`toolkit.partition.report.ops_table`."""
+        return report.ops_table(self)
+
+    def warnings_table(self) -> pd.DataFrame:
+        """One row per warning; see :func:`toolkit.partition.report.warnings_table`."""
+        return report.warnings_table(self)
+
+    def source_ops(self) -> pd.DataFrame:
+        """Provenance: source ops (see :mod:`toolkit.provenance`)."""
+        return report.source_ops(self)
+
+    def layers(self) -> pd.DataFrame:
+        """Provenance: (source op, original layer) pairs."""
+        return report.layers(self)
+
+    def optimised_ops(self) -> pd.DataFrame:
+        """Provenance: one row per part op, ``optimised_id`` counted over all parts."""
+        return report.optimised_ops(self)
+
+    def origins(self) -> pd.DataFrame:
+        """Provenance: (part op, source op) pairs."""
+        return report.origins(self)
+
+    def commands(self) -> pd.DataFrame:
+        """Provenance: no command queue for a partition (empty, with the columns)."""
+        return report.commands(self)
+
+    def debug_handles(self) -> pd.DataFrame:
+        """Provenance: no debug handles for a partition (empty, with the columns)."""
+        return report.debug_handles(self)
+
+    def removed(self) -> pd.DataFrame:
+        """Provenance: source ops the source model records as removed."""
+        return report.removed(self)
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{self.file_of(p)}({len(p.op_indices)} ops)" for p in self.parts)
+        return f"<PartitionResult {self.source_file}: {parts}>"
+
+
+def _inside(work: Path, name: str) -> Path:
+    """Return ``work / name`` when ``name`` is a plain file name; else PartitionError."""
+    if (not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name
+            or Path(name).name != name):
+        raise PartitionError(f"file name {name!r} would escape the work path", where=str(work),
+                             fix="use plain file names (no folders) for models and backends")
+    target = work / name
+    if target.resolve().parent != work.resolve():
+        raise PartitionError(f"file name {name!r} would escape the work path", where=str(work))
+    return target
+
+
+def write_files_atomically(payload: dict[Path, bytes]) -> None:
+    """Write every ``{path: bytes}`` or none of them.
+
+    Each file goes to a temporary file beside it; then each existing target is moved aside and
+    the temporary file renamed into place. On any error, files already renamed are removed,
+    moved-aside files restored and temporary files deleted, then the error is raised again.
+    """
+    temps: dict[Path, str] = {}
+    backups: dict[Path, str] = {}
+    placed: list[Path] = []
+    try:
+        for path, data in payload.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps[path] = tmp
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o644)
+        for path, tmp in temps.items():
+            if path.exists():
+                fd, bak = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".bak",
+                                           dir=path.parent)
+                os.close(fd)
+                os.replace(path, bak)
+                backups[path] = bak
+            os.replace(tmp, path)
+            placed.append(path)
+    except BaseException:
+        for path in placed:
+            _quiet_unlink(path)
+        for path, bak in backups.items():
+            try:
+                os.replace(bak, path)
+            except OSError:
+                pass
+        for tmp in temps.values():
+            _quiet_unlink(tmp)
+        raise
+    for bak in backups.values():
+        _quiet_unlink(bak)
+
+
+def _quiet_unlink(path: str | Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _source_name(model: Model) -> str:
+    if model.path:
+        return Path(model.path).name
+    name = model.graph.name or "model"
+    if not name or any(c in name for c in "/\\\0") or name in (".", ".."):
+        name = "model"
+    return f"{name}.{model.format}"
+
+
+def partition(model: Model | str | os.PathLike[str], part: Any,
+              backends: str | list[str] | None = None, default: str | None = None, *,
+              source_file: str | None = None, work_path: str | os.PathLike[str] | None = None,
+              ext: str = ".circle") -> PartitionResult:
+    """Partition ``model`` (a :class:`Model` or a .circle/.tflite path) by ``part`` (a
+    ``.part`` path, a :class:`PartSpec` or a mapping; see
+    :func:`toolkit.formats.part_file.as_part_spec`) and return a :class:`PartitionResult`.
+
+    ``backends`` (CSV or list) and ``default`` override the ``[partition]`` section.
+    ``source_file`` names the source in the connection files (default: the model's file name,
+    or ``<graph name>.<format>``). With ``work_path`` the parts and connection files are also
+    written there (see :meth:`PartitionResult.write`).
+
+    Raises :class:`PartitionError` (with ``file:line``) for a bad request and for a model with
+    several subgraphs. ``[OPNAME]`` names the model lacks are warnings, listed in
+    :meth:`PartitionResult.warnings_table`.
+    """
+    if not isinstance(model, Model):
+        from toolkit.formats.flatbuffer_read import load
+
+        model = load(model)
+    if len(model.subgraphs) != 1:
+        raise PartitionError(
+            f"the model has {len(model.subgraphs)} subgraphs; only one-subgraph models can be "
+            "partitioned", where=model.path or "<model>",
+            fix="control flow (WHILE, IF, CALL_ONCE) is not supported: inline it first")
+    spec = as_part_spec(part).with_overrides(backends, default).validate()
+    graph = model.graph
+    ops = graph.ops
+    placements, notes = place_ops(ops, spec)
+    groups = group_ops(graph, [p.backend for p in placements])
+    base = graph.name or "main"
+    parts: list[Part] = []
+    for grp in groups:
+        pm = build_part(model, [ops[i] for i in grp.ops], grp.inputs, grp.outputs,
+                        name=f"{base}_{grp.backend}")
+        parts.append(Part(grp.index + 1, grp.backend, pm, list(grp.ops),
+                          [t.name for t in grp.inputs], [t.name for t in grp.outputs],
+                          list(grp.reasons)))
+    if ext not in _FORMATS:
+        raise PartitionError(f"unknown part extension {ext!r}", fix="use .circle or .tflite")
+    result = PartitionResult(model, spec, source_file or _source_name(model), parts,
+                             placements, notes, ext)
+    if work_path is not None:
+        result.write(work_path)
+    return result

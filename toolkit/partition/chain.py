@@ -1,0 +1,269 @@
+"""Run a partitioned model: chain its parts in order, feeding tensors by name.
+
+The parts come from a connection file (``.conn.json`` / ``.conn.ini``; part files are read
+from its folder), a :class:`~toolkit.formats.conn_file.Connection` or a
+:class:`~toolkit.partition.PartitionResult` (its in-memory part models). Each part runs with a
+per-model runner ``run(model, inputs) -> {name: array}``: by default the reference runtime;
+:func:`litert_runner` gives one backed by LiteRT.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from toolkit.errors import PartitionError, RuntimeInputError
+from toolkit.formats.conn_file import Connection, read_connection
+from toolkit.ir import Model
+
+__all__ = ["run_connection", "litert_runner", "ChainRun", "Runner"]
+
+Runner = Callable[[Model, dict[str, np.ndarray]], Mapping[str, np.ndarray]]
+
+
+class ChainRun(NamedTuple):
+    """Outputs by name and the trace of a traced chained run.
+
+    With the reference runtime, ``trace`` is its event tracer (one event per part op, keyed by
+    the op's ``optimised_id``: its position over all parts; the event also carries ``part``,
+    ``part_file`` and ``backend``). With another runner it is a DataFrame with one row per part
+    call: ``run`` (int64), ``part`` (int64, from 1), ``file`` (str), ``backend`` (str),
+    ``ts_us`` (float64, start since the first call), ``dur_us`` (float64).
+    """
+
+    outputs: dict[str, np.ndarray]
+    trace: Any
+
+
+@dataclass
+class _Stage:
+    index: int
+    file: str
+    backend: str
+    model: Model
+    inputs: list[str]
+    outputs: list[str]
+    offset: int
+
+
+def _backend_of(file: str) -> str:
+    stem = file.rsplit(".", 1)[0]
+    tail = stem.rsplit(".", 1)[-1]
+    return tail.split("_", 1)[1] if "_" in tail and tail[:5].isdigit() else ""
+
+
+def _stages(conn: Any) -> tuple[list[_Stage], Connection, Model | None]:
+    """Return the parts to run, the connection and the source model when at hand."""
+    from toolkit.partition import PartitionResult
+
+    if isinstance(conn, PartitionResult):
+        c = conn.connection()
+        models = [p.model for p in conn.parts]
+        backends = [p.backend for p in conn.parts]
+        source: Model | None = conn.source
+    else:
+        if isinstance(conn, (str, os.PathLike)):
+            conn = read_connection(conn)
+        if not isinstance(conn, Connection):
+            raise PartitionError(f"cannot chain a {type(conn).__name__}",
+                                 fix="pass a .conn.json/.conn.ini path, a Connection or a "
+                                     "PartitionResult")
+        c = conn
+        from toolkit.formats.flatbuffer_read import load
+
+        folder = c.folder
+        models = []
+        for p in c.parts:
+            path = folder / p.file
+            if not path.is_file():
+                raise PartitionError(f"part file {p.file!r} not found in {str(folder)!r}",
+                                     where=c.path or "<connection>")
+            models.append(load(path))
+        backends = [_backend_of(p.file) for p in c.parts]
+        src_path = folder / c.source.file
+        source = load(src_path) if src_path.is_file() else None
+    stages, offset = [], 0
+    for i, (p, m, b) in enumerate(zip(c.parts, models, backends), start=1):
+        stages.append(_Stage(i, p.file, b, m, list(p.inputs), list(p.outputs), offset))
+        offset += len(m.graph)
+    return stages, c, source
+
+
+def _bind(inputs: Any, names: list[str], source: Model | None) -> dict[str, np.ndarray]:
+    if inputs is None:
+        if source is None:
+            raise RuntimeInputError("no inputs given and the source model is not at hand",
+                                    fix=f"pass a dict with keys {names}")
+        from toolkit.runtime.interpreter import Interpreter
+
+        return dict(Interpreter(source).random_inputs())
+    if isinstance(inputs, np.ndarray):
+        inputs = [inputs]
+    if isinstance(inputs, Mapping):
+        missing = [n for n in names if n not in inputs]
+        if missing:
+            raise RuntimeInputError(f"inputs lack {missing}", fix=f"source inputs are {names}")
+        return {n: np.asarray(inputs[n]) for n in names}
+    inputs = list(inputs)
+    if len(inputs) != len(names):
+        raise RuntimeInputError(f"{len(inputs)} inputs given, the source model takes "
+                                f"{len(names)} ({names})")
+    return {n: np.asarray(x) for n, x in zip(names, inputs)}
+
+
+class _PartTracer:
+    """Forward events of one part to a shared tracer, keyed by ``optimised_id``."""
+
+    def __init__(self, inner: Any, stage: _Stage) -> None:
+        self._inner = inner
+        self._stage = stage
+
+    def log(self, key: Any, t0: int, t1: int, **args: Any) -> Any:
+        s = self._stage
+        if isinstance(key, (int, np.integer)):
+            key = int(key) + s.offset
+        args.update(part=s.index, part_file=s.file, backend=s.backend)
+        return self._inner.log(key, t0, t1, **args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def run_connection(conn: Any, inputs: Any = None, *, run: Runner | None = None,
+                   trace: bool = False, repeat: int = 1, tracer: Any = None
+                   ) -> dict[str, np.ndarray] | ChainRun:
+    """Run the parts of ``conn`` in order on ``inputs`` and return the source outputs by name.
+
+    ``conn`` is a ``.conn.json``/``.conn.ini`` path, a Connection or a PartitionResult.
+    ``inputs`` is a dict by source input name, a list in source input order, one array, or
+    None (random inputs of the reference runtime, seed 0; needs the source model). ``run`` is
+    the per-model runner (default: the reference runtime). Each part's inputs are taken by
+    name from the source inputs and the outputs of earlier parts.
+
+    With ``trace=True`` (or a ``tracer`` for the reference runtime) returns
+    :class:`ChainRun` ``(outputs, trace)``; ``repeat`` runs that many inferences (the outputs
+    are those of the last). Raises :class:`PartitionError` when a part needs a tensor no
+    earlier part made or a runner does not return a listed output.
+    """
+    if repeat < 1:
+        raise PartitionError(f"repeat must be >= 1, got {repeat}")
+    stages, c, source = _stages(conn)
+    env0 = _bind(inputs, list(c.source.inputs), source)
+    where = c.path or "<connection>"
+    if run is None:
+        return _run_reference(stages, c, env0, trace, repeat, tracer, where)
+    rows: list[dict[str, Any]] = []
+    env: dict[str, np.ndarray] = {}
+    start = time.perf_counter_ns()
+    for r in range(repeat):
+        env = dict(env0)
+        for s in stages:
+            feed = _feed(s, env, where)
+            t0 = time.perf_counter_ns()
+            out = run(s.model, feed)
+            t1 = time.perf_counter_ns()
+            _take(s, out, env, where)
+            if trace:
+                rows.append({"run": r, "part": s.index, "file": s.file, "backend": s.backend,
+                             "ts_us": (t0 - start) / 1e3, "dur_us": (t1 - t0) / 1e3})
+    outs = _outputs(c, env, where)
+    if trace:
+        df = pd.DataFrame(rows, columns=["run", "part", "file", "backend", "ts_us", "dur_us"])
+        df = df.astype({"run": "int64", "part": "int64", "ts_us": "float64",
+                        "dur_us": "float64"})
+        return ChainRun(outs, df)
+    return outs
+
+
+def _run_reference(stages: list[_Stage], c: Connection, env0: dict[str, np.ndarray],
+                   trace: bool, repeat: int, tracer: Any, where: str
+                   ) -> dict[str, np.ndarray] | ChainRun:
+    from toolkit.runtime.interpreter import Interpreter
+
+    interps = [Interpreter(s.model) for s in stages]
+    if trace and tracer is None:
+        from toolkit.runtime.tracer import EventTracer
+
+        tracer = EventTracer()
+    env: dict[str, np.ndarray] = {}
+    for _ in range(repeat):
+        if tracer is not None:
+            tracer.new_run()
+        env = dict(env0)
+        for s, it in zip(stages, interps):
+            feed = _feed(s, env, where)
+            out = it.invoke(feed, None if tracer is None else _PartTracer(tracer, s))
+            _take(s, out, env, where)
+    outs = _outputs(c, env, where)
+    return ChainRun(outs, tracer) if tracer is not None else outs
+
+
+def _feed(s: _Stage, env: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+    try:
+        return {n: env[n] for n in s.inputs}
+    except KeyError as e:
+        raise PartitionError(f"part {s.index} ({s.file}) needs tensor {e.args[0]!r}, which "
+                             "neither the source inputs nor an earlier part provide",
+                             where=where, fix="the parts are out of order or the connection "
+                                              "file is wrong") from None
+
+
+def _take(s: _Stage, out: Mapping[str, np.ndarray], env: dict[str, np.ndarray],
+          where: str) -> None:
+    for n in s.outputs:
+        if n not in out:
+            raise PartitionError(f"part {s.index} ({s.file}) did not return its output {n!r}",
+                                 where=where, fix=f"it returned {sorted(out)}")
+        env[n] = out[n]
+
+
+def _outputs(c: Connection, env: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+    missing = [n for n in c.source.outputs if n not in env]
+    if missing:
+        raise PartitionError(f"no part produces source output(s) {missing}", where=where)
+    return {n: env[n] for n in c.source.outputs}
+
+
+def litert_runner(num_threads: int = 1) -> Runner:
+    """Return a runner that runs a model in LiteRT (``ai_edge_litert``) with ``num_threads``.
+
+    A model whose file is a ``.tflite`` is run from that file; any other is serialized as
+    TFLite first (circle-only ops cannot run there). Interpreters are cached per model, so
+    repeated chained runs do not rebuild them. Returns outputs by tensor name.
+    """
+    from ai_edge_litert.interpreter import Interpreter
+
+    from toolkit.formats.flatbuffer_write import write_model
+
+    cache: dict[int, tuple[Model, Any]] = {}
+
+    def run(model: Model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        hit = cache.get(id(model))
+        if hit is None or hit[0] is not model:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if model.path and Path(model.path).suffix == ".tflite":
+                    it = Interpreter(model_path=model.path, num_threads=num_threads)
+                else:
+                    data = bytes(write_model(model, "tflite"))
+                    it = Interpreter(model_content=data, num_threads=num_threads)
+            it.allocate_tensors()
+            hit = cache[id(model)] = (model, it)
+        it = hit[1]
+        for d in it.get_input_details():
+            if d["name"] not in inputs:
+                raise RuntimeInputError(f"LiteRT input {d['name']!r} was not given",
+                                        fix=f"inputs are {sorted(inputs)}")
+            it.set_tensor(d["index"], np.ascontiguousarray(inputs[d["name"]], d["dtype"]))
+        it.invoke()
+        return {d["name"]: it.get_tensor(d["index"]).copy() for d in it.get_output_details()}
+
+    return run

@@ -1,0 +1,89 @@
+"""``toolkit partition``: the command line of ONE's circle-partitioner.
+
+    toolkit partition --part_file M.part --input_file M.circle [--work_path DIR]
+                      [--backends cpu,npu] [--default cpu]
+
+The ``.part`` and input files are read from the work path (default: the current folder), and
+the part models, ``<stem>.conn.json`` and ``<stem>.conn.ini`` are written there. ``--backends``
+and ``--default`` override the ``[partition]`` section. ``.tflite`` input is accepted too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+from toolkit.errors import PartitionError, ToolkitError
+
+__all__ = ["main_partition", "build_parser"]
+
+
+def build_parser(prog: str = "toolkit partition") -> argparse.ArgumentParser:
+    """Return the argument parser of the ``partition`` command."""
+    ap = argparse.ArgumentParser(
+        prog=prog, description="Partition a .circle/.tflite model across backends as ONE's "
+        "circle-partitioner does: part models plus .conn.json/.conn.ini connection files.")
+    ap.add_argument("--part_file", required=True,
+                    help="partition file (.part), read from the work path")
+    ap.add_argument("--input_file", required=True,
+                    help="input .circle (or .tflite) model, read from the work path")
+    ap.add_argument("--work_path", default=".",
+                    help="folder of the input files and of the outputs (default: current)")
+    ap.add_argument("--backends", help="backends in CSV; overrides [partition] backends")
+    ap.add_argument("--default", help="default backend; overrides [partition] default")
+    return ap
+
+
+def _in_work(work: Path, name: str, flag: str) -> Path:
+    """Return ``work / name`` for a name that stays inside ``work``; else PartitionError."""
+    p = Path(name)
+    target = (work / p).resolve()
+    root = work.resolve()
+    if p.is_absolute() or (target != root and root not in target.parents):
+        raise PartitionError(f"{flag} {name!r} is outside the work path {str(work)!r}",
+                             where=name, fix="put the file in the work path and give its "
+                                             "name relative to it")
+    return work / p
+
+
+def main_partition(argv: Sequence[str] | None = None) -> int:
+    """Run the ``partition`` command with ``argv`` (without the command name); return the exit
+    status: 0 on success, 1 on a :class:`ToolkitError` (printed to stderr), 2 on bad flags."""
+    ap = build_parser()
+    try:
+        args = ap.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as e:
+        return int(e.code or 0)
+    from toolkit.formats.flatbuffer_read import load
+    from toolkit.partition import partition
+
+    work = Path(args.work_path or ".")
+    try:
+        if not work.is_dir():
+            raise PartitionError("work path is not a folder", where=str(work))
+        part_path = _in_work(work, args.part_file, "--part_file")
+        input_path = _in_work(work, args.input_file, "--input_file")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = load(input_path)
+            result = partition(model, part_path, args.backends, args.default,
+                               source_file=args.input_file)
+            paths = result.write(work)
+        for w in caught:
+            print(f"warning: {w.message}", file=sys.stderr)
+    except ToolkitError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for p, path in zip(result.parts, paths):
+        print(f"{path}: {p.backend}, {len(p.op_indices)} op(s), inputs {p.inputs}, "
+              f"outputs {p.outputs}")
+    for path in paths[len(result.parts):]:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_partition())

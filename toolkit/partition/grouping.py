@@ -1,0 +1,189 @@
+"""Place each op on a backend and group ops into parts, as ONE's circle-partitioner does.
+
+circle-partitioner starts with one group per op (in model order), then repeats until nothing
+changes: scanning groups in order, a group absorbs the first other group of the same backend
+that consumes one of its outputs, provided every input of that group produced by some group is
+produced by the absorbing group (graph inputs and constants do not count).
+
+That fixed point is computed here in one pass over the ops in topological order, with no
+rescans (O(ops + edges)). The pass is exact because:
+
+* A group can only ever be absorbed by the one group that produces all its op-made inputs, and
+  a merge never splits producers apart, so whether a group is absorbable only grows and the
+  final sets do not depend on the merge order.
+* The op of a group that absorbs the rest (its *root*) comes first in topological order; the
+  other members read only tensors of their own group (and graph inputs / constants), so a
+  group's external op-made inputs are its root's.
+* Hence, visiting ops in topological order: an op joins the group of its producers when all
+  its op-made inputs come from one group of its own backend, else it starts a new group. Later
+  ops never merge earlier groups.
+
+Parts are the groups in the order of their roots, which is the order circle-partitioner writes
+them, and a valid execution order: a part's inputs are source inputs or outputs of earlier
+parts. A part's inputs are its root's inputs in argument order, then graph inputs read by its
+other members; its outputs are its ops' outputs (op order, then output order) that another part
+reads or that are outputs of the source model.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from toolkit.errors import PartitionError
+from toolkit.formats.part_file import OPCODE, OPNAME, PartSpec
+from toolkit.ir import Graph, Op, Tensor
+
+__all__ = ["Placement", "Group", "place_ops", "group_ops"]
+
+
+@dataclass
+class Placement:
+    """Backend of one op and the rule that chose it: ``rule`` is ``"OPCODE DIV=acl_cl"``,
+    ``"OPNAME Sub=npu"``, ``"default"`` or ``"OPCODE _=cpu"``; ``where`` is ``file:line``."""
+
+    backend: str
+    rule: str
+    where: str
+
+
+@dataclass
+class Group:
+    """One part: backend, op positions (in ``graph.ops``, model order), boundary tensors and,
+    per op, why it starts or joins the part."""
+
+    index: int
+    backend: str
+    ops: list[int] = field(default_factory=list)
+    inputs: list[Tensor] = field(default_factory=list)
+    outputs: list[Tensor] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+
+def _opcode_key(op: Op, table: dict[str, str]) -> str | None:
+    if op.type == "CUSTOM" and op.custom_code:
+        key = f"CUSTOM({op.custom_code})"
+        if key in table:
+            return key
+    return op.type if op.type in table else None
+
+
+def place_ops(ops: Sequence[Op], spec: PartSpec) -> tuple[list[Placement], list[str]]:
+    """Return the :class:`Placement` of every op under a validated ``spec`` and the warnings.
+
+    With ``comply=opcode`` an op goes where ``[OPCODE]`` names its type; with ``comply=opname``
+    where ``[OPNAME]`` names it (its first output tensor). Otherwise it goes to the default.
+    Warnings (also issued with :func:`warnings.warn`): ``[OPNAME]`` names the model lacks, or
+    that name a secondary output of a multi-output op.
+    """
+    default = spec.default_backend
+    assert default is not None
+    default_rule = (f"OPCODE _={default}" if spec.opcode_default is not None else "default")
+    default_where = spec.where(OPCODE, "_") if spec.opcode_default is not None else \
+        spec.where("partition", "default")
+    by_default = Placement(default, default_rule, default_where)
+    out: list[Placement] = []
+    notes: list[str] = []
+    if spec.comply == "opname":
+        table = spec.opname
+        cache: dict[str, Placement] = {}
+        used: set[str] = set()
+        for op in ops:
+            name = op.name
+            backend = table.get(name)
+            if backend is None:
+                out.append(by_default)
+                continue
+            used.add(name)
+            pl = cache.get(name)
+            if pl is None:
+                pl = cache[name] = Placement(backend, f"OPNAME {name}={backend}",
+                                             spec.where(OPNAME, name))
+            out.append(pl)
+        missing = [k for k in table if k not in used]
+        if missing:
+            secondary = {t.name: (op, k) for op in ops for k, t in enumerate(op.outputs) if k}
+            for k in missing:
+                hit = secondary.get(k)
+                if hit is not None:
+                    msg = (f"[OPNAME] {k!r} is output {hit[1]} of {hit[0].kind} "
+                           f"{hit[0].name!r}; a multi-output op is named by its first output, "
+                           f"so the rule was not applied (use {hit[0].name!r})")
+                else:
+                    msg = f"[OPNAME] {k!r} names no op of the model; the rule was not applied"
+                notes.append(f"{spec.where(OPNAME, k)}: {msg}")
+    else:
+        table = spec.opcode
+        cache2: dict[str, Placement] = {}
+        for op in ops:
+            key = _opcode_key(op, table)
+            if key is None:
+                out.append(by_default)
+                continue
+            pl = cache2.get(key)
+            if pl is None:
+                pl = cache2[key] = Placement(table[key], f"OPCODE {key}={table[key]}",
+                                             spec.where(OPCODE, key))
+            out.append(pl)
+    for n in notes:
+        warnings.warn(n, stacklevel=3)
+    return out, notes
+
+
+def group_ops(graph: Graph, backends: Sequence[str]) -> list[Group]:
+    """Group the ops of ``graph`` (``backends[i]`` is the backend of ``graph.ops[i]``) into
+    parts; return the groups in part order (see the module docstring for the rule).
+
+    Runs in O(ops + edges). Raises :class:`PartitionError` when the lengths disagree.
+    """
+    ops = graph.ops
+    if len(backends) != len(ops):
+        raise PartitionError(f"{len(backends)} backends for {len(ops)} ops")
+    graph_outputs = set(graph.outputs)
+    made_by: dict[Tensor, int] = {}  # tensor -> group index of its producer
+    group_of: dict[Op, int] = {}
+    groups: list[Group] = []
+    for i, op in enumerate(ops):
+        backend = backends[i]
+        producers: list[int] = []
+        for t in op.inputs:
+            if t is None:
+                continue
+            g = made_by.get(t)
+            if g is not None and g not in producers:
+                producers.append(g)
+        if len(producers) == 1 and groups[producers[0]].backend == backend:
+            gi = producers[0]
+            grp = groups[gi]
+            grp.reasons.append(f"joins: all op inputs come from part {gi + 1}")
+            for t in op.inputs:
+                if (t is not None and t not in made_by and not t.is_const
+                        and not t.is_variable and t not in grp.inputs):
+                    grp.inputs.append(t)
+        else:
+            gi = len(groups)
+            grp = Group(gi, backend)
+            groups.append(grp)
+            if not producers:
+                why = "starts: no op input"
+            elif len(producers) == 1:
+                why = (f"starts: producer part {producers[0] + 1} is on backend "
+                       f"{groups[producers[0]].backend}")
+            else:
+                why = f"starts: op inputs come from {len(producers)} parts"
+            grp.reasons.append(why)
+            for t in op.inputs:
+                if (t is not None and not t.is_const and not t.is_variable
+                        and t not in grp.inputs):
+                    grp.inputs.append(t)
+        grp.ops.append(i)
+        group_of[op] = gi
+        for t in op.outputs:
+            made_by[t] = gi
+    for grp in groups:
+        for i in grp.ops:
+            for t in ops[i].outputs:
+                if t in graph_outputs or any(group_of[c] != grp.index for c in t.consumers):
+                    grp.outputs.append(t)
+    return groups

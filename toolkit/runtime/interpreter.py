@@ -1,0 +1,280 @@
+"""The reference runtime: a NumPy interpreter for plain, compiled and partitioned models.
+
+It plays the part of the "interpreter" target of the nnc design: it walks the ops of a model
+(or the command queue of a compiled model) in order, runs a NumPy kernel for each, and, when
+asked, records one trace event per op (or per command) with the event tracer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+from toolkit.runtime.tracer import EventTracer
+
+from toolkit.errors import RuntimeInputError, ToolkitError, UnsupportedOpError
+from toolkit.ir import Model, Op, Tensor
+from toolkit.runtime.kernels import get_kernel
+from toolkit.runtime.stripes import stripe_step
+
+__all__ = ["run", "Interpreter", "RunResult"]
+
+
+class RunResult(NamedTuple):
+    """Outputs by name and the trace (an :class:`EventTracer`) of a traced run."""
+
+    outputs: dict[str, np.ndarray]
+    trace: EventTracer
+
+
+@dataclass
+class _Step:
+    kernel: Any
+    op: Op
+    ins: list[int]
+    outs: list[int]
+    key: int
+    args: dict[str, Any]
+    rows: tuple[int, int] | None = None  # output rows written by a stripe (axis 1)
+    prepare: Any = None  # callable(args) -> args for stripes
+    full_shape: tuple[int, ...] = ()
+    checked: bool = False
+
+
+@dataclass
+class _Plan:
+    steps: list[_Step]
+    slot: dict[Tensor, int]
+    consts: list[tuple[int, np.ndarray]]
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    key_name: str
+    out_buffers: dict[int, Tensor] = field(default_factory=dict)
+
+
+def _model_of(obj: Any) -> tuple[Model, list[Any] | None]:
+    if isinstance(obj, Model):
+        return obj, None
+    commands = getattr(obj, "command_list", None)
+    inner = getattr(obj, "model", None)
+    if commands is not None and isinstance(inner, Model):
+        return inner, list(commands)
+    raise ToolkitError(f"cannot run a {type(obj).__name__}",
+                       fix="pass a Model, a CompiledModel, a path or a .conn.json/.conn.ini file")
+
+
+class Interpreter:
+    """Prepared execution of one model (or compiled model's command queue).
+
+    Build once, call :meth:`invoke` many times; the plan (kernels, tensor slots, stripes) is
+    made in the constructor so that per-inference overhead is one Python call per step.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model, commands = _model_of(model)
+        g = self.model.graph
+        if len(self.model.subgraphs) > 1:
+            used = {o.type for o in g.ops}
+            if used & {"IF", "WHILE", "CALL_ONCE", "CALL"}:
+                raise UnsupportedOpError("control-flow ops (IF/WHILE/CALL) are not supported by "
+                                         "the reference runtime", where="subgraph 0")
+        slot: dict[Tensor, int] = {t: i for i, t in enumerate(g.tensors)}
+        consts = [(slot[t], t.data) for t in g.tensors if t.data is not None]
+        steps: list[_Step] = []
+        if commands is None:
+            for i, op in enumerate(g.ops):
+                steps.append(_Step(self._kernel(op), op, self._slots(op.inputs, slot),
+                                   [slot[t] for t in op.outputs], i,
+                                   {"op_index": i, "op_type": op.kind, "op_name": op.name}))
+            key_name = "op_index"
+        else:
+            op_index = {op: i for i, op in enumerate(g.ops)}
+            for c in commands:
+                op = c.op
+                step = _Step(self._kernel(op), op, self._slots(op.inputs, slot),
+                             [slot[t] for t in op.outputs], int(c.command_id),
+                             {"command_id": int(c.command_id), "optimised_id": op_index[op],
+                              "stripe": int(c.stripe), "op_type": op.kind, "op_name": op.name})
+                if int(c.stripes) > 1:
+                    step.rows = (int(c.row_start), int(c.row_end))
+                    step.full_shape = op.outputs[0].shape
+                    step.prepare, step.kernel, step.op = stripe_step(op, step.rows, step.kernel)
+                steps.append(step)
+            key_name = "command_id"
+        self.plan = _Plan(steps, slot, consts, list(g.inputs), list(g.outputs), key_name)
+
+    @staticmethod
+    def _slots(ts: Sequence[Tensor | None], slot: dict[Tensor, int]) -> list[int]:
+        return [-1 if t is None else slot[t] for t in ts]
+
+    @staticmethod
+    def _kernel(op: Op) -> Any:
+        return get_kernel(op)
+
+    # ------------------------------------------------------------------ api
+    @property
+    def input_names(self) -> list[str]:
+        """Names of the graph inputs, in order."""
+        return [t.name for t in self.plan.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        """Names of the graph outputs, in order."""
+        return [t.name for t in self.plan.outputs]
+
+    def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
+        """Return random inputs of the right shapes and dtypes (float in [-1, 1))."""
+        rng = np.random.default_rng(seed)
+        out = {}
+        for t in self.plan.inputs:
+            dt = t.dtype
+            if dt is None:
+                raise RuntimeInputError(f"input {t.name!r} has type {t.type_name}, which the "
+                                        "reference runtime cannot make random values of")
+            if np.issubdtype(dt, np.floating):
+                out[t.name] = rng.uniform(-1, 1, t.shape).astype(dt)
+            elif dt == np.bool_:
+                out[t.name] = rng.integers(0, 2, t.shape).astype(dt)
+            else:
+                info = np.iinfo(dt)
+                out[t.name] = rng.integers(max(info.min, -128), min(info.max, 127) + 1,
+                                           t.shape, endpoint=False).astype(dt)
+        return out
+
+    def _bind(self, inputs: Any) -> list[np.ndarray]:
+        ins = self.plan.inputs
+        if inputs is None:
+            raise RuntimeInputError("no inputs given",
+                                    fix=f"pass a dict with keys {[t.name for t in ins]}")
+        if isinstance(inputs, np.ndarray):
+            inputs = [inputs]
+        if isinstance(inputs, Mapping):
+            unknown = sorted(set(inputs) - {t.name for t in ins})
+            if unknown:
+                raise RuntimeInputError(
+                    f"unknown input name(s) {unknown}", where="inputs",
+                    fix=f"the model's inputs are {[t.name for t in ins]}")
+            missing = [t.name for t in ins if t.name not in inputs]
+            if missing:
+                raise RuntimeInputError(f"missing input(s) {missing}", where="inputs")
+            arrays = [inputs[t.name] for t in ins]
+        else:
+            arrays = list(inputs)
+            if len(arrays) != len(ins):
+                raise RuntimeInputError(f"got {len(arrays)} input(s), the model has {len(ins)}",
+                                        fix=f"inputs are {[t.name for t in ins]}")
+        out = []
+        for t, a in zip(ins, arrays):
+            a = np.asarray(a)
+            if a.dtype != t.dtype:
+                raise RuntimeInputError(
+                    f"input {t.name!r} has dtype {a.dtype}, the model expects {t.dtype}",
+                    where=f"input {t.name!r}", fix=f"cast with .astype(np.{t.dtype})")
+            sig = t.shape_signature or t.shape
+            if len(a.shape) != len(t.shape) or any(
+                    d != e and s >= 0 for d, e, s in zip(a.shape, t.shape, sig)):
+                raise RuntimeInputError(
+                    f"input {t.name!r} has shape {list(a.shape)}, the model expects "
+                    f"{list(sig)}", where=f"input {t.name!r}")
+            out.append(a)
+        return out
+
+    def invoke(self, inputs: Any, tracer: EventTracer | None = None) -> dict[str, np.ndarray]:
+        """Run one inference; return outputs by name. Records one event per step in
+        ``tracer`` when given (key: op index, or command id for a compiled model)."""
+        plan = self.plan
+        vals: list[Any] = [None] * len(plan.slot)
+        for i, a in plan.consts:
+            vals[i] = a
+        for t, a in zip(plan.inputs, self._bind(inputs)):
+            vals[plan.slot[t]] = a
+        clock = time.perf_counter_ns
+        for s in plan.steps:
+            args = [None if i < 0 else vals[i] for i in s.ins]
+            if tracer is not None:
+                t0 = clock()
+            try:
+                if s.prepare is not None:
+                    args = s.prepare(args)
+                res = s.kernel(s.op, args)
+            except ToolkitError:
+                raise
+            except Exception as e:  # a kernel bug or an input the kernel cannot take
+                raise RuntimeInputError(
+                    f"{s.op.kind} failed: {type(e).__name__}: {e}",
+                    where=f"op {s.args.get('op_index', s.args.get('optimised_id'))} "
+                          f"({s.op.kind} {s.op.name!r}, output tensor {s.op.outputs[0].name!r})"
+                ) from e
+            if tracer is not None:
+                tracer.log(s.key, t0, clock(), **s.args)
+            if s.rows is None:
+                if not s.checked:
+                    self._check(s, res)
+                for i, r in zip(s.outs, res):
+                    vals[i] = r
+            else:
+                o = s.outs[0]
+                buf = vals[o]
+                if buf is None:
+                    buf = vals[o] = np.empty(s.full_shape, dtype=res[0].dtype)
+                buf[:, s.rows[0]:s.rows[1]] = res[0]
+        return {t.name: vals[plan.slot[t]] for t in plan.outputs}
+
+    def _check(self, s: _Step, res: Sequence[np.ndarray]) -> None:
+        if len(res) != len(s.outs):
+            raise RuntimeInputError(f"{s.op.kind} returned {len(res)} outputs, expected "
+                                    f"{len(s.outs)}", where=f"op {s.op.name!r}")
+        for t, r in zip(s.op.outputs, res):
+            dynamic = t.shape_signature is not None and any(d < 0 for d in t.shape_signature)
+            if not dynamic and tuple(r.shape) != t.shape:
+                raise RuntimeInputError(
+                    f"{s.op.kind} produced shape {list(r.shape)} for tensor {t.name!r}, the "
+                    f"model declares {list(t.shape)}", where=f"op {s.op.name!r}",
+                    fix="the model's static shapes disagree with its inputs")
+        s.checked = True
+
+
+def run(model: Any, inputs: Any = None, *, trace: bool = False, repeat: int = 1,
+        tracer: EventTracer | None = None) -> dict[str, np.ndarray] | RunResult:
+    """Run a model with the reference runtime and return its outputs by name.
+
+    ``model`` is a :class:`Model`, a ``CompiledModel`` (executed command by command), a path
+    to a .tflite/.circle file, or a ``.conn.json``/``.conn.ini`` connection file of a
+    partitioned model (parts chained in order). ``inputs`` is a dict name → array, a list in
+    input order, or one array; ``None`` uses random inputs (seed 0).
+    With ``trace=True`` (or a ``tracer``), returns ``RunResult(outputs, trace)`` where the trace
+    holds one event per op (per command for a compiled model) per inference; ``repeat`` runs
+    that many inferences (the outputs are those of the last).
+    """
+    if repeat < 1:
+        raise ToolkitError(f"repeat must be >= 1, got {repeat}")
+    if isinstance(model, (str, Path)):
+        p = Path(model)
+        if p.name.endswith((".conn.json", ".conn.ini")):
+            from toolkit.partition.chain import run_connection
+
+            return run_connection(p, inputs, trace=trace, repeat=repeat, tracer=tracer)
+        from toolkit.formats.flatbuffer_read import load
+
+        model = load(p)
+    if type(model).__name__ == "PartitionResult":
+        from toolkit.partition.chain import run_connection
+
+        return run_connection(model, inputs, trace=trace, repeat=repeat, tracer=tracer)
+    it = Interpreter(model)
+    if inputs is None:
+        inputs = it.random_inputs()
+    if trace and tracer is None:
+        tracer = EventTracer()
+    out: dict[str, np.ndarray] = {}
+    for _ in range(repeat):
+        if tracer is not None:
+            tracer.new_run()
+        out = it.invoke(inputs, tracer)
+    if tracer is not None:
+        return RunResult(out, tracer)
+    return out

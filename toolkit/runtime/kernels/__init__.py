@@ -1,0 +1,44 @@
+"""NumPy reference kernels of the reference runtime, and their registry.
+
+A kernel is ``kernel(op, args) -> outputs``: ``args`` holds the input arrays in their storage
+dtype (int8 for quantized tensors; None for an absent optional input) and the kernel returns
+one array per output in the output tensor's dtype. Output shapes follow from the inputs
+(:func:`infer_shapes` derives them without real data). Look kernels up with
+:func:`get_kernel`; CUSTOM ops are keyed by their custom code.
+
+Float kernels compute in float32 as LiteRT does; quantized kernels reproduce TFLite's integer
+arithmetic (``MultiplyByQuantizedMultiplier`` and friends, see :mod:`.fixedpoint`).
+
+Modules: :mod:`.conv` (CONV_2D, DEPTHWISE_CONV_2D), :mod:`.matmul` (FULLY_CONNECTED,
+BATCH_MATMUL), :mod:`.elementwise` (ADD, SUB, MUL, DIV, SQUARED_DIFFERENCE, POW, MINIMUM,
+MAXIMUM, RSQRT, SQRT, EXP, NEG, ABS), :mod:`.activation` (RELU, RELU6, RELU_N1_TO_1,
+RELU_0_TO_1, LEAKY_RELU, HARD_SWISH, GELU, TANH, LOGISTIC, SOFTMAX), :mod:`.reduce` (MEAN,
+SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD), :mod:`.pool` (MAX_POOL_2D, AVERAGE_POOL_2D),
+:mod:`.shape_ops` (RESHAPE, TRANSPOSE, SQUEEZE, EXPAND_DIMS, CONCATENATION, SPLIT, SPLIT_V,
+UNPACK, PACK, PAD, PADV2, STRIDED_SLICE, SLICE, GATHER, CAST), :mod:`.quant` (QUANTIZE,
+DEQUANTIZE), :mod:`.norm` (INSTANCE_NORM, custom LAYER_NORM).
+"""
+
+from __future__ import annotations
+
+from toolkit.runtime.kernels import (  # noqa: F401  (importing registers the kernels)
+    activation,
+    conv,
+    elementwise,
+    matmul,
+    norm,
+    pool,
+    quant,
+    reduce,
+    shape_ops,
+)
+from toolkit.runtime.kernels._registry import (
+    KERNELS,
+    Kernel,
+    get_kernel,
+    infer_shapes,
+    register,
+    run_kernel,
+)
+
+__all__ = ["KERNELS", "Kernel", "get_kernel", "infer_shapes", "register", "run_kernel"]

@@ -1,0 +1,83 @@
+"""The kernel registry: op kind (builtin name, or custom code for CUSTOM ops) to kernel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from toolkit.errors import UnsupportedOpError
+from toolkit.ir import Op
+
+__all__ = ["Kernel", "KERNELS", "register", "get_kernel", "run_kernel", "infer_shapes"]
+
+Kernel = Callable[[Op, list[np.ndarray | None]], list[np.ndarray]]
+"""A kernel: ``kernel(op, args) -> outputs``.
+
+``args`` holds one array per op input, in the tensor's storage dtype (int8 for quantized
+tensors), or None for an absent optional input. The kernel returns one array per op output,
+in the output tensor's dtype; output shapes are derived from the inputs."""
+
+KERNELS: dict[str, Kernel] = {}
+"""Every registered kernel, keyed by op type (``CONV_2D``) or custom code (``LAYER_NORM``)."""
+
+
+def register(*names: str) -> Callable[[Kernel], Kernel]:
+    """Decorator: register a kernel under one or more op kinds."""
+
+    def deco(fn: Kernel) -> Kernel:
+        for n in names:
+            KERNELS[n] = fn
+        return fn
+
+    return deco
+
+
+def _op_key(op: Op) -> str:
+    if op.type == "CUSTOM":
+        return op.custom_code or "CUSTOM"
+    return op.type
+
+
+def get_kernel(op: Op) -> Kernel:
+    """Return the kernel of ``op`` (UnsupportedOpError naming the op when there is none)."""
+    key = _op_key(op)
+    kernel = KERNELS.get(key)
+    if kernel is None:
+        kind = f"custom op {key!r}" if op.type == "CUSTOM" else f"op type {key}"
+        first = op.outputs[0].name if op.outputs else "<none>"
+        raise UnsupportedOpError(
+            f"the reference runtime has no kernel for {kind}",
+            where=f"op {op.name!r} (first output tensor {first!r})",
+            fix="replace the op with supported ops, or register a kernel for "
+                f"{key!r} in toolkit.runtime.kernels.KERNELS",
+        )
+    return kernel
+
+
+def run_kernel(op: Op, args: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    """Run the kernel of ``op`` on ``args`` and return its outputs."""
+    return get_kernel(op)(op, list(args))
+
+
+def infer_shapes(op: Op, in_shapes: Sequence[Sequence[int] | None]) -> list[tuple[int, ...]]:
+    """Return the output shapes of ``op`` for inputs of the given shapes.
+
+    Kernels derive their output shapes from their inputs, so this runs the kernel on
+    zero-filled inputs; constant inputs (shape tensors, axes, paddings) keep their data.
+    """
+    args: list[np.ndarray | None] = []
+    for t, shape in zip(op.inputs, in_shapes, strict=False):
+        if t is None or shape is None:
+            args.append(None)
+        elif t.data is not None and tuple(t.data.shape) == tuple(shape):
+            args.append(np.asarray(t.data))
+        else:
+            dt = t.dtype if t.dtype is not None else np.dtype(np.float32)
+            fill = 0
+            if t.quant is not None and t.quant.zero_point.size:
+                fill = int(t.quant.zero_point.reshape(-1)[0])
+            args.append(np.full(tuple(shape), fill, dtype=dt))
+    with np.errstate(all="ignore"):
+        outs = run_kernel(op, args)
+    return [tuple(int(d) for d in o.shape) for o in outs]

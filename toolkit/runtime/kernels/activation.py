@@ -1,0 +1,216 @@
+"""Activation ops: RELU, RELU6, RELU_N1_TO_1, LEAKY_RELU, HARD_SWISH, GELU, TANH, LOGISTIC
+and SOFTMAX.
+
+Float kernels compute in float32 with TFLite's formulas (``hard_swish = x * relu6(x + 3) / 6``,
+``gelu = 0.5 x erfc(-x / sqrt 2)`` or the tanh approximation, softmax subtracts the row
+maximum). Quantized kernels:
+
+* RELU family: TFLite's ``ReluX``: ``MultiplyByQuantizedMultiplier(q - zp_in, s_in / s_out)
+  + zp_out`` clamped to the quantized activation bounds.
+* LEAKY_RELU: TFLite's ``QuantizeLeakyRelu`` (identity and alpha multipliers).
+* TANH, LOGISTIC, GELU, HARD_SWISH: a table over every input value built from the float
+  function, as TFLite's ``LUTPopulate`` (HARD_SWISH is fixed-point in TFLite; within 1).
+* SOFTMAX: float softmax of the dequantized input, quantized to the output parameters
+  (TFLite uses scale 1/256, zero point -128 for int8; within 1 of its table-based kernel).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from toolkit.ir import Op
+from toolkit.runtime.kernels._registry import register
+from toolkit.runtime.kernels.common import (
+    dequantize,
+    int_range,
+    is_quantized,
+    need,
+    opt,
+    out_dtype,
+    qparams,
+    quantize_float,
+    requantize,
+    unsupported,
+)
+from toolkit.runtime.kernels.elementwise import unary
+from toolkit.runtime.kernels.fixedpoint import (
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    round_half_away,
+)
+
+__all__ = ["erfc", "gelu_f", "logistic_f", "hard_swish_f", "softmax_f"]
+
+
+# ------------------------------------------------------------------ float functions
+def erfc(x: np.ndarray) -> np.ndarray:
+    """Complementary error function in float64 (relative error ~1e-15).
+
+    ``|x| < 3``: the series ``erf z = 2/sqrt(pi) e^{-z^2} sum (2z^2)^n z / (2n+1)!!``;
+    beyond: the continued fraction ``erfc z = e^{-z^2}/sqrt(pi) / (z + 1/2 / (z + 1 / (z +
+    3/2 / ...)))`` evaluated bottom-up.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    ax = np.abs(x)
+    res = np.empty_like(ax)
+    small = ax < 3.0
+    z = ax[small]
+    z2 = z * z
+    term = z.copy()
+    total = z.copy()
+    for n in range(1, 90):
+        term = term * (2.0 * z2) / (2 * n + 1)
+        total += term
+    res[small] = 1.0 - (2.0 / math.sqrt(math.pi)) * np.exp(-z2) * total
+    z = ax[~small]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        f = z.copy()
+        for n in range(80, 0, -1):
+            f = z + (n / 2.0) / f
+        big = np.exp(-z * z) / (math.sqrt(math.pi) * f)
+    res[~small] = np.where(np.isfinite(z), big, 0.0)
+    return np.where(x < 0, 2.0 - res, res)
+
+
+def gelu_f(x: np.ndarray, approximate: bool = False) -> np.ndarray:
+    """GELU in float32: ``0.5 x erfc(-x / sqrt 2)`` or the tanh approximation."""
+    x = np.asarray(x, dtype=np.float32)
+    half = np.float32(0.5)
+    if approximate:
+        k = np.float32(math.sqrt(2.0 / math.pi))
+        inner = k * (x + np.float32(0.044715) * x * x * x)
+        return half * x * (np.float32(1) + np.tanh(inner))
+    e = erfc((x * np.float32(-math.sqrt(0.5))).astype(np.float64)).astype(np.float32)
+    return half * x * e
+
+
+def logistic_f(x: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(-x))`` in float32."""
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        return np.float32(1) / (np.float32(1) + np.exp(-x))
+
+
+def hard_swish_f(x: np.ndarray) -> np.ndarray:
+    """``x * min(6, max(0, x + 3)) / 6`` in float32."""
+    x = np.asarray(x, dtype=np.float32)
+    r = np.minimum(np.float32(6), np.maximum(np.float32(0), x + np.float32(3)))
+    return x * r / np.float32(6)
+
+
+def softmax_f(x: np.ndarray, beta: float) -> np.ndarray:
+    """Softmax over the last axis in float32: ``exp((x - max) * beta) / sum``."""
+    x = np.asarray(x, dtype=np.float32)
+    m = np.max(x, axis=-1, keepdims=True)
+    e = np.exp((x - m) * np.float32(beta))
+    return e / np.sum(e, axis=-1, keepdims=True, dtype=np.float32)
+
+
+# ------------------------------------------------------------------ RELU family
+def _relu_x(op: Op, args: list[np.ndarray | None], lo: float, hi: float) -> list[np.ndarray]:
+    x = need(op, args, 0)
+    dt = out_dtype(op)
+    if np.issubdtype(x.dtype, np.floating):
+        y = x.astype(np.float32)
+        y = np.maximum(y, np.float32(lo)) if lo != -math.inf else y
+        y = np.minimum(y, np.float32(hi)) if hi != math.inf else y
+        return [y.astype(dt)]
+    if is_quantized(op.inputs[0]) and is_quantized(op.outputs[0]):
+        iq, oq = qparams(op, op.inputs[0]), qparams(op, op.outputs[0])
+        qmin, qmax = int_range(dt)
+        qlo = max(qmin, oq.zp + int(round_half_away(np.float32(lo) / oq.s))) \
+            if lo != -math.inf else qmin
+        qhi = min(qmax, oq.zp + int(round_half_away(np.float32(hi) / oq.s))) \
+            if hi != math.inf else qmax
+        real = np.float64(iq.s) / np.float64(oq.s)
+        return [requantize(x.astype(np.int64) - iq.zp, real, oq.zp, qlo, qhi, dt)]
+    lo_i = int(lo) if lo != -math.inf else None
+    hi_i = int(hi) if hi != math.inf else None
+    return [np.clip(x, lo_i, hi_i).astype(dt)]
+
+
+@register("RELU")
+def relu(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """RELU: ``max(x, 0)``."""
+    return _relu_x(op, args, 0.0, math.inf)
+
+
+@register("RELU6")
+def relu6(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """RELU6: ``min(max(x, 0), 6)``."""
+    return _relu_x(op, args, 0.0, 6.0)
+
+
+@register("RELU_N1_TO_1")
+def relu_n1_to_1(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """RELU_N1_TO_1: ``min(max(x, -1), 1)``."""
+    return _relu_x(op, args, -1.0, 1.0)
+
+
+@register("RELU_0_TO_1")
+def relu_0_to_1(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """RELU_0_TO_1: ``min(max(x, 0), 1)``."""
+    return _relu_x(op, args, 0.0, 1.0)
+
+
+@register("LEAKY_RELU")
+def leaky_relu(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """LEAKY_RELU: ``x > 0 ? x : alpha * x``."""
+    x = need(op, args, 0)
+    alpha = np.float32(opt(op, "alpha", 0.2))
+    dt = out_dtype(op)
+    if np.issubdtype(x.dtype, np.floating):
+        xf = x.astype(np.float32)
+        return [np.where(xf > 0, xf, xf * alpha).astype(dt)]
+    if not (is_quantized(op.inputs[0]) and is_quantized(op.outputs[0])):
+        raise unsupported(op, f"LEAKY_RELU on non-quantized {x.dtype} input")
+    iq, oq = qparams(op, op.inputs[0]), qparams(op, op.outputs[0])
+    m_id, s_id = quantize_multiplier(np.float64(np.float32(iq.s) / np.float32(oq.s)))
+    m_al, s_al = quantize_multiplier(
+        np.float64(np.float32(iq.s) * alpha / np.float32(oq.s)))
+    v = x.astype(np.int64) - iq.zp
+    y = np.where(v >= 0, multiply_by_quantized_multiplier(v, m_id, s_id),
+                 multiply_by_quantized_multiplier(v, m_al, s_al)) + oq.zp
+    lo, hi = int_range(dt)
+    return [np.clip(y, lo, hi).astype(dt)]
+
+
+@register("HARD_SWISH")
+def hard_swish(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """HARD_SWISH: ``x * relu6(x + 3) / 6``."""
+    return unary(op, args, hard_swish_f)
+
+
+@register("GELU")
+def gelu(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """GELU (exact erfc form, or the tanh approximation when ``approximate``)."""
+    approx = bool(opt(op, "approximate", False))
+    return unary(op, args, lambda v: gelu_f(v, approx))
+
+
+@register("TANH")
+def tanh(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """TANH."""
+    return unary(op, args, np.tanh)
+
+
+@register("LOGISTIC")
+def logistic(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """LOGISTIC (sigmoid)."""
+    return unary(op, args, logistic_f)
+
+
+@register("SOFTMAX")
+def softmax(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """SOFTMAX over the last axis with ``beta``."""
+    x = need(op, args, 0)
+    beta = float(opt(op, "beta", 1.0))
+    dt = out_dtype(op)
+    if np.issubdtype(x.dtype, np.floating):
+        return [softmax_f(x, beta).astype(dt)]
+    if not (is_quantized(op.inputs[0]) and is_quantized(op.outputs[0])):
+        raise unsupported(op, f"SOFTMAX on non-quantized {x.dtype} input")
+    real = dequantize(x, qparams(op, op.inputs[0]))
+    return [quantize_float(softmax_f(real, beta), qparams(op, op.outputs[0]), dt)]

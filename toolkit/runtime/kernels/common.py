@@ -1,0 +1,242 @@
+"""Helpers shared by the kernels: options, quantization parameters, fused activations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from toolkit.errors import RuntimeInputError, UnsupportedOpError
+from toolkit.ir import Op, Tensor
+from toolkit.runtime.kernels.fixedpoint import (
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    round_half_away,
+)
+from toolkit.schema import ACTIVATIONS
+
+__all__ = [
+    "QParams",
+    "opt",
+    "need",
+    "where",
+    "unsupported",
+    "bad_input",
+    "out_dtype",
+    "qparams",
+    "is_quantized",
+    "int_range",
+    "float_activation",
+    "quant_activation_range",
+    "quantize_float",
+    "dequantize",
+    "requantize",
+    "norm_axis",
+    "padding_same",
+    "conv_out_and_pad",
+]
+
+QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
+
+
+@dataclass(frozen=True)
+class QParams:
+    """Per-tensor (or per-channel) affine parameters as arrays: float32 scale, int64 zp."""
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int = 0
+
+    @property
+    def s(self) -> np.float32:
+        """The (first) scale as a float32 scalar."""
+        return np.float32(self.scale.reshape(-1)[0])
+
+    @property
+    def zp(self) -> int:
+        """The (first) zero point."""
+        return int(self.zero_point.reshape(-1)[0])
+
+
+def where(op: Op) -> str:
+    """The location string used in error messages."""
+    return f"op {op.kind} {op.name!r}"
+
+
+def unsupported(op: Op, what: str, fix: str | None = None) -> UnsupportedOpError:
+    """Return an UnsupportedOpError about ``op``."""
+    return UnsupportedOpError(what, where=where(op), fix=fix)
+
+
+def bad_input(op: Op, what: str, fix: str | None = None) -> RuntimeInputError:
+    """Return a RuntimeInputError about the inputs of ``op``."""
+    return RuntimeInputError(what, where=where(op), fix=fix)
+
+
+def need(op: Op, args: list[np.ndarray | None], i: int) -> np.ndarray:
+    """Return input ``i`` of ``op`` (RuntimeInputError when it is absent)."""
+    if i >= len(args) or args[i] is None:
+        raise bad_input(op, f"input {i} is missing", fix="pass one array per op input")
+    return np.asarray(args[i])
+
+
+def opt(op: Op, name: str, default: Any = None) -> Any:
+    """Return option ``name`` of ``op`` (``default`` when the op has no options or field)."""
+    o = op.options
+    if o is None:
+        return default
+    v = getattr(o, name, default)
+    return default if v is None else v
+
+
+def out_dtype(op: Op, i: int = 0) -> np.dtype:
+    """NumPy dtype of output ``i`` of ``op``."""
+    dt = op.outputs[i].dtype
+    if dt is None:
+        raise unsupported(op, f"output {op.outputs[i].name!r} has type "
+                              f"{op.outputs[i].type_name}, which NumPy cannot hold")
+    return dt
+
+
+def is_quantized(t: Tensor | None) -> bool:
+    """True for an integer tensor with affine quantization parameters."""
+    return (t is not None and t.dtype in QUANT_DTYPES and t.quant is not None
+            and t.quant.scale.size > 0)
+
+
+def qparams(op: Op, t: Tensor | None) -> QParams:
+    """Quantization parameters of ``t`` (an input or output of ``op``)."""
+    if t is None or t.quant is None or t.quant.scale.size == 0:
+        name = t.name if t is not None else "<absent>"
+        raise unsupported(op, f"tensor {name!r} has no quantization parameters",
+                          fix="give the tensor a scale and zero point")
+    zp = t.quant.zero_point
+    if zp.size == 0:
+        zp = np.zeros(1, dtype=np.int64)
+    return QParams(np.asarray(t.quant.scale, dtype=np.float32).reshape(-1),
+                   np.asarray(zp, dtype=np.int64).reshape(-1), int(t.quant.quantized_dimension))
+
+
+def int_range(dt: np.dtype) -> tuple[int, int]:
+    """(min, max) of an integer dtype."""
+    info = np.iinfo(dt)
+    return int(info.min), int(info.max)
+
+
+def float_activation(op: Op, x: np.ndarray, code: int | None = None) -> np.ndarray:
+    """Apply the fused activation of ``op`` (or ``code``) to float values."""
+    code = op.activation if code is None else code
+    if code == 0:
+        return x
+    name = ACTIVATIONS.get(code, str(code))
+    if name == "RELU":
+        return np.maximum(x, x.dtype.type(0))
+    if name == "RELU_N1_TO_1":
+        return np.minimum(np.maximum(x, x.dtype.type(-1)), x.dtype.type(1))
+    if name == "RELU6":
+        return np.minimum(np.maximum(x, x.dtype.type(0)), x.dtype.type(6))
+    if name == "TANH":
+        return np.tanh(x)
+    raise unsupported(op, f"fused activation {name} is not supported")
+
+
+def quant_activation_range(op: Op, out: Tensor, code: int | None = None) -> tuple[int, int]:
+    """TFLite ``CalculateActivationRangeQuantized``: the clamp range of a quantized output.
+
+    RELU-type activations clamp; NONE (and TANH, which cannot be a clamp) give the full
+    range of the output type.
+    """
+    code = op.activation if code is None else code
+    qmin, qmax = int_range(out.dtype)
+    name = ACTIVATIONS.get(code, str(code))
+    if name in ("NONE", "TANH"):
+        return qmin, qmax
+    qp = qparams(op, out)
+    scale, zp = qp.s, qp.zp
+
+    def q(v: float) -> int:
+        return zp + int(round_half_away(np.float32(v) / scale))
+
+    if name == "RELU":
+        return max(qmin, q(0.0)), qmax
+    if name == "RELU6":
+        return max(qmin, q(0.0)), min(qmax, q(6.0))
+    if name == "RELU_N1_TO_1":
+        return max(qmin, q(-1.0)), min(qmax, q(1.0))
+    raise unsupported(op, f"fused activation {name} is not supported on quantized tensors")
+
+
+def dequantize(x: np.ndarray, qp: QParams) -> np.ndarray:
+    """Real values of quantized ``x`` as float32 (per-tensor or per-channel along qp.axis)."""
+    scale = qp.scale.astype(np.float64)
+    zp = qp.zero_point
+    if scale.size > 1:
+        shape = [1] * x.ndim
+        shape[qp.axis] = scale.size
+        scale = scale.reshape(shape)
+        zp = zp.reshape(shape) if zp.size > 1 else zp.reshape(-1)[0]
+    else:
+        scale = scale[0]
+        zp = zp[0]
+    return (scale * (x.astype(np.int64) - zp)).astype(np.float32)
+
+
+def quantize_float(x: np.ndarray, qp: QParams, dt: np.dtype,
+                   lo: int | None = None, hi: int | None = None) -> np.ndarray:
+    """TFLite ``AffineQuantize``: ``round(x / scale) + zp`` (float32 division), clamped."""
+    x = np.asarray(x, dtype=np.float32)
+    scale = qp.scale
+    zp = qp.zero_point
+    if scale.size > 1:
+        shape = [1] * x.ndim
+        shape[qp.axis] = scale.size
+        scale = scale.reshape(shape)
+        zp = zp.reshape(shape) if zp.size > 1 else zp.reshape(-1)[0]
+    else:
+        scale = scale[0]
+        zp = zp[0]
+    qmin, qmax = int_range(dt)
+    lo = qmin if lo is None else lo
+    hi = qmax if hi is None else hi
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = round_half_away(x / scale)
+        r = np.clip(np.nan_to_num(r, nan=0.0), -(2.0**40), 2.0**40)
+    q = r.astype(np.int64) + zp
+    return np.clip(q, lo, hi).astype(dt)
+
+
+def requantize(acc: np.ndarray, real_multiplier: float | np.ndarray, out_zp: int,
+               lo: int, hi: int, dt: np.dtype) -> np.ndarray:
+    """``clamp(MultiplyByQuantizedMultiplier(acc, M) + out_zp, lo, hi)`` cast to ``dt``."""
+    mult, shift = quantize_multiplier(real_multiplier)
+    y = multiply_by_quantized_multiplier(acc, mult, shift) + out_zp
+    return np.clip(y, lo, hi).astype(dt)
+
+
+def norm_axis(op: Op, axis: int, rank: int) -> int:
+    """Normalise a possibly negative axis for a tensor of rank ``rank``."""
+    a = int(axis)
+    if a < 0:
+        a += rank
+    if not 0 <= a < max(rank, 1):
+        raise bad_input(op, f"axis {axis} is out of range for a rank-{rank} tensor")
+    return a
+
+
+def padding_same(op: Op) -> bool:
+    """True when the op's padding option is SAME (False for VALID)."""
+    p = int(opt(op, "padding", 0))
+    if p not in (0, 1):
+        raise unsupported(op, f"padding type {p} is not supported")
+    return p == 0
+
+
+def conv_out_and_pad(size: int, k: int, stride: int, dilation: int, same: bool
+                     ) -> tuple[int, int, int]:
+    """TFLite ``ComputeOutSize`` / ``ComputePaddingWithOffset``: (out, pad_before, pad_after)."""
+    eff = (k - 1) * dilation + 1
+    out = (size + stride - 1) // stride if same else (size + stride - eff) // stride
+    out = max(out, 0)
+    total = max(0, (out - 1) * stride + eff - size) if same else 0
+    return out, total // 2, total - total // 2

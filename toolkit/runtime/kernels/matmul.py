@@ -1,0 +1,104 @@
+"""FULLY_CONNECTED and BATCH_MATMUL.
+
+FULLY_CONNECTED flattens the input to ``[batch, in]`` (``batch = size / in``), multiplies by
+the ``[out, in]`` weights and adds the bias; ``keep_num_dims`` keeps the input's leading
+dimensions. Float is a float32 matmul. Quantized uses the exact integer accumulator and
+TFLite's requantization (multiplier ``s_in * s_w / s_out``; TFLite forms the product in
+float32 for a per-tensor filter and in double per channel). A float input with a quantized
+filter (hybrid) dequantizes the filter and computes in float32, an approximation of TFLite's
+hybrid kernel, which quantizes the input on the fly.
+
+BATCH_MATMUL multiplies the last two axes with NumPy broadcasting over the others;
+``adjointLhs`` / ``adjointRhs`` transpose the last two axes of the operands first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toolkit.ir import Op
+from toolkit.runtime.kernels._registry import register
+from toolkit.runtime.kernels.common import (
+    bad_input,
+    float_activation,
+    int_range,
+    is_quantized,
+    need,
+    opt,
+    out_dtype,
+    qparams,
+    requantize,
+    unsupported,
+)
+from toolkit.runtime.kernels.conv import (
+    channel_multipliers,
+    dequantize_filter,
+    filter_offsets,
+    quantized_output,
+)
+
+
+@register("FULLY_CONNECTED")
+def fully_connected(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """FULLY_CONNECTED with weights ``[out, in]``, optional bias and keep_num_dims."""
+    x, w = need(op, args, 0), need(op, args, 1)
+    if w.ndim != 2:
+        raise bad_input(op, f"weights must be 2-D [out, in], got shape {w.shape}")
+    o, k = w.shape
+    if k == 0 or x.size % k:
+        raise bad_input(op, f"input of shape {x.shape} cannot be split into rows of {k}")
+    batch = x.size // k
+    keep = bool(opt(op, "keepNumDims", False))
+    out_shape = (*x.shape[:-1], o) if keep else (batch, o)
+    if keep and x.shape[-1] != k:
+        raise bad_input(op, f"keep_num_dims needs the last input dimension to be {k}")
+    b = args[2] if len(args) > 2 else None
+    if b is not None and np.asarray(b).size != o:
+        raise bad_input(op, f"bias has {np.asarray(b).size} values for {o} outputs")
+    if is_quantized(op.inputs[0]):
+        iq = qparams(op, op.inputs[0])
+        wq = qparams(op, op.inputs[1])
+        oq = qparams(op, op.outputs[0])
+        xf = x.reshape(batch, k).astype(np.float64) - iq.zp
+        wf = w.astype(np.float64) - filter_offsets(wq, o)[:, None]
+        acc = np.rint(xf @ wf.T).astype(np.int64)
+        if b is not None:
+            acc += np.asarray(b).reshape(-1).astype(np.int64)
+        mult = channel_multipliers(op, iq, wq, oq, o, float_product=wq.scale.size == 1)
+        return [quantized_output(op, acc, mult).reshape(out_shape)]
+    if not np.issubdtype(x.dtype, np.floating):
+        raise unsupported(op, f"FULLY_CONNECTED on {x.dtype} input without quantization")
+    if is_quantized(op.inputs[1]):
+        wf32 = dequantize_filter(w, qparams(op, op.inputs[1]), axis=0)
+    else:
+        wf32 = w.astype(np.float32)
+    accf = x.reshape(batch, k).astype(np.float32) @ wf32.T
+    if b is not None:
+        accf = accf + np.asarray(b).reshape(-1).astype(np.float32)
+    return [float_activation(op, accf).astype(out_dtype(op)).reshape(out_shape)]
+
+
+@register("BATCH_MATMUL")
+def batch_matmul(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """BATCH_MATMUL with adjoint flags and broadcast batch dimensions."""
+    a, b = need(op, args, 0), need(op, args, 1)
+    if a.ndim < 2 or b.ndim < 2:
+        raise bad_input(op, f"BATCH_MATMUL needs rank >= 2 operands, got {a.shape}, {b.shape}")
+    if opt(op, "adjointLhs", False) or opt(op, "adjX", False):
+        a = np.swapaxes(a, -1, -2)
+    if opt(op, "adjointRhs", False) or opt(op, "adjY", False):
+        b = np.swapaxes(b, -1, -2)
+    if a.shape[-1] != b.shape[-2]:
+        raise bad_input(op, f"inner dimensions differ: {a.shape} x {b.shape}")
+    if is_quantized(op.inputs[0]):
+        aq, bq, oq = qparams(op, op.inputs[0]), qparams(op, op.inputs[1]), \
+            qparams(op, op.outputs[0])
+        acc = np.rint(np.matmul(a.astype(np.float64) - aq.zp,
+                                b.astype(np.float64) - bq.zp)).astype(np.int64)
+        real = np.float64(np.float32(aq.s) * np.float32(bq.s)) / np.float64(oq.s)
+        dt = out_dtype(op)
+        lo, hi = int_range(dt)
+        return [requantize(acc, real, oq.zp, lo, hi, dt)]
+    if np.issubdtype(a.dtype, np.floating):
+        return [np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(out_dtype(op))]
+    return [np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(out_dtype(op))]
