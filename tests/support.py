@@ -27,20 +27,26 @@ def random_inputs(details: list[dict], seed: int = 0) -> list[np.ndarray]:
 
 
 def litert_run(model: bytes | Path, inputs: list[np.ndarray] | dict | None = None,
-               seed: int = 0) -> dict[str, np.ndarray]:
+               seed: int = 0, resolver: str = "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
+               ) -> dict[str, np.ndarray]:
     """Run a .tflite (path or bytes) in LiteRT, one thread; return outputs by tensor name.
 
     ``inputs`` may be a list (input order) or a dict by input tensor name; None makes random
-    inputs with ``seed``.
+    inputs with ``seed``. ``resolver`` names LiteRT's op resolver: the default runs LiteRT's
+    builtin kernels without the XNNPACK delegate (whose reordered float sums differ by a few
+    ulps), ``"BUILTIN_REF"`` its reference kernels, ``"AUTO"`` what applications get.
     """
-    from ai_edge_litert.interpreter import Interpreter
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
+    kind = getattr(OpResolverType, resolver)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if isinstance(model, (bytes, bytearray)):
-            it = Interpreter(model_content=bytes(model), num_threads=1)
+            it = Interpreter(model_content=bytes(model), num_threads=1,
+                             experimental_op_resolver_type=kind)
         else:
-            it = Interpreter(model_path=str(model), num_threads=1)
+            it = Interpreter(model_path=str(model), num_threads=1,
+                             experimental_op_resolver_type=kind)
     it.allocate_tensors()
     det = it.get_input_details()
     if inputs is None:

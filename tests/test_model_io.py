@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from circle_schema.v0_10 import circle as fb
+from support import ALL_TFLITE, SAMPLES, TF_TFLITE, litert_run
 
 import toolkit as tk
 from toolkit.builder import ModelBuilder
 from toolkit.formats.flatbuffer_write import write_model
 from toolkit.ir import SignatureDef
-
-from support import ALL_TFLITE, SAMPLES, TF_TFLITE, litert_run
 
 
 def test_tf_converter_models_are_present() -> None:

@@ -152,6 +152,18 @@ def test_cli_overrides_and_tflite_input(tmp_path: Path, capsys) -> None:
     assert [p.file for p in conn.parts] == ["m.00001_npu.circle", "m.00002_acl_cl.circle",
                                             "m.00003_npu.circle"]
     assert "m.00001_npu.circle" in capsys.readouterr().out
+    from toolkit.cli import main  # the console script dispatches to the same command
+
+    assert main(["partition", "--part_file", "m.part", "--input_file", "m.tflite",
+                 "--work_path", str(tmp_path)]) == 0
+    assert read_connection(tmp_path / "m.conn.ini").parts[1].file == "m.00002_acl_cl.circle"
+
+
+def test_tk_partition_is_callable_whatever_was_imported_first() -> None:
+    import toolkit.partition.chain  # noqa: F401  (binds toolkit.partition to the package)
+
+    result = tk.partition(instance_norm_003(), REFERENCE_PART)
+    assert isinstance(result, PartitionResult) and result.conn_json() == REFERENCE_JSON
 
 
 def test_opname_gives_the_same_reference_partition() -> None:
@@ -172,12 +184,21 @@ def test_chain_is_bit_exact_with_the_reference_runtime(tmp_path: Path) -> None:
     x = _inputs(model)
     want = run(model, x)
     for conn in (result, tmp_path / f"{STEM}.conn.json", tmp_path / f"{STEM}.conn.ini"):
-        got = run_connection(conn, x)
-        for k in want:
-            np.testing.assert_array_equal(got[k], want[k])
-    traced = run_connection(result, x, trace=True)
+        for got in (run_connection(conn, x), run(conn, x)):
+            for k in want:
+                np.testing.assert_array_equal(got[k], want[k])
+    traced = run_connection(result, x, trace=True, repeat=2)
     for k in want:
         np.testing.assert_array_equal(traced.outputs[k], want[k])
+    events = traced.trace.to_frame()
+    assert events["key"].tolist() == list(range(9)) * 2  # optimised_id over all parts
+    assert events["track"].tolist()[:9] == ["cpu"] * 6 + ["acl_cl"] + ["cpu"] * 2
+    joined = events[events["run"] == 1].merge(result.origins(), left_on="key",
+                                              right_on="optimised_id").merge(
+        result.layers(), on="source_id")
+    assert joined["layer"].tolist() == [o.name for o in model.graph.ops]
+    assert (joined["part_file"] == joined["part"].map(
+        {p.index: result.file_of(p) for p in result.parts})).all()
 
 
 def test_chain_of_tflite_parts_in_litert(tmp_path: Path) -> None:
@@ -239,10 +260,9 @@ def test_every_sample_model_under_several_part_files(path: Path, tmp_path: Path)
         (work / f"{case}.part").write_text(format_part(spec))
         result = partition(model, work / f"{case}.part")
         check_invariants(model, result)
-        if case == "one_backend":  # sibling groups are never merged, even on one backend
-            roots = [o for o in model.graph.ops if not any(
-                t is not None and t.producer is not None for t in o.inputs)]
-            assert len(result.parts) == len(roots)
+        # as circle-partitioner: groups meeting at a join stay apart, even on one backend
+        assert [(p.backend, p.op_indices, p.inputs, p.outputs) for p in result.parts] == \
+            [tuple(g) for g in merge_loop(model.graph, [pl.backend for pl in result.placements])]
         result.write(work)
         reloaded = [tk.load(p) for p in result.paths[:-2]]
         assert [[o.origins for o in m.graph.ops] for m in reloaded] == \
@@ -426,7 +446,7 @@ def random_models(draw) -> tuple[Model, list[str]]:
     for i in range(n):
         kind = draw(st.sampled_from(["ADD", "MUL", "SUB", "MAXIMUM", "TANH", "LOGISTIC",
                                      "SPLIT"]))
-        pick = st.sampled_from(pool + [const])
+        pick = st.sampled_from([*pool, const])
         if kind in ("TANH", "LOGISTIC"):
             outs = [mb.unary(kind, draw(st.sampled_from(pool)), name=f"t{i}")]
         elif kind == "SPLIT":
@@ -466,8 +486,10 @@ def test_grouping_matches_the_merge_loop_and_chains(case: tuple[Model, list[str]
 
 
 # ----------------------------------------------------------------- atomic writing
-def test_failure_while_renaming_leaves_nothing_and_restores(tmp_path: Path,
-                                                            monkeypatch) -> None:
+# renames: 3 parts, the old .conn.json moved aside, the 2 connection files
+@pytest.mark.parametrize("fail_at", range(1, 7))
+def test_failure_while_renaming_leaves_nothing_and_restores(tmp_path: Path, monkeypatch,
+                                                            fail_at: int) -> None:
     (tmp_path / f"{STEM}.conn.json").write_text("old")
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     result = partition(instance_norm_003(), REFERENCE_PART)
@@ -476,11 +498,11 @@ def test_failure_while_renaming_leaves_nothing_and_restores(tmp_path: Path,
 
     def flaky(src, dst):
         calls["n"] += 1
-        if calls["n"] == 4:
+        if calls["n"] == fail_at:
             raise OSError("disk full")
         return real(src, dst)
 
-    monkeypatch.setattr("toolkit.partition.os.replace", flaky)
+    monkeypatch.setattr(os, "replace", flaky)
     with pytest.raises(OSError, match="disk full"):
         result.write(tmp_path)
     monkeypatch.undo()
@@ -567,6 +589,22 @@ def test_model_with_several_subgraphs_is_a_clear_error() -> None:
     model.subgraphs.append(Graph("body"))
     with pytest.raises(PartitionError, match="2 subgraphs"):
         partition(model, REFERENCE_PART)
+
+
+def test_duplicate_tensor_names_at_a_cut_are_an_error() -> None:
+    model = instance_norm_003()
+    model.graph.tensor("Sub").name = "Pow"
+    model.graph._names = None
+    with pytest.raises(PartitionError, match="two tensors are named 'Pow'"):
+        partition(model, REFERENCE_PART)
+
+
+def test_rules_of_the_other_section_are_reported_unused() -> None:
+    spec = PartSpec(["cpu", "npu"], "cpu", "opcode", opcode={"DIV": "npu"},
+                    opname={"Sub": "npu"})
+    with pytest.warns(UserWarning, match=r"\[OPNAME\] has 1 rule\(s\) but comply=opcode"):
+        result = partition(instance_norm_003(), spec)
+    assert len(result.warnings) == 1
 
 
 def test_missing_opname_is_a_warning_listed_in_the_report(tmp_path: Path) -> None:

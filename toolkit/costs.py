@@ -33,7 +33,7 @@ import math
 from toolkit.ir import Op, Tensor
 
 __all__ = [
-    "op_macs", "op_output_bytes", "op_input_bytes", "op_const_bytes", "kernel_dims",
+    "op_macs", "nbytes", "op_output_bytes", "op_input_bytes", "op_const_bytes", "kernel_dims",
     "ofm_dims", "shape4d", "MOVEMENT_OPS", "ELEMENTWISE_OPS", "REDUCE_OPS",
 ]
 
@@ -55,7 +55,15 @@ _POOLS = frozenset({"MAX_POOL_2D", "AVERAGE_POOL_2D", "L2_POOL_2D"})
 
 
 def _size(t: Tensor | None) -> int:
-    return 0 if t is None else t.size
+    return 0 if t is None else math.prod(t.shape)
+
+
+def nbytes(t: Tensor | None) -> int:
+    """Return the size of ``t`` in bytes (0 for None or types of unknown size)."""
+    if t is None:
+        return 0
+    dt = t.dtype
+    return math.prod(t.shape) * dt.itemsize if dt is not None else 0
 
 
 def _first_out(op: Op) -> Tensor | None:
@@ -75,7 +83,7 @@ def op_macs(op: Op) -> int:
     if kind == "TRANSPOSE_CONV" and len(op.inputs) > 2:
         wt, x = op.inputs[1], op.inputs[2]
         if wt is not None and x is not None and len(wt.shape) == 4:
-            return x.size * wt.shape[0] * wt.shape[1] * wt.shape[2]
+            return _size(x) * wt.shape[0] * wt.shape[1] * wt.shape[2]
         return 0
     if kind == "FULLY_CONNECTED" and w is not None and len(w.shape) == 2:
         return n_out * w.shape[1]
@@ -103,17 +111,17 @@ def op_macs(op: Op) -> int:
 
 def op_output_bytes(op: Op) -> int:
     """Return the bytes ``op`` writes: the summed size of its output tensors."""
-    return sum(t.nbytes for t in op.outputs)
+    return sum(nbytes(t) for t in op.outputs)
 
 
 def op_input_bytes(op: Op) -> int:
     """Return the bytes of ``op``'s non-constant inputs (activations read)."""
-    return sum(t.nbytes for t in op.inputs if t is not None and not t.is_const)
+    return sum(nbytes(t) for t in op.inputs if t is not None and not t.is_const)
 
 
 def op_const_bytes(op: Op) -> int:
     """Return the bytes of ``op``'s constant inputs (weights, biases, parameters)."""
-    return sum(t.nbytes for t in op.inputs if t is not None and t.is_const)
+    return sum(nbytes(t) for t in op.inputs if t is not None and t.is_const)
 
 
 def kernel_dims(op: Op) -> tuple[int, int]:

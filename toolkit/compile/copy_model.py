@@ -17,6 +17,18 @@ from toolkit.ir import Graph, Model, Op, SignatureDef, Tensor
 __all__ = ["copy_model"]
 
 
+def _copy_options(opts: Any) -> Any:
+    """Return a shallow copy of an options object (``copy.copy``, minus its overhead)."""
+    if opts is None:
+        return None
+    d = getattr(opts, "__dict__", None)
+    if d is None:
+        return copy.copy(opts)
+    new = object.__new__(type(opts))
+    new.__dict__.update(d)
+    return new
+
+
 def _copy_tensor(t: Tensor) -> Tensor:
     return Tensor(t.name, t.shape, t.type_code, data=t.data, quant=t.quant,
                   shape_signature=t.shape_signature, is_variable=t.is_variable,
@@ -30,13 +42,13 @@ def _copy_graph(g: Graph) -> tuple[Graph, dict[Tensor, Tensor]]:
         tmap[t] = new.attach_tensor(_copy_tensor(t))
     prev: Op | None = None
     for op in g.ops:
-        extra: dict[str, Any] = {k: v for k, v in op.extra.items() if k != "_created"}
+        extra: dict[str, Any] = dict(op.extra)
+        extra.pop("_created", None)
         if "intermediates" in extra:
             extra["intermediates"] = [None if t is None else tmap[t]
                                       for t in extra["intermediates"]]
-        opts = op.options
         c = Op(op.type, [None if t is None else tmap[t] for t in op.inputs],
-               [tmap[t] for t in op.outputs], None if opts is None else copy.copy(opts),
+               [tmap[t] for t in op.outputs], _copy_options(op.options),
                origins=op.origins, custom_code=op.custom_code, version=op.version,
                options_type=op.options_type, custom_options=op.custom_options, extra=extra)
         new.attach_op(c, after=prev)

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolkit.compile.target import Target
-from toolkit.costs import op_const_bytes, op_input_bytes, op_macs, op_output_bytes
+from toolkit.costs import nbytes, op_const_bytes, op_input_bytes, op_macs, op_output_bytes
 from toolkit.ir import Op, Tensor
 
 __all__ = ["Command", "lower", "stripe_rows", "can_stripe", "estimate_cycles",
@@ -113,10 +113,10 @@ def stripe_rows(op: Op, target: Target) -> list[tuple[int, int]]:
     if out is None or len(out.shape) < 2:
         return [(0, 1)]
     rows = out.shape[ROW_AXIS]
-    nbytes = op_output_bytes(op)
-    if nbytes <= target.buffer_bytes or not can_stripe(op):
+    out_bytes = op_output_bytes(op)
+    if out_bytes <= target.buffer_bytes or not can_stripe(op):
         return [(0, rows)]
-    row_bytes = math.ceil(nbytes / rows)
+    row_bytes = math.ceil(out_bytes / rows)
     per = max(1, target.buffer_bytes // row_bytes)
     n = math.ceil(rows / per)
     per = math.ceil(rows / n)
@@ -149,7 +149,7 @@ def _stripe_input_bytes(op: Op, r0: int, r1: int, rows: int) -> int:
     if op.type in STRIPE_WINDOWED:
         x = op.inputs[0]
         assert x is not None
-        return _share(x.nbytes, 0, _window_rows(op, r0, r1), x.shape[ROW_AXIS])
+        return _share(nbytes(x), 0, _window_rows(op, r0, r1), x.shape[ROW_AXIS])
     total = 0
     rank = len(out.shape)
     for t in op.inputs:
@@ -157,16 +157,16 @@ def _stripe_input_bytes(op: Op, r0: int, r1: int, rows: int) -> int:
             continue
         a = _aligned_axis(t, rank)
         if a >= 0 and t.shape[a] == rows:
-            total += _share(t.nbytes, r0, r1, rows)
+            total += _share(nbytes(t), r0, r1, rows)
         else:
-            total += t.nbytes
+            total += nbytes(t)
     return total
 
 
-def estimate_cycles(macs: int, nbytes: int, target: Target) -> int:
-    """Return the cost model's cycles: ``max(ceil(macs / macs_per_cycle),
-    ceil(bytes / bytes_per_cycle))``."""
-    return max(-(-macs // target.macs_per_cycle), -(-nbytes // target.bytes_per_cycle))
+def estimate_cycles(macs: int, moved: int, target: Target) -> int:
+    """Return the cost model's cycles for ``macs`` MACs and ``moved`` bytes:
+    ``max(ceil(macs / macs_per_cycle), ceil(moved / bytes_per_cycle))``."""
+    return max(-(-macs // target.macs_per_cycle), -(-moved // target.bytes_per_cycle))
 
 
 def lower(ops: Sequence[Op], target: Target) -> list[Command]:

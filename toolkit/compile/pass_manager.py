@@ -7,6 +7,9 @@ changes nothing (or ``max_sweeps`` is reached). After every pass run the manager
 * origin conservation: the union of the live ops' origin sets plus the recorded removed
   origins is exactly the set of source ops it started with.
 
+A pass run that reports no change and leaves the op, tensor and rewrite counts of every graph
+as they were is not checked again (the graph it saw had passed the checks).
+
 When a pass raises, or breaks a check, a :class:`~toolkit.errors.PassError` names the pass
 and the passes run before it.
 """
@@ -61,6 +64,11 @@ def check_origins(model: Model, expected: frozenset[int]) -> None:
                            fix="rewrite through graph.fuse/replace/absorb/remove")
 
 
+def _fingerprint(model: Model) -> tuple[tuple[int, int, int], ...]:
+    """Op, tensor and rewrite counts of every graph: what any rewrite changes."""
+    return tuple((len(g), len(g.tensors), len(g.rewrites)) for g in model.subgraphs)
+
+
 def _compact(names: list[str]) -> str:
     """Return ``names`` joined with commas, runs of one name written ``name (xN)``."""
     out: list[str] = []
@@ -92,7 +100,13 @@ class PassManager:
     runs: list[PassRun] = field(default_factory=list)
 
     def __call__(self, model: Model) -> PassResult:
-        """Run the passes on ``model`` (in place); return ``PassResult(model, modified)``."""
+        """Run the passes on ``model`` (in place); return ``PassResult(model, modified)``.
+
+        Raises GraphError when ``model`` is invalid before any pass runs, PassError when a
+        pass raises or leaves the model invalid.
+        """
+        if self.check:
+            model.verify()
         expected = model_origins(model) if self.check else frozenset()
         history: list[str] = []
         modified = False
@@ -117,16 +131,17 @@ class PassManager:
         for g in model.subgraphs:
             g.current_pass = p.name
         t0 = time.perf_counter()
+        before = _fingerprint(model)
         try:
             result = p(model)
-            if self.check:
+            if self.check and (result.modified or _fingerprint(model) != before):
                 model.verify()
                 check_origins(model, expected)
         except Exception as e:
             before = _compact(history) if history else "none"
             what = e.what if isinstance(e, ToolkitError) else f"{type(e).__name__}: {e}"
-            err = PassError(f"pass {p.name!r} failed: {what}",
-                            where=f"sweep {sweep + 1}; passes run before it: {before}",
+            err = PassError(f"{what} (sweep {sweep + 1}; passes run before it: {before})",
+                            where=f"pass {p.name!r}",
                             fix="compile with passes=[...] without this pass, and report it")
             err.pass_name = p.name  # type: ignore[attr-defined]
             err.previous_passes = list(history)  # type: ignore[attr-defined]

@@ -47,7 +47,7 @@ import uuid
 import warnings
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
 from itertools import chain, compress, repeat
 from pathlib import Path
@@ -60,6 +60,7 @@ from toolkit.errors import ToolkitError, TraceError
 
 __all__ = [
     "TRACE_COLUMNS",
+    "arg_column",
     "read_chrome_trace",
     "read_trace_csv",
     "write_chrome_trace",
@@ -133,28 +134,48 @@ def _scaled_decimal(text: str, digits: int) -> int | None:
     return int(value.scaleb(digits).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
 
 
-def _bytes_to_scaled(texts: list[bytes], digits: int) -> np.ndarray:
-    """Plain decimal texts (``b"-12.5"``, no exponent) -> ``int64`` ``value * 10**digits``.
+def _bytes_to_scaled(texts: Sequence[bytes], digits: int) -> np.ndarray:
+    """Plain decimal texts (``b"-12.5"``, no exponent) -> ``int64`` ``value * 10**digits``, exactly.
 
-    Exact; rounds half to even past ``digits`` fractional digits. Raises ``ValueError`` or
-    ``OverflowError`` when a text is not a plain decimal or does not fit, so that the caller can
-    fall back to :func:`_scaled_decimal`.
+    Works on the texts as one byte matrix. Raises ``ValueError`` when a text is not a plain
+    decimal with at most ``digits`` fractional digits, or ``OverflowError`` when a value does not
+    fit, so that the caller can take the exact one-by-one path (:func:`_scaled_decimal`).
     """
     n = len(texts)
-    length = np.fromiter(map(len, texts), np.int64, n)
-    dot = np.fromiter(map(bytes.find, texts, repeat(b".")), np.int64, n)
-    number = np.fromiter(map(int, map(_STRIP_DOT, texts)), np.int64, n)
-    frac_digits = np.where(dot >= 0, length - dot - 1, 0)
-    if n and frac_digits.max() > digits:
+    array = np.array(texts, dtype=bytes)
+    width = array.dtype.itemsize
+    if n == 0 or width == 0:
+        raise ValueError("empty text")
+    chars = array.view(np.uint8).reshape(n, width)
+    if np.any((chars | 0x20) == ord("e")):
+        raise ValueError("exponent")
+    is_dot = chars == ord(".")
+    dot = is_dot.argmax(axis=1)
+    has_dot = is_dot[np.arange(n), dot]
+    dot = np.where(has_dot, dot, width)
+    length = np.count_nonzero(chars, axis=1)
+    frac_digits = np.where(has_dot, length - dot - 1, 0)
+    if frac_digits.max() > digits:
         raise ValueError("more fractional digits than kept")
-    scale = np.power(10, digits - frac_digits, dtype=np.int64)
-    limit = _INT64_MAX // scale
-    if np.any((number > limit) | (number < -limit)):
+    column = np.arange(width)
+    whole_chars = np.where(column[None, :] >= dot[:, None], np.uint8(0), chars)
+    whole = whole_chars.view(f"S{width}").ravel().astype(np.int64)  # ValueError if not digits
+    scale = 10**digits
+    limit = (_INT64_MAX - (scale - 1)) // scale
+    if np.any((whole > limit) | (whole < -limit)):
         raise OverflowError("does not fit int64")
-    return number * scale
+    magnitude = np.abs(whole) * scale
+    for j in range(digits):  # fractional digits, missing ones count as 0
+        position = np.minimum(dot + 1 + j, width - 1)
+        digit = chars[np.arange(n), position].astype(np.int64) - ord("0")
+        present = j < frac_digits
+        if np.any(present & ((digit < 0) | (digit > 9))):
+            raise ValueError("not a digit")
+        magnitude += np.where(present, digit, 0) * 10 ** (digits - 1 - j)
+    return np.where(chars[:, 0] == ord("-"), -magnitude, magnitude)
 
 
-def _numbers_to_ns(values: list[Any], digits: int) -> tuple[np.ndarray, dict[int, str]]:
+def _numbers_to_ns(values: Sequence[Any], digits: int) -> tuple[np.ndarray, dict[int, str]]:
     """JSON-decoded numbers in a unit of ``10**-digits`` s -> ``int64`` nanoseconds.
 
     ``values`` holds ``int`` (JSON integers), ``bytes`` (the text of JSON numbers with a fraction
@@ -177,14 +198,8 @@ def _numbers_to_ns(values: list[Any], digits: int) -> tuple[np.ndarray, dict[int
                 return number * scale, problems
             if kinds == {bytes}:
                 return _bytes_to_scaled(values, digits), problems
-            is_text = np.fromiter(map(bytes.__instancecheck__, values), bool, n)
-            out[is_text] = _bytes_to_scaled(list(compress(values, is_text)), digits)
-            whole = np.fromiter(compress(values, ~is_text), np.int64)
-            scale = 10**digits
-            if whole.max() > _INT64_MAX // scale or whole.min() < -(_INT64_MAX // scale):
-                raise OverflowError("does not fit int64")
-            out[~is_text] = whole * scale
-            return out, problems
+            return _bytes_to_scaled([v if type(v) is bytes else b"%d" % v for v in values],
+                                    digits), problems
         except (ValueError, OverflowError):
             pass  # exponents, rounding, overflow: exact path below, one value at a time
     for i, value in enumerate(values):
@@ -192,7 +207,8 @@ def _numbers_to_ns(values: list[Any], digits: int) -> tuple[np.ndarray, dict[int
         if kind is int:
             scaled: int | None = value * 10**digits
         elif kind is bytes:
-            scaled = _scaled_decimal(value.decode("ascii"), digits)
+            value = value.decode("utf-8", "replace")
+            scaled = _scaled_decimal(value, digits)
         elif value is None:
             problems[i] = "missing"
             continue
@@ -200,7 +216,7 @@ def _numbers_to_ns(values: list[Any], digits: int) -> tuple[np.ndarray, dict[int
             problems[i] = f"not a number ({value!r})"
             continue
         if scaled is None:
-            problems[i] = f"not a finite number ({value!r})"
+            problems[i] = f"not a number ({value!r})"
         elif not _INT64_MIN <= scaled <= _INT64_MAX:
             problems[i] = "outside the int64 nanosecond range"
         else:
@@ -540,10 +556,14 @@ class _Text:
         self._dropped_column = 0  # characters since the last newline in dropped text
         self._bom = 0
 
-    def fill(self, want: int = _READ_CHARS) -> bool:
-        """Append at least ``want`` more characters unless the data ends; False if none came."""
+    def fill(self, want: int | None = None) -> bool:
+        """Append at least ``want`` (default: a block) more characters unless the data ends.
+
+        Returns False when no more characters came.
+        """
         if self.eof:
             return False
+        want = _READ_CHARS if want is None else want
         if self.pos:
             dropped = self.buf[: self.pos]
             self._dropped_bytes += (len(dropped) if dropped.isascii()
@@ -796,6 +816,8 @@ def _parse_trace(text: _Text, sink: _Collector) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 # Reading: events -> columns
 
+_X_FIELD_NAMES = ("name", "cat", "pid", "tid", "ts", "dur", "args")
+_X_FIELDS = operator.itemgetter(*_X_FIELD_NAMES)
 _NO_END = object()  # marks a row without an end event (unpaired B or E, bad event)
 _STR_DTYPE = pd.Series([""]).dtype  # pandas' default dtype for text columns
 
@@ -812,7 +834,7 @@ def _floats_back(value: Any) -> Any:
     return value
 
 
-def _fix_floats(column: list[Any]) -> list[Any]:
+def _fix_floats(column: Sequence[Any]) -> Sequence[Any]:
     if set(map(type, column)) & {bytes, list, dict}:
         return [_floats_back(v) for v in column]
     return column
@@ -831,15 +853,28 @@ def _name_of(value: Any) -> str:
     return json.dumps(_floats_back(value))
 
 
-def _flatten_args(args: list[Any], problems: dict[int, str]) -> dict[str, list[Any]]:
+def _flatten_args(args: Sequence[Any], problems: dict[int, str]) -> dict[str, Sequence[Any]]:
     """``args`` objects -> ``{key: values}`` in order of first appearance (``None`` if absent)."""
+    n = len(args)
+    if n and type(args[0]) is dict:
+        keys = tuple(args[0])
+        try:  # fast path: every row is a dict with the same keys
+            if sum(map(len, args)) == len(keys) * n:
+                if len(keys) == 1:
+                    return {keys[0]: _fix_floats(list(map(operator.itemgetter(keys[0]), args)))}
+                if keys:
+                    columns = zip(*map(operator.itemgetter(*keys), args))
+                    return {k: _fix_floats(v) for k, v in zip(keys, columns)}
+                return {}
+        except (KeyError, TypeError):
+            pass
     if set(map(type, args)) != {dict}:
         for i, value in enumerate(args):
             if value is not None and type(value) is not dict:
                 _add_problem(problems, i, f"args is not an object ({value!r:.40})")
         args = [a if type(a) is dict else {} for a in args]
-    keys = dict.fromkeys(chain.from_iterable(args))
-    return {key: _fix_floats([a.get(key) for a in args]) for key in keys}
+    keys_seen = dict.fromkeys(chain.from_iterable(args))
+    return {key: _fix_floats([a.get(key) for a in args]) for key in keys_seen}
 
 
 class _Segment:
@@ -857,11 +892,24 @@ class _Segment:
         self.start, self.dur, self.args, self.problems = start, dur, args, problems
 
     @classmethod
-    def of_events(cls, ordinal: np.ndarray, events: list[dict[str, Any]], start: np.ndarray,
-                  dur: np.ndarray, problems: dict[int, str]) -> _Segment:
-        return cls(ordinal, [e.get("name") for e in events], [e.get("cat") for e in events],
-                   [e.get("pid") for e in events], [e.get("tid") for e in events], start, dur,
-                   _flatten_args([e.get("args") for e in events], problems), problems)
+    def of_events(cls, ordinal: np.ndarray, events: Sequence[dict[str, Any]],
+                  problems: dict[int, str]) -> _Segment:
+        """Columns of ``X`` events (``start``/``dur`` from ``ts``/``dur``, problems added)."""
+        try:  # fast path: every event has every field
+            name, cat, pid, tid, ts, dur, args = zip(*map(_X_FIELDS, events))
+        except (KeyError, ValueError):
+            name, cat, pid, tid, ts, dur, args = (
+                [e.get(field) for e in events] for field in _X_FIELD_NAMES)
+        start, bad = _numbers_to_ns(ts, 3)
+        for i, text in bad.items():
+            _add_problem(problems, i, f"ts {text}")
+        duration, bad = _numbers_to_ns(dur, 3)
+        for i, text in bad.items():
+            _add_problem(problems, i, "X event without dur" if text == "missing" else f"dur {text}")
+        for i in np.flatnonzero(duration < 0).tolist():
+            _add_problem(problems, i, "negative duration")
+        return cls(ordinal, name, cat, pid, tid, start, duration,
+                   _flatten_args(args, problems), problems)
 
 
 class _Collector:
@@ -896,16 +944,7 @@ class _Collector:
                 self._other(base + i, phase, event)
 
     def _complete(self, events: list[dict[str, Any]], ordinal: np.ndarray) -> None:
-        problems: dict[int, str] = {}
-        start, bad = _numbers_to_ns([e.get("ts") for e in events], 3)
-        for i, text in bad.items():
-            _add_problem(problems, i, f"ts {text}")
-        dur, bad = _numbers_to_ns([e.get("dur") for e in events], 3)
-        for i, text in bad.items():
-            _add_problem(problems, i, "X event without dur" if text == "missing" else f"dur {text}")
-        for i in np.flatnonzero(dur < 0).tolist():
-            _add_problem(problems, i, "negative duration")
-        self.segments.append(_Segment.of_events(ordinal, events, start, dur, problems))
+        self.segments.append(_Segment.of_events(ordinal, events, {}))
 
     def _other(self, ordinal: int, phase: Any, event: Any) -> None:
         if type(event) is not dict:
@@ -973,7 +1012,10 @@ class _Collector:
         for i in np.flatnonzero(dur < 0).tolist():
             _add_problem(problems, i, "negative duration")
         ordinal = np.array([row[0] for row in self.loose], dtype=np.int64)
-        self.segments.append(_Segment.of_events(ordinal, events, start, dur, problems))
+        self.segments.append(_Segment(
+            ordinal, [e.get("name") for e in events], [e.get("cat") for e in events],
+            [e.get("pid") for e in events], [e.get("tid") for e in events], start, dur,
+            _flatten_args([e.get("args") for e in events], problems), problems))
         self.loose.clear()
 
 
@@ -985,26 +1027,56 @@ def _id_column(values: list[Any]) -> np.ndarray:
     return np.fromiter(_fix_floats(values), object, len(values))
 
 
-def _arg_column(values: list[Any]) -> np.ndarray | pd.Series:
-    """Arg values -> ``int64`` / ``float64`` / ``bool`` array, text Series, or ``object``."""
+def arg_column(values: Sequence[Any]) -> np.ndarray | pd.api.extensions.ExtensionArray | pd.Series:
+    """One column of argument values, ``None`` meaning "this row has no such argument".
+
+    Returns, by the kinds of values present: only ints -> ``int64``; ints and missing ->
+    nullable ``Int64``; only bools -> ``bool`` (with missing: ``boolean``); floats (and missing)
+    -> ``float64`` with NaN; texts (and missing) -> categorical (NaN where missing); anything
+    else (mixed int/str keys, lists, dicts) -> ``object`` Series holding the Python values with
+    ``None`` where missing. Ints never turn into floats.
+    """
     kinds = set(map(type, values))
     n = len(values)
-    if kinds == {int}:
-        with contextlib.suppress(OverflowError):
+    none = type(None)
+    with contextlib.suppress(OverflowError, TypeError):
+        if kinds == {int}:
             return np.fromiter(values, np.int64, n)
+        if kinds == {int, none}:
+            return pd.array(values, dtype="Int64")
     if kinds == {bool}:
         return np.fromiter(values, bool, n)
-    if kinds and kinds <= {float, type(None)}:
+    if kinds == {bool, none}:
+        return pd.array(values, dtype="boolean")
+    if float in kinds and kinds <= {float, none}:
         return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-    if kinds == {str}:
-        return pd.Series(values, dtype=_STR_DTYPE)
+    if str in kinds and kinds <= {str, none}:
+        return _categorical(values, missing=none in kinds)
     return pd.Series(np.fromiter(values, object, n), dtype=object)
 
 
-def _categorical(values: list[Any]) -> pd.Categorical:
-    if not set(map(type, values)) <= {str}:
+def _categorical(values: Sequence[Any], *, missing: bool = False) -> pd.Categorical:
+    """Texts -> categorical with categories in order of first appearance.
+
+    Other JSON values are turned into text; ``None`` becomes ``""``, or NaN when ``missing``.
+    """
+    try:
+        table = dict.fromkeys(values)
+    except TypeError:  # lists or objects among the values
         values = [_name_of(v) for v in values]
-    return pd.Categorical(values, categories=pd.Index(sorted(set(values)), dtype=_STR_DTYPE))
+        table = dict.fromkeys(values)
+    if missing:
+        table.pop(None, None)
+    if not set(map(type, table)) <= {str}:
+        values = [_name_of(v) for v in values]
+        table = dict.fromkeys(values)
+    categories = pd.Index(list(table), dtype=_STR_DTYPE)
+    for code, category in enumerate(table):
+        table[category] = code
+    if missing:
+        table[None] = -1
+    codes = np.fromiter(map(table.__getitem__, values), np.int32, len(values))
+    return pd.Categorical.from_codes(codes, categories=categories)
 
 
 def _frame(segments: list[_Segment]) -> pd.DataFrame:
@@ -1034,7 +1106,7 @@ def _frame(segments: list[_Segment]) -> pd.DataFrame:
         for segment in segments:
             part = segment.args.get(key)
             values.extend(part if part is not None else repeat(None, segment.size))
-        columns[_ARG_PREFIX + str(key)] = _arg_column(values)
+        columns[_ARG_PREFIX + str(key)] = arg_column(values)
     problem = [""] * total
     offset = 0
     for segment in segments:

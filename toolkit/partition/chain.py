@@ -33,8 +33,10 @@ class ChainRun(NamedTuple):
     """Outputs by name and the trace of a traced chained run.
 
     With the reference runtime, ``trace`` is its event tracer (one event per part op, keyed by
-    the op's ``optimised_id``: its position over all parts; the event also carries ``part``,
-    ``part_file`` and ``backend``). With another runner it is a DataFrame with one row per part
+    the op's ``optimised_id``: its position over all parts, as in
+    ``PartitionResult.optimised_ops()``; on the track of the part's backend; the event also
+    carries ``part``, ``part_file``, ``backend`` and the runtime's ``op_index`` in the part).
+    With another runner it is a DataFrame with one row per part
     call: ``run`` (int64), ``part`` (int64, from 1), ``file`` (str), ``backend`` (str),
     ``ts_us`` (float64, start since the first call), ``dur_us`` (float64).
     """
@@ -126,12 +128,12 @@ class _PartTracer:
         self._inner = inner
         self._stage = stage
 
-    def log(self, key: Any, t0: int, t1: int, **args: Any) -> Any:
+    def log(self, key: Any, t0: int, t1: int, track: str | None = None, **args: Any) -> Any:
         s = self._stage
         if isinstance(key, (int, np.integer)):
             key = int(key) + s.offset
         args.update(part=s.index, part_file=s.file, backend=s.backend)
-        return self._inner.log(key, t0, t1, **args)
+        return self._inner.log(key, t0, t1, track=track or s.backend or None, **args)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

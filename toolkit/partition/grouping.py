@@ -75,7 +75,8 @@ def place_ops(ops: Sequence[Op], spec: PartSpec) -> tuple[list[Placement], list[
     With ``comply=opcode`` an op goes where ``[OPCODE]`` names its type; with ``comply=opname``
     where ``[OPNAME]`` names it (its first output tensor). Otherwise it goes to the default.
     Warnings (also issued with :func:`warnings.warn`): ``[OPNAME]`` names the model lacks, or
-    that name a secondary output of a multi-output op.
+    that name a secondary output of a multi-output op; rules of the section ``comply`` does
+    not select.
     """
     default = spec.default_backend
     assert default is not None
@@ -126,6 +127,10 @@ def place_ops(ops: Sequence[Op], spec: PartSpec) -> tuple[list[Placement], list[
                 pl = cache2[key] = Placement(table[key], f"OPCODE {key}={table[key]}",
                                              spec.where(OPCODE, key))
             out.append(pl)
+    ignored = (OPNAME, spec.opname) if spec.comply == "opcode" else (OPCODE, spec.opcode)
+    if ignored[1]:
+        notes.append(f"{spec.where(ignored[0])}: [{ignored[0]}] has {len(ignored[1])} rule(s) "
+                     f"but comply={spec.comply}; they were not applied")
     for n in notes:
         warnings.warn(n, stacklevel=3)
     return out, notes
@@ -144,6 +149,7 @@ def group_ops(graph: Graph, backends: Sequence[str]) -> list[Group]:
     made_by: dict[Tensor, int] = {}  # tensor -> group index of its producer
     group_of: dict[Op, int] = {}
     groups: list[Group] = []
+    seen_inputs: list[set[Tensor]] = []  # per group, the tensors already in its inputs
     for i, op in enumerate(ops):
         backend = backends[i]
         producers: list[int] = []
@@ -157,16 +163,20 @@ def group_ops(graph: Graph, backends: Sequence[str]) -> list[Group]:
             gi = producers[0]
             grp = groups[gi]
             grp.reasons.append(f"joins: all op inputs come from part {gi + 1}")
+            seen = seen_inputs[gi]
             for t in op.inputs:
                 if (t is not None and t not in made_by and not t.is_const
-                        and not t.is_variable and t not in grp.inputs):
+                        and not t.is_variable and t not in seen):
                     grp.inputs.append(t)
+                    seen.add(t)
         else:
             gi = len(groups)
             grp = Group(gi, backend)
             groups.append(grp)
+            seen = set()
+            seen_inputs.append(seen)
             if not producers:
-                why = "starts: no op input"
+                why = "starts: reads only graph inputs and constants"
             elif len(producers) == 1:
                 why = (f"starts: producer part {producers[0] + 1} is on backend "
                        f"{groups[producers[0]].backend}")
@@ -174,9 +184,9 @@ def group_ops(graph: Graph, backends: Sequence[str]) -> list[Group]:
                 why = f"starts: op inputs come from {len(producers)} parts"
             grp.reasons.append(why)
             for t in op.inputs:
-                if (t is not None and not t.is_const and not t.is_variable
-                        and t not in grp.inputs):
+                if t is not None and not t.is_const and not t.is_variable and t not in seen:
                     grp.inputs.append(t)
+                    seen.add(t)
         grp.ops.append(i)
         group_of[op] = gi
         for t in op.outputs:

@@ -55,7 +55,8 @@ def foldable_producer(graph: Graph, op: Op) -> Op | None:
         if len(w.shape) <= axis or w.shape[axis] != c:
             continue
         b = prod.inputs[2] if len(prod.inputs) > 2 else None
-        if b is not None and (not b.is_const or not is_float32(b) or b.size != c):
+        if b is not None and (not b.is_const or not is_float32(b) or b.data is None
+                              or b.data.size != c):
             continue
         return prod
     return None

@@ -74,9 +74,8 @@ def per_channel(arr: np.ndarray, out_rank: int, channels: int) -> np.ndarray | N
     None."""
     if arr.ndim > out_rank:
         return None
-    if arr.ndim:
-        if any(d != 1 for d in arr.shape[:-1]) or arr.shape[-1] not in (1, channels):
-            return None
+    if arr.ndim and (any(d != 1 for d in arr.shape[:-1]) or arr.shape[-1] not in (1, channels)):
+        return None
     return np.broadcast_to(arr.astype(np.float64).reshape(-1), (channels,)).copy() \
         if arr.size in (1, channels) else None
 

@@ -121,9 +121,7 @@ def _variance_chain(graph: Graph, mean: Op, x: Tensor, axes: tuple[int, ...]
         return None
     if nxt.type == "RSQRT":
         is_den = False
-    elif nxt.type == "SQRT":
-        is_den = True
-    elif nxt.type == "POW" and _scalar(nxt.inputs[1]) == 0.5:
+    elif nxt.type == "SQRT" or (nxt.type == "POW" and _scalar(nxt.inputs[1]) == 0.5):
         is_den = True
     else:
         return None

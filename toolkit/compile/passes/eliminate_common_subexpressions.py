@@ -60,12 +60,28 @@ def _quant_key(t: Tensor) -> Any:
             q.quantized_dimension)
 
 
+def _small_const(t: Tensor | None) -> bool:
+    return t is not None and t.data is not None and not t.is_variable \
+        and t.data.nbytes <= _SMALL_CONST
+
+
 def _input_key(t: Tensor | None) -> Any:
+    """Bucket key of an input: the tensor itself, or for a small constant its type and shape
+    (contents are compared only between ops that share a bucket)."""
     if t is None:
         return None
-    if t.is_const and t.data is not None and t.nbytes <= _SMALL_CONST:
-        return ("const", t.type_code, t.shape, _quant_key(t), np.asarray(t.data).tobytes())
+    if _small_const(t):
+        return ("const", t.type_code, t.shape)
     return id(t)
+
+
+def _same_input(a: Tensor | None, b: Tensor | None) -> bool:
+    if a is b:
+        return True
+    if not (_small_const(a) and _small_const(b)):
+        return False
+    assert a is not None and b is not None
+    return _quant_key(a) == _quant_key(b) and bool(np.array_equal(a.data, b.data))
 
 
 class EliminateCommonSubexpressions(GraphPass):
@@ -97,6 +113,8 @@ class EliminateCommonSubexpressions(GraphPass):
     @staticmethod
     def _same(a: Op, b: Op) -> bool:
         if a.custom_options != b.custom_options or a.version != b.version:
+            return False
+        if not all(_same_input(x, y) for x, y in zip(a.inputs, b.inputs)):
             return False
         if any(not same_type(x, y) for x, y in zip(a.outputs, b.outputs)):
             return False

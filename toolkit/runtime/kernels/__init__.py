@@ -7,7 +7,9 @@ one array per output in the output tensor's dtype. Output shapes follow from the
 :func:`get_kernel`; CUSTOM ops are keyed by their custom code.
 
 Float kernels compute in float32 as LiteRT does; quantized kernels reproduce TFLite's integer
-arithmetic (``MultiplyByQuantizedMultiplier`` and friends, see :mod:`.fixedpoint`).
+arithmetic (``MultiplyByQuantizedMultiplier`` and friends, see :mod:`.fixedpoint`), including
+the rounding of LiteRT's optimized (SIMD / ruy) kernels where it differs from the reference
+kernels, so int8 results are bit-exact with LiteRT's builtin kernels for the ops tested.
 
 Modules: :mod:`.conv` (CONV_2D, DEPTHWISE_CONV_2D), :mod:`.matmul` (FULLY_CONNECTED,
 BATCH_MATMUL), :mod:`.elementwise` (ADD, SUB, MUL, DIV, SQUARED_DIFFERENCE, POW, MINIMUM,
@@ -16,7 +18,8 @@ RELU_0_TO_1, LEAKY_RELU, HARD_SWISH, GELU, TANH, LOGISTIC, SOFTMAX), :mod:`.redu
 SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD), :mod:`.pool` (MAX_POOL_2D, AVERAGE_POOL_2D),
 :mod:`.shape_ops` (RESHAPE, TRANSPOSE, SQUEEZE, EXPAND_DIMS, CONCATENATION, SPLIT, SPLIT_V,
 UNPACK, PACK, PAD, PADV2, STRIDED_SLICE, SLICE, GATHER, CAST), :mod:`.quant` (QUANTIZE,
-DEQUANTIZE), :mod:`.norm` (INSTANCE_NORM, custom LAYER_NORM).
+DEQUANTIZE), :mod:`.norm` (INSTANCE_NORM, custom LAYER_NORM). Helpers: :mod:`.common`
+(options, quantization parameters, fused activations, padding) and :mod:`.fixedpoint`.
 """
 
 from __future__ import annotations

@@ -47,8 +47,9 @@ def get_kernel(op: Op) -> Kernel:
         kind = f"custom op {key!r}" if op.type == "CUSTOM" else f"op type {key}"
         first = op.outputs[0].name if op.outputs else "<none>"
         raise UnsupportedOpError(
-            f"the reference runtime has no kernel for {kind}",
-            where=f"op {op.name!r} (first output tensor {first!r})",
+            f"the reference runtime has no kernel for {kind} (op {op.name!r}, first output "
+            f"tensor {first!r})",
+            where=f"{key} op {op.name!r}",
             fix="replace the op with supported ops, or register a kernel for "
                 f"{key!r} in toolkit.runtime.kernels.KERNELS",
         )

@@ -1,5 +1,5 @@
-"""Activation ops: RELU, RELU6, RELU_N1_TO_1, LEAKY_RELU, HARD_SWISH, GELU, TANH, LOGISTIC
-and SOFTMAX.
+"""Activation ops: RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1, LEAKY_RELU, HARD_SWISH, GELU, TANH,
+LOGISTIC and SOFTMAX.
 
 Float kernels compute in float32 with TFLite's formulas (``hard_swish = x * relu6(x + 3) / 6``,
 ``gelu = 0.5 x erfc(-x / sqrt 2)`` or the tanh approximation, softmax subtracts the row
@@ -8,10 +8,12 @@ maximum). Quantized kernels:
 * RELU family: TFLite's ``ReluX``: ``MultiplyByQuantizedMultiplier(q - zp_in, s_in / s_out)
   + zp_out`` clamped to the quantized activation bounds.
 * LEAKY_RELU: TFLite's ``QuantizeLeakyRelu`` (identity and alpha multipliers).
-* TANH, LOGISTIC, GELU, HARD_SWISH: a table over every input value built from the float
-  function, as TFLite's ``LUTPopulate`` (HARD_SWISH is fixed-point in TFLite; within 1).
+* TANH, LOGISTIC, GELU: a table over every input value built from the float function, as
+  TFLite's ``LUTPopulate``.
+* HARD_SWISH: TFLite's 16-bit fixed-point algorithm (``reference_ops::HardSwish``).
 * SOFTMAX: float softmax of the dequantized input, quantized to the output parameters
-  (TFLite uses scale 1/256, zero point -128 for int8; within 1 of its table-based kernel).
+  (TFLite uses scale 1/256, zero point -128 for int8); within one unit of LiteRT's
+  table-based kernel, and usually equal.
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ from toolkit.runtime.kernels.common import (
 )
 from toolkit.runtime.kernels.elementwise import unary
 from toolkit.runtime.kernels.fixedpoint import (
+    c_div,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     round_half_away,
+    rounding_divide_by_pot,
 )
 
 __all__ = ["erfc", "gelu_f", "logistic_f", "hard_swish_f", "softmax_f"]
@@ -177,9 +181,60 @@ def leaky_relu(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     return [np.clip(y, lo, hi).astype(dt)]
 
 
+def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingDoublingHighMul`` on int16 values."""
+    ab = a * np.int64(b)
+    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    r = c_div(ab + nudge, 1 << 15)
+    return np.where((a == -32768) & (b == -32768), 32767, r)
+
+
+def _to_int16_multiplier(m: int) -> int:
+    """TFLite ``DownScaleInt32ToInt16Multiplier``."""
+    if m >= (1 << 31) - 1 - (1 << 15):
+        return 32767
+    return (m + (1 << 15)) >> 16
+
+
+def hard_swish_quantized(x: np.ndarray, in_s: np.float32, in_zp: int, out_s: np.float32,
+                         out_zp: int, dt: np.dtype) -> np.ndarray | None:
+    """TFLite's fixed-point int8/uint8 HARD_SWISH (None when TFLite would reject the scales)."""
+    hires = np.float32(1.0 / 128.0) * np.float32(in_s)
+    reluish_scale = np.float32(3.0) / np.float32(32768.0)
+    om, oe = quantize_multiplier(np.float64(hires / np.float32(out_s)))
+    rm, re = quantize_multiplier(np.float64(hires / reluish_scale))
+    oe, re = int(oe), int(re)
+    if oe > 0:
+        return None
+    om16, rm16 = _to_int16_multiplier(int(om)), _to_int16_multiplier(int(rm))
+    hires_v = (x.astype(np.int64) - in_zp) * 128
+    preshift = _srdhm16(hires_v, om16)
+    rv = hires_v
+    if re > 0:
+        rv = np.clip(rv << (re - 1), -32768, 32767)
+    rv = _srdhm16(rv, rm16)
+    if re > 0:
+        rv = np.clip(rv * 2, -32768, 32767)
+    if re < 0:
+        rv = rounding_divide_by_pot(rv, -re)
+    rv = (rv + (1 << 15)) >> 1
+    prod = rv * preshift
+    pre_out = np.where((rv == -32768) & (preshift == -32768), 32767, c_div(prod, 1 << 15))
+    y = rounding_divide_by_pot(pre_out, -oe) + out_zp
+    lo, hi = int_range(dt)
+    return np.clip(y, lo, hi).astype(dt)
+
+
 @register("HARD_SWISH")
 def hard_swish(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """HARD_SWISH: ``x * relu6(x + 3) / 6``."""
+    x = need(op, args, 0)
+    if x.dtype in (np.int8, np.uint8) and is_quantized(op.inputs[0]) \
+            and is_quantized(op.outputs[0]):
+        iq, oq = qparams(op, op.inputs[0]), qparams(op, op.outputs[0])
+        y = hard_swish_quantized(x, iq.s, iq.zp, oq.s, oq.zp, out_dtype(op))
+        if y is not None:
+            return [y]
     return unary(op, args, hard_swish_f)
 
 

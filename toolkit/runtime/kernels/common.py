@@ -33,6 +33,8 @@ __all__ = [
     "dequantize",
     "requantize",
     "norm_axis",
+    "exact_float_dtype",
+    "int_matmul",
     "padding_same",
     "conv_out_and_pad",
 ]
@@ -240,3 +242,24 @@ def conv_out_and_pad(size: int, k: int, stride: int, dilation: int, same: bool
     out = max(out, 0)
     total = max(0, (out - 1) * stride + eff - size) if same else 0
     return out, total // 2, total - total // 2
+
+
+def exact_float_dtype(terms: int, a_mag: float, b_mag: float) -> type:
+    """The float dtype in which sums of ``terms`` integer products ``|a| <= a_mag``,
+    ``|b| <= b_mag`` are exact whatever the summation order: float32 while every partial sum
+    stays below 2**24, else float64 (exact below 2**53)."""
+    return np.float32 if terms * a_mag * b_mag < 2.0**24 else np.float64
+
+
+def int_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact integer ``a @ b`` (NumPy broadcasting) as int64, computed with BLAS in the
+    smallest float dtype that keeps it exact (see :func:`exact_float_dtype`)."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    a_mag = float(np.abs(a).max(initial=0))
+    b_mag = float(np.abs(b).max(initial=0))
+    terms = a.shape[-1]
+    if terms * a_mag * b_mag >= 2.0**53:
+        return np.matmul(a, b)
+    dt = exact_float_dtype(terms, a_mag, b_mag)
+    return np.rint(np.matmul(a.astype(dt), b.astype(dt))).astype(np.int64)

@@ -4,9 +4,12 @@ Patches come from ``sliding_window_view`` over the padded input (SAME / VALID pa
 TFLite's ``ComputePaddingWithOffset``, strides, dilation). Float convolution is a float32
 matmul of the patches with the filter; depthwise convolution accumulates the taps in float32
 in (ky, kx) order. Quantized convolution computes the exact int32 accumulator
-``sum((x - zp_in) * (w - zp_w)) + bias`` (as a float64 matmul, exact for integers below
-2**53), then requantizes per output channel with TFLite's fixed-point multiplier
-``s_in * s_w[c] / s_out`` and clamps to the fused activation range.
+``sum((x - zp_in) * (w - zp_w)) + bias`` (a float32 or float64 matmul, whichever keeps every
+partial sum exact), then requantizes per output channel with TFLite's fixed-point multiplier
+``s_in * s_w[c] / s_out`` and clamps to the fused activation range. The requantization
+rounds as LiteRT's optimized kernels do: CONV_2D (ruy) rounds the final shift's ties upward;
+DEPTHWISE_CONV_2D does so for whole blocks of 8 output channels and rounds the remaining
+channels with the scalar ``MultiplyByQuantizedMultiplier``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from toolkit.runtime.kernels.common import (
     QParams,
     bad_input,
     conv_out_and_pad,
+    exact_float_dtype,
     float_activation,
     is_quantized,
     need,
@@ -29,9 +33,9 @@ from toolkit.runtime.kernels.common import (
     qparams,
     quant_activation_range,
     quantize_float,
-    requantize,
     unsupported,
 )
+from toolkit.runtime.kernels.fixedpoint import quantize_multiplier, split_rounding
 
 # patches are built in blocks of about this many elements to bound memory
 _BLOCK_ELEMS = 1 << 22
@@ -97,8 +101,11 @@ def filter_offsets(wq: QParams, n_out: int) -> np.ndarray:
         if wq.zero_point.size in (1, n_out) else np.zeros(n_out, dtype=np.int64)
 
 
-def quantized_output(op: Op, acc: np.ndarray, mult: np.ndarray) -> np.ndarray:
-    """Requantize int64 accumulators (last axis = channel) to the op's output tensor."""
+def quantized_output(op: Op, acc: np.ndarray, mult: np.ndarray, block: int = 1) -> np.ndarray:
+    """Requantize int64 accumulators (last axis = channel) to the op's output tensor.
+
+    Channels in whole ``block``-wide groups round ties upward in the final shift (SIMD /
+    ruy); the remaining channels use the scalar TFLite rounding."""
     out = op.outputs[0]
     dt = out_dtype(op)
     oq = qparams(op, out)
@@ -106,7 +113,9 @@ def quantized_output(op: Op, acc: np.ndarray, mult: np.ndarray) -> np.ndarray:
     if op.activation == 4:  # TANH cannot be a clamp: apply it to the real values
         real = acc.astype(np.float64) * mult * np.float64(oq.s)
         return quantize_float(np.tanh(real).astype(np.float32), oq, dt)
-    return requantize(acc, mult, oq.zp, lo, hi, dt)
+    m, s = quantize_multiplier(mult)
+    y = split_rounding(acc, m, s, block, axis=-1) + oq.zp
+    return np.clip(y, lo, hi).astype(dt)
 
 
 def _row_blocks(total_rows: int, row_elems: int) -> list[tuple[int, int]]:
@@ -153,7 +162,10 @@ def conv2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     v = windows(xin, kh, kw, sh, sw, dh, dw, same, pad_value)
     oh, ow = v.shape[1], v.shape[2]
     kdim = kh * kw * ci
-    acc_dtype = np.float64 if quant else np.float32
+    acc_dtype: type = np.float32
+    if quant:
+        x_mag = max(abs(int(x.min(initial=0)) - iq.zp), abs(int(x.max(initial=0)) - iq.zp))
+        acc_dtype = exact_float_dtype(kdim, x_mag, float(np.abs(wf).max(initial=0)))
     acc = np.empty((n, oh, ow, o), dtype=acc_dtype)
     w_mats = [wf[g * og:(g + 1) * og].reshape(og, kdim).T.astype(acc_dtype, copy=False)
               for g in range(groups)]
@@ -222,7 +234,7 @@ def depthwise_conv2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
         if bias is not None:
             acc += bias.astype(np.int64)
         mult = channel_multipliers(op, iq, wq, oq, o, float_product=x.dtype == np.uint8)
-        return [quantized_output(op, acc, mult)]
+        return [quantized_output(op, acc, mult, block=8)]
     if not np.issubdtype(x.dtype, np.floating):
         raise unsupported(op, f"DEPTHWISE_CONV_2D on {x.dtype} input without quantization")
     if is_quantized(op.inputs[1]):

@@ -8,12 +8,17 @@ Float ops compute in float32 like TFLite (``RSQRT`` is ``1.f / sqrt(x)``,
   16-bit) times its fixed-point multiplier ``s_i / (2 max(s1, s2))``, sum or difference, times
   ``2 max(s1, s2) / (2**left_shift s_out)``, plus ``zp_out``, clamped to the activation range.
 * MUL: ``MultiplyByQuantizedMultiplier((q1 - zp1) (q2 - zp2), s1 s2 / s_out) + zp_out``.
-* MINIMUM / MAXIMUM on raw values when all quantization parameters agree (as TFLite).
+* MINIMUM / MAXIMUM compare the raw stored values, as LiteRT does (it assumes the inputs and
+  the output share their quantization, as the converter guarantees).
+* NEG negates the raw stored value with wrap-around, as LiteRT does.
 * ABS: TFLite's ``|q - zp_in|`` rescaled by ``s_in / s_out``.
-* DIV, SQUARED_DIFFERENCE, POW, MINIMUM / MAXIMUM with differing parameters: dequantize,
-  compute in float32, quantize (within one unit of TFLite's fixed-point kernels).
-* RSQRT, SQRT, EXP, NEG: a 256-entry table built from the float function (TFLite's
-  ``LUTPopulate``: dequantize in float32, transform, ``round(y * (1 / s_out)) + zp_out``).
+* DIV, SQUARED_DIFFERENCE, POW: dequantize, compute in float32, quantize.
+  SQUARED_DIFFERENCE is within one unit of LiteRT's fixed-point kernel; LiteRT's int8 DIV
+  is not followed (its reciprocal-based kernel returns the type minimum when
+  ``q1 - zp1 == -1``).
+* RSQRT, SQRT, EXP: a table over every input value built from the float function (TFLite's
+  ``LUTPopulate``: dequantize in float32, transform, ``round(y * (1 / s_out)) + zp_out``);
+  exact for EXP and RSQRT, within one unit for SQRT.
 """
 
 from __future__ import annotations
@@ -99,6 +104,8 @@ def lut_unary(op: Op, x: np.ndarray, fn: FloatFn) -> np.ndarray:
 
 # ------------------------------------------------------------------ binary
 def _quant_add_sub(op: Op, a: np.ndarray, b: np.ndarray, sign: int) -> np.ndarray:
+    if op.activation == 4:  # TANH cannot be a clamp: apply it to the real values
+        return quantized_via_float(op, [a, b], np.add if sign > 0 else np.subtract)
     out = op.outputs[0]
     dt = out_dtype(op)
     q1, q2, qo = qparams(op, op.inputs[0]), qparams(op, op.inputs[1]), qparams(op, out)
@@ -112,8 +119,6 @@ def _quant_add_sub(op: Op, a: np.ndarray, b: np.ndarray, sign: int) -> np.ndarra
     raw = v1 + v2 if sign > 0 else v1 - v2
     y = multiply_by_quantized_multiplier(raw, mo, so) + qo.zp
     lo, hi = quant_activation_range(op, out)
-    if op.activation == 4:
-        return quantized_via_float(op, [a, b], np.add if sign > 0 else np.subtract)
     return np.clip(y, lo, hi).astype(dt)
 
 
@@ -202,13 +207,6 @@ def power(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
 def _min_max(op: Op, args: list[np.ndarray | None], fn: Callable[..., np.ndarray]
              ) -> list[np.ndarray]:
     a, b = need(op, args, 0), need(op, args, 1)
-    if _quantized_pair(op):
-        qs = [qparams(op, t) for t in (op.inputs[0], op.inputs[1], op.outputs[0])]
-        if all(q.s == qs[0].s and q.zp == qs[0].zp for q in qs):
-            return [fn(a, b).astype(out_dtype(op))]
-        return [quantized_via_float(op, [a, b], fn)]
-    if np.issubdtype(a.dtype, np.floating):
-        return [fn(a, b).astype(out_dtype(op))]
     return [fn(a, b).astype(out_dtype(op))]
 
 
@@ -265,8 +263,11 @@ def exp(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
 
 @register("NEG")
 def neg(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
-    """NEG."""
-    return unary(op, args, np.negative, lambda v: np.negative(v.astype(np.int64)))
+    """NEG; integer (also quantized) values are negated raw, wrapping as LiteRT does."""
+    x = need(op, args, 0)
+    if np.issubdtype(x.dtype, np.floating):
+        return unary(op, args, np.negative)
+    return [np.negative(x.astype(np.int64)).astype(x.dtype).astype(out_dtype(op))]
 
 
 @register("ABS")

@@ -8,6 +8,14 @@ the default build):
 * :func:`srdhm` -- gemmlowp's ``SaturatingRoundingDoublingHighMul``.
 * :func:`rounding_divide_by_pot` -- gemmlowp's ``RoundingDivideByPOT``.
 * :func:`multiply_by_quantized_multiplier` -- ``tflite::MultiplyByQuantizedMultiplier``.
+* :func:`multiply_by_quantized_multiplier_upward` -- the same with the final rounding shift
+  rounding ties upward (toward +inf) instead of away from zero. LiteRT's optimized kernels
+  compute it so wherever they are vectorised: ruy's GEMM output stage (CONV_2D,
+  FULLY_CONNECTED) and the SIMD bodies of DEPTHWISE_CONV_2D (whole blocks of 8 output
+  channels), MEAN over H, W (blocks of 16 channels) and int8 requantization (blocks of 16
+  values); their scalar tails use :func:`multiply_by_quantized_multiplier`.
+* :func:`split_rounding` -- applies the upward variant to the leading whole SIMD blocks of
+  an axis and the standard one to the tail.
 * :func:`round_half_away` -- ``TfLiteRound`` (``std::round``: ties away from zero).
 * :func:`c_div` -- C integer division (truncates toward zero).
 
@@ -27,6 +35,9 @@ __all__ = [
     "srdhm",
     "rounding_divide_by_pot",
     "multiply_by_quantized_multiplier",
+    "multiply_by_quantized_multiplier_upward",
+    "rounding_shift_right_upward",
+    "split_rounding",
     "wrap_int32",
     "c_div",
 ]
@@ -77,14 +88,17 @@ def c_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
 
 
 def srdhm(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
-    """gemmlowp ``SaturatingRoundingDoublingHighMul`` on int32 values held in int64."""
+    """gemmlowp ``SaturatingRoundingDoublingHighMul`` on int32 values held in int64.
+
+    gemmlowp adds a nudge of ``2**30`` (``1 - 2**30`` for negative products) and truncates
+    toward zero; that equals ``floor((a b + 2**30) / 2**31)`` for every product, which is
+    what is computed here. The one overflow case (both ``INT32_MIN``) saturates.
+    """
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
-    ab = a * b
-    nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    res = c_div(ab + nudge, 1 << 31)
+    res = (a * b + (1 << 30)) >> 31
     overflow = (a == INT32_MIN) & (b == INT32_MIN)
-    return np.where(overflow, INT32_MAX, res)
+    return np.where(overflow, INT32_MAX, res) if overflow.any() else res
 
 
 def rounding_divide_by_pot(x: np.ndarray, exponent: np.ndarray | int) -> np.ndarray:
@@ -97,11 +111,58 @@ def rounding_divide_by_pot(x: np.ndarray, exponent: np.ndarray | int) -> np.ndar
     return (x >> e) + (remainder > threshold)
 
 
+def _shift_left(x: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """``x * 2**max(shift, 0)`` in int32 arithmetic (wrapping, as C)."""
+    x = np.asarray(x, dtype=np.int64)
+    if not (shift > 0).any():
+        return x
+    return wrap_int32(x << np.maximum(shift, 0))
+
+
 def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: np.ndarray | int,
                                      shift: np.ndarray | int) -> np.ndarray:
     """TFLite ``MultiplyByQuantizedMultiplier(int32 x, int32 multiplier, int shift)``."""
     shift = np.asarray(shift, dtype=np.int64)
-    left = np.maximum(shift, 0)
     right = np.maximum(-shift, 0)
-    xs = wrap_int32(np.asarray(x, dtype=np.int64) << left)
-    return rounding_divide_by_pot(srdhm(xs, multiplier), right)
+    return rounding_divide_by_pot(srdhm(_shift_left(x, shift), multiplier), right)
+
+
+def rounding_shift_right_upward(x: np.ndarray, exponent: np.ndarray | int) -> np.ndarray:
+    """``x / 2**exponent`` rounded to nearest, ties toward +inf (NEON ``vrshl``)."""
+    x = np.asarray(x, dtype=np.int64)
+    e = np.asarray(exponent, dtype=np.int64)
+    nudge = np.where(e > 0, np.int64(1) << np.maximum(e - 1, 0), 0)
+    return (x + nudge) >> e
+
+
+def multiply_by_quantized_multiplier_upward(x: np.ndarray, multiplier: np.ndarray | int,
+                                            shift: np.ndarray | int) -> np.ndarray:
+    """``MultiplyByQuantizedMultiplier`` whose final right shift rounds ties upward."""
+    shift = np.asarray(shift, dtype=np.int64)
+    right = np.maximum(-shift, 0)
+    return rounding_shift_right_upward(srdhm(_shift_left(x, shift), multiplier), right)
+
+
+
+def split_rounding(x: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarray | int,
+                   block: int, axis: int = -1) -> np.ndarray:
+    """Requantize ``x`` as a SIMD kernel with ``block``-wide vectors along ``axis`` does:
+    the leading ``(n // block) * block`` entries with ties rounded upward, the tail with
+    TFLite's scalar ``MultiplyByQuantizedMultiplier``. ``multiplier`` and ``shift`` broadcast
+    against ``x``."""
+    x = np.asarray(x, dtype=np.int64)
+    m = np.broadcast_to(np.asarray(multiplier, dtype=np.int64), x.shape)
+    s = np.broadcast_to(np.asarray(shift, dtype=np.int64), x.shape)
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    body = (n // block) * block
+    if body == n:
+        return multiply_by_quantized_multiplier_upward(x, m, s)
+    if body == 0:
+        return multiply_by_quantized_multiplier(x, m, s)
+    head = (slice(None),) * axis + (slice(0, body),)
+    tail = (slice(None),) * axis + (slice(body, None),)
+    out = np.empty_like(x)
+    out[head] = multiply_by_quantized_multiplier_upward(x[head], m[head], s[head])
+    out[tail] = multiply_by_quantized_multiplier(x[tail], m[tail], s[tail])
+    return out

@@ -4,12 +4,15 @@ FULLY_CONNECTED flattens the input to ``[batch, in]`` (``batch = size / in``), m
 the ``[out, in]`` weights and adds the bias; ``keep_num_dims`` keeps the input's leading
 dimensions. Float is a float32 matmul. Quantized uses the exact integer accumulator and
 TFLite's requantization (multiplier ``s_in * s_w / s_out``; TFLite forms the product in
-float32 for a per-tensor filter and in double per channel). A float input with a quantized
+float32 for a per-tensor filter and in double per channel), rounding the final shift's ties
+upward as LiteRT's ruy GEMM does. A float input with a quantized
 filter (hybrid) dequantizes the filter and computes in float32, an approximation of TFLite's
 hybrid kernel, which quantizes the input on the fly.
 
 BATCH_MATMUL multiplies the last two axes with NumPy broadcasting over the others;
-``adjointLhs`` / ``adjointRhs`` transpose the last two axes of the operands first.
+``adjointLhs`` / ``adjointRhs`` transpose the last two axes of the operands first. Quantized
+BATCH_MATMUL requantizes with the scalar ``MultiplyByQuantizedMultiplier`` and the float32
+product ``s_a * s_b``, as LiteRT does.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
     bad_input,
     float_activation,
+    int_matmul,
     int_range,
     is_quantized,
     need,
@@ -59,9 +63,9 @@ def fully_connected(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
         iq = qparams(op, op.inputs[0])
         wq = qparams(op, op.inputs[1])
         oq = qparams(op, op.outputs[0])
-        xf = x.reshape(batch, k).astype(np.float64) - iq.zp
-        wf = w.astype(np.float64) - filter_offsets(wq, o)[:, None]
-        acc = np.rint(xf @ wf.T).astype(np.int64)
+        xi = x.reshape(batch, k).astype(np.int64) - iq.zp
+        wi = w.astype(np.int64) - filter_offsets(wq, o)[:, None]
+        acc = int_matmul(xi, wi.T)
         if b is not None:
             acc += np.asarray(b).reshape(-1).astype(np.int64)
         mult = channel_multipliers(op, iq, wq, oq, o, float_product=wq.scale.size == 1)
@@ -93,8 +97,7 @@ def batch_matmul(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     if is_quantized(op.inputs[0]):
         aq, bq, oq = qparams(op, op.inputs[0]), qparams(op, op.inputs[1]), \
             qparams(op, op.outputs[0])
-        acc = np.rint(np.matmul(a.astype(np.float64) - aq.zp,
-                                b.astype(np.float64) - bq.zp)).astype(np.int64)
+        acc = int_matmul(a.astype(np.int64) - aq.zp, b.astype(np.int64) - bq.zp)
         real = np.float64(np.float32(aq.s) * np.float32(bq.s)) / np.float64(oq.s)
         dt = out_dtype(op)
         lo, hi = int_range(dt)

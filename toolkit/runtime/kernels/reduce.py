@@ -5,7 +5,9 @@ Quantized, as TFLite computes them:
 
 * MEAN over H and W of a 4-D tensor with keep_dims: raw int32 sum, times the fixed-point
   multiplier of ``float32(s_in / (n * s_out))``, plus ``zp_out - round(zp_in s_in / s_out)``
-  (all in float32).
+  (all in float32). Whole blocks of 16 channels round the final shift's ties upward, the
+  remaining channels as the scalar ``MultiplyByQuantizedMultiplier`` (LiteRT's SIMD body and
+  scalar tail).
 * MEAN otherwise: ``sum(q) - zp_in * n`` times the multiplier of ``s_in / s_out`` with
   ``1 / n`` folded into the mantissa (``(M << k) / n``, ``k = floor(log2 n)``), plus
   ``zp_out``.
@@ -33,6 +35,7 @@ from toolkit.runtime.kernels.fixedpoint import (
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     round_half_away,
+    split_rounding,
 )
 
 
@@ -70,7 +73,7 @@ def _mean_quantized(op: Op, x: np.ndarray, axes: tuple[int, ...], keep: bool) ->
         bias = oq.zp - int(temp)
         real = in_s / (np.float32(n) * out_s)
         mult, shift = quantize_multiplier(np.float64(real))
-        y = multiply_by_quantized_multiplier(total, mult, shift) + bias
+        y = split_rounding(total, mult, shift, 16, axis=-1) + bias
         return np.clip(y, lo, hi).astype(dt)
     mult, shift = quantize_multiplier(np.float64(iq.s) / np.float64(oq.s))
     m, s = int(mult), int(shift)

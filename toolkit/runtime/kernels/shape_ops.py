@@ -127,7 +127,7 @@ def split(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     n = len(op.outputs) or int(opt(op, "numSplits", 1))
     if x.shape[axis] % n:
         raise bad_input(op, f"axis {axis} of size {x.shape[axis]} cannot be split in {n}")
-    return list(np.split(x, n, axis=axis))
+    return [np.ascontiguousarray(p) for p in np.split(x, n, axis=axis)]
 
 
 @register("SPLIT_V")
@@ -143,7 +143,7 @@ def split_v(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     if sum(sizes) != x.shape[axis] or any(s < 0 for s in sizes):
         raise bad_input(op, f"size_splits {sizes} do not add up to {x.shape[axis]}")
     cuts = np.cumsum(sizes)[:-1]
-    return list(np.split(x, cuts, axis=axis))
+    return [np.ascontiguousarray(p) for p in np.split(x, cuts, axis=axis)]
 
 
 @register("UNPACK")
@@ -151,7 +151,7 @@ def unpack(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """UNPACK along the axis option."""
     x = need(op, args, 0)
     axis = norm_axis(op, int(opt(op, "axis", 0)), x.ndim)
-    return [np.take(x, i, axis=axis) for i in range(x.shape[axis])]
+    return [np.ascontiguousarray(np.take(x, i, axis=axis)) for i in range(x.shape[axis])]
 
 
 @register("PACK")

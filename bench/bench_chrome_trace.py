@@ -1,0 +1,232 @@
+"""Benchmark of the Chrome trace writer/reader and of the event tracer's overhead.
+
+Run: ``python bench/bench_chrome_trace.py [--events N]``. Prints two small tables:
+
+1. writing a trace of N complete events (default 1,000,000), then reading it with
+   :func:`toolkit.formats.chrome_trace.read_chrome_trace` and with the plain way
+   (``json.load`` + a per-event Python loop into the same columns), in this process; with the peak
+   extra resident memory of each (Linux) and whether ``start_ns``/``dur_ns`` came back exactly;
+2. nanoseconds per event of :class:`toolkit.runtime.tracer.EventTracer` ``begin``/``end``, the
+   ``with tracer.event()`` form and ``log``, next to an empty loop and to two clock reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from toolkit.formats.chrome_trace import read_chrome_trace, write_chrome_trace  # noqa: E402
+from toolkit.runtime.tracer import EventTracer  # noqa: E402
+
+
+class PeakMemory:
+    """Samples this process's resident memory every few ms; ``extra_mb`` is peak - start."""
+
+    def __init__(self) -> None:
+        self.extra_mb = float("nan")
+        self._stop = threading.Event()
+        self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+    def _rss(self) -> int | None:
+        try:
+            with open("/proc/self/statm") as handle:
+                return int(handle.read().split()[1]) * self._page
+        except OSError:
+            return None
+
+    def __enter__(self) -> PeakMemory:
+        self._start = self._rss()
+        self._peak = self._start or 0
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.005):
+            rss = self._rss()
+            if rss is not None and rss > self._peak:
+                self._peak = rss
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self._start is not None:
+            self.extra_mb = (max(self._peak, self._rss() or 0) - self._start) / 2**20
+
+
+def event_frame(n: int) -> pd.DataFrame:
+    """N events as a runtime would record them: 200 ops per run, two tracks, since-boot times."""
+    rng = np.random.default_rng(0)
+    dur = rng.integers(100, 100_000, n)
+    start = 5_184_000_000_000_123 + np.cumsum(dur + 7) - dur  # 60 days of uptime in ns
+    op = np.arange(n) % 200
+    return pd.DataFrame({
+        "run": np.arange(n) // 200,
+        "key": op,
+        "name": pd.Categorical.from_codes(op, [f"layer_{i}/conv2d" for i in range(200)]),
+        "start_ns": start,
+        "dur_ns": dur,
+        "track": pd.Categorical.from_codes(np.arange(n) % 2, ["npu", "cpu"]),
+        "op_index": op,
+        "op_type": pd.Categorical.from_codes(op % 3, ["CONV_2D", "ADD", "RELU"]),
+    })
+
+
+def read_plainly(path: Path) -> pd.DataFrame:
+    """The usual way: json.load the whole file, then one Python loop over the events."""
+    with open(path, encoding="utf-8") as handle:
+        document = json.load(handle)
+    columns: dict[str, list[Any]] = {k: [] for k in ("name", "cat", "pid", "tid", "start_ns",
+                                                      "dur_ns")}
+    args: dict[str, list[Any]] = {}
+    for event in document["traceEvents"]:
+        if event.get("ph") != "X":
+            continue
+        columns["name"].append(event["name"])
+        columns["cat"].append(event.get("cat", ""))
+        columns["pid"].append(event["pid"])
+        columns["tid"].append(event["tid"])
+        columns["start_ns"].append(round(event["ts"] * 1000))
+        columns["dur_ns"].append(round(event["dur"] * 1000))
+        for key, value in event.get("args", {}).items():
+            args.setdefault(key, []).append(value)
+    frame = pd.DataFrame(columns)
+    frame["name"] = frame["name"].astype("category")
+    frame["cat"] = frame["cat"].astype("category")
+    for key, values in args.items():
+        frame["arg_" + key] = values
+    return frame
+
+
+def timed(function: Callable[[], Any]) -> tuple[float, float, Any]:
+    """(seconds, peak extra MB, result) of one call."""
+    gc.collect()
+    with PeakMemory() as memory:
+        begin = time.perf_counter()
+        result = function()
+        seconds = time.perf_counter() - begin
+    return seconds, memory.extra_mb, result
+
+
+def per_event_ns(loop: Callable[[int], None], n: int, repeats: int = 5) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        begin = time.perf_counter_ns()
+        loop(n)
+        best = min(best, time.perf_counter_ns() - begin)
+    return best / n
+
+
+def tracer_rows(n: int) -> list[tuple[str, float]]:
+    clock = time.perf_counter_ns
+
+    def empty(count: int) -> None:
+        for _ in range(count):
+            pass
+
+    def two_clock_reads(count: int) -> None:
+        for _ in range(count):
+            clock()
+            clock()
+
+    def begin_end(count: int) -> None:
+        tracer = EventTracer()
+        begin, end = tracer.begin, tracer.end
+        for i in range(count):
+            end(begin(i))
+
+    def begin_end_args(count: int) -> None:
+        tracer = EventTracer()
+        begin, end = tracer.begin, tracer.end
+        for i in range(count):
+            end(begin(i, op_index=i))
+
+    def with_event(count: int) -> None:
+        tracer = EventTracer()
+        event = tracer.event
+        for i in range(count):
+            with event(i):
+                pass
+
+    def log(count: int) -> None:
+        tracer = EventTracer()
+        record = tracer.log
+        for i in range(count):
+            record(i, i, i + 1)
+
+    base = per_event_ns(empty, n)
+    rows = [("empty loop", base), ("2 x perf_counter_ns()", per_event_ns(two_clock_reads, n))]
+    for label, loop in (("begin + end", begin_end), ("begin(op_index=) + end", begin_end_args),
+                        ("with tracer.event()", with_event), ("log(key, start, end)", log)):
+        rows.append((label, per_event_ns(loop, n)))
+    return [(label, value) for label, value in rows] + [("(begin + end) - empty loop",
+                                                         rows[2][1] - base)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000, help="events in the trace")
+    parser.add_argument("--tracer-events", type=int, default=300_000,
+                        help="events per tracer timing loop")
+    options = parser.parse_args()
+    n = options.events
+
+    events = event_frame(n)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "trace.json"
+        rows: list[tuple[str, float, float, str]] = []
+        seconds, extra, _ = timed(lambda: write_chrome_trace(events, path))
+        size_mb = path.stat().st_size / 2**20
+        rows.append((f"write_chrome_trace ({size_mb:.0f} MB)", seconds, extra, "-"))
+        print(f"{n:,} events, {size_mb:.0f} MB", flush=True)
+
+        seconds_ours, extra, frame = timed(lambda: read_chrome_trace(path))
+        exact = (frame["start_ns"].to_numpy() == events["start_ns"].to_numpy()).all() and (
+            frame["dur_ns"].to_numpy() == events["dur_ns"].to_numpy()).all()
+        rows.append(("read_chrome_trace", seconds_ours, extra, "yes" if exact else "NO"))
+        del frame
+
+        seconds_plain, extra, frame = timed(lambda: read_plainly(path))
+        wrong = int((frame["start_ns"].to_numpy() != events["start_ns"].to_numpy()).sum())
+        rows.append(("json.load + per-event loop", seconds_plain, extra,
+                     "yes" if wrong == 0 else f"no: {wrong:,} start_ns off"))
+        del frame
+
+        try:
+            import ijson
+        except ImportError:
+            ijson = None
+        if ijson is not None:
+            def ijson_items() -> int:
+                with open(path, "rb") as handle:
+                    return sum(1 for _ in ijson.items(handle, "traceEvents.item"))
+            seconds, extra, _ = timed(ijson_items)
+            rows.append((f"ijson.items only, no columns ({ijson.backend})", seconds, extra, "-"))
+
+    print(f"\n{'step':<44} {'seconds':>8} {'peak +MB':>9}  exact times")
+    for label, seconds, extra, exact_text in rows:
+        print(f"{label:<44} {seconds:8.2f} {extra:9.0f}  {exact_text}")
+    print(f"\nread_chrome_trace is {seconds_plain / seconds_ours:.2f}x as fast as "
+          "json.load + loop")
+
+    print(f"\n{'EventTracer, per event':<44} {'ns':>8}")
+    for label, value in tracer_rows(options.tracer_events):
+        print(f"{label:<44} {value:8.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Reference runtime vs LiteRT (single-threaded), and the cost of tracing.
+
+Models: the CNN sample and a MobileNet-v1-sized model (224x224x3, 13 depthwise-separable
+blocks, ~570 M MACs) built with the model builder. Each figure is the median of several
+inferences, all in one process; ratios are reference / LiteRT (target <= 5x) and
+traced / untraced (target < 5% overhead). BLAS is limited to one thread for a like-for-like
+comparison with LiteRT's single thread. Run: python bench/bench_runtime.py
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import toolkit as tk  # noqa: E402
+from toolkit.builder import ModelBuilder  # noqa: E402
+from toolkit.formats.flatbuffer_write import write_model  # noqa: E402
+from toolkit.runtime.interpreter import Interpreter  # noqa: E402
+from toolkit.runtime.tracer import EventTracer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def mobilenet_v1(alpha: float = 1.0) -> tk.Model:
+    """MobileNet v1 (224x224x3 -> 1000 classes) with random weights."""
+    rng = np.random.default_rng(0)
+    mb = ModelBuilder("mobilenet_v1")
+    x = mb.input("input", [1, 224, 224, 3])
+
+    def conv(t, c_out, k, stride, name):
+        c_in = t.shape[3]
+        w = mb.const(f"{name}/kernel", rng.standard_normal((c_out, k, k, c_in)).astype(
+            np.float32) * np.float32(np.sqrt(2 / (k * k * c_in))))
+        b = mb.const(f"{name}/bias", np.zeros(c_out, np.float32))
+        return mb.conv2d(t, w, b, stride=stride, activation="RELU6", name=name)
+
+    def dw(t, stride, name):
+        c = t.shape[3]
+        w = mb.const(f"{name}/kernel", rng.standard_normal((1, 3, 3, c)).astype(np.float32)
+                     * np.float32(np.sqrt(2 / 9)))
+        b = mb.const(f"{name}/bias", np.zeros(c, np.float32))
+        return mb.depthwise_conv2d(t, w, b, stride=stride, activation="RELU6", name=name)
+
+    c = int(32 * alpha)
+    x = conv(x, c, 3, 2, "conv0")
+    spec = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)] + [(512, 1)] * 5 + \
+        [(1024, 2), (1024, 1)]
+    for i, (ch, s) in enumerate(spec):
+        x = dw(x, s, f"block{i}/dw")
+        x = conv(x, int(ch * alpha), 1, 1, f"block{i}/pw")
+    x = mb.mean(x, [1, 2], keep_dims=False, name="gap")
+    w = mb.const("fc/kernel", rng.standard_normal((1000, x.shape[1])).astype(np.float32) * .03)
+    x = mb.fully_connected(x, w, mb.const("fc/bias", np.zeros(1000, np.float32)), name="fc")
+    mb.output(mb.softmax(x, name="softmax"))
+    return mb.build()
+
+
+def median_time(fn, n: int) -> float:
+    fn()  # warm up
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def bench(name: str, model: tk.Model, n: int) -> None:
+    from ai_edge_litert.interpreter import Interpreter as LiteRT
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lite = LiteRT(model_content=bytes(write_model(model, "tflite")), num_threads=1)
+    lite.allocate_tensors()
+    ours = Interpreter(model)
+    inputs = ours.random_inputs(0)
+    det = lite.get_input_details()
+
+    def run_lite() -> None:
+        for d in det:
+            lite.set_tensor(d["index"], inputs[d["name"]])
+        lite.invoke()
+
+    def run_ours() -> None:
+        ours.invoke(inputs)
+
+    def run_traced() -> None:
+        tr = EventTracer()
+        tr.new_run()
+        ours.invoke(inputs, tr)
+
+    # interleave the measurements so that machine noise hits all three alike
+    t_lite, t_ours, t_tr = [], [], []
+    for _ in range(3):
+        t_lite.append(median_time(run_lite, n))
+        t_ours.append(median_time(run_ours, n))
+        t_tr.append(median_time(run_traced, n))
+    tl, to, tt = min(t_lite), min(t_ours), min(t_tr)
+    print(f"{name:14s} ops={len(model.graph):3d}  LiteRT {tl * 1e3:8.2f} ms   reference "
+          f"{to * 1e3:8.2f} ms   ratio {to / tl:5.2f}x (target <= 5x)   traced "
+          f"{tt * 1e3:8.2f} ms   overhead {100 * (tt / to - 1):+5.1f}% (target < 5%)")
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    bench("cnn", tk.load(ROOT / "sample_models" / "cnn.tflite"), 20 if quick else 100)
+    bench("mobilenet_v1", mobilenet_v1(), 3 if quick else 10)
+
+
+if __name__ == "__main__":
+    main()

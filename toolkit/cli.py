@@ -1,0 +1,217 @@
+"""The ``toolkit`` command line: one sub-command per verb, mirroring the library.
+
+    toolkit inspect MODEL                      ops, tensors and origins of a model
+    toolkit compile MODEL -o OUTDIR            compiled model + provenance files
+    toolkit partition --part_file P.part --input_file M.circle [--work_path DIR] ...
+    toolkit run MODEL [--inputs X.npz] [--repeat N] [--trace OUT.json]
+    toolkit trace-join TRACE --compiled OUTDIR [--policy macs] ...
+    toolkit vela OUTDIR --model M.tflite       Vela's estimates per original layer
+    toolkit demo [--out out]                   the end-to-end demo on the sample models
+
+A bad input prints ``error: ...`` (what, where, how to fix) and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from toolkit.errors import ToolkitError
+
+__all__ = ["main"]
+
+
+def _print_frame(df: pd.DataFrame, title: str | None = None) -> None:
+    if title:
+        print(f"\n== {title} ({len(df)} rows)")
+    with pd.option_context("display.max_rows", 500, "display.max_columns", 20,
+                           "display.width", 160, "display.max_colwidth", 60):
+        print(df.to_string(index=False) if len(df) else "(empty)")
+
+
+def cmd_inspect(argv: Sequence[str]) -> int:
+    """``toolkit inspect MODEL [--tensors] [--origins] [--csv DIR]``."""
+    p = argparse.ArgumentParser(prog="toolkit inspect", description=cmd_inspect.__doc__)
+    p.add_argument("model", type=Path)
+    p.add_argument("--tensors", action="store_true", help="also print the tensors table")
+    p.add_argument("--origins", action="store_true", help="also print (op, origin) pairs")
+    p.add_argument("--subgraph", type=int, default=0)
+    p.add_argument("--csv", type=Path, help="write the tables as CSV files into this folder")
+    a = p.parse_args(argv)
+    from toolkit.formats.flatbuffer_read import load
+
+    m = load(a.model)
+    if not 0 <= a.subgraph < len(m.subgraphs):
+        raise ToolkitError(f"subgraph {a.subgraph} does not exist", where=str(a.model),
+                           fix=f"the model has {len(m.subgraphs)} subgraph(s)")
+    print(f"{a.model}: {m.format}, {len(m.subgraphs)} subgraph(s), "
+          f"{len(m.subgraphs[a.subgraph])} ops, origin tables: "
+          f"{'yes' if m.had_origin_tables else 'no'}")
+    tables = {"ops": m.ops_table(a.subgraph)}
+    if a.tensors:
+        tables["tensors"] = m.tensors_table(a.subgraph)
+    if a.origins:
+        tables["origins"] = m.origins_table(a.subgraph)
+    for name, df in tables.items():
+        _print_frame(df, name)
+        if a.csv:
+            a.csv.mkdir(parents=True, exist_ok=True)
+            df.to_csv(a.csv / f"{a.model.stem}.{name}.csv", index=False)
+    return 0
+
+
+def _load_inputs(path: Path | None) -> dict[str, np.ndarray] | None:
+    if path is None:
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise ToolkitError(f"cannot read inputs: {e}", where=str(path),
+                           fix="pass an .npz written by numpy.savez with one array per "
+                               "input name") from None
+
+
+def cmd_run(argv: Sequence[str]) -> int:
+    """``toolkit run MODEL [--inputs X.npz] [--repeat N] [--trace OUT.json] [--csv OUT.csv]``.
+
+    MODEL may be a .tflite/.circle file, a compiled output folder, or a .conn.json/.conn.ini.
+    """
+    p = argparse.ArgumentParser(prog="toolkit run", description=cmd_run.__doc__)
+    p.add_argument("model", type=Path)
+    p.add_argument("--inputs", type=Path, help=".npz with one array per input name "
+                                              "(default: random inputs, seed 0)")
+    p.add_argument("--repeat", type=int, default=1, help="number of inferences to record")
+    p.add_argument("--trace", type=Path, help="write a Chrome trace (JSON, .json.gz too)")
+    p.add_argument("--csv", type=Path, help="write the trace as CSV")
+    p.add_argument("--outputs", type=Path, help="write the outputs to this .npz")
+    a = p.parse_args(argv)
+    from toolkit.runtime.interpreter import run
+
+    target: object = a.model
+    if a.model.is_dir():
+        from toolkit.compile import load_compiled
+
+        target = load_compiled(a.model)
+    want_trace = a.trace is not None or a.csv is not None
+    res = run(target, _load_inputs(a.inputs), trace=want_trace, repeat=a.repeat)
+    outputs = res.outputs if want_trace else res
+    for name, arr in outputs.items():
+        print(f"{name}: {arr.dtype} {list(arr.shape)} mean={float(np.mean(arr)):.6g}")
+    if a.outputs:
+        np.savez(a.outputs, **outputs)
+    if want_trace:
+        from toolkit.formats.chrome_trace import write_chrome_trace, write_trace_csv
+
+        frame = res.trace.to_frame()
+        if a.trace:
+            write_chrome_trace(frame, a.trace, process_name=str(a.model.name))
+            print(f"trace: {len(frame)} events -> {a.trace}")
+        if a.csv:
+            write_trace_csv(frame, a.csv)
+            print(f"trace: {len(frame)} events -> {a.csv}")
+    return 0
+
+
+def cmd_compile(argv: Sequence[str]) -> int:
+    """``toolkit compile MODEL -o OUTDIR [--buffer-bytes N] [--passes a,b,...]``."""
+    p = argparse.ArgumentParser(prog="toolkit compile", description=cmd_compile.__doc__)
+    p.add_argument("model", type=Path)
+    p.add_argument("-o", "--output", type=Path, required=True, help="output folder")
+    p.add_argument("--buffer-bytes", type=int, help="target buffer size (stripes above it)")
+    p.add_argument("--passes", help="comma-separated pass names (default: all)")
+    a = p.parse_args(argv)
+    from toolkit.compile import Target, compile_model
+    from toolkit.formats.flatbuffer_read import load
+
+    target = Target(buffer_bytes=a.buffer_bytes) if a.buffer_bytes else None
+    passes = a.passes.split(",") if a.passes else None
+    compiled = compile_model(load(a.model), passes=passes, target=target)
+    written = compiled.save(a.output, stem=a.model.stem)
+    print(f"{a.model}: {len(compiled.source.graph)} source ops -> "
+          f"{len(compiled.model.graph)} compiled ops -> {len(compiled.commands())} commands")
+    for f in written or []:
+        print(f"  wrote {f}")
+    return 0
+
+
+def cmd_vela(argv: Sequence[str]) -> int:
+    """``toolkit vela OUTDIR --model M.tflite [--by layer|source_op]``."""
+    p = argparse.ArgumentParser(prog="toolkit vela", description=cmd_vela.__doc__)
+    p.add_argument("outdir", type=Path, help="Vela's --output-dir")
+    p.add_argument("--model", type=Path, required=True, help="the .tflite given to Vela")
+    p.add_argument("--by", choices=["layer", "source_op"], default="layer")
+    p.add_argument("--csv", type=Path)
+    a = p.parse_args(argv)
+    from toolkit.vela import read_vela
+
+    att = read_vela(a.outdir, model=a.model).attribution()
+    df = att.by_layer() if a.by == "layer" else att.by_source_op()
+    _print_frame(df, f"Vela estimates by {a.by}")
+    un = att.unattributed()
+    if len(un):
+        _print_frame(un, "unattributed")
+    if a.csv:
+        df.to_csv(a.csv, index=False)
+    return 0
+
+
+def _partition(argv: Sequence[str]) -> int:
+    from toolkit.partition.cli import main_partition
+
+    return main_partition(list(argv))
+
+
+def _trace_join(argv: Sequence[str]) -> int:
+    from toolkit.trace.cli import main_trace_join
+
+    return main_trace_join(list(argv))
+
+
+def _demo(argv: Sequence[str]) -> int:
+    from toolkit.demo import main_demo
+
+    return main_demo(list(argv))
+
+
+COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "inspect": cmd_inspect,
+    "compile": cmd_compile,
+    "partition": _partition,
+    "run": cmd_run,
+    "trace-join": _trace_join,
+    "vela": cmd_vela,
+    "demo": _demo,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``toolkit`` console script; returns the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if args else 2
+    if args[0] == "--version":
+        from toolkit import __version__
+
+        print(__version__)
+        return 0
+    cmd = COMMANDS.get(args[0])
+    if cmd is None:
+        print(f"error: unknown command {args[0]!r}; one of {', '.join(COMMANDS)}",
+              file=sys.stderr)
+        return 2
+    try:
+        return cmd(args[1:])
+    except ToolkitError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

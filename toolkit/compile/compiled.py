@@ -1,0 +1,349 @@
+"""The result of ``compile``: the compiled model, its command queue and provenance tables.
+
+A :class:`CompiledModel` is a value: it owns the source model (untouched), the compiled model,
+the target, the command queue and the debug handles, and builds each provenance table as a
+DataFrame on request (columns as :mod:`toolkit.provenance` defines them). ``save`` writes the
+three output files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from toolkit.compile.lowering import Command
+from toolkit.compile.pass_manager import PassRun
+from toolkit.compile.target import Target
+from toolkit.costs import kernel_dims, ofm_dims, op_macs, op_output_bytes
+from toolkit.formats.debug_handles import encode_debug_handles
+from toolkit.formats.flatbuffer_write import atomic_write, write_model
+from toolkit.ir import Model, Op
+from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS
+from toolkit.schema import ACTIVATION_CODES, BUILTIN_CODES
+
+__all__ = ["CompiledModel", "SourceOp", "DEBUG_DB_TABLES", "uses_circle_only"]
+
+#: Tables of the debug database written by :meth:`CompiledModel.save`, with their columns.
+DEBUG_DB_TABLES: dict[str, list[str]] = {
+    "source": ["id", "operator", "kernel_w", "kernel_h", "ofm_w", "ofm_h", "ofm_d", "ext_key"],
+    "optimised": ["id", "source_id", "operator", "kernel_w", "kernel_h", "ofm_w", "ofm_h",
+                  "ofm_d"],
+    "queue": ["offset", "cmdstream_id", "optimised_id"],
+    "cmdstream": ["id", "file_offset"],
+    "origins": ["optimised_id", "source_id"],
+}
+_I64 = "int64"
+SOURCE_DTYPES = {c: _I64 for c in SOURCE_COLUMNS if c not in ("operator", "name")}
+
+
+@dataclass(frozen=True)
+class SourceOp:
+    """One source op: an origin id with the op of the source model that carries it."""
+
+    source_id: int
+    op_index: int
+    op: Op
+    name: str
+    share: int  # how many origins the op carries (its MACs are split between them)
+    rank: int  # position of this origin among the op's sorted origins
+
+
+def uses_circle_only(model: Model) -> list[str]:
+    """Return why ``model`` cannot run in LiteRT as a .tflite: circle-only ops (negative
+    builtin codes), custom ops, and fused TANH activations (LiteRT ignores them)."""
+    reasons = []
+    for g in model.subgraphs:
+        for op in g.ops:
+            if BUILTIN_CODES.get(op.type, 0) < 0:
+                reasons.append(f"{op.type} {op.name!r} is circle-only")
+            elif op.type == "CUSTOM":
+                reasons.append(f"custom op {op.custom_code} {op.name!r}")
+            elif op.activation == ACTIVATION_CODES["TANH"]:
+                reasons.append(f"{op.type} {op.name!r} has a fused TANH")
+    return reasons
+
+
+def _frame(rows: Sequence[Sequence[Any]] | Iterator[Sequence[Any]], columns: list[str],
+           dtypes: dict[str, str]) -> pd.DataFrame:
+    """Return a DataFrame of ``rows`` with ``columns`` and dtypes (kept when empty)."""
+    df = pd.DataFrame(list(rows), columns=columns)
+    return df.astype(dtypes) if dtypes else df
+
+
+def _op_rows(op: Op) -> tuple[int, int, int, int, int, int, int]:
+    kw, kh = kernel_dims(op)
+    w, h, d = ofm_dims(op)
+    return op_macs(op), op_output_bytes(op), kw, kh, w, h, d
+
+
+@dataclass
+class CompiledModel:
+    """A compiled model with its command queue and provenance.
+
+    Attributes:
+        source: the model as given (never modified); None for a compiled model read back
+            from files by :func:`~toolkit.compile.saved.load_compiled`.
+        model: the compiled model.
+        target: the :class:`Target` it was compiled for.
+        command_list: the command queue (:class:`~toolkit.compile.lowering.Command`), in order.
+        handles: debug handle of each compiled op (index = ``optimised_id``).
+        pass_runs: one :class:`~toolkit.compile.pass_manager.PassRun` per pass run.
+    """
+
+    source: Model | None
+    model: Model
+    target: Target
+    command_list: list[Command]
+    handles: list[int | str]
+    pass_runs: list[PassRun] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._ops: list[Op] = [op for g in self.model.subgraphs for op in g.ops]
+        self._index = {op: i for i, op in enumerate(self._ops)}
+        self._source_frame: pd.DataFrame | None = None
+        self._removed_frame: pd.DataFrame | None = None
+        self._source_file: str | None = None
+
+    # ----------------------------------------------------------------- views
+    @property
+    def ops(self) -> list[Op]:
+        """Compiled ops in ``optimised_id`` order (subgraph 0 in execution order first)."""
+        return list(self._ops)
+
+    def optimised_id(self, op: Op) -> int:
+        """Return the ``optimised_id`` of a compiled op."""
+        return self._index[op]
+
+    def _source_ops(self) -> list[SourceOp]:
+        out: dict[int, SourceOp] = {}
+        assert self.source is not None
+        names = self.source.source_table
+        for gi, g in enumerate(self.source.subgraphs):
+            for i, op in enumerate(g.ops):
+                org = sorted(op.origins)
+                for r, oid in enumerate(org):
+                    if oid not in out:
+                        out[oid] = SourceOp(oid, i if gi == 0 else -1, op,
+                                            names.get(oid) or op.name, len(org), r)
+        return [out[k] for k in sorted(out)]
+
+    # ------------------------------------------------------- provenance tables
+    def source_ops(self) -> pd.DataFrame:
+        """One row per source op (an origin of the input model).
+
+        Columns: ``source_id`` (int64, origin id), ``op_index`` (int64, index of its op in
+        subgraph 0 of the source, -1 elsewhere), ``operator`` (str), ``name`` (str, origin
+        name), ``macs`` (int64, multiply-accumulates per inference), ``output_bytes`` (int64),
+        ``kernel_w``, ``kernel_h``, ``ofm_w``, ``ofm_h``, ``ofm_d`` (int64, Vela's columns).
+        An op carrying k origins splits its MACs and output bytes into k integer shares that
+        sum to the op's figures.
+        """
+        if self._source_frame is None:
+            rows = []
+            for s in self._source_ops():
+                macs, nbytes, kw, kh, w, h, d = _op_rows(s.op)
+                rows.append((s.source_id, s.op_index, s.op.kind, s.name,
+                             _split(macs, s.share, s.rank), _split(nbytes, s.share, s.rank),
+                             kw, kh, w, h, d))
+            self._source_frame = _frame(rows, SOURCE_COLUMNS, SOURCE_DTYPES)
+        return self._source_frame.copy()
+
+    def layers(self) -> pd.DataFrame:
+        """One row per (source op, original layer): ``source_id`` (int64), ``layer`` (str).
+
+        The layer names are the origin's name (from the ONE source table, else the op's output
+        tensor name), split at ``;`` as TensorFlow's converter joins several layers; empty
+        parts are dropped, repeats kept once.
+        """
+        rows = []
+        src = self.source_ops()
+        for sid, name in zip(src["source_id"].tolist(), src["name"].tolist()):
+            seen: set[str] = set()
+            for part in str(name).split(";"):
+                part = part.strip()
+                if part and part not in seen:
+                    seen.add(part)
+                    rows.append((sid, part))
+        return _frame(rows, ["source_id", "layer"], {"source_id": _I64, "layer": "str"})
+
+    def optimised_ops(self) -> pd.DataFrame:
+        """One row per compiled op: ``optimised_id``, ``operator``, ``name``, ``macs``,
+        ``output_bytes``, ``kernel_w``, ``kernel_h``, ``ofm_w``, ``ofm_h``, ``ofm_d`` (int64
+        but for the str ``operator``/``name``) and ``backend`` (str, the target name)."""
+        rows = [(i, op.kind, op.name, *_op_rows(op), self.target.name)
+                for i, op in enumerate(self._ops)]
+        return _frame(rows, OPTIMISED_COLUMNS, {c: _I64 for c in OPTIMISED_COLUMNS
+                                                if c not in ("operator", "name", "backend")})
+
+    def origins(self) -> pd.DataFrame:
+        """One row per (compiled op, source op): ``optimised_id`` (int64), ``source_id``
+        (int64), sorted by both."""
+        rows = [(i, oid) for i, op in enumerate(self._ops) for oid in sorted(op.origins)]
+        return _frame(rows, ["optimised_id", "source_id"],
+                      {"optimised_id": _I64, "source_id": _I64})
+
+    def commands(self) -> pd.DataFrame:
+        """The ordered command queue, one row per command: ``command_id``, ``optimised_id``,
+        ``stripe``, ``stripes``, ``row_start``, ``row_end`` (output rows along axis 1, end
+        exclusive), ``macs``, ``bytes`` (bytes moved), ``est_cycles`` (cost model),
+        ``queue_offset`` (bytes); all int64."""
+        rows = [(c.command_id, c.optimised_id, c.stripe, c.stripes, c.row_start, c.row_end,
+                 c.macs, c.bytes, c.est_cycles, c.queue_offset) for c in self.command_list]
+        return _frame(rows, COMMAND_COLUMNS, {c: _I64 for c in COMMAND_COLUMNS})
+
+    def queue(self) -> pd.DataFrame:
+        """Vela's ``queue`` table: ``offset`` (int64, byte offset of the command in the
+        stream), ``cmdstream_id`` (int64, always 0), ``optimised_id`` (int64)."""
+        rows = [(c.queue_offset, 0, c.optimised_id) for c in self.command_list]
+        return _frame(rows, DEBUG_DB_TABLES["queue"], {c: _I64 for c in DEBUG_DB_TABLES["queue"]})
+
+    def debug_handles(self) -> pd.DataFrame:
+        """One row per (debug handle, source op): ``handle`` (object: int or str),
+        ``optimised_id`` (int64), ``source_id`` (int64)."""
+        rows = [(h, i, oid) for i, (h, op) in enumerate(zip(self.handles, self._ops))
+                for oid in sorted(op.origins)]
+        df = pd.DataFrame(rows, columns=["handle", "optimised_id", "source_id"])
+        return df.astype({"handle": object, "optimised_id": _I64, "source_id": _I64})
+
+    def removed(self) -> pd.DataFrame:
+        """Source ops whose op a pass removed (their origin is carried by no compiled op):
+        ``source_id`` (int64), ``reason`` (str)."""
+        if self._removed_frame is not None:
+            return self._removed_frame.copy()
+        live: set[int] = set()
+        for g in self.model.subgraphs:
+            live |= g.live_origins()
+        reasons: dict[int, str] = {}
+        for g in self.model.subgraphs:
+            for oid, why in g.removed_origins.items():
+                if oid not in live:
+                    reasons.setdefault(oid, why)
+        rows = sorted(reasons.items())
+        return _frame(rows, ["source_id", "reason"], {"source_id": _I64, "reason": "str"})
+
+    def rewrites(self) -> pd.DataFrame:
+        """The provenance log, one row per rewrite, in order.
+
+        Columns: ``step`` (int64), ``subgraph`` (int64), ``relation`` (absorb, fuse, replace,
+        remove), ``pass`` (str), ``sources`` (object: tuple of op names before), ``source_ids``
+        (object: tuple of sorted origin-id tuples, one per source op), ``result`` (str or None:
+        the op after), ``result_type`` (str or None), ``result_ids`` (object: sorted tuple).
+        """
+        rows = []
+        for gi, g in enumerate(self.model.subgraphs):
+            for r in g.rewrites:
+                rows.append((len(rows), gi, r.relation, r.pass_name, tuple(r.sources),
+                             tuple(tuple(sorted(s)) for s in r.source_origins), r.result,
+                             r.result_type, tuple(sorted(r.result_origins))))
+        cols = ["step", "subgraph", "relation", "pass", "sources", "source_ids", "result",
+                "result_type", "result_ids"]
+        df = pd.DataFrame(rows, columns=cols)
+        return df.astype({"step": _I64, "subgraph": _I64, "sources": object,
+                          "source_ids": object, "result_ids": object})
+
+    def passes(self) -> pd.DataFrame:
+        """One row per pass run: ``sweep`` (int64), ``pass`` (str), ``modified`` (bool),
+        ``seconds`` (float64)."""
+        rows = [(r.sweep, r.name, r.modified, r.seconds) for r in self.pass_runs]
+        return _frame(rows, ["sweep", "pass", "modified", "seconds"],
+                      {"sweep": _I64, "modified": bool, "seconds": "float64"})
+
+    # ------------------------------------------------------------ debug db
+    def debug_db_tables(self) -> dict[str, pd.DataFrame]:
+        """Return the debug-database tables by name.
+
+        Vela's legacy tables ``source`` (``id`` = source_id, ``ext_key`` = op index in the
+        source model), ``optimised`` (``source_id`` = the smallest origin id of the op),
+        ``queue`` and ``cmdstream`` (``file_offset`` is -1: the command stream is not stored in
+        the model file); then tables of the toolkit's own: ``origins`` (every
+        ``optimised_id, source_id`` pair, since ``optimised.source_id`` holds only one),
+        ``source_ops`` (:meth:`source_ops`), ``removed`` (:meth:`removed`) and ``target``
+        (one row: the :class:`Target` fields), which let :func:`load_compiled` rebuild the
+        compiled model from the files alone.
+        """
+        src = self.source_ops()
+        source = pd.DataFrame({
+            "id": src["source_id"], "operator": src["operator"], "kernel_w": src["kernel_w"],
+            "kernel_h": src["kernel_h"], "ofm_w": src["ofm_w"], "ofm_h": src["ofm_h"],
+            "ofm_d": src["ofm_d"], "ext_key": src["op_index"]})
+        opt = self.optimised_ops()
+        first = [min(op.origins) for op in self._ops]
+        optimised = pd.DataFrame({
+            "id": opt["optimised_id"], "source_id": np.asarray(first, dtype=np.int64),
+            "operator": opt["operator"], "kernel_w": opt["kernel_w"],
+            "kernel_h": opt["kernel_h"], "ofm_w": opt["ofm_w"], "ofm_h": opt["ofm_h"],
+            "ofm_d": opt["ofm_d"]})
+        cmdstream = pd.DataFrame({"id": np.zeros(1, np.int64),
+                                  "file_offset": np.full(1, -1, np.int64)})
+        t = self.target
+        target = pd.DataFrame({"name": [t.name], "buffer_bytes": [t.buffer_bytes],
+                               "macs_per_cycle": [t.macs_per_cycle],
+                               "bytes_per_cycle": [t.bytes_per_cycle],
+                               "clock_hz": [float(t.clock_hz)],
+                               "command_bytes": [t.command_bytes]})
+        return {"source": source, "optimised": optimised, "queue": self.queue(),
+                "cmdstream": cmdstream, "origins": self.origins(),
+                "source_ops": self.source_ops(), "removed": self.removed(), "target": target}
+
+    def debug_handle_map(self) -> dict[int | str, tuple[int, ...]]:
+        """Return ``{handle: sorted origin ids}`` (ExecuTorch's ``debug_handle_map``)."""
+        return {h: tuple(sorted(op.origins)) for h, op in zip(self.handles, self._ops)}
+
+    # ---------------------------------------------------------------- saving
+    @property
+    def source_file(self) -> str | None:
+        """File name of the source model, when known."""
+        if self.source is not None:
+            return Path(self.source.path).name if self.source.path else None
+        return self._source_file
+
+    def default_stem(self) -> str:
+        """The file stem used by :meth:`save`: the source file's stem, else ``"model"``."""
+        name = self.source_file
+        return Path(name).stem if name else "model"
+
+    def save(self, outdir: str | os.PathLike[str], stem: str | None = None) -> list[Path]:
+        """Write into ``outdir`` and return the paths, in this order:
+
+        * ``<stem>.circle``: the compiled model, with ``ONE_source_table`` / ``ONE_op_table``;
+        * ``<stem>_debug.xml``: the debug database (:meth:`debug_db_tables`, Vela's legacy
+          format);
+        * ``<stem>.debug_handles.json``: the debug handle map
+          (:mod:`toolkit.formats.debug_handles`, with ``optimised_ids``).
+
+        Each file is written to a temporary file and renamed over the target. The model and
+        handle bytes are produced before anything is written and the debug database (which
+        checks its text) is written first, so a failure leaves no new model file behind.
+        """
+        from toolkit.formats.vela_db import write_debug_db
+
+        stem = stem or self.default_stem()
+        out = Path(outdir)
+        out.mkdir(parents=True, exist_ok=True)
+        model_path = out / f"{stem}.circle"
+        db_path = out / f"{stem}_debug.xml"
+        handles_path = out / f"{stem}.debug_handles.json"
+        model_bytes = write_model(self.model, "circle", origin_tables=True,
+                                  where=str(model_path))
+        handles = encode_debug_handles(
+            self.debug_handle_map(), {h: i for i, h in enumerate(self.handles)})
+        tables = self.debug_db_tables()
+        write_debug_db(db_path, tables, self.source_file or f"{stem}.tflite", model_path.name)
+        atomic_write(model_path, model_bytes)
+        atomic_write(handles_path, handles)
+        return [model_path, db_path, handles_path]
+
+    def __repr__(self) -> str:
+        return (f"<CompiledModel {len(self.source_ops())} source ops -> {len(self._ops)} "
+                f"compiled ops, {len(self.command_list)} commands for {self.target.name!r}>")
+
+
+def _split(total: int, parts: int, index: int) -> int:
+    """Integer share ``index`` of ``total`` cut into ``parts`` (shares sum to total)."""
+    return total * (index + 1) // parts - total * index // parts

@@ -1,0 +1,121 @@
+"""``compile_model``: copy, optimise, lower, and collect provenance.
+
+The steps: load the model if given a path; copy it (the caller's model is never changed); run
+the passes with the :class:`~toolkit.compile.pass_manager.PassManager`; lower subgraph 0 to the
+command queue for the target; give every compiled op a debug handle. The result is a
+:class:`~toolkit.compile.compiled.CompiledModel`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from toolkit.compile.compiled import CompiledModel
+from toolkit.compile.copy_model import copy_model
+from toolkit.compile.lowering import lower
+from toolkit.compile.pass_manager import PassManager
+from toolkit.compile.passes import DEFAULT_PASSES, PASSES, GraphPass
+from toolkit.compile.target import Target
+from toolkit.errors import ToolkitError
+from toolkit.formats.debug_handles import DelegateMappingBuilder
+from toolkit.ir import Model
+
+__all__ = ["compile_model", "resolve_passes"]
+
+
+def resolve_passes(passes: Sequence[str | GraphPass] | None) -> list[GraphPass]:
+    """Return pass objects for ``passes`` (names or pass objects; None = the defaults)."""
+    if passes is None:
+        passes = DEFAULT_PASSES
+    if isinstance(passes, (str, GraphPass)):
+        passes = [passes]
+    out: list[GraphPass] = []
+    for p in passes:
+        if isinstance(p, GraphPass):
+            out.append(p)
+        elif isinstance(p, str) and p in PASSES:
+            out.append(PASSES[p]())
+        else:
+            raise ToolkitError(f"unknown pass {p!r}", fix=f"passes are {sorted(PASSES)}")
+    return out
+
+
+def _target(target: Target | dict[str, Any] | None) -> Target:
+    if target is None:
+        return Target()
+    if isinstance(target, Target):
+        target.validate()
+        return target
+    if isinstance(target, dict):
+        return Target.from_dict(target)
+    raise ToolkitError(f"target must be a Target or a dict, got {type(target).__name__}")
+
+
+def _handles(model: Model, identifiers: str) -> list[int | str]:
+    ops = [op for g in model.subgraphs for op in g.ops]
+    if identifiers == "generated":
+        b = DelegateMappingBuilder(generated_identifiers=True)
+        return [b.insert_delegate_mapping_entry(op) for op in ops]
+    if identifiers == "names":
+        b = DelegateMappingBuilder()
+        used: set[str] = set()
+        out: list[int | str] = []
+        for i, op in enumerate(ops):
+            name = op.name if op.name not in used else f"{op.name}#{i}"
+            used.add(name)
+            out.append(b.insert_delegate_mapping_entry(op, name))
+        return out
+    raise ToolkitError(f"debug_identifiers must be 'generated' or 'names', got {identifiers!r}")
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector: compiling creates many small objects and no
+    cycles worth collecting, and full collections over a big graph grow with its size."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def compile_model(model: Model | str | os.PathLike[str],
+                  passes: Sequence[str | GraphPass] | None = None,
+                  target: Target | dict[str, Any] | None = None, *,
+                  debug_identifiers: str = "generated", max_sweeps: int = 8,
+                  check: bool = True) -> CompiledModel:
+    """Compile ``model`` for ``target`` and return a :class:`CompiledModel`.
+
+    Args:
+        model: a :class:`Model` (not modified) or a path to a .tflite/.circle file.
+        passes: pass names or pass objects, in order; None runs ``DEFAULT_PASSES``, ``[]``
+            none.
+        target: a :class:`Target` (or a dict of its fields); None uses ``Target()``.
+        debug_identifiers: ``"generated"`` (ints 1, 2, ...) or ``"names"`` (op names) as the
+            debug handle of each compiled op.
+        max_sweeps: bound on sweeps of the pass manager over the passes.
+        check: verify the graph and origin conservation after every pass.
+
+    Raises:
+        ToolkitError: an invalid target, an unknown pass name, an unreadable model file.
+        PassError: a pass failed (names it and the passes run before it).
+    """
+    tgt = _target(target)
+    pass_objs = resolve_passes(passes)
+    if not isinstance(model, Model):
+        from toolkit.formats.flatbuffer_read import load
+
+        model = load(model)
+    with _no_gc():
+        work = copy_model(model)
+        manager = PassManager(pass_objs, max_sweeps=max_sweeps, check=check)
+        manager(work)
+        commands = lower(work.graph.ops, tgt)
+        handles = _handles(work, debug_identifiers)
+        return CompiledModel(model, work, tgt, commands, handles, list(manager.runs))

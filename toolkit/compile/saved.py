@@ -1,0 +1,93 @@
+"""Read back what :meth:`CompiledModel.save` wrote: ``load_compiled(outdir)``.
+
+The compiled model comes from ``<stem>.circle`` (its ONE tables give every op its origins),
+the target, source-op and removed tables from ``<stem>_debug.xml``, and the debug handles from
+``<stem>.debug_handles.json``. The command queue is lowered again for the stored target and
+checked against the database's ``queue`` table, so files that do not belong together are an
+error. The source model itself is not stored: ``source`` is None and ``rewrites()`` is empty.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from toolkit.compile.compiled import SOURCE_DTYPES, CompiledModel
+from toolkit.compile.lowering import lower
+from toolkit.compile.target import Target
+from toolkit.errors import ToolkitError
+from toolkit.formats.debug_handles import read_debug_handles
+from toolkit.formats.flatbuffer_read import load
+from toolkit.formats.vela_db import read_debug_db
+from toolkit.provenance import SOURCE_COLUMNS
+
+__all__ = ["load_compiled"]
+
+
+def _stem(outdir: Path) -> str:
+    dbs = sorted(outdir.glob("*_debug.xml"))
+    if len(dbs) != 1:
+        raise ToolkitError(f"expected one *_debug.xml in the folder, found {len(dbs)}",
+                           where=str(outdir), fix="pass stem= to choose the compiled model")
+    return dbs[0].name[: -len("_debug.xml")]
+
+
+def _need(tables: dict[str, pd.DataFrame], name: str, where: str) -> pd.DataFrame:
+    if name not in tables:
+        raise ToolkitError(f"the debug database has no '{name}' table", where=where,
+                           fix="it was not written by toolkit compile; compile again")
+    return tables[name]
+
+
+def load_compiled(outdir: str | os.PathLike[str], stem: str | None = None) -> CompiledModel:
+    """Return the :class:`CompiledModel` saved in ``outdir`` (``stem``: which one, when the
+    folder holds several). Raises ToolkitError for missing or inconsistent files."""
+    out = Path(outdir)
+    if not out.is_dir():
+        raise ToolkitError("not a folder of compiled output", where=str(out),
+                           fix="pass the -o folder of `toolkit compile`")
+    stem = stem or _stem(out)
+    db_path = out / f"{stem}_debug.xml"
+    where = str(db_path)
+    model = load(out / f"{stem}.circle")
+    db = read_debug_db(db_path)
+    t = _need(db.tables, "target", where)
+    if len(t) != 1:
+        raise ToolkitError("the 'target' table must have one row", where=where)
+    row = t.iloc[0]
+    target = Target(name=str(row["name"]), buffer_bytes=int(row["buffer_bytes"]),
+                    macs_per_cycle=int(row["macs_per_cycle"]),
+                    bytes_per_cycle=int(row["bytes_per_cycle"]),
+                    clock_hz=float(row["clock_hz"]), command_bytes=int(row["command_bytes"]))
+    commands = lower(model.graph.ops, target)
+    queue = _need(db.tables, "queue", where)
+    got = [(c.queue_offset, c.optimised_id) for c in commands]
+    want = list(zip(queue["offset"].astype("int64").tolist(),
+                    queue["optimised_id"].astype("int64").tolist()))
+    if got != want:
+        raise ToolkitError("the command queue of the model does not match the debug "
+                           "database's queue table", where=where,
+                           fix="the .circle and _debug.xml come from different compiles")
+    hmap = read_debug_handles(out / f"{stem}.debug_handles.json")
+    n_ops = sum(len(g) for g in model.subgraphs)
+    if hmap.optimised_ids is None:
+        raise ToolkitError("the debug handle map has no optimised_ids",
+                           where=str(out / f"{stem}.debug_handles.json"))
+    by_op = {i: h for h, i in hmap.optimised_ids.items()}
+    if sorted(by_op) != list(range(n_ops)):
+        raise ToolkitError(f"the debug handle map covers ops {sorted(by_op)[:5]}..., the model "
+                           f"has {n_ops}", where=str(out / f"{stem}.debug_handles.json"))
+    compiled = CompiledModel(None, model, target, commands, [by_op[i] for i in range(n_ops)])
+    src = _need(db.tables, "source_ops", where)[SOURCE_COLUMNS].copy()
+    src["operator"] = src["operator"].astype(str)
+    src["name"] = src["name"].astype(str)
+    compiled._source_frame = src.astype(SOURCE_DTYPES)
+    removed = _need(db.tables, "removed", where)
+    compiled._removed_frame = pd.DataFrame({
+        "source_id": removed["source_id"].astype("int64") if len(removed) else
+        pd.Series([], dtype="int64"),
+        "reason": removed["reason"].astype(str) if len(removed) else pd.Series([], dtype=str)})
+    compiled._source_file = db.source_file
+    return compiled

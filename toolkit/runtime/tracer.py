@@ -1,0 +1,316 @@
+"""Event tracer of the runtimes: one timed event per op (or command, or delegate call).
+
+Modelled on ExecuTorch's delegate profiling API, in its two styles:
+
+1. ``entry = tracer.begin(key)`` ... ``tracer.end(entry)`` when the caller can mark the start and
+   the end (or ``with tracer.event(key): ...``);
+2. ``tracer.log(key, start_ns, end_ns)`` when the times are known only afterwards (a delegate's
+   own counters).
+
+``key`` is a debug handle (``int``) or a name (``str``), as ExecuTorch's
+``delegate_debug_identifier``. Times are integer nanoseconds of a monotonic clock
+(:func:`time.perf_counter_ns` unless another clock is given). Events are stored column-wise in
+append-only lists (a ``begin``/``end`` pair costs a few hundred nanoseconds);
+:meth:`EventTracer.to_frame` turns them into a DataFrame, and
+:func:`toolkit.formats.chrome_trace.write_chrome_trace` writes that frame for Perfetto.
+
+Mistakes are never dropped: ending an entry twice or ending an unknown entry raises
+:class:`~toolkit.errors.TraceError` at once; entries never ended make :meth:`to_frame` raise (or
+become rows flagged in ``problem`` with ``open_events="keep"``).
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from toolkit.errors import ToolkitError, TraceError
+from toolkit.formats.chrome_trace import arg_column
+
+__all__ = ["EVENT_COLUMNS", "EventEntry", "EventTracer"]
+
+#: What :meth:`EventTracer.begin` returns and :meth:`EventTracer.end` takes (the event's index).
+EventEntry = int
+
+#: Columns of :meth:`EventTracer.to_frame`, in order; argument columns go before ``problem``.
+EVENT_COLUMNS: tuple[str, ...] = (
+    "run", "key", "name", "track", "start_ns", "end_ns", "dur_ns", "problem",
+)
+
+_OPEN = -(2**63)  # end time of an entry not ended yet
+_STR_DTYPE = pd.Series([""]).dtype
+
+
+class EventTracer:
+    """Records timed events with integer-nanosecond times, cheaply.
+
+    Args:
+        track: name of the track (Perfetto thread) of events logged without ``track=``.
+        clock: monotonic clock returning integer nanoseconds.
+
+    Attributes:
+        track: the default track name.
+    """
+
+    __slots__ = ("_args", "_clock", "_ends", "_keys", "_run", "_run_starts", "_starts",
+                 "_tracks", "track")
+
+    def __init__(self, *, track: str = "main",
+                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self.track = track
+        self._clock = clock
+        self._keys: list[int | str] = []
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._tracks: dict[int, str] = {}  # only events on another than the default track
+        self._args: list[dict[str, Any] | None] = []  # per event: its arguments or None
+        self._run = 0
+        self._run_starts: list[tuple[int, int]] = [(0, 0)]  # (first event index, run)
+
+    # -- recording (hot path) ---------------------------------------------------------------
+
+    def begin(self, key: int | str, /, track: str | None = None, **args: Any) -> EventEntry:
+        """Start an event now; returns the entry to give to :meth:`end`.
+
+        ``key`` is an ``int`` debug handle or a ``str`` name; ``track`` overrides the default
+        track; ``args`` (op index, command id, op type ...) become columns of :meth:`to_frame`.
+        """
+        keys = self._keys
+        index = len(keys)
+        keys.append(key)
+        if track is not None:
+            self._tracks[index] = track
+        self._args.append(args or None)
+        self._ends.append(_OPEN)
+        self._starts.append(self._clock())
+        return index
+
+    def end(self, entry: EventEntry) -> None:
+        """End the event ``entry`` (from :meth:`begin`) now.
+
+        Raises:
+            TraceError: the entry was ended before, was logged complete, or is not an entry of
+                this tracer.
+        """
+        now = self._clock()
+        ends = self._ends
+        try:
+            if ends[entry] == _OPEN and entry >= 0:
+                ends[entry] = now
+                return
+        except (IndexError, TypeError):
+            pass
+        raise self._end_error(entry)
+
+    def log(self, key: int | str, start_ns: int, end_ns: int, /, track: str | None = None,
+            **args: Any) -> None:
+        """Record a complete event whose start and end times (nanoseconds) are known.
+
+        The times must come from the same clock as the tracer's for the events to line up. An
+        end before the start is kept and flagged in ``problem`` by :meth:`to_frame`.
+        """
+        keys = self._keys
+        index = len(keys)
+        start = operator.index(start_ns)
+        end = operator.index(end_ns)
+        keys.append(key)
+        if track is not None:
+            self._tracks[index] = track
+        self._args.append(args or None)
+        self._starts.append(start)
+        self._ends.append(end)
+
+    def event(self, key: int | str, /, track: str | None = None, **args: Any) -> _Span:
+        """Context manager timing its block as one event (ended even if the block raises).
+
+        ``with tracer.event(7, op_index=3): run_op()``; ``as`` gives the entry. The event
+        begins when ``event()`` is called, that is when the ``with`` statement starts.
+        """
+        keys = self._keys
+        index = len(keys)
+        keys.append(key)
+        if track is not None:
+            self._tracks[index] = track
+        self._args.append(args or None)
+        self._ends.append(_OPEN)
+        span = _Span(self, index)
+        self._starts.append(self._clock())
+        return span
+
+    # -- runs -------------------------------------------------------------------------------
+
+    @property
+    def run(self) -> int:
+        """Index of the current run (inference); 0 at first."""
+        return self._run
+
+    def new_run(self) -> int:
+        """Start a new run (one inference) and return its index.
+
+        Calling it before any event of the current run was recorded keeps the current index, so
+        calling it at the start of every inference numbers the runs 0, 1, 2 ...
+        """
+        first, _ = self._run_starts[-1]
+        if len(self._keys) > first:
+            self._run += 1
+            self._run_starts.append((len(self._keys), self._run))
+        return self._run
+
+    # -- inspection -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Number of events recorded (open ones included)."""
+        return len(self._keys)
+
+    def open_entries(self) -> list[EventEntry]:
+        """Entries begun and not ended yet, oldest first."""
+        return [i for i, end in enumerate(self._ends) if end == _OPEN]
+
+    def clear(self) -> None:
+        """Forget every event and reset the run index to 0 (old entries become invalid)."""
+        self._keys.clear()
+        self._starts.clear()
+        self._ends.clear()
+        self._tracks.clear()
+        self._args.clear()
+        self._run = 0
+        self._run_starts = [(0, 0)]
+
+    def to_frame(self, *, open_events: Literal["raise", "keep"] = "raise") -> pd.DataFrame:
+        """The events as a DataFrame, one row per event in the order they began (or were logged).
+
+        Args:
+            open_events: what to do with entries never ended: ``"raise"`` a
+                :class:`~toolkit.errors.TraceError`, or ``"keep"`` them as rows with
+                ``end_ns = start_ns``, ``dur_ns = 0`` and ``problem = "never ended"``.
+
+        Returns:
+            Columns: ``run`` (int64, run index), ``key`` (object: the ``int`` or ``str`` key as
+            given), ``name`` (categorical ``str`` of the key), ``track`` (categorical ``str``),
+            ``start_ns``, ``end_ns``, ``dur_ns`` (int64 nanoseconds of the tracer's clock), one
+            column per argument name used (see
+            :func:`~toolkit.formats.chrome_trace.arg_column`: ``int64`` when every event has an
+            int, nullable ``Int64`` when some lack it, ...), then ``problem`` (``str``, ``""``
+            when fine, else ``"never ended"`` or ``"negative duration"``). An empty tracer gives
+            these columns with these dtypes and no rows.
+        """
+        n = len(self._keys)
+        starts = np.array(self._starts, dtype=np.int64)
+        ends = np.array(self._ends, dtype=np.int64)
+        problem = np.full(n, "", dtype=object)
+        is_open = ends == _OPEN
+        if is_open.any():
+            entries = np.flatnonzero(is_open)
+            if open_events == "raise":
+                shown = ", ".join(f"{int(i)} (key {self._keys[int(i)]!r})" for i in entries[:5])
+                raise TraceError(f"{len(entries)} event(s) were begun and never ended: {shown}"
+                                 + (" ..." if len(entries) > 5 else ""),
+                                 where="EventTracer.to_frame",
+                                 fix="call end(entry) for each, or to_frame(open_events='keep')")
+            if open_events != "keep":
+                raise ToolkitError(f"open_events must be 'raise' or 'keep', not {open_events!r}")
+            ends[entries] = starts[entries]
+            problem[entries] = "never ended"
+        durations = ends - starts
+        problem[(durations < 0) & (problem == "")] = "negative duration"
+
+        first = np.array([f for f, _ in self._run_starts], dtype=np.int64)
+        runs = np.array([r for _, r in self._run_starts], dtype=np.int64)
+        run = runs[np.searchsorted(first, np.arange(n), side="right") - 1]
+
+        keys = self._checked_keys()
+        uniques = list(dict.fromkeys(keys))
+        unique_names = [k if type(k) is str else str(k) for k in uniques]
+        categories = list(dict.fromkeys(unique_names))
+        position = {c: i for i, c in enumerate(categories)}
+        code_of = {k: position[name] for k, name in zip(uniques, unique_names)}
+        names = pd.Categorical.from_codes(
+            np.fromiter(map(code_of.__getitem__, keys), np.int32, n),
+            categories=pd.Index(categories, dtype=_STR_DTYPE))
+        tracks = [self.track] * n
+        for index, track in self._tracks.items():
+            tracks[index] = track
+        columns: dict[str, Any] = {
+            "run": run,
+            "key": pd.Series(np.fromiter(keys, object, n), dtype=object),
+            "name": names,
+            "track": pd.Categorical(tracks),
+            "start_ns": starts,
+            "end_ns": ends,
+            "dur_ns": durations,
+        }
+        with_args = [(i, a) for i, a in enumerate(self._args) if a]
+        arg_names: dict[str, None] = {}
+        for _, args in with_args:
+            arg_names.update(dict.fromkeys(args))
+        for arg in arg_names:
+            if arg in EVENT_COLUMNS:
+                raise ToolkitError(f"argument {arg!r} has the name of a column of the frame",
+                                   where="EventTracer", fix=f"rename the argument {arg!r}")
+            values: list[Any] = [None] * n
+            for index, args in with_args:
+                if arg in args:
+                    values[index] = args[arg]
+            columns[arg] = arg_column(values)
+        columns["problem"] = pd.Series(problem, dtype=_STR_DTYPE)
+        frame = pd.DataFrame(columns)
+        if n == 0:
+            frame["track"] = pd.Categorical([], categories=pd.Index([], dtype=_STR_DTYPE))
+        return frame
+
+    def _checked_keys(self) -> list[int | str]:
+        """The keys, numpy integers turned into ``int``; ``ToolkitError`` for other kinds."""
+        keys = self._keys
+        if set(map(type, keys)) <= {int, str}:
+            return keys
+        checked: list[int | str] = []
+        for index, key in enumerate(keys):
+            if type(key) is str or (isinstance(key, (int, np.integer))
+                                    and not isinstance(key, (bool, np.bool_))):
+                checked.append(key if type(key) is str else int(key))
+            else:
+                raise ToolkitError(f"event key {key!r} is a {type(key).__name__}",
+                                   where=f"event {index}",
+                                   fix="use an int debug handle or a str name")
+        return checked
+
+    # -- errors -----------------------------------------------------------------------------
+
+    def _end_error(self, entry: Any) -> TraceError:
+        if type(entry) is not int or not 0 <= entry < len(self._ends):
+            return TraceError(f"end() got {entry!r}, which is not an entry of this tracer",
+                              where="EventTracer.end",
+                              fix="pass the value that begin() returned")
+        return TraceError(f"entry {entry} (key {self._keys[entry]!r}) was already ended "
+                          "(ended twice, or it was logged complete)",
+                          where="EventTracer.end", fix="end each entry from begin() once")
+
+
+class _Span:
+    """What ``tracer.event()`` returns: ``with`` gives the entry and ends it on exit."""
+
+    __slots__ = ("_entry", "_tracer")
+
+    def __init__(self, tracer: EventTracer, entry: EventEntry) -> None:
+        self._tracer = tracer
+        self._entry = entry
+
+    def __enter__(self) -> EventEntry:
+        return self._entry
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        tracer = self._tracer
+        now = tracer._clock()
+        ends = tracer._ends
+        entry = self._entry
+        if 0 <= entry < len(ends) and ends[entry] == _OPEN:
+            ends[entry] = now
+            return
+        raise tracer._end_error(entry)

@@ -1,0 +1,435 @@
+"""The result of trace-join: attributed time as DataFrames, one method per view.
+
+Every grouped view (:meth:`Attribution.by_layer`, :meth:`~Attribution.by_source_op`,
+:meth:`~Attribution.by_op`, :meth:`~Attribution.by_command`, :meth:`~Attribution.by_backend`)
+ends with the same columns:
+
+=========== =========== ============================================================================
+total_ns    ``int64``   nanoseconds attributed to the row over the whole trace
+share       ``float64`` ``total_ns / Attribution.total_ns`` (all event time, matched or not)
+events      ``int64``   matched events whose op includes the row (even when the policy gave the
+                        row 0 ns of one)
+avg_ms ...  ``float64`` ``avg_ms``, ``min_ms``, ``p10_ms``, ``p50_ms``, ``p90_ms``, ``max_ms``:
+                        the row's time per run (inference), in milliseconds; a run without time
+                        for the row counts 0 (see :mod:`toolkit.trace.stats`)
+=========== =========== ============================================================================
+
+Tables are computed on first use and cached; empty results keep their columns and dtypes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from toolkit.errors import ToolkitError
+from toolkit.trace.catalog import Catalog
+from toolkit.trace.keys import KEY_KINDS
+from toolkit.trace.read import Trace
+from toolkit.trace.split import group_sum
+from toolkit.trace.stats import STAT_COLUMNS, stats_frame
+
+__all__ = ["Attribution", "JoinResult", "STAT_COLUMNS"]
+
+_STR = pd.Series([""]).dtype
+_KIND_CATEGORIES = pd.Index(["", *KEY_KINDS], dtype=_STR)
+
+
+@dataclass
+class JoinResult:
+    """The arrays trace-join produces (one element per event, or per (event, member) pair).
+
+    ``target``: target of each event (-1 when unattributed); ``command``: command row (-1);
+    ``kind_code``: key kind used (0 none, else 1 + index in ``KEY_KINDS``); ``reason_code``:
+    index into ``reason_texts`` (0 = attributed); ``run_code``: index into ``run_values``.
+    Pairs: ``pair_event`` (event row), ``pair_member`` (member index of the catalog),
+    ``pair_ns`` (attributed nanoseconds). ``weight``: the policy weight of each member.
+    """
+
+    trace: Trace
+    catalog: Catalog
+    provenance: Any
+    policy: str
+    key: str | None
+    overlaps: str
+    target: np.ndarray
+    command: np.ndarray
+    kind_code: np.ndarray
+    reason_code: np.ndarray
+    reason_texts: list[str]
+    run_code: np.ndarray
+    run_values: np.ndarray
+    pair_event: np.ndarray
+    pair_member: np.ndarray
+    pair_ns: np.ndarray
+    weight: np.ndarray
+
+
+def _str_column(values: Any) -> pd.Series:
+    return pd.Series(list(values), dtype=_STR)
+
+
+class Attribution:
+    """Time of a trace attributed to original layers, source ops, compiled ops and commands.
+
+    Attributes:
+        policy: the split policy (``equal``, ``macs``, ``bytes``).
+        key_used: the key kind(s) the join used, ``"+"``-joined when events differ
+            (``"command_id"``, ``"command_id+name"``); ``""`` when no event had a key.
+        overlaps: the overlap mode (``leaves`` or ``keep``).
+        trace: the :class:`~toolkit.trace.read.Trace` joined.
+        provenance: the provenance joined against.
+        total_ns: sum of ``dur_ns`` over all events (``int``).
+        attributed_ns: time split over layers (``int``).
+        unattributed_ns: time of the events in :meth:`unattributed` (``int``);
+            ``attributed_ns + unattributed_ns == total_ns`` exactly.
+        runs: number of runs (inferences) in the trace.
+    """
+
+    def __init__(self, result: JoinResult) -> None:
+        self._r = result
+        self._cache: dict[str, pd.DataFrame] = {}
+        r = result
+        dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
+        self.policy = r.policy
+        self.overlaps = r.overlaps
+        self.trace = r.trace
+        self.provenance = r.provenance
+        self.total_ns = int(dur.sum())
+        self.attributed_ns = int(r.pair_ns.sum())
+        self.unattributed_ns = int(dur[r.reason_code != 0].sum())
+        self.runs = len(r.run_values)
+        if r.key is not None:
+            self.key_used = r.key
+        else:
+            used = np.unique(r.kind_code[r.kind_code > 0])
+            self.key_used = "+".join(KEY_KINDS[k - 1] for k in used.tolist())
+
+    def __repr__(self) -> str:
+        return (f"<Attribution policy={self.policy!r} key={self.key_used!r}: "
+                f"{self.attributed_ns} of {self.total_ns} ns attributed over {self.runs} "
+                f"run(s), {int((self._r.reason_code != 0).sum())} event(s) unattributed>")
+
+    # ------------------------------------------------------------------ internals
+    def _member_targets(self) -> np.ndarray:
+        cat = self._r.catalog
+        return np.repeat(np.arange(cat.targets, dtype=np.int64), cat.target_sizes())
+
+    def _event_counts(self, member_row: np.ndarray, n_rows: int) -> np.ndarray:
+        """Matched events per row, where ``member_row`` gives each member's row (-1: none)."""
+        r = self._r
+        matched = r.target[r.target >= 0]
+        per_target = np.bincount(matched, minlength=r.catalog.targets)
+        valid = member_row >= 0
+        if not valid.any() or n_rows == 0:
+            return np.zeros(n_rows, dtype=np.int64)
+        cells = np.unique(self._member_targets()[valid] * n_rows + member_row[valid])
+        t, row = np.divmod(cells, n_rows)
+        return group_sum(row, per_target[t], n_rows)
+
+    def _grouped(self, member_row: np.ndarray, n_rows: int) -> pd.DataFrame:
+        """Statistics per row for pairs mapped by ``member_row`` (rows < 0 left out)."""
+        r = self._r
+        rows = member_row[r.pair_member]
+        keep = rows >= 0
+        if not keep.all():
+            rows = rows[keep]
+        run = r.run_code[r.pair_event if keep.all() else r.pair_event[keep]]
+        ns = r.pair_ns if keep.all() else r.pair_ns[keep]
+        return stats_frame(rows, run, ns, n_rows, self.runs,
+                           self._event_counts(member_row, n_rows), self.total_ns)
+
+    @staticmethod
+    def _join(ids: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
+        return pd.concat([ids.reset_index(drop=True), stats], axis=1)
+
+    # ------------------------------------------------------------------ views
+    def by_layer(self) -> pd.DataFrame:
+        """One row per original layer, in the order of the provenance's ``layers()``.
+
+        Columns: ``layer`` (str), then :data:`STAT_COLUMNS`. ``total_ns`` sums to
+        :attr:`attributed_ns`. A source op with several layers splits its share equally.
+        """
+        if "layer" not in self._cache:
+            cat = self._r.catalog
+            ids = pd.DataFrame({"layer": _str_column(cat.layer_names)})
+            self._cache["layer"] = self._join(
+                ids, self._grouped(cat.member_layer, len(cat.layer_names)))
+        return self._cache["layer"].copy()
+
+    def by_source_op(self) -> pd.DataFrame:
+        """One row per source op (every origin id of the provenance), by ``source_id``.
+
+        Columns: ``source_id`` (int64), ``name``, ``operator`` (str), ``op_index`` (int64, -1
+        if unknown), ``layers`` (str, ``;``-joined), ``removed`` (str: the pass's reason when a
+        pass removed the op, whose time is then 0; else ``""``), then :data:`STAT_COLUMNS`.
+        ``total_ns`` sums to :attr:`attributed_ns`.
+        """
+        if "source" not in self._cache:
+            cat = self._r.catalog
+            names = cat.layer_names
+            layers = [";".join(names[cat.source_layers[a:b]].tolist()) for a, b in
+                      zip(cat.source_layers_ptr[:-1].tolist(), cat.source_layers_ptr[1:].tolist())]
+            ids = pd.DataFrame({
+                "source_id": cat.source_id.astype(np.int64),
+                "name": _str_column(cat.source_name),
+                "operator": _str_column(cat.source_operator),
+                "op_index": cat.source_op_index.astype(np.int64),
+                "layers": _str_column(layers),
+                "removed": _str_column(cat.removed),
+            })
+            self._cache["source"] = self._join(
+                ids, self._grouped(cat.member_source, len(cat.source_id)))
+        return self._cache["source"].copy()
+
+    def by_op(self) -> pd.DataFrame:
+        """One row per compiled op, in ``optimised_ops()`` order.
+
+        Columns: ``optimised_id`` (int64), ``operator``, ``name``, ``backend`` (str), ``part``
+        and ``part_op_index`` (int64, partitioned models only), ``source_ids`` (object: tuple of
+        origin ids), then :data:`STAT_COLUMNS`. An event keyed by an op gives it all its time;
+        one keyed by a debug handle or a part that spans several ops is split between them.
+        Time of events keyed by a source op carried by no single compiled op is in no row.
+        """
+        if "op" not in self._cache:
+            cat = self._r.catalog
+            o = len(cat.op_ids)
+            ops = cat.ops
+            ids = pd.DataFrame({
+                "optimised_id": cat.op_ids.astype(np.int64),
+                "operator": _str_column(ops["operator"].astype(object).fillna("")
+                                        if "operator" in ops else [""] * o),
+                "name": _str_column(ops["name"].astype(object).fillna("")
+                                    if "name" in ops else [""] * o),
+                "backend": _str_column(cat.op_backend),
+            })
+            for column in ("part", "part_op_index"):
+                if column in ops.columns:
+                    ids[column] = ops[column].fillna(-1).to_numpy(dtype=np.int64)
+            sources: list[tuple[int, ...]] = [()] * o
+            op_targets = cat.target_kind == 0
+            for t in np.flatnonzero(op_targets).tolist():
+                a, b = cat.target_ptr[t], cat.target_ptr[t + 1]
+                sources[int(cat.target_op[t])] = tuple(
+                    dict.fromkeys(cat.source_id[cat.member_source[a:b]].tolist()))
+            ids["source_ids"] = pd.Series(sources, dtype=object)
+            self._cache["op"] = self._join(ids, self._grouped(cat.member_op, o))
+        return self._cache["op"].copy()
+
+    def by_command(self) -> pd.DataFrame:
+        """One row per command of the queue, in queue order.
+
+        Columns: ``command_id``, ``optimised_id``, ``stripe`` (int64; stripe -1 when the
+        provenance has none), then :data:`STAT_COLUMNS`. Only events keyed by a command id
+        count here.
+        """
+        if "command" not in self._cache:
+            r = self._r
+            cat = r.catalog
+            cmd = cat.commands
+            c = len(cmd)
+            ids = pd.DataFrame({
+                "command_id": cmd["command_id"].to_numpy(dtype=np.int64) if c else
+                np.zeros(0, np.int64),
+                "optimised_id": cmd["optimised_id"].to_numpy(dtype=np.int64) if c else
+                np.zeros(0, np.int64),
+                "stripe": cmd["stripe"].fillna(-1).to_numpy(dtype=np.int64)
+                if "stripe" in cmd.columns and c else np.full(c, -1, np.int64),
+            })
+            rows = np.flatnonzero(r.command >= 0)
+            dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
+            stats = stats_frame(r.command[rows], r.run_code[rows], dur[rows], c, self.runs,
+                                np.bincount(r.command[rows], minlength=c), self.total_ns)
+            self._cache["command"] = self._join(ids, stats)
+        return self._cache["command"].copy()
+
+    def by_backend(self) -> pd.DataFrame:
+        """One row per backend of ``optimised_ops().backend`` (a partitioned run's parts, or
+        the compile target), in order of first appearance.
+
+        Columns: ``backend`` (str), then :data:`STAT_COLUMNS`. Time of members without a
+        compiled op is in a row with backend ``""`` (present only when it has time).
+        """
+        if "backend" not in self._cache:
+            cat = self._r.catalog
+            codes, names = pd.factorize(pd.Series(cat.op_backend, dtype=object))
+            codes = np.asarray(codes, dtype=np.int64)
+            labels = [str(x) for x in list(names)]
+            n = len(labels)
+            member_row = np.where(cat.member_op >= 0,
+                                  codes[np.maximum(cat.member_op, 0)] if len(codes) else 0, n)
+            table = self._join(pd.DataFrame({"backend": _str_column([*labels, ""])}),
+                               self._grouped(member_row, n + 1))
+            if table["total_ns"].iloc[-1] == 0:
+                table = table.iloc[:-1].reset_index(drop=True)
+            self._cache["backend"] = table
+        return self._cache["backend"].copy()
+
+    def unattributed(self) -> pd.DataFrame:
+        """Every event that was not attributed, in trace order.
+
+        Columns: ``event_id``, ``run`` (int64), ``key`` (as in the trace), ``key_kind``
+        (categorical), ``name`` (categorical), ``start_ns``, ``dur_ns`` (int64), ``reason``
+        (categorical str: the reader's problem, ``negative duration``, ``no key``,
+        ``unknown <kind>``, ``ambiguous <kind>``, ``<kind> key is not an integer``, ``its op
+        has no origins``, ``overlaps an earlier event on its track``, ``encloses other events
+        on its track``). ``dur_ns`` sums to :attr:`unattributed_ns`.
+        """
+        r = self._r
+        rows = np.flatnonzero(r.reason_code != 0)
+        ev = r.trace.events
+        return pd.DataFrame({
+            "event_id": ev["event_id"].to_numpy(dtype=np.int64)[rows],
+            "run": ev["run"].to_numpy(dtype=np.int64)[rows],
+            "key": ev["key"].iloc[rows].reset_index(drop=True),
+            "key_kind": pd.Categorical.from_codes(r.kind_code[rows].astype(np.int64),
+                                                  categories=_KIND_CATEGORIES),
+            "name": ev["name"].iloc[rows].reset_index(drop=True),
+            "start_ns": ev["start_ns"].to_numpy(dtype=np.int64)[rows],
+            "dur_ns": ev["dur_ns"].to_numpy(dtype=np.int64)[rows],
+            "reason": pd.Categorical.from_codes(
+                r.reason_code[rows].astype(np.int64),
+                categories=pd.Index(r.reason_texts, dtype=_STR)),
+        })
+
+    def events(self) -> pd.DataFrame:
+        """The join in long form: one row per (attributed event, compiled op, source op,
+        layer).
+
+        Columns: ``event_id``, ``run`` (int64), ``key_kind`` (categorical), ``optimised_id``
+        (int64, -1 when the piece has no compiled op), ``source_id`` (int64), ``layer``
+        (categorical str), ``attributed_ns`` (int64; the pieces of one event sum to its
+        ``dur_ns``).
+        """
+        r = self._r
+        cat = r.catalog
+        ev = r.trace.events
+        m = r.pair_member
+        op = cat.member_op[m]
+        return pd.DataFrame({
+            "event_id": ev["event_id"].to_numpy(dtype=np.int64)[r.pair_event],
+            "run": ev["run"].to_numpy(dtype=np.int64)[r.pair_event],
+            "key_kind": pd.Categorical.from_codes(r.kind_code[r.pair_event].astype(np.int64),
+                                                  categories=_KIND_CATEGORIES),
+            "optimised_id": np.where(op >= 0, cat.op_ids[np.maximum(op, 0)]
+                                     if len(cat.op_ids) else -1, -1).astype(np.int64),
+            "source_id": cat.source_id[cat.member_source[m]].astype(np.int64),
+            "layer": pd.Categorical.from_codes(cat.member_layer[m],
+                                               categories=pd.Index(cat.layer_names, dtype=_STR)),
+            "attributed_ns": r.pair_ns.astype(np.int64),
+        })
+
+    def keys(self) -> pd.DataFrame:
+        """One row per key kind the events carry: ``key_kind`` (str; ``""`` for events
+        without a key), ``events``, ``attributed_events``, ``unattributed_events``,
+        ``total_ns``, ``attributed_ns`` (int64)."""
+        r = self._r
+        dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
+        size = len(KEY_KINDS) + 1
+        kind = r.kind_code.astype(np.int64)
+        ok = r.reason_code == 0
+        table = pd.DataFrame({
+            "key_kind": _str_column(["", *KEY_KINDS]),
+            "events": np.bincount(kind, minlength=size),
+            "attributed_events": np.bincount(kind[ok], minlength=size),
+            "unattributed_events": np.bincount(kind[~ok], minlength=size),
+            "total_ns": group_sum(kind, dur, size),
+            "attributed_ns": group_sum(kind[ok], dur[ok], size),
+        })
+        return table[table["events"] > 0].reset_index(drop=True)
+
+    def event_layers(self) -> pd.DataFrame:
+        """One row per event of the trace with what it was joined to (for exports).
+
+        Columns: ``event_id``, ``run`` (int64), ``key_kind`` (categorical), ``optimised_id``
+        (int64, -1 when not one op), ``layers`` and ``source_ids`` (categorical of tuples: the
+        layers / origin ids of the event's target, ``()`` when unattributed), ``reason``
+        (categorical str, ``""`` when attributed).
+        """
+        r = self._r
+        cat = r.catalog
+        ev = r.trace.events
+        t = r.target
+        ptr = cat.target_ptr
+        used = np.unique(t[t >= 0])
+        layer_tuples: list[tuple[str, ...]] = []
+        source_tuples: list[tuple[int, ...]] = []
+        for target in used.tolist():
+            a, b = int(ptr[target]), int(ptr[target + 1])
+            layer_tuples.append(tuple(dict.fromkeys(
+                cat.layer_names[cat.member_layer[a:b]].tolist())))
+            source_tuples.append(tuple(dict.fromkeys(
+                cat.source_id[cat.member_source[a:b]].tolist())))
+        codes = np.full(len(t), len(used), dtype=np.int64)
+        attributed = t >= 0
+        codes[attributed] = np.searchsorted(used, t[attributed])
+
+        def tuples(items: list[Any]) -> pd.Categorical:
+            unique = list(dict.fromkeys([*items, ()]))
+            where = {v: i for i, v in enumerate(unique)}
+            table = np.array([where[v] for v in [*items, ()]], dtype=np.int64)
+            return pd.Categorical.from_codes(
+                table[codes], categories=pd.Index(unique, tupleize_cols=False, dtype=object))
+
+        op = np.where(attributed, cat.target_op[np.maximum(t, 0)], -1)
+        return pd.DataFrame({
+            "event_id": ev["event_id"].to_numpy(dtype=np.int64),
+            "run": ev["run"].to_numpy(dtype=np.int64),
+            "key_kind": pd.Categorical.from_codes(r.kind_code.astype(np.int64),
+                                                  categories=_KIND_CATEGORIES),
+            "optimised_id": np.where(op >= 0, cat.op_ids[np.maximum(op, 0)]
+                                     if len(cat.op_ids) else -1, -1).astype(np.int64),
+            "layers": tuples(layer_tuples),
+            "source_ids": tuples(source_tuples),
+            "reason": pd.Categorical.from_codes(r.reason_code.astype(np.int64),
+                                                categories=pd.Index(r.reason_texts, dtype=_STR)),
+        })
+
+    # ------------------------------------------------------------------ checks
+    def summary(self) -> dict[str, Any]:
+        """Return the headline figures: ``events``, ``attributed_events``, ``runs``,
+        ``total_ns``, ``attributed_ns``, ``unattributed_ns``, ``policy``, ``key_used``."""
+        ok = self._r.reason_code == 0
+        return {"events": len(ok), "attributed_events": int(ok.sum()), "runs": self.runs,
+                "total_ns": self.total_ns, "attributed_ns": self.attributed_ns,
+                "unattributed_ns": self.unattributed_ns, "policy": self.policy,
+                "key_used": self.key_used}
+
+    def check(self) -> None:
+        """Verify conservation; raise :class:`ToolkitError` naming the first failure.
+
+        Checks: attributed + unattributed = total; the pieces of every attributed event sum
+        to its duration (and unattributed events have no pieces); ``by_layer``,
+        ``by_source_op`` and (with pieces that have no compiled op) ``by_op`` sum to
+        :attr:`attributed_ns`.
+        """
+        r = self._r
+        dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
+        n = len(dur)
+        if self.attributed_ns + self.unattributed_ns != self.total_ns:
+            raise ToolkitError(f"attributed {self.attributed_ns} + unattributed "
+                               f"{self.unattributed_ns} != total {self.total_ns} ns")
+        per_event = group_sum(r.pair_event, r.pair_ns, n) if len(r.pair_ns) else np.zeros(
+            n, np.int64)
+        expected = np.where(r.reason_code == 0, dur, 0)
+        bad = np.flatnonzero(per_event != expected)
+        if len(bad):
+            i = int(bad[0])
+            raise ToolkitError(f"event {i} has {int(per_event[i])} ns attributed for a "
+                               f"duration of {int(expected[i])} ns",
+                               where=f"event_id {int(r.trace.events['event_id'].iloc[i])}")
+        if len(r.pair_ns) and int(r.pair_ns.min()) < 0:
+            raise ToolkitError("a negative share was attributed")
+        for view in ("by_layer", "by_source_op"):
+            got = int(getattr(self, view)()["total_ns"].sum())
+            if got != self.attributed_ns:
+                raise ToolkitError(f"{view}() sums to {got} ns, attributed is "
+                                   f"{self.attributed_ns} ns")
+        no_op = int(r.pair_ns[r.catalog.member_op[r.pair_member] < 0].sum())
+        got = int(self.by_op()["total_ns"].sum()) + no_op
+        if got != self.attributed_ns:
+            raise ToolkitError(f"by_op() plus time without an op is {got} ns, attributed is "
+                               f"{self.attributed_ns} ns")

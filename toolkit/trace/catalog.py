@@ -1,0 +1,403 @@
+"""The provenance tables of one compiled (or partitioned) model, as arrays ready to join.
+
+A :class:`Catalog` is built once per provenance object (:func:`catalog_of` caches it). It
+holds the source ops, their layers, the compiled ops and the *targets* an event key can name:
+
+============== ===================================================================================
+target kind    members (the (compiled op, source op, layer) triples an event's time is split over)
+============== ===================================================================================
+``op``         one per compiled op: its origins
+``handle``     one per debug handle: the source ops of ``debug_handles()``
+``source_idx`` one per source-model op index: the source ops with that ``op_index``
+``source``     one per source op name: the source ops of that name
+``part``       one per part of a partitioned model: the origins of every op of the part
+============== ===================================================================================
+
+A source op with several original layers appears once per layer, each with weight factor
+``lcm / n_layers`` (``lcm`` over the target's source ops), so that splitting over members
+splits a source op's share equally between its layers.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from toolkit.errors import ToolkitError
+from toolkit.provenance import Provenance
+
+__all__ = ["Catalog", "IntLookup", "catalog_of", "TARGET_KINDS", "AMBIGUOUS", "UNKNOWN"]
+
+TARGET_KINDS: tuple[str, ...] = ("op", "handle", "source_idx", "source", "part")
+UNKNOWN = -1
+AMBIGUOUS = -2
+_PART_SHIFT = 32
+
+
+class IntLookup:
+    """Map ``int64`` keys to ``int64`` values, vectorised (:data:`UNKNOWN` when absent).
+
+    A key listed twice with different values maps to :data:`AMBIGUOUS`.
+    """
+
+    def __init__(self, keys: np.ndarray, values: np.ndarray) -> None:
+        keys = np.asarray(keys, dtype=np.int64)
+        values = np.asarray(values, dtype=np.int64)
+        if len(keys):
+            order = np.lexsort((values, keys))
+            keys, values = keys[order], values[order]
+            same = keys[1:] == keys[:-1]
+            clash = same & (values[1:] != values[:-1])
+            if clash.any():
+                bad = np.zeros(len(keys), dtype=bool)
+                bad[1:] |= clash
+                bad[:-1] |= clash
+                values = np.where(np.isin(keys, keys[bad]), AMBIGUOUS, values)
+            keep = np.ones(len(keys), dtype=bool)
+            keep[1:] = ~same
+            keys, values = keys[keep], values[keep]
+        self.keys, self.values = keys, values
+        self._dense: np.ndarray | None = None
+        self._index: pd.Index | None = None
+        if len(keys) and keys[0] >= 0 and keys[-1] < 8 * len(keys) + 4096:
+            table = np.full(int(keys[-1]) + 1, UNKNOWN, dtype=np.int64)
+            table[keys] = values
+            self._dense = table
+        else:
+            self._index = pd.Index(keys)
+
+    def get(self, query: np.ndarray) -> np.ndarray:
+        """Return the value of each key of ``query`` (``int64``; UNKNOWN when absent)."""
+        query = np.asarray(query, dtype=np.int64)
+        if self._dense is not None:
+            table = self._dense
+            inside = (query >= 0) & (query < len(table))
+            if inside.all():
+                return table[query]
+            out = np.full(len(query), UNKNOWN, dtype=np.int64)
+            out[inside] = table[query[inside]]
+            return out
+        assert self._index is not None
+        pos = self._index.get_indexer(query)
+        return np.where(pos >= 0, self.values[pos], UNKNOWN)
+
+
+def _text_lookup(names: np.ndarray, values: np.ndarray) -> dict[str, int]:
+    """``{name: value}``; a name listed with two different values maps to AMBIGUOUS."""
+    out: dict[str, int] = {}
+    for name, value in zip(names.tolist(), values.tolist()):
+        if name is None or name == "":
+            continue
+        name = str(name)
+        old = out.get(name)
+        out[name] = value if old is None or old == value else AMBIGUOUS
+    return out
+
+
+def _column(df: pd.DataFrame, name: str, default: Any, dtype: Any) -> np.ndarray:
+    if name in df.columns:
+        series = df[name]
+        if dtype is object:
+            return series.astype(object).where(series.notna(), default).to_numpy(dtype=object)
+        return series.fillna(default).to_numpy(dtype=dtype)
+    return np.full(len(df), default, dtype=dtype)
+
+
+@dataclass
+class Catalog:
+    """Provenance as arrays (positions, not ids, index every array).
+
+    Source ops (``S``): ``source_id`` (ascending), ``source_name``, ``source_operator``,
+    ``source_op_index``, ``source_macs``, ``source_bytes``, ``removed`` (reason or ``""``);
+    their layers in CSR form ``source_layers_ptr`` (``S + 1``) / ``source_layers`` (codes into
+    ``layer_names``). Compiled ops (``O``): ``ops`` (``optimised_ops()`` rows in order),
+    ``op_ids``, ``op_backend``. Commands: ``commands`` (``commands()``), ``command_op`` (op
+    position of each command). Targets (``T``) in CSR form: ``target_ptr`` (``T + 1``),
+    ``target_kind`` (codes into :data:`TARGET_KINDS`), ``target_op`` (the op position when
+    all members share one, else -1); members: ``member_op``, ``member_source``,
+    ``member_layer``, ``member_factor``.
+    """
+
+    source_id: np.ndarray
+    source_name: np.ndarray
+    source_operator: np.ndarray
+    source_op_index: np.ndarray
+    source_macs: np.ndarray
+    source_bytes: np.ndarray
+    removed: np.ndarray
+    layer_names: np.ndarray
+    source_layers_ptr: np.ndarray
+    source_layers: np.ndarray
+    ops: pd.DataFrame
+    op_ids: np.ndarray
+    op_backend: np.ndarray
+    commands: pd.DataFrame
+    command_op: np.ndarray
+    target_ptr: np.ndarray
+    target_kind: np.ndarray
+    target_op: np.ndarray
+    member_op: np.ndarray
+    member_source: np.ndarray
+    member_layer: np.ndarray
+    member_factor: np.ndarray
+    command_lookup: IntLookup
+    op_lookup: IntLookup
+    part_op_lookup: IntLookup
+    part_lookup: IntLookup
+    source_index_lookup: IntLookup
+    handle_int_lookup: IntLookup
+    handle_text_lookup: dict[str, int]
+    name_lookup: dict[str, int]
+    source_name_lookup: dict[str, int]
+
+    @property
+    def targets(self) -> int:
+        """Number of targets."""
+        return len(self.target_kind)
+
+    def target_sizes(self) -> np.ndarray:
+        """Members per target (``int64``)."""
+        return np.diff(self.target_ptr)
+
+    def part_op_key(self, part: np.ndarray, op_index: np.ndarray) -> np.ndarray:
+        """The ``int64`` key of (part, op index in the part) used by ``part_op_lookup``."""
+        return (np.asarray(part, np.int64) << _PART_SHIFT) + np.asarray(op_index, np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# Building
+
+
+_CACHE: dict[int, tuple[Any, Catalog]] = {}
+
+
+def catalog_of(provenance: Provenance) -> Catalog:
+    """Return the :class:`Catalog` of ``provenance`` (built on first use, then cached for as
+    long as the object lives)."""
+    hit = _CACHE.get(id(provenance))
+    if hit is not None and hit[0]() is provenance:
+        return hit[1]
+    catalog = build_catalog(provenance)
+    key = id(provenance)
+    try:
+        ref = weakref.ref(provenance, _forget(key))
+    except TypeError:
+        return catalog
+    _CACHE[key] = (ref, catalog)
+    return catalog
+
+
+def _forget(key: int) -> Any:
+    """A weakref callback that drops the cache entry ``key``."""
+    return lambda _ref: _CACHE.pop(key, None)
+
+
+def _ids(df: pd.DataFrame, column: str, table: str) -> np.ndarray:
+    if column not in df.columns:
+        raise ToolkitError(f"the provenance table {table}() has no column {column!r}",
+                           where=f"columns {list(df.columns)}",
+                           fix="see toolkit.provenance for the columns every table needs")
+    values = df[column]
+    if values.isna().any():
+        raise ToolkitError(f"{table}().{column} has missing values", where=table)
+    return values.to_numpy(dtype=np.int64)
+
+
+def build_catalog(prov: Provenance) -> Catalog:
+    """Build the :class:`Catalog` of a provenance (see the module docstring)."""
+    src = prov.source_ops()
+    lay = prov.layers()
+    opt = prov.optimised_ops().reset_index(drop=True)
+    org = prov.origins()
+    cmd = prov.commands().reset_index(drop=True)
+    dh = prov.debug_handles()
+    rem = prov.removed()
+
+    # ---- source ops: every id any table names
+    src_ids = _ids(src, "source_id", "source_ops")
+    all_ids = np.unique(np.concatenate([
+        src_ids, _ids(org, "source_id", "origins"), _ids(lay, "source_id", "layers"),
+        _ids(dh, "source_id", "debug_handles") if len(dh) else np.zeros(0, np.int64),
+        _ids(rem, "source_id", "removed") if len(rem) else np.zeros(0, np.int64)]))
+    s = len(all_ids)
+    row = pd.Index(src_ids).get_indexer(all_ids) if len(src_ids) else np.full(s, -1)
+    have = row >= 0
+    rows = row[have]
+
+    def source_col(name: str, default: Any, dtype: Any) -> np.ndarray:
+        out = np.full(s, default, dtype=dtype)
+        if len(rows):
+            out[have] = _column(src, name, default, dtype)[rows]
+        return out
+
+    source_name = source_col("name", "", object)
+    source_operator = source_col("operator", "", object)
+    source_op_index = source_col("op_index", -1, np.int64)
+    source_macs = np.maximum(source_col("macs", 0, np.int64), 0)
+    source_bytes = np.maximum(source_col("output_bytes", 0, np.int64), 0)
+    removed = np.full(s, "", dtype=object)
+    if len(rem):
+        pos = np.searchsorted(all_ids, _ids(rem, "source_id", "removed"))
+        removed[pos] = _column(rem, "reason", "removed", object)
+        removed[pos] = [r if r else "removed" for r in removed[pos].tolist()]
+
+    # ---- layers (CSR per source position), first-appearance order of layer names
+    lay_pos = np.searchsorted(all_ids, _ids(lay, "source_id", "layers"))
+    lay_text = _column(lay, "layer", "", object)
+    keep = np.array([bool(t) for t in lay_text.tolist()], dtype=bool) if len(lay) else \
+        np.zeros(0, bool)
+    lay_pos, lay_text = lay_pos[keep], lay_text[keep]
+    pairs = pd.DataFrame({"s": lay_pos, "l": pd.Series(lay_text, dtype=object)})
+    pairs = pairs.drop_duplicates()
+    missing = np.setdiff1d(np.arange(s), pairs["s"].to_numpy(dtype=np.int64))
+    if len(missing):
+        fallback = [n if n else f"#{i}" for n, i in zip(source_name[missing].tolist(),
+                                                         all_ids[missing].tolist())]
+        pairs = pd.concat([pairs, pd.DataFrame({"s": missing, "l": pd.Series(
+            fallback, dtype=object)})], ignore_index=True)
+    layer_codes, layer_names = pd.factorize(pairs["l"].to_numpy(dtype=object))
+    order = np.argsort(pairs["s"].to_numpy(dtype=np.int64), kind="stable")
+    source_layers = np.asarray(layer_codes, dtype=np.int64)[order]
+    n_layers = np.bincount(pairs["s"].to_numpy(dtype=np.int64), minlength=s)
+    source_layers_ptr = np.zeros(s + 1, dtype=np.int64)
+    np.cumsum(n_layers, out=source_layers_ptr[1:])
+
+    # ---- compiled ops
+    op_ids = _ids(opt, "optimised_id", "optimised_ops")
+    o = len(op_ids)
+    op_lookup_pos = IntLookup(op_ids, np.arange(o))
+    op_backend = _column(opt, "backend", "", object)
+    org_op = op_lookup_pos.get(_ids(org, "optimised_id", "origins"))
+    org_src = np.searchsorted(all_ids, _ids(org, "source_id", "origins"))
+    good = org_op >= 0
+    org_op, org_src = org_op[good], org_src[good]
+    # carrier op of each source op (-1 when none or several)
+    carrier = np.full(s, -1, dtype=np.int64)
+    if len(org_src):
+        uniq = pd.DataFrame({"s": org_src, "o": org_op}).drop_duplicates()
+        counts = np.bincount(uniq["s"].to_numpy(), minlength=s)
+        single = uniq[counts[uniq["s"].to_numpy()] == 1]
+        carrier[single["s"].to_numpy()] = single["o"].to_numpy()
+
+    # ---- targets: (target, op, source) triples per kind
+    t_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    kinds: list[np.ndarray] = []
+    next_target = 0
+
+    def add(kind: str, count: int, tgt: np.ndarray, op: np.ndarray, source: np.ndarray) -> int:
+        nonlocal next_target
+        base = next_target
+        t_parts.append((tgt + base, op, source))
+        kinds.append(np.full(count, TARGET_KINDS.index(kind), dtype=np.int8))
+        next_target += count
+        return base
+
+    op_base = add("op", o, org_op, org_op, org_src)
+
+    handle_int_lookup = IntLookup(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    handle_text_lookup: dict[str, int] = {}
+    if len(dh):
+        handles = dh["handle"].astype(object).to_numpy()
+        h_codes, h_uniques = pd.factorize(pd.Series(
+            [h if isinstance(h, str) else int(h) for h in handles.tolist()], dtype=object))
+        h_op = op_lookup_pos.get(_ids(dh, "optimised_id", "debug_handles"))
+        h_src = np.searchsorted(all_ids, _ids(dh, "source_id", "debug_handles"))
+        h_base = add("handle", len(h_uniques), np.asarray(h_codes, np.int64), h_op, h_src)
+        uniq = list(h_uniques)
+        int_keys = [i for i, h in enumerate(uniq) if not isinstance(h, str)]
+        handle_int_lookup = IntLookup(np.array([uniq[i] for i in int_keys], dtype=np.int64),
+                                      np.array(int_keys, dtype=np.int64) + h_base)
+        handle_text_lookup = _text_lookup(np.array([str(h) for h in uniq], dtype=object),
+                                          np.arange(len(uniq), dtype=np.int64) + h_base)
+
+    valid_idx = source_op_index >= 0
+    si_codes, si_uniques = pd.factorize(source_op_index[valid_idx])
+    si_src = np.flatnonzero(valid_idx)
+    si_base = add("source_idx", len(si_uniques), np.asarray(si_codes, np.int64),
+                  carrier[si_src], si_src)
+    source_index_lookup = IntLookup(np.asarray(si_uniques, dtype=np.int64),
+                                    np.arange(len(si_uniques), dtype=np.int64) + si_base)
+
+    named = np.flatnonzero(np.array([bool(x) for x in source_name.tolist()], dtype=bool))
+    sn_codes, sn_uniques = pd.factorize(source_name[named].astype(object))
+    sn_base = add("source", len(sn_uniques), np.asarray(sn_codes, np.int64), carrier[named],
+                  named)
+    source_name_lookup = {str(n): i + sn_base for i, n in enumerate(list(sn_uniques))}
+
+    part_lookup = IntLookup(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    part_op_lookup = IntLookup(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if "part" in opt.columns:
+        op_part = _column(opt, "part", -1, np.int64)
+        p_codes, p_uniques = pd.factorize(op_part[org_op])
+        p_base = add("part", len(p_uniques), np.asarray(p_codes, np.int64), org_op, org_src)
+        part_lookup = IntLookup(np.asarray(p_uniques, np.int64),
+                                np.arange(len(p_uniques), dtype=np.int64) + p_base)
+        if "part_op_index" in opt.columns:
+            part_op_lookup = IntLookup(
+                (op_part << _PART_SHIFT) + _column(opt, "part_op_index", -1, np.int64),
+                np.arange(o, dtype=np.int64) + op_base)
+
+    # ---- members: sort triples by (target, source id, op), expand to layers
+    tgt = np.concatenate([p[0] for p in t_parts]).astype(np.int64)
+    mop = np.concatenate([p[1] for p in t_parts]).astype(np.int64)
+    msrc = np.concatenate([p[2] for p in t_parts]).astype(np.int64)
+    order = np.lexsort((mop, msrc, tgt))
+    tgt, mop, msrc = tgt[order], mop[order], msrc[order]
+    t_count = next_target
+    nl = n_layers[msrc]
+    rep = np.repeat(np.arange(len(tgt)), nl)
+    starts = np.zeros(len(tgt) + 1, dtype=np.int64)
+    np.cumsum(nl, out=starts[1:])
+    within = np.arange(len(rep), dtype=np.int64) - starts[:-1][rep]
+    member_layer = source_layers[source_layers_ptr[msrc[rep]] + within]
+    member_target = tgt[rep]
+    member_op = mop[rep]
+    member_source = msrc[rep]
+    per_target = np.bincount(member_target, minlength=t_count)
+    target_ptr = np.zeros(t_count + 1, dtype=np.int64)
+    np.cumsum(per_target, out=target_ptr[1:])
+    # weight factor lcm(n_layers over the target's sources) / n_layers(source)
+    member_nl = n_layers[member_source]
+    lcm = np.ones(t_count, dtype=np.int64)
+    nonempty = per_target > 0
+    if len(member_nl):
+        lcm[nonempty] = np.lcm.reduceat(member_nl, target_ptr[:-1][nonempty])
+    member_factor = lcm[member_target] // np.maximum(member_nl, 1)
+    # target op: the op every member shares, else -1
+    target_op = np.full(t_count, -1, dtype=np.int64)
+    if len(member_op):
+        lo = np.minimum.reduceat(member_op, target_ptr[:-1][nonempty])
+        hi = np.maximum.reduceat(member_op, target_ptr[:-1][nonempty])
+        target_op[nonempty] = np.where(lo == hi, lo, -1)
+    target_op[op_base:op_base + o] = np.arange(o)
+
+    # ---- names: compiled op names first, then source op names
+    op_names = _column(opt, "name", "", object)
+    name_lookup = _text_lookup(op_names, np.arange(o, dtype=np.int64) + op_base)
+    for text, t in source_name_lookup.items():
+        name_lookup.setdefault(text, t)
+
+    # ---- commands
+    command_op = op_lookup_pos.get(_ids(cmd, "optimised_id", "commands")) if len(cmd) else \
+        np.zeros(0, np.int64)
+    command_lookup = IntLookup(_ids(cmd, "command_id", "commands") if len(cmd) else
+                               np.zeros(0, np.int64), np.arange(len(cmd), dtype=np.int64))
+
+    return Catalog(
+        source_id=all_ids, source_name=source_name, source_operator=source_operator,
+        source_op_index=source_op_index, source_macs=source_macs, source_bytes=source_bytes,
+        removed=removed, layer_names=np.asarray(layer_names, dtype=object),
+        source_layers_ptr=source_layers_ptr, source_layers=source_layers, ops=opt,
+        op_ids=op_ids, op_backend=op_backend, commands=cmd, command_op=command_op,
+        target_ptr=target_ptr, target_kind=np.concatenate(kinds) if kinds else
+        np.zeros(0, np.int8), target_op=target_op, member_op=member_op,
+        member_source=member_source, member_layer=member_layer, member_factor=member_factor,
+        command_lookup=command_lookup, op_lookup=IntLookup(op_ids, np.arange(o) + op_base),
+        part_op_lookup=part_op_lookup, part_lookup=part_lookup,
+        source_index_lookup=source_index_lookup, handle_int_lookup=handle_int_lookup,
+        handle_text_lookup=handle_text_lookup, name_lookup=name_lookup,
+        source_name_lookup=source_name_lookup)

@@ -1,0 +1,102 @@
+"""``toolkit trace-join TRACE --compiled OUTDIR_OR_MODEL ...``: the command line of trace-join."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from toolkit.trace.join import POLICIES
+from toolkit.trace.keys import KEY_KINDS
+
+__all__ = ["main_trace_join"]
+
+_VIEWS = ("layer", "source_op", "op", "command", "backend")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="toolkit trace-join",
+        description="Attribute the time of a runtime trace to the original layers of a model.")
+    p.add_argument("trace", type=Path,
+                   help="Chrome trace JSON (.json, .json.gz), CSV, or debug-handle records")
+    p.add_argument("--compiled", type=Path, required=True,
+                   help="compiled output folder (toolkit compile -o), or a .circle/.tflite")
+    p.add_argument("--policy", choices=POLICIES, default="macs",
+                   help="how an op's time is split over its source ops (default: macs)")
+    p.add_argument("--key", choices=KEY_KINDS, help="key kind of every event "
+                                                    "(default: each event's own)")
+    p.add_argument("--by", choices=_VIEWS, default="layer", help="table to print and write")
+    p.add_argument("--overlaps", choices=("leaves", "keep"), default="leaves")
+    p.add_argument("--csv", type=Path, help="write the --by table as CSV")
+    p.add_argument("--unattributed-csv", type=Path, help="write the unattributed events as CSV")
+    p.add_argument("--chrome", type=Path, help="write a Chrome trace with layers in args")
+    p.add_argument("--model-explorer", type=Path, help="write Model Explorer node data JSON")
+    p.add_argument("--graph-id", default="main", help="graph id for --model-explorer")
+    p.add_argument("--top", type=int, default=40, help="rows to print (0: all)")
+    g = p.add_argument_group("reading the trace")
+    g.add_argument("--key-column")
+    g.add_argument("--start-column")
+    g.add_argument("--duration-column")
+    g.add_argument("--end-column")
+    g.add_argument("--unit", choices=("ns", "us", "ms", "s", "cycles"))
+    g.add_argument("--clock-hz", type=float)
+    return p
+
+
+def main_trace_join(argv: Sequence[str]) -> int:
+    """Run ``toolkit trace-join``; return the exit status (0).
+
+    Prints the totals, the ``--by`` table (largest ``total_ns`` first, ``--top`` rows) and the
+    unattributed time by reason; writes the files asked for. Bad input raises
+    :class:`~toolkit.errors.ToolkitError` (the main command line prints it, status 2).
+    """
+    a = _parser().parse_args(list(argv))
+    from toolkit.trace.export import to_chrome_trace, to_model_explorer
+    from toolkit.trace.join import trace_join
+    from toolkit.trace.outdir import load_provenance
+    from toolkit.trace.read import read_trace
+
+    trace = read_trace(a.trace, key_column=a.key_column, start_column=a.start_column,
+                       duration_column=a.duration_column, end_column=a.end_column,
+                       unit=a.unit, clock_hz=a.clock_hz)
+    provenance = load_provenance(a.compiled)
+    att = trace_join(trace, provenance, policy=a.policy, key=a.key, overlaps=a.overlaps)
+    att.check()
+    s = att.summary()
+    share = s["attributed_ns"] / s["total_ns"] if s["total_ns"] else 0.0
+    print(f"{a.trace}: {s['events']} events, {s['runs']} run(s), key {s['key_used'] or '-'}, "
+          f"policy {s['policy']}")
+    print(f"attributed {s['attributed_ns']} of {s['total_ns']} ns ({share:.1%}); "
+          f"unattributed {s['unattributed_ns']} ns in {s['events'] - s['attributed_events']} "
+          "event(s)")
+    table = getattr(att, f"by_{a.by}")()
+    shown = table.sort_values("total_ns", ascending=False, kind="stable")
+    if a.top > 0:
+        shown = shown.head(a.top)
+    with pd.option_context("display.max_rows", None, "display.max_columns", 20,
+                           "display.width", 200, "display.max_colwidth", 60):
+        print(f"\n== by {a.by} ({len(table)} rows, largest {len(shown)} shown)")
+        print(shown.to_string(index=False) if len(shown) else "(empty)")
+        un = att.unattributed()
+        if len(un):
+            why = un.groupby("reason", observed=True)["dur_ns"].agg(["count", "sum"])
+            print("\n== unattributed by reason")
+            print(why.rename(columns={"count": "events", "sum": "dur_ns"}).to_string())
+    if a.csv:
+        a.csv.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(a.csv, index=False)
+        print(f"wrote {a.csv}")
+    if a.unattributed_csv:
+        a.unattributed_csv.parent.mkdir(parents=True, exist_ok=True)
+        att.unattributed().to_csv(a.unattributed_csv, index=False)
+        print(f"wrote {a.unattributed_csv}")
+    if a.chrome:
+        print(f"wrote {to_chrome_trace(att, a.chrome)}")
+    if a.model_explorer:
+        print(f"wrote {to_model_explorer(att, a.model_explorer, graph_id=a.graph_id)}")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,157 @@
+"""Draw a graph with matplotlib, ops coloured by origin, backend or any value.
+
+The layout is layered: an op's column is its depth (longest path from a graph input), ops of
+one column are stacked. An op with several origins is drawn as a box striped with the colour
+of each origin, so a fused op shows at a glance which source ops it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.patches import FancyBboxPatch, Patch, Rectangle
+
+from toolkit.ir import Graph, Model, Op
+
+__all__ = ["layout", "draw_graph", "origin_colors", "palette"]
+
+
+def palette(n: int) -> list[Any]:
+    """Return ``n`` distinct colours (tab20, then tab20b/tab20c)."""
+    cmaps = [plt.get_cmap("tab20"), plt.get_cmap("tab20b"), plt.get_cmap("tab20c")]
+    cols = [c for cm in cmaps for c in cm.colors]  # type: ignore[attr-defined]
+    return [cols[i % len(cols)] for i in range(n)]
+
+
+def origin_colors(origin_ids: list[int] | set[int]) -> dict[int, Any]:
+    """Return a colour per origin id (stable: sorted ids get palette colours in order)."""
+    ids = sorted(origin_ids)
+    return dict(zip(ids, palette(len(ids))))
+
+
+def layout(graph: Graph) -> dict[Op, tuple[float, float]]:
+    """Return (x, y) per op: x = depth from the inputs, y = rank within the column."""
+    depth: dict[Op, int] = {}
+    for op in graph.ops:
+        d = 0
+        for t in op.inputs:
+            if t is not None and t.producer is not None and t.producer in depth:
+                d = max(d, depth[t.producer] + 1)
+        depth[op] = d
+    columns: dict[int, list[Op]] = {}
+    for op in graph.ops:
+        columns.setdefault(depth[op], []).append(op)
+    pos = {}
+    for d, ops in columns.items():
+        n = len(ops)
+        for i, op in enumerate(ops):
+            pos[op] = (float(d), (n - 1) / 2 - i)
+    return pos
+
+
+def draw_graph(graph: Graph | Model, *, color_by: str | Mapping[Op, Any] |
+               Callable[[Op], Any] = "origin", ax: Axes | None = None,
+               origin_names: Mapping[int, str] | None = None, title: str | None = None,
+               colors: Mapping[Any, Any] | None = None, legend: bool = True,
+               label: Callable[[Op], str] | None = None, vertical: bool | None = None
+               ) -> Axes:
+    """Draw ``graph`` (or a model's main graph) and return the matplotlib Axes.
+
+    ``color_by``: ``"origin"`` (one stripe per origin id, colours from ``colors`` or
+    :func:`origin_colors`), ``"type"`` (op type), a mapping op → category, or a function
+    op → category (e.g. the backend of a partition). ``label`` gives each box's text
+    (default: the op type). ``vertical`` draws depth downwards (default: when the graph is
+    more than 12 ops deep).
+    """
+    if isinstance(graph, Model):
+        if origin_names is None:
+            origin_names = graph.source_table
+        graph = graph.graph
+    pos = layout(graph)
+    ncol = max((int(x) for x, _ in pos.values()), default=0) + 1
+    nrow = max((sum(1 for p in pos.values() if p[0] == c) for c in range(ncol)), default=1)
+    if vertical is None:
+        vertical = ncol > 12
+    if vertical:
+        pos = {op: (-y * 1.3, -x * 0.8) for op, (x, y) in pos.items()}
+    if ax is None:
+        size = (max(4, 1.5 * nrow + 1), max(3, 0.55 * ncol + 1)) if vertical else \
+            (max(6, 1.6 * ncol), max(2.5, 0.9 * nrow + 1))
+        _, ax = plt.subplots(figsize=size)
+    w, h = (1.1, 0.45) if vertical else (0.8, 0.5)
+    # edges first, under the boxes
+    for op in graph.ops:
+        x1, y1 = pos[op]
+        for t in op.inputs:
+            if t is not None and t.producer is not None and t.producer in pos:
+                x0, y0 = pos[t.producer]
+                if vertical:
+                    xy, xytext = (x1, y1 + h / 2), (x0, y0 - h / 2)
+                else:
+                    xy, xytext = (x1 - w / 2, y1), (x0 + w / 2, y0)
+                ax.annotate("", xy=xy, xytext=xytext,
+                            arrowprops={"arrowstyle": "->", "color": "0.45", "lw": 0.8})
+    cats: dict[Any, Any] = {}
+    if color_by == "origin":
+        cmap = dict(colors) if colors else origin_colors(graph.live_origins() |
+                                                         set(graph.removed_origins))
+        for op in graph.ops:
+            x, y = pos[op]
+            org = sorted(op.origins)
+            sw = w / len(org)
+            for i, o in enumerate(org):
+                ax.add_patch(Rectangle((x - w / 2 + i * sw, y - h / 2), sw, h,
+                                       facecolor=cmap.get(o, "0.8"), edgecolor="none"))
+                cats[o] = cmap.get(o, "0.8")
+            ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02",
+                                        facecolor="none", edgecolor="0.2", lw=0.8))
+        names = origin_names or {}
+        handles = [Patch(facecolor=c, label=f"{o}: {names.get(o, '')}"[:40])
+                   for o, c in sorted(cats.items())]
+    else:
+        if color_by == "type":
+            def key(op: Op) -> Any:
+                return op.kind
+        elif callable(color_by):
+            key = color_by
+        else:
+            mapping = color_by
+
+            def key(op: Op) -> Any:
+                return mapping.get(op)
+        values = [key(op) for op in graph.ops]
+        uniq = list(dict.fromkeys(values))
+        cmap = dict(colors) if colors else dict(zip(uniq, palette(len(uniq))))
+        for op, v in zip(graph.ops, values):
+            x, y = pos[op]
+            ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02",
+                                        facecolor=cmap.get(v, "0.8"), edgecolor="0.2", lw=0.8))
+        handles = [Patch(facecolor=cmap.get(v, "0.8"), label=str(v)) for v in uniq]
+    for op in graph.ops:
+        x, y = pos[op]
+        text = label(op) if label else op.kind
+        ax.text(x, y, text, ha="center", va="center", fontsize=7,
+                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
+    xs = [p[0] for p in pos.values()] or [0]
+    ys = [p[1] for p in pos.values()] or [0]
+    ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
+    ax.set_ylim(min(ys) - 0.8, max(ys) + 0.8)
+    if vertical:
+        ax.set_xticks([])
+        ax.set_ylabel("depth (ops from the inputs, downwards)")
+        ax.set_yticks([])
+    else:
+        ax.set_xlabel("depth (ops from the inputs)")
+        ax.set_yticks([])
+    for side in ("top", "right", "left", "bottom"):
+        ax.spines[side].set_visible(False)
+    if title:
+        ax.set_title(title)
+    if legend and handles:
+        ax.legend(handles=handles[:30], loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                  fontsize=7, frameon=False,
+                  title="origin" if color_by == "origin" else None)
+    return ax
