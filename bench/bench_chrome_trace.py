@@ -29,8 +29,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from toolkit.formats.chrome_trace import read_chrome_trace, write_chrome_trace  # noqa: E402
-from toolkit.runtime.tracer import EventTracer  # noqa: E402
+from toolkit.formats.chrome_trace import read_chrome_trace, write_chrome_trace
+from toolkit.runtime.tracer import EventTracer
 
 
 class PeakMemory:

@@ -235,6 +235,15 @@ def test_ts_outside_int64_is_a_problem_row(tmp_path: Path, ts: str) -> None:
     assert "outside the int64" in frame["problem"][0]
 
 
+def test_huge_integer_ts_among_decimals_is_a_problem_row(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text("[" + ",".join([raw_x_event("1.5"), raw_x_event(str(10**20)),
+                                    raw_x_event("7")]) + "]")
+    frame = read_chrome_trace(path)
+    assert frame["start_ns"].tolist() == [1500, 0, 7000]
+    assert frame["problem"].tolist() == ["", "ts outside the int64 nanosecond range", ""]
+
+
 # --------------------------------------------------------------------------------------------
 # B/E pairing and problem rows
 
@@ -394,6 +403,28 @@ def test_error_byte_offset_counts_utf8_bytes(tmp_path: Path,
     # 'x' is character 35 of the file and byte 46 (each of the 11 é is two bytes)
     with pytest.raises(TraceError, match=r"line 2, column 10, byte offset 46"):
         read_chrome_trace(path)
+
+
+class CountingReader(io.BytesIO):
+    """A binary stream that counts the bytes handed out."""
+
+    given = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        self.given += len(data)
+        return data
+
+
+def test_reader_streams_and_stops_at_an_early_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chrome_trace, "_READ_CHARS", 4096)
+    monkeypatch.setattr(chrome_trace, "_READ_BYTES", 1024)
+    good = json.dumps(x_event("a", 1, 2))
+    body = [good] * 10 + ['{"ph": "X", "ts": 1, oops}'] + [good] * 20_000
+    stream = CountingReader(("[" + ",\n".join(body) + "]").encode())
+    with pytest.raises(TraceError, match="line 11, column 22"):
+        read_chrome_trace(stream)
+    assert stream.given < 20_000  # of about 1.6 MB
 
 
 def test_syntax_error_position_is_exact(tmp_path: Path) -> None:

@@ -374,3 +374,21 @@ def test_layer_norm_options_are_four_bytes() -> None:
     assert len(lns) == 2
     assert all(len(o.custom_options) == 4 and struct.unpack("<f", o.custom_options)[0]
                == np.float32(1e-5) for o in lns)
+
+
+def test_signature_follows_moved_outputs(tmp_path: Path) -> None:
+    from toolkit.ir import SignatureDef
+
+    mb = ModelBuilder()
+    x = mb.input("x", [1, 4, 4, 2])
+    y = mb.conv2d(x, mb.const("w", np.ones((2, 1, 1, 2))), None, name="conv")
+    y = mb.unary("RELU", y, name="out")
+    mb.output(y)
+    model = mb.build()
+    model.signature_defs.append(SignatureDef("serving_default", 0, [("x", x)], [("y", y)]))
+    c = compile_model(model)
+    assert len(c.model.graph) == 1
+    (name, t), = c.model.signature_defs[0].outputs
+    assert name == "y" and t is c.model.graph.outputs[0] and t.name == "out"
+    back = load_compiled(tmp_path) if c.save(tmp_path) else None
+    assert back is not None and back.model.signature_defs[0].outputs[0][1].name == "out"

@@ -345,6 +345,8 @@ def test_npu_trace_join_through_qread(int8_run: Run, tmp_path: Path, commands_pe
     est = res.attribution(policy=policy).by_source_op().set_index("source_id")["op_cycles"]
     expected = (est * res.estimates.scale).round().astype(np.int64)
     pd.testing.assert_series_equal(got, expected, check_names=False)
+    if policy == "vela":
+        return  # joined on source op indices: no per-command view
     cmd = att.by_command()
     assert cmd["command_id"].tolist() == list(range(len(res.provenance.commands())))
     q = res.provenance.queue()
@@ -524,12 +526,14 @@ def test_legacy_output_needs_its_per_layer_csv(int8_run: Run, tmp_path: Path) ->
 
 
 @settings(max_examples=200, deadline=None)
-@given(totals=st.lists(st.integers(-(10**15), 10**15), min_size=1, max_size=5),
+@given(totals=st.lists(st.one_of(st.integers(-1000, 1000), st.integers(-(10**15), 10**15)),
+                      min_size=1, max_size=5),
        data=st.data())
 def test_split_int_is_exact(totals: list[int], data: st.DataObject) -> None:
     n = data.draw(st.integers(1, 12))
     unit = data.draw(st.lists(st.integers(0, len(totals) - 1), min_size=n, max_size=n))
-    weights = data.draw(st.lists(st.integers(0, 10**12), min_size=n, max_size=n))
+    big = data.draw(st.booleans())  # int64 path or exact Python-integer path
+    weights = data.draw(st.lists(st.integers(0, 10**12 if big else 50), min_size=n, max_size=n))
     share = split_int(np.array(totals, dtype=np.int64), np.array(unit), np.array(weights))
     for u, t in enumerate(totals):
         rows = [i for i in range(n) if unit[i] == u]

@@ -628,6 +628,16 @@ class Graph:
 
     # ------------------------------------------------------------- ordering
     def _toposort(self) -> list[Op]:
+        # Fast path: when the ops sorted by the heap's key already form a topological order,
+        # that order is exactly what the heap would produce (at each step the smallest
+        # remaining key is ready), so it is returned without running the heap.
+        ordered = sorted(self._ops, key=lambda o: (o._seq, o.extra["_created"], id(o)))
+        pos = {o: i for i, o in enumerate(ordered)}
+        if all(pos.get(t.producer, -1) < i for i, o in enumerate(ordered)
+               for t in o.inputs if t is not None):
+            for i, o in enumerate(ordered):
+                o._seq = float(i)
+            return ordered
         ops = list(self._ops)
         indeg: dict[Op, int] = {}
         for o in ops:

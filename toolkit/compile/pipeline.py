@@ -22,7 +22,7 @@ from toolkit.compile.passes import DEFAULT_PASSES, PASSES, GraphPass
 from toolkit.compile.target import Target
 from toolkit.errors import ToolkitError
 from toolkit.formats.debug_handles import DelegateMappingBuilder
-from toolkit.ir import Model
+from toolkit.ir import Model, Tensor
 
 __all__ = ["compile_model", "resolve_passes"]
 
@@ -85,6 +85,18 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
+def _follow_outputs(model: Model, before: list[list[Tensor]]) -> None:
+    """Point signature outputs at the tensors that now hold each graph output (a pass that
+    bypasses or absorbs the op producing an output moves the output to another tensor)."""
+    for sd in model.signature_defs:
+        old = before[sd.subgraph_index]
+        new = model.subgraphs[sd.subgraph_index].outputs
+        if len(old) != len(new):
+            continue
+        moved = {id(a): b for a, b in zip(old, new) if a is not b}
+        sd.outputs = [(name, moved.get(id(t), t)) for name, t in sd.outputs]
+
+
 def compile_model(model: Model | str | os.PathLike[str],
                   passes: Sequence[str | GraphPass] | None = None,
                   target: Target | dict[str, Any] | None = None, *,
@@ -114,8 +126,10 @@ def compile_model(model: Model | str | os.PathLike[str],
         model = load(model)
     with _no_gc():
         work = copy_model(model)
+        outputs = [list(g.outputs) for g in work.subgraphs]
         manager = PassManager(pass_objs, max_sweeps=max_sweeps, check=check)
         manager(work)
+        _follow_outputs(work, outputs)
         commands = lower(work.graph.ops, tgt)
         handles = _handles(work, debug_identifiers)
         return CompiledModel(model, work, tgt, commands, handles, list(manager.runs))

@@ -16,10 +16,10 @@ pid      process id (``int64``; ``object`` when a file uses non-integer ids)
 tid      thread id (``int64``; ``object`` when a file uses non-integer ids)
 start_ns start time (``int64`` nanoseconds, ``ts`` x 1000 rounded half to even)
 dur_ns   duration (``int64`` nanoseconds; ``0`` for rows that cannot have one, see ``problem``)
-arg_<k>  one column per key of the events' ``args`` objects, holding the original values:
-         ``int64`` when every row has an integer, ``float64`` when every value is a float
-         (missing -> NaN), ``bool`` when all are booleans, else ``object`` with ``None`` for
-         rows without the key (ints stay ints)
+arg_<k>  one column per key of the events' ``args`` objects, holding the original values
+         (see :func:`arg_column`): ``int64`` when every row has an int, nullable ``Int64``
+         when some rows lack it, ``float64`` for floats (NaN when missing), ``bool``,
+         categorical for texts, else ``object`` with ``None`` where missing (ints stay ints)
 problem  ``""`` when the row is fine, else what is wrong with it (unpaired ``B``/``E``,
          negative duration, missing ``ts`` ...). Such rows are kept, never dropped.
 ======== ===================================================================================
@@ -134,8 +134,9 @@ def _scaled_decimal(text: str, digits: int) -> int | None:
     return int(value.scaleb(digits).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
 
 
-def _bytes_to_scaled(texts: Sequence[bytes], digits: int) -> np.ndarray:
-    """Plain decimal texts (``b"-12.5"``, no exponent) -> ``int64`` ``value * 10**digits``, exactly.
+def _bytes_to_scaled(texts: Sequence[bytes | int], digits: int) -> np.ndarray:
+    """Plain decimal texts (``b"-12.5"``, no exponent) or ints -> ``int64`` ``value * 10**digits``,
+    exactly.
 
     Works on the texts as one byte matrix. Raises ``ValueError`` when a text is not a plain
     decimal with at most ``digits`` fractional digits, or ``OverflowError`` when a value does not
@@ -196,10 +197,7 @@ def _numbers_to_ns(values: Sequence[Any], digits: int) -> tuple[np.ndarray, dict
                 if number.max() > _INT64_MAX // scale or number.min() < -(_INT64_MAX // scale):
                     raise OverflowError("does not fit int64")
                 return number * scale, problems
-            if kinds == {bytes}:
-                return _bytes_to_scaled(values, digits), problems
-            return _bytes_to_scaled([v if type(v) is bytes else b"%d" % v for v in values],
-                                    digits), problems
+            return _bytes_to_scaled(values, digits), problems  # numpy prints the ints
         except (ValueError, OverflowError):
             pass  # exponents, rounding, overflow: exact path below, one value at a time
     for i, value in enumerate(values):
@@ -555,6 +553,7 @@ class _Text:
         self._dropped_lines = 0
         self._dropped_column = 0  # characters since the last newline in dropped text
         self._bom = 0
+        self.dropped = 0  # characters before ``buf`` (``dropped + pos`` is the file position)
 
     def fill(self, want: int | None = None) -> bool:
         """Append at least ``want`` (default: a block) more characters unless the data ends.
@@ -575,6 +574,7 @@ class _Text:
             else:
                 self._dropped_column += len(dropped)
             self.buf = self.buf[self.pos:]
+            self.dropped += self.pos
             self.pos = 0
         pieces: list[str] = []
         got = 0
@@ -652,7 +652,9 @@ class _Text:
             try:
                 value, end = decoder.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
-                if self.fill(max(_READ_CHARS, len(self.buf) - self.pos)):
+                cut_short = (exc.pos >= len(self.buf) - 8  # the value may go on in the next block
+                             or exc.msg.startswith("Unterminated string"))
+                if cut_short and self.fill(max(_READ_CHARS, len(self.buf) - self.pos)):
                     continue
                 raise self.syntax_error(exc.msg, exc.pos) from None
             if end >= len(self.buf) and self.fill():  # a number might go on in the next block
@@ -712,10 +714,11 @@ def _read_event_array(text: _Text, sink: _Collector, *, bare: bool) -> None:
                 return
             continue
         batch = []
+        cut += text.dropped  # as a file position: reading on may drop text before it
         while True:  # one event at a time up to the cut (precise errors, any layout)
             batch.append(text.decode_value(decoder))
             ended = _after_event(text, bare)
-            if ended or text.pos > cut:
+            if ended or text.dropped + text.pos > cut:
                 break
         sink.add(batch)
         if ended:
@@ -877,43 +880,59 @@ def _flatten_args(args: Sequence[Any], problems: dict[int, str]) -> dict[str, Se
     return {key: _fix_floats([a.get(key) for a in args]) for key in keys_seen}
 
 
+class _Interner:
+    """int32 codes for the texts of one column, shared by all blocks; ``None`` has code -1."""
+
+    __slots__ = ("codes", "texts")
+
+    def __init__(self) -> None:
+        self.codes: dict[Any, int] = {None: -1}
+        self.texts: list[str] = []
+
+    def encode(self, values: Sequence[Any], *, none_is_empty: bool) -> np.ndarray:
+        """Codes of ``values`` (other JSON values become text; ``None`` becomes ``""`` when
+        ``none_is_empty``, else code -1)."""
+        try:
+            fresh = dict.fromkeys(values)
+        except TypeError:  # lists or dicts among the values
+            values = [v if v is None else _name_of(v) for v in values]
+            fresh = dict.fromkeys(values)
+        if not set(map(type, fresh)) <= {str, type(None)}:
+            values = [v if v is None else _name_of(v) for v in values]
+            fresh = dict.fromkeys(values)
+        if none_is_empty and None in fresh:
+            values = ["" if v is None else v for v in values]
+            fresh = dict.fromkeys(values)
+        codes = self.codes
+        for text in fresh:
+            if text not in codes:
+                codes[text] = len(self.texts)
+                self.texts.append(text)
+        return np.fromiter(map(codes.__getitem__, values), np.int32, len(values))
+
+    def categorical(self, codes: np.ndarray) -> pd.Categorical:
+        return pd.Categorical.from_codes(codes, categories=pd.Index(self.texts, dtype=_STR_DTYPE))
+
+
 class _Segment:
-    """Columns of a run of output rows; ``ordinal`` is each row's position among the events."""
+    """Compact columns of a run of output rows; ``ordinal`` is each row's position among the
+    events. Texts are codes of the collector's interners; args are packed per key (see
+    :meth:`_Collector.pack`)."""
 
     __slots__ = ("args", "cat", "dur", "name", "ordinal", "pid", "problems", "size", "start",
                  "tid")
 
-    def __init__(self, ordinal: np.ndarray, name: list[Any], cat: list[Any], pid: list[Any],
-                 tid: list[Any], start: np.ndarray, dur: np.ndarray,
-                 args: dict[str, list[Any]], problems: dict[int, str]) -> None:
-        self.size = len(name)
+    def __init__(self, ordinal: np.ndarray, name: np.ndarray, cat: np.ndarray, pid: np.ndarray,
+                 tid: np.ndarray, start: np.ndarray, dur: np.ndarray,
+                 args: dict[str, tuple[str, Any]], problems: dict[int, str]) -> None:
+        self.size = len(ordinal)
         self.ordinal = ordinal
         self.name, self.cat, self.pid, self.tid = name, cat, pid, tid
         self.start, self.dur, self.args, self.problems = start, dur, args, problems
 
-    @classmethod
-    def of_events(cls, ordinal: np.ndarray, events: Sequence[dict[str, Any]],
-                  problems: dict[int, str]) -> _Segment:
-        """Columns of ``X`` events (``start``/``dur`` from ``ts``/``dur``, problems added)."""
-        try:  # fast path: every event has every field
-            name, cat, pid, tid, ts, dur, args = zip(*map(_X_FIELDS, events))
-        except (KeyError, ValueError):
-            name, cat, pid, tid, ts, dur, args = (
-                [e.get(field) for e in events] for field in _X_FIELD_NAMES)
-        start, bad = _numbers_to_ns(ts, 3)
-        for i, text in bad.items():
-            _add_problem(problems, i, f"ts {text}")
-        duration, bad = _numbers_to_ns(dur, 3)
-        for i, text in bad.items():
-            _add_problem(problems, i, "X event without dur" if text == "missing" else f"dur {text}")
-        for i in np.flatnonzero(duration < 0).tolist():
-            _add_problem(problems, i, "negative duration")
-        return cls(ordinal, name, cat, pid, tid, start, duration,
-                   _flatten_args(args, problems), problems)
-
 
 class _Collector:
-    """Turns batches of decoded events into :class:`_Segment` columns."""
+    """Turns batches of decoded events into compact :class:`_Segment` columns."""
 
     def __init__(self) -> None:
         self.segments: list[_Segment] = []
@@ -924,6 +943,11 @@ class _Collector:
         self.stacks: dict[tuple[Any, Any], list[tuple[int, dict[str, Any]]]] = {}
         # (ordinal, begin event, end ts or _NO_END, problem) of rows not from "X" events
         self.loose: list[tuple[int, dict[str, Any], Any, str]] = []
+        self.names = _Interner()
+        self.cats = _Interner()
+        self.arg_texts: dict[str, _Interner] = {}
+
+    # -- events -> segments -----------------------------------------------------------------
 
     def add(self, events: list[Any]) -> None:
         base = self.count
@@ -943,8 +967,24 @@ class _Collector:
             if phase != "X":
                 self._other(base + i, phase, event)
 
-    def _complete(self, events: list[dict[str, Any]], ordinal: np.ndarray) -> None:
-        self.segments.append(_Segment.of_events(ordinal, events, {}))
+    def _complete(self, events: Sequence[dict[str, Any]], ordinal: np.ndarray) -> None:
+        """Append the rows of ``X`` events (``start``/``dur`` from ``ts``/``dur``)."""
+        try:  # fast path: every event has every field
+            name, cat, pid, tid, ts, dur, args = zip(*map(_X_FIELDS, events))
+        except (KeyError, ValueError):
+            name, cat, pid, tid, ts, dur, args = (
+                [e.get(field) for e in events] for field in _X_FIELD_NAMES)
+        problems: dict[int, str] = {}
+        start, bad = _numbers_to_ns(ts, 3)
+        for i, text in bad.items():
+            _add_problem(problems, i, f"ts {text}")
+        duration, bad = _numbers_to_ns(dur, 3)
+        for i, text in bad.items():
+            _add_problem(problems, i, "X event without dur" if text == "missing" else f"dur {text}")
+        for i in np.flatnonzero(duration < 0).tolist():
+            _add_problem(problems, i, "negative duration")
+        self.append(ordinal, name, cat, pid, tid, start, duration,
+                    _flatten_args(args, problems), problems)
 
     def _other(self, ordinal: int, phase: Any, event: Any) -> None:
         if type(event) is not dict:
@@ -1012,14 +1052,128 @@ class _Collector:
         for i in np.flatnonzero(dur < 0).tolist():
             _add_problem(problems, i, "negative duration")
         ordinal = np.array([row[0] for row in self.loose], dtype=np.int64)
-        self.segments.append(_Segment(
-            ordinal, [e.get("name") for e in events], [e.get("cat") for e in events],
-            [e.get("pid") for e in events], [e.get("tid") for e in events], start, dur,
-            _flatten_args([e.get("args") for e in events], problems), problems))
+        self.append(ordinal, [e.get("name") for e in events], [e.get("cat") for e in events],
+                    [e.get("pid") for e in events], [e.get("tid") for e in events], start, dur,
+                    _flatten_args([e.get("args") for e in events], problems), problems)
         self.loose.clear()
 
+    # -- compact columns --------------------------------------------------------------------
 
-def _id_column(values: list[Any]) -> np.ndarray:
+    def append(self, ordinal: np.ndarray, name: Sequence[Any], cat: Sequence[Any],
+               pid: Sequence[Any], tid: Sequence[Any], start: np.ndarray, dur: np.ndarray,
+               args: dict[str, Sequence[Any]], problems: dict[int, str]) -> None:
+        """Append rows given as Python values; they are packed into compact columns."""
+        self.segments.append(_Segment(
+            ordinal, self.names.encode(name, none_is_empty=True),
+            self.cats.encode(cat, none_is_empty=True), _id_column(pid), _id_column(tid),
+            start, dur, {key: self.pack(key, values) for key, values in args.items()},
+            problems))
+
+    def pack(self, key: str, values: Sequence[Any]) -> tuple[str, Any]:
+        """One block of an args column as ``(kind, data)``: ``"i"`` int64 array, ``"I"`` (int64
+        array, missing mask), ``"f"`` float64 array (NaN missing), ``"s"`` text codes (-1
+        missing), ``"n"`` row count (all missing) or ``"o"`` the Python values."""
+        kinds = set(map(type, values))
+        none = type(None)
+        with contextlib.suppress(OverflowError):
+            if kinds == {int}:
+                return "i", np.fromiter(values, np.int64, len(values))
+            if kinds == {int, none}:
+                missing = np.fromiter(map(operator.is_, values, repeat(None)), bool, len(values))
+                return "I", (np.fromiter((0 if v is None else v for v in values), np.int64,
+                                         len(values)), missing)
+        if float in kinds and kinds <= {float, none}:
+            return "f", np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+        if str in kinds and kinds <= {str, none}:
+            texts = self.arg_texts.setdefault(key, _Interner())
+            return "s", texts.encode(values, none_is_empty=False)
+        if kinds == {none}:
+            return "n", len(values)
+        return "o", list(values)
+
+    def unpack(self, key: str, block: tuple[str, Any]) -> list[Any]:
+        """The Python values of a packed block (``None`` where missing)."""
+        kind, data = block
+        if kind == "i":
+            return data.tolist()
+        if kind == "I":
+            return [None if gap else v for v, gap in zip(data[0].tolist(), data[1].tolist())]
+        if kind == "f":
+            return [None if v != v else v for v in data.tolist()]
+        if kind == "s":
+            texts = self.arg_texts[key].texts
+            return [texts[c] if c >= 0 else None for c in data.tolist()]
+        if kind == "n":
+            return [None] * data
+        return list(data)
+
+    def arg_series(self, key: str) -> Any:
+        """All blocks of args column ``key`` as one column (dtypes as :func:`arg_column`)."""
+        blocks = [s.args.get(key, ("n", s.size)) for s in self.segments]
+        kinds = {kind for kind, _ in blocks}
+        present = kinds - {"n"}
+        if present == {"i"} and kinds == present:
+            return np.concatenate([data for _, data in blocks])
+        if present and present <= {"i", "I"}:
+            values = np.concatenate([data if kind == "i" else data[0] if kind == "I"
+                                     else np.zeros(data, np.int64) for kind, data in blocks])
+            missing = np.concatenate([np.zeros(len(data), bool) if kind == "i" else data[1]
+                                      if kind == "I" else np.ones(data, bool)
+                                      for kind, data in blocks])
+            return pd.arrays.IntegerArray(values, missing)
+        if present == {"f"}:
+            return np.concatenate([data if kind == "f" else np.full(data, np.nan)
+                                   for kind, data in blocks])
+        if present == {"s"}:
+            codes = np.concatenate([data if kind == "s" else np.full(data, -1, np.int32)
+                                    for kind, data in blocks])
+            return self.arg_texts[key].categorical(codes)
+        values = list(chain.from_iterable(self.unpack(key, block) for block in blocks))
+        return arg_column(values)
+
+    def frame(self) -> pd.DataFrame:
+        """All segments as the reader frame, rows in order of ``ordinal``."""
+        segments = self.segments
+        total = sum(s.size for s in segments)
+
+        def joined(attribute: str, dtype: Any) -> np.ndarray:
+            parts = [getattr(s, attribute) for s in segments]
+            return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+        ids: dict[str, np.ndarray] = {}
+        for column in ("pid", "tid"):
+            parts = [getattr(s, column) for s in segments]
+            if any(p.dtype == object for p in parts):
+                parts = [p.astype(object) for p in parts]
+            ids[column] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        columns: dict[str, Any] = {
+            "name": self.names.categorical(joined("name", np.int32)),
+            "cat": self.cats.categorical(joined("cat", np.int32)),
+            "pid": ids["pid"],
+            "tid": ids["tid"],
+            "start_ns": joined("start", np.int64),
+            "dur_ns": joined("dur", np.int64),
+        }
+        keys: dict[str, None] = {}
+        for segment in segments:
+            keys.update(dict.fromkeys(segment.args))
+        for key in keys:
+            columns[_ARG_PREFIX + str(key)] = self.arg_series(key)
+        problem = np.full(total, "", dtype=object)
+        offset = 0
+        for segment in segments:
+            for i, text in segment.problems.items():
+                problem[offset + i] = text
+            offset += segment.size
+        columns["problem"] = pd.Series(problem, dtype=_STR_DTYPE)
+        frame = pd.DataFrame(columns)
+        ordinal = joined("ordinal", np.int64)
+        if total > 1 and np.any(ordinal[1:] < ordinal[:-1]):
+            frame = frame.take(np.argsort(ordinal, kind="stable")).reset_index(drop=True)
+        return frame
+
+
+def _id_column(values: Sequence[Any]) -> np.ndarray:
     """pid/tid values -> ``int64`` when all are integers, else ``object``."""
     if set(map(type, values)) <= {int}:
         with contextlib.suppress(OverflowError):
@@ -1051,74 +1205,9 @@ def arg_column(values: Sequence[Any]) -> np.ndarray | pd.api.extensions.Extensio
     if float in kinds and kinds <= {float, none}:
         return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
     if str in kinds and kinds <= {str, none}:
-        return _categorical(values, missing=none in kinds)
+        texts = _Interner()
+        return texts.categorical(texts.encode(values, none_is_empty=False))
     return pd.Series(np.fromiter(values, object, n), dtype=object)
-
-
-def _categorical(values: Sequence[Any], *, missing: bool = False) -> pd.Categorical:
-    """Texts -> categorical with categories in order of first appearance.
-
-    Other JSON values are turned into text; ``None`` becomes ``""``, or NaN when ``missing``.
-    """
-    try:
-        table = dict.fromkeys(values)
-    except TypeError:  # lists or objects among the values
-        values = [_name_of(v) for v in values]
-        table = dict.fromkeys(values)
-    if missing:
-        table.pop(None, None)
-    if not set(map(type, table)) <= {str}:
-        values = [_name_of(v) for v in values]
-        table = dict.fromkeys(values)
-    categories = pd.Index(list(table), dtype=_STR_DTYPE)
-    for code, category in enumerate(table):
-        table[category] = code
-    if missing:
-        table[None] = -1
-    codes = np.fromiter(map(table.__getitem__, values), np.int32, len(values))
-    return pd.Categorical.from_codes(codes, categories=categories)
-
-
-def _frame(segments: list[_Segment]) -> pd.DataFrame:
-    """Concatenate segments into the reader frame, rows in order of ``ordinal``."""
-    total = sum(s.size for s in segments)
-
-    def joined(attribute: str) -> list[Any]:
-        return list(chain.from_iterable(getattr(s, attribute) for s in segments))
-
-    def numbers(attribute: str) -> np.ndarray:
-        parts = [getattr(s, attribute) for s in segments]
-        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
-
-    keys: dict[str, None] = {}
-    for segment in segments:
-        keys.update(dict.fromkeys(segment.args))
-    columns: dict[str, Any] = {
-        "name": _categorical(joined("name")),
-        "cat": _categorical(joined("cat")),
-        "pid": _id_column(joined("pid")),
-        "tid": _id_column(joined("tid")),
-        "start_ns": numbers("start"),
-        "dur_ns": numbers("dur"),
-    }
-    for key in keys:
-        values: list[Any] = []
-        for segment in segments:
-            part = segment.args.get(key)
-            values.extend(part if part is not None else repeat(None, segment.size))
-        columns[_ARG_PREFIX + str(key)] = arg_column(values)
-    problem = [""] * total
-    offset = 0
-    for segment in segments:
-        for i, text in segment.problems.items():
-            problem[offset + i] = text
-        offset += segment.size
-    columns["problem"] = pd.Series(problem, dtype=_STR_DTYPE)
-    frame = pd.DataFrame(columns)
-    ordinal = numbers("ordinal")
-    if total > 1 and np.any(ordinal[1:] < ordinal[:-1]):
-        frame = frame.take(np.argsort(ordinal, kind="stable")).reset_index(drop=True)
-    return frame
 
 
 def read_chrome_trace(path_or_file: str | os.PathLike[str] | IO[Any]) -> pd.DataFrame:
@@ -1152,7 +1241,7 @@ def read_chrome_trace(path_or_file: str | os.PathLike[str] | IO[Any]) -> pd.Data
         with _gc_paused():  # millions of short-lived dicts, no cycles: don't scan them
             top = _parse_trace(_Text(opened, label), sink)
             sink.finish()
-            frame = _frame(sink.segments)
+            frame = sink.frame()
     finally:
         if opened is not path_or_file:
             opened.close()
@@ -1316,10 +1405,10 @@ def read_trace_csv(
     used = {key_column, *time_columns}
     names = [_name_of(v) for v in python_values(key_column)]
     extras = {c: python_values(c) for c in table.columns if c not in used}
-    segment = _Segment(
-        np.arange(n, dtype=np.int64), names, extras.pop("cat", [""] * n),
-        extras.pop("pid", [0] * n), extras.pop("tid", [0] * n), start, dur,
-        {str(c): v for c, v in extras.items()}, problems)
-    frame = _frame([segment])
+    sink = _Collector()
+    sink.append(np.arange(n, dtype=np.int64), names, extras.pop("cat", [""] * n),
+                extras.pop("pid", [0] * n), extras.pop("tid", [0] * n), start, dur,
+                {str(c): v for c, v in extras.items()}, problems)
+    frame = sink.frame()
     frame.attrs["source"] = str(path)
     return frame

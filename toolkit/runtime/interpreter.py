@@ -210,7 +210,7 @@ class Interpreter:
                           f"({s.op.kind} {s.op.name!r}, output tensor {s.op.outputs[0].name!r})"
                 ) from e
             if tracer is not None:
-                tracer.log(s.key, t0, clock(), **s.args)
+                tracer.record(s.key, t0, clock(), s.args)
             if s.rows is None:
                 if not s.checked:
                     self._check(s, res)

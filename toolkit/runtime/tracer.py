@@ -126,6 +126,15 @@ class EventTracer:
         self._starts.append(start)
         self._ends.append(end)
 
+    def record(self, key: int | str, start_ns: int, end_ns: int,
+               args: dict[str, Any] | None = None) -> None:
+        """Like :meth:`log`, for a runtime's hot loop: ``args`` is a prepared dict that the
+        tracer keeps (not copies), and the times must be ints from the tracer's clock."""
+        self._keys.append(key)
+        self._args.append(args or None)
+        self._starts.append(start_ns)
+        self._ends.append(end_ns)
+
     def event(self, key: int | str, /, track: str | None = None, **args: Any) -> _Span:
         """Context manager timing its block as one event (ended even if the block raises).
 

@@ -26,27 +26,31 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import ToolkitError
+from toolkit.trace.accumulate import CellSums
 from toolkit.trace.catalog import Catalog
 from toolkit.trace.keys import KEY_KINDS
 from toolkit.trace.read import Trace
-from toolkit.trace.split import group_sum
-from toolkit.trace.stats import STAT_COLUMNS, stats_frame
+from toolkit.trace.split import group_sum, split_by_weights
+from toolkit.trace.stats import STAT_COLUMNS, matrix_stats_frame
 
 __all__ = ["Attribution", "JoinResult", "STAT_COLUMNS"]
 
 _STR = pd.Series([""]).dtype
 _KIND_CATEGORIES = pd.Index(["", *KEY_KINDS], dtype=_STR)
+_BLOCK = 1 << 17
+_CELLS_PER_BLOCK = 1 << 22
 
 
 @dataclass
 class JoinResult:
-    """The arrays trace-join produces (one element per event, or per (event, member) pair).
+    """What trace-join computes.
 
-    ``target``: target of each event (-1 when unattributed); ``command``: command row (-1);
-    ``kind_code``: key kind used (0 none, else 1 + index in ``KEY_KINDS``); ``reason_code``:
-    index into ``reason_texts`` (0 = attributed); ``run_code``: index into ``run_values``.
-    Pairs: ``pair_event`` (event row), ``pair_member`` (member index of the catalog),
-    ``pair_ns`` (attributed nanoseconds). ``weight``: the policy weight of each member.
+    Per event: ``target`` (``int32``, -1 when unattributed), ``command`` (``int32`` command
+    row, -1), ``kind_code`` (``int8``: 0 no key, else 1 + index in ``KEY_KINDS``),
+    ``reason_code`` (``int16`` index into ``reason_texts``; 0 = attributed). ``runs``: the run
+    codes. ``weight`` / ``total_weight``: the policy's weight per member / per target.
+    ``target_events``: matched events per target; ``hit_members``: the catalog members of the
+    targets hit, one column each of ``sums`` (nanoseconds per (run, column)).
     """
 
     trace: Trace
@@ -60,16 +64,43 @@ class JoinResult:
     kind_code: np.ndarray
     reason_code: np.ndarray
     reason_texts: list[str]
-    run_code: np.ndarray
-    run_values: np.ndarray
-    pair_event: np.ndarray
-    pair_member: np.ndarray
-    pair_ns: np.ndarray
+    runs: Any
     weight: np.ndarray
+    total_weight: np.ndarray
+    target_events: np.ndarray
+    hit_members: np.ndarray
+    sums: CellSums
 
 
 def _str_column(values: Any) -> pd.Series:
     return pd.Series(list(values), dtype=_STR)
+
+
+def _row_matrix(sums: CellSums, column_row: np.ndarray, n_rows: int) -> np.ndarray:
+    """``(n_rows, runs)`` ns matrix: the columns of ``sums`` added into their rows (-1: none)."""
+    runs = sums.runs
+    out = np.zeros((n_rows, runs), dtype=np.int64)
+    cols = np.flatnonzero(column_row >= 0)
+    if len(cols) == 0 or runs == 0:
+        return out
+    rows = column_row[cols]
+    order = np.argsort(rows, kind="stable")
+    cols, rows = cols[order], rows[order]
+    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    used = rows[starts]
+    if sums.dense is not None:
+        matrix = sums.matrix()
+        step = max(1, _CELLS_PER_BLOCK // max(len(cols), 1))
+        for r0 in range(0, runs, step):
+            r1 = min(runs, r0 + step)
+            block = np.add.reduceat(matrix[r0:r1][:, cols], starts, axis=1)
+            out[used, r0:r1] = block.T
+        return out
+    run, column, ns = sums.triplets()
+    row_of = column_row[column]
+    keep = row_of >= 0
+    np.add.at(out, (row_of[keep], run[keep]), ns[keep])
+    return out
 
 
 class Attribution:
@@ -99,13 +130,14 @@ class Attribution:
         self.trace = r.trace
         self.provenance = r.provenance
         self.total_ns = int(dur.sum())
-        self.attributed_ns = int(r.pair_ns.sum())
+        self.attributed_ns = r.sums.total()
         self.unattributed_ns = int(dur[r.reason_code != 0].sum())
-        self.runs = len(r.run_values)
+        self.runs = len(r.runs)
         if r.key is not None:
             self.key_used = r.key
         else:
-            used = np.unique(r.kind_code[r.kind_code > 0])
+            used = np.flatnonzero(np.bincount(r.kind_code[r.kind_code > 0].astype(np.int64),
+                                              minlength=len(KEY_KINDS) + 1))
             self.key_used = "+".join(KEY_KINDS[k - 1] for k in used.tolist())
 
     def __repr__(self) -> str:
@@ -114,33 +146,43 @@ class Attribution:
                 f"run(s), {int((self._r.reason_code != 0).sum())} event(s) unattributed>")
 
     # ------------------------------------------------------------------ internals
-    def _member_targets(self) -> np.ndarray:
-        cat = self._r.catalog
-        return np.repeat(np.arange(cat.targets, dtype=np.int64), cat.target_sizes())
-
     def _event_counts(self, member_row: np.ndarray, n_rows: int) -> np.ndarray:
         """Matched events per row, where ``member_row`` gives each member's row (-1: none)."""
         r = self._r
-        matched = r.target[r.target >= 0]
-        per_target = np.bincount(matched, minlength=r.catalog.targets)
-        valid = member_row >= 0
+        members = r.hit_members
+        rows = member_row[members]
+        valid = rows >= 0
         if not valid.any() or n_rows == 0:
             return np.zeros(n_rows, dtype=np.int64)
-        cells = np.unique(self._member_targets()[valid] * n_rows + member_row[valid])
+        member_target = np.repeat(np.arange(r.catalog.targets, dtype=np.int64),
+                                  r.catalog.target_sizes())[members]
+        cells = np.unique(member_target[valid] * n_rows + rows[valid])
         t, row = np.divmod(cells, n_rows)
-        return group_sum(row, per_target[t], n_rows)
+        return group_sum(row, r.target_events[t], n_rows)
 
     def _grouped(self, member_row: np.ndarray, n_rows: int) -> pd.DataFrame:
-        """Statistics per row for pairs mapped by ``member_row`` (rows < 0 left out)."""
+        """Statistics per row of members mapped by ``member_row`` (rows < 0 left out)."""
         r = self._r
-        rows = member_row[r.pair_member]
-        keep = rows >= 0
-        if not keep.all():
-            rows = rows[keep]
-        run = r.run_code[r.pair_event if keep.all() else r.pair_event[keep]]
-        ns = r.pair_ns if keep.all() else r.pair_ns[keep]
-        return stats_frame(rows, run, ns, n_rows, self.runs,
-                           self._event_counts(member_row, n_rows), self.total_ns)
+        matrix = _row_matrix(r.sums, member_row[r.hit_members], n_rows)
+        return matrix_stats_frame(matrix, self._event_counts(member_row, n_rows),
+                                  self.total_ns)
+
+    def _blocks(self) -> Any:
+        """Yield ``(rows, member, ns)`` per block of attributed events, re-splitting them."""
+        r = self._r
+        cat = r.catalog
+        dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
+        sizes = cat.target_sizes()
+        n = len(dur)
+        for b0 in range(0, n, _BLOCK):
+            b1 = min(n, b0 + _BLOCK)
+            rows = np.flatnonzero(r.target[b0:b1] >= 0) + b0
+            if len(rows) == 0:
+                continue
+            t = r.target[rows].astype(np.int64)
+            local, member, ns = split_by_weights(dur[rows], cat.target_ptr[t], sizes[t],
+                                                 r.total_weight[t], r.weight)
+            yield rows[local], member, ns
 
     @staticmethod
     def _join(ids: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
@@ -239,10 +281,19 @@ class Attribution:
                 "stripe": cmd["stripe"].fillna(-1).to_numpy(dtype=np.int64)
                 if "stripe" in cmd.columns and c else np.full(c, -1, np.int64),
             })
-            rows = np.flatnonzero(r.command >= 0)
+            sums = CellSums(self.runs, c)
             dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
-            stats = stats_frame(r.command[rows], r.run_code[rows], dur[rows], c, self.runs,
-                                np.bincount(r.command[rows], minlength=c), self.total_ns)
+            run = r.trace.events["run"].to_numpy(dtype=np.int64)
+            counts = np.zeros(c, dtype=np.int64)
+            for b0 in range(0, len(dur), _BLOCK):
+                b1 = min(len(dur), b0 + _BLOCK)
+                rows = np.flatnonzero(r.command[b0:b1] >= 0) + b0
+                if len(rows):
+                    cmd = r.command[rows].astype(np.int64)
+                    sums.add(r.runs.codes(run[rows]), cmd, dur[rows])
+                    counts += np.bincount(cmd, minlength=c)
+            stats = matrix_stats_frame(_row_matrix(sums, np.arange(c), c), counts,
+                                       self.total_ns)
             self._cache["command"] = self._join(ids, stats)
         return self._cache["command"].copy()
 
@@ -297,29 +348,41 @@ class Attribution:
 
     def events(self) -> pd.DataFrame:
         """The join in long form: one row per (attributed event, compiled op, source op,
-        layer).
+        layer), events in trace order.
 
         Columns: ``event_id``, ``run`` (int64), ``key_kind`` (categorical), ``optimised_id``
         (int64, -1 when the piece has no compiled op), ``source_id`` (int64), ``layer``
         (categorical str), ``attributed_ns`` (int64; the pieces of one event sum to its
-        ``dur_ns``).
+        ``dur_ns``). Computed again from the split on each call (a trace of n events gives
+        about n x members-per-op rows).
         """
         r = self._r
         cat = r.catalog
         ev = r.trace.events
-        m = r.pair_member
+        event_id = ev["event_id"].to_numpy(dtype=np.int64)
+        run = ev["run"].to_numpy(dtype=np.int64)
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in ("row", "member", "ns")}
+        for rows, member, ns in self._blocks():
+            order = np.argsort(rows, kind="stable")
+            parts["row"].append(rows[order])
+            parts["member"].append(member[order])
+            parts["ns"].append(ns[order])
+        empty = np.zeros(0, dtype=np.int64)
+        rows = np.concatenate(parts["row"]) if parts["row"] else empty
+        m = np.concatenate(parts["member"]) if parts["member"] else empty
+        ns = np.concatenate(parts["ns"]) if parts["ns"] else empty
         op = cat.member_op[m]
         return pd.DataFrame({
-            "event_id": ev["event_id"].to_numpy(dtype=np.int64)[r.pair_event],
-            "run": ev["run"].to_numpy(dtype=np.int64)[r.pair_event],
-            "key_kind": pd.Categorical.from_codes(r.kind_code[r.pair_event].astype(np.int64),
+            "event_id": event_id[rows],
+            "run": run[rows],
+            "key_kind": pd.Categorical.from_codes(r.kind_code[rows].astype(np.int64),
                                                   categories=_KIND_CATEGORIES),
             "optimised_id": np.where(op >= 0, cat.op_ids[np.maximum(op, 0)]
                                      if len(cat.op_ids) else -1, -1).astype(np.int64),
             "source_id": cat.source_id[cat.member_source[m]].astype(np.int64),
             "layer": pd.Categorical.from_codes(cat.member_layer[m],
                                                categories=pd.Index(cat.layer_names, dtype=_STR)),
-            "attributed_ns": r.pair_ns.astype(np.int64),
+            "attributed_ns": ns.astype(np.int64),
         })
 
     def keys(self) -> pd.DataFrame:
@@ -401,34 +464,40 @@ class Attribution:
     def check(self) -> None:
         """Verify conservation; raise :class:`ToolkitError` naming the first failure.
 
-        Checks: attributed + unattributed = total; the pieces of every attributed event sum
-        to its duration (and unattributed events have no pieces); ``by_layer``,
-        ``by_source_op`` and (with pieces that have no compiled op) ``by_op`` sum to
-        :attr:`attributed_ns`.
+        Checks: attributed + unattributed = total; splitting every attributed event again
+        gives pieces >= 0 that sum to its duration, and to :attr:`attributed_ns` in all;
+        ``by_layer``, ``by_source_op`` and (with pieces that have no compiled op) ``by_op``
+        sum to :attr:`attributed_ns`.
         """
         r = self._r
-        dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
-        n = len(dur)
+        ev = r.trace.events
+        dur = ev["dur_ns"].to_numpy(dtype=np.int64)
         if self.attributed_ns + self.unattributed_ns != self.total_ns:
             raise ToolkitError(f"attributed {self.attributed_ns} + unattributed "
                                f"{self.unattributed_ns} != total {self.total_ns} ns")
-        per_event = group_sum(r.pair_event, r.pair_ns, n) if len(r.pair_ns) else np.zeros(
-            n, np.int64)
-        expected = np.where(r.reason_code == 0, dur, 0)
-        bad = np.flatnonzero(per_event != expected)
-        if len(bad):
-            i = int(bad[0])
-            raise ToolkitError(f"event {i} has {int(per_event[i])} ns attributed for a "
-                               f"duration of {int(expected[i])} ns",
-                               where=f"event_id {int(r.trace.events['event_id'].iloc[i])}")
-        if len(r.pair_ns) and int(r.pair_ns.min()) < 0:
-            raise ToolkitError("a negative share was attributed")
+        again = 0
+        for rows, _member, ns in self._blocks():
+            if len(ns) and int(ns.min()) < 0:
+                raise ToolkitError("a negative share was attributed")
+            uniq, inverse = np.unique(rows, return_inverse=True)
+            got = group_sum(inverse.reshape(-1), ns, len(uniq))
+            bad = np.flatnonzero(got != dur[uniq])
+            if len(bad):
+                i = int(uniq[bad[0]])
+                raise ToolkitError(f"event {i} has {int(got[bad[0]])} ns attributed for a "
+                                   f"duration of {int(dur[i])} ns",
+                                   where=f"event_id {int(ev['event_id'].iloc[i])}")
+            again += int(ns.sum())
+        if again != self.attributed_ns:
+            raise ToolkitError(f"the split gives {again} ns, the sums hold {self.attributed_ns}")
         for view in ("by_layer", "by_source_op"):
             got = int(getattr(self, view)()["total_ns"].sum())
             if got != self.attributed_ns:
                 raise ToolkitError(f"{view}() sums to {got} ns, attributed is "
                                    f"{self.attributed_ns} ns")
-        no_op = int(r.pair_ns[r.catalog.member_op[r.pair_member] < 0].sum())
+        column_op = r.catalog.member_op[r.hit_members]
+        _run, column, ns = r.sums.triplets()
+        no_op = int(ns[column_op[column] < 0].sum())
         got = int(self.by_op()["total_ns"].sum()) + no_op
         if got != self.attributed_ns:
             raise ToolkitError(f"by_op() plus time without an op is {got} ns, attributed is "

@@ -394,38 +394,50 @@ def split_int(totals: np.ndarray, unit: np.ndarray, weights: np.ndarray) -> np.n
     if n == 0:
         return np.zeros(0, dtype=_I64)
     totals = np.asarray(totals, dtype=_I64)
-    w_obj = np.asarray(weights, dtype=object)
-    if any(int(x) < 0 for x in w_obj.tolist()):
+    u_count = len(totals)
+    w_arr = np.asarray(weights)
+    if w_arr.dtype.kind in "iu" and (not len(w_arr) or int(w_arr.max()) < 2**62):
+        w = w_arr.astype(_I64)
+        if (w < 0).any():
+            raise ValueError("split weights must be non-negative")
+        wsum = np.zeros(u_count, dtype=_I64)
+        np.add.at(wsum, unit, w)
+        count = np.bincount(unit, minlength=u_count).astype(_I64)
+        equal = wsum == 0
+        w = np.where(equal[unit], 1, w)
+        wsum = np.where(equal, count, wsum)
+        mag = np.abs(totals)
+        if not u_count or float(mag.max()) * float(max(int(wsum.max()), 1)) < 2.0**62:
+            t = mag[unit]
+            ws = wsum[unit]
+            q, r = np.divmod(t * w, ws)
+            given = np.zeros(u_count, dtype=_I64)
+            np.add.at(given, unit, q)
+            left = mag - given
+            order = np.lexsort((np.arange(n), -r, unit))
+            first = np.searchsorted(unit[order], np.arange(u_count))
+            rank = np.empty(n, dtype=_I64)
+            rank[order] = np.arange(n) - first[unit[order]]
+            share = q + (rank < left[unit]).astype(_I64)
+            return np.where(totals[unit] < 0, -share, share).astype(_I64)
+    # exact Python integers: weights or products beyond int64
+    w_list = [int(x) for x in np.asarray(weights, dtype=object).tolist()]
+    if any(x < 0 for x in w_list):
         raise ValueError("split weights must be non-negative")
-    mag = np.abs(totals.astype(object)).astype(object)
-    wsum = [0] * len(totals)
-    for u, x in zip(unit.tolist(), w_obj.tolist()):
-        wsum[u] += int(x)
-    count = np.bincount(unit, minlength=len(totals))
-    equal = np.array([ws == 0 for ws in wsum], dtype=bool)
-    w_list = [1 if equal[u] else int(x) for u, x in zip(unit.tolist(), w_obj.tolist())]
-    wsum = [int(c) if e else ws for ws, c, e in zip(wsum, count.tolist(), equal.tolist())]
-    big = max(int(m) for m in mag.tolist()) * max(wsum) if len(totals) else 0
-    if big < 2**62:  # everything fits in int64: vectorised
-        t = np.abs(totals)[unit]
-        w = np.array(w_list, dtype=_I64)
-        ws = np.array(wsum, dtype=_I64)[unit]
-        q, r = np.divmod(t * w, ws)
-        given = np.zeros(len(totals), dtype=_I64)
-        np.add.at(given, unit, q)
-        left = np.abs(totals) - given
-        order = np.lexsort((np.arange(n), -r, unit))
-        first = np.searchsorted(unit[order], np.arange(len(totals)))
-        rank = np.empty(n, dtype=_I64)
-        rank[order] = np.arange(n) - first[unit[order]]
-        share = q + (rank < left[unit]).astype(_I64)
-        return np.where(totals[unit] < 0, -share, share).astype(_I64)
+    mag = [abs(int(t)) for t in totals.tolist()]
+    wsum_l = [0] * u_count
+    count_l = [0] * u_count
+    for u, x in zip(unit.tolist(), w_list):
+        wsum_l[u] += x
+        count_l[u] += 1
+    w_list = [x if wsum_l[u] else 1 for u, x in zip(unit.tolist(), w_list)]
+    wsum_l = [ws if ws else c for ws, c in zip(wsum_l, count_l)]
     share_l, rem_l = [], []
     for u, x in zip(unit.tolist(), w_list):
-        q, r = divmod(int(mag[u]) * x, wsum[u])  # Python ints: no overflow
+        q, r = divmod(mag[u] * x, wsum_l[u])
         share_l.append(q)
         rem_l.append(r)
-    left_l = [int(m) for m in mag.tolist()]
+    left_l = list(mag)
     for u, q in zip(unit.tolist(), share_l):
         left_l[u] -= q
     for i in sorted(range(n), key=lambda i: (unit[i], -rem_l[i], i)):
@@ -441,7 +453,8 @@ def split_int(totals: np.ndarray, unit: np.ndarray, weights: np.ndarray) -> np.n
 # Attribution (through trace-join)
 
 
-def join_units(frame: pd.DataFrame, provenance: Any, policy: str, key: str) -> Attribution:
+def join_units(frame: pd.DataFrame, provenance: Any, policy: str, key: str, *,
+               overlaps: str = "keep") -> Attribution:
     """Run trace-join on an event frame whose events are cost units.
 
     Args:
@@ -451,9 +464,10 @@ def join_units(frame: pd.DataFrame, provenance: Any, policy: str, key: str) -> A
         provenance: the :class:`~toolkit.vela.provenance.VelaProvenance`.
         policy: :data:`POLICIES`; ``vela`` joins on ``source_op_index`` whatever ``key``.
         key: the trace-join key kind.
+        overlaps: trace-join's overlap mode (``keep``: every event counts; ``leaves``).
 
     Returns:
-        trace-join's :class:`~toolkit.trace.Attribution` (overlapping events kept).
+        trace-join's :class:`~toolkit.trace.Attribution`.
     """
     from toolkit.trace import read_trace, trace_join
 
@@ -461,7 +475,7 @@ def join_units(frame: pd.DataFrame, provenance: Any, policy: str, key: str) -> A
         raise VelaError(f"unknown split policy {policy!r}", fix=f"use one of {POLICIES}")
     if policy == "vela":
         key, policy = "source_op_index", "equal"
-    return trace_join(read_trace(frame), provenance, policy=policy, key=key, overlaps="keep")
+    return trace_join(read_trace(frame), provenance, policy=policy, key=key, overlaps=overlaps)
 
 
 def _convert(values: np.ndarray, metric: str, float_metrics: frozenset[str], scale: int

@@ -81,11 +81,6 @@ def _ints(values: pd.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.where(ok, arr, 0).astype(_I64), ok
 
 
-def _is_missing(value: object) -> bool:
-    """Return True for None, NaN and pandas' missing values."""
-    return value is None or bool(pd.isna(value)) if not isinstance(value, list | dict) else False
-
-
 def _read(trace: pd.DataFrame | str | os.PathLike[str]) -> pd.DataFrame:
     """Return ``trace`` as a frame (a path is read with :func:`read_chrome_trace`)."""
     if isinstance(trace, pd.DataFrame):
@@ -96,60 +91,67 @@ def _read(trace: pd.DataFrame | str | os.PathLike[str]) -> pd.DataFrame:
 
 
 def _map_events(trace: pd.DataFrame, queue: pd.DataFrame, point: str
-                ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Map events to queue rows.
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Map events to queue rows (vectorised over events).
 
     Returns:
         (event row, queue row position) pairs as two int arrays, and per event the reason it
-        maps to nothing (``""`` when it maps).
+        maps to nothing (object array of str, ``""`` when it maps).
     """
     n = len(trace)
-    reason = [""] * n
     qs, qs_ok = _ints(_arg(trace, "qread"), n)
     qe, qe_ok = _ints(_arg(trace, "qread_end"), n)
     cs_col = _arg(trace, "cmdstream_id")
     cs, cs_ok = _ints(cs_col, n)
-    streams = sorted(set(queue["cmdstream_id"].tolist()))
+    streams = np.array(sorted(set(queue["cmdstream_id"].tolist())), dtype=_I64)
     if len(streams) == 1:  # an event without a stream id is in the only stream
         cs = np.where(cs_ok, cs, streams[0]).astype(_I64)
         cs_ok = np.ones(n, bool)
-    problem = (trace["problem"].astype(str).to_numpy() if "problem" in trace.columns
-               else np.full(n, "", dtype=object))
-    for i in range(n):
-        if problem[i] not in ("", "nan", "None"):
-            reason[i] = f"trace problem: {problem[i]}"
-        elif not qs_ok[i]:
-            reason[i] = "event has no args.qread"
-        elif not cs_ok[i]:
-            reason[i] = ("several command streams: the event needs args.cmdstream_id"
-                         if cs_col is None or _is_missing(cs_col.iloc[i])
-                         else "bad args.cmdstream_id")
-        elif int(cs[i]) not in streams:
-            reason[i] = f"unknown command stream {int(cs[i])}"
+    reason = np.full(n, "", dtype=object)
+    if "problem" in trace.columns:
+        problem = trace["problem"].astype(object).where(trace["problem"].notna(), "")
+        problem = problem.astype(str).to_numpy(dtype=object)
+        bad = ~np.isin(problem, ["", "nan", "None"])
+        reason[bad] = ["trace problem: " + p for p in problem[bad].tolist()]
+
+    def give(mask: np.ndarray, text: str | np.ndarray) -> None:
+        free = mask & (reason == "")
+        reason[free] = text if isinstance(text, str) else text[free]
+
+    give(~qs_ok, "event has no args.qread")
+    no_id = (np.ones(n, bool) if cs_col is None
+             else cs_col.isna().to_numpy(dtype=bool) & ~cs_ok)
+    give(~cs_ok & no_id, "several command streams: the event needs args.cmdstream_id")
+    give(~cs_ok, "bad args.cmdstream_id")
+    give(~np.isin(cs, streams), np.array([f"unknown command stream {c}" for c in cs.tolist()],
+                                         dtype=object))
     ev_out: list[np.ndarray] = []
     row_out: list[np.ndarray] = []
     side = "right" if point == "at" else "left"
-    for s in streams:
-        rows = np.flatnonzero((queue["cmdstream_id"] == s).to_numpy())
-        offs = queue["offset"].to_numpy(dtype=_I64)[rows]
-        ev = np.array([i for i in range(n) if not reason[i] and cs[i] == s], dtype=np.intp)
+    offsets = queue["offset"].to_numpy(dtype=_I64)
+    stream_of = queue["cmdstream_id"].to_numpy(dtype=_I64)
+    for s in streams.tolist():
+        rows = np.flatnonzero(stream_of == s)  # queue is sorted by offset within a stream
+        offs = offsets[rows]
+        ev = np.flatnonzero((reason == "") & (cs == s))
         if not len(ev):
             continue
         lo = np.searchsorted(offs, 4 * qs[ev], side="left")
         hi = np.searchsorted(offs, 4 * qe[ev], side="left")
         ranged = qe_ok[ev] & (qe[ev] > qs[ev]) & (hi > lo)
         pt = np.searchsorted(offs, 4 * qs[ev], side=side) - 1
-        for k, e in enumerate(ev.tolist()):
-            if ranged[k]:
-                ev_out.append(np.full(hi[k] - lo[k], e, np.intp))
-                row_out.append(rows[lo[k]:hi[k]])
-            elif pt[k] >= 0:
-                ev_out.append(np.array([e], np.intp))
-                row_out.append(rows[pt[k]:pt[k] + 1])
-            else:
-                reason[e] = "qread lies before the first command of its stream"
+        count = (hi - lo)[ranged]
+        start = np.repeat(lo[ranged], count)
+        within = np.arange(len(start)) - np.repeat(np.cumsum(count) - count, count)
+        ev_out.append(np.repeat(ev[ranged], count))
+        row_out.append(rows[start + within])
+        single = ~ranged & (pt >= 0)
+        ev_out.append(ev[single])
+        row_out.append(rows[pt[single]])
+        reason[ev[~ranged & (pt < 0)]] = "qread lies before the first command of its stream"
     if ev_out:
-        return np.concatenate(ev_out), np.concatenate(row_out).astype(np.intp), reason
+        return (np.concatenate(ev_out).astype(np.intp),
+                np.concatenate(row_out).astype(np.intp), reason)
     return np.zeros(0, np.intp), np.zeros(0, np.intp), reason
 
 
@@ -171,7 +173,6 @@ def npu_trace_frame(trace: pd.DataFrame | str | os.PathLike[str], provenance: Ve
         if col not in trace.columns:
             raise VelaError(f"the trace has no {col} column",
                             fix="read Chrome traces with toolkit.formats.chrome_trace")
-    n = len(trace)
     queue = provenance.queue()
     ev, row, reason = _map_events(trace, queue, point)
     order = np.lexsort((row, ev))  # pieces of one event together, in queue order
@@ -189,18 +190,19 @@ def npu_trace_frame(trace: pd.DataFrame | str | os.PathLike[str], provenance: Ve
         first = np.searchsorted(local, np.arange(len(uniq_ev)))
         before = csum - share - (csum - share)[first][local]
     start = pd.to_numeric(trace["start_ns"], errors="coerce").fillna(0).to_numpy(dtype=_I64)
-    own = provenance.scheduled_sources()
-    own_src = dict(zip(own["scheduled_id"].tolist(), own["source_id"].tolist()))
+    own = provenance.scheduled_sources().drop_duplicates("scheduled_id")
     sid = queue["scheduled_id"].to_numpy(dtype=_I64)[row]
+    at = pd.Index(own["scheduled_id"]).get_indexer(sid)
+    own_src = np.where(at >= 0, own["source_id"].to_numpy(dtype=_I64)[np.maximum(at, 0)]
+                       if len(own) else -1, -1).astype(_I64)
 
-    lost = np.array([i for i in range(n) if reason[i]], dtype=np.intp)
+    lost = np.flatnonzero(reason != "")
     pieces = trace.iloc[ev].copy()
     pieces["start_ns"] = start[ev] + before
     pieces["dur_ns"] = share
     pieces["arg_command_id"] = pd.array(queue["command_id"].to_numpy(dtype=_I64)[row],
                                         dtype="Int64")
-    pieces["arg_op_index"] = np.array([own_src.get(int(s), -1) for s in sid.tolist()],
-                                      dtype=_I64)
+    pieces["arg_op_index"] = own_src
     pieces["arg_event"] = ev.astype(_I64)
     rest = trace.iloc[lost].copy()
     rest["arg_command_id"] = pd.array([None] * len(lost), dtype="Int64")
@@ -220,7 +222,8 @@ def npu_trace_frame(trace: pd.DataFrame | str | os.PathLike[str], provenance: Ve
 
 
 def join_npu_trace(trace: pd.DataFrame | str | os.PathLike[str], provenance: VelaProvenance,
-                   *, policy: str = "macs", point: str = "at") -> Attribution:
+                   *, policy: str = "macs", point: str = "at", overlaps: str = "leaves"
+                   ) -> Attribution:
     """Attribute the durations of NPU trace events to source ops through Vela's queue.
 
     Args:
@@ -229,8 +232,11 @@ def join_npu_trace(trace: pd.DataFrame | str | os.PathLike[str], provenance: Vel
             file path.
         provenance: the Vela output's provenance (``VelaResult.provenance``).
         policy: split over a compiled op's source ops: trace-join's ``macs``, ``bytes``,
-            ``equal``, or ``vela`` (the command's own scheduled op's source op only).
+            ``equal``, or ``vela`` (the command's own scheduled op's source op only; the join is
+            then keyed by source op index, so ``by_command()`` and ``by_op()`` stay empty).
         point: how a point event picks its row (:data:`POINT_RULES`, module docstring).
+        overlaps: trace-join's overlap mode: ``leaves`` (default: an event enclosing or
+            partly overlapping others on its track is unattributed) or ``keep``.
 
     Returns:
         trace-join's :class:`~toolkit.trace.Attribution` of :func:`npu_trace_frame` keyed by
@@ -239,7 +245,7 @@ def join_npu_trace(trace: pd.DataFrame | str | os.PathLike[str], provenance: Vel
         reason.
     """
     return join_units(npu_trace_frame(trace, provenance, point=point), provenance, policy,
-                      "command_id")
+                      "command_id", overlaps=overlaps)
 
 
 def _cycles_per_row(db: VelaDebugDB, queue: pd.DataFrame,

@@ -348,7 +348,7 @@ class VelaProvenance:
 
     # ------------------------------------------------------------------ Vela-specific views
     def source_status(self) -> pd.DataFrame:
-        """Return one row per source op: where Vela put it.
+        """Return one row per source op: where Vela put it (a copy; see :meth:`_status`).
 
         Columns: ``source_id``, ``op_index`` (int64), ``operator``, ``name`` (str, from the
         model), ``vela_source_id`` (int64, -1 when Vela does not list the op),
@@ -358,6 +358,11 @@ class VelaProvenance:
         ``scheduled_ops`` (int64, scheduled ops carrying it, group members included),
         ``removed`` (bool) and ``removed_reason`` (str, ``""`` when not removed).
         """
+        return self._status.copy()
+
+    @cached_property
+    def _status(self) -> pd.DataFrame:
+        """The frame :meth:`source_status` returns."""
         src = self.db.table("source")
         vela_of = {k: v for v, k in self._vela_source.items()}
         vela_op = (dict(zip(_int_column(src, "id").tolist(), src["operator"].astype(str)))

@@ -145,6 +145,8 @@ class VelaResult:
     summary: dict[str, Any] | None
     estimates: ScheduledEstimates = field(repr=False)
     provenance: VelaProvenance = field(repr=False)
+    _attributions: dict[tuple[str, str], VelaAttribution] = field(
+        default_factory=dict, repr=False, compare=False)
 
     @property
     def core(self) -> str:
@@ -178,8 +180,11 @@ class VelaResult:
             CPU), ``by_layer()``, ``by_op()``, ``unattributed()``, ``events()``,
             ``totals()``, ``check()``.
         """
-        return estimate_attribution(self.estimates, self.provenance, metric=metric,
-                                    policy=policy)
+        key = (metric, policy)
+        if key not in self._attributions:
+            self._attributions[key] = estimate_attribution(self.estimates, self.provenance,
+                                                           metric=metric, policy=policy)
+        return self._attributions[key]
 
     def npu_trace_join(self, trace: pd.DataFrame | str | os.PathLike[str], *,
                        policy: str = "macs", point: str = "at") -> Attribution:

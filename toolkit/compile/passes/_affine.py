@@ -73,7 +73,7 @@ def channel_const(op: Op, x: Tensor) -> np.ndarray | None:
     if out.shape != x.shape:
         return None
     v = per_channel(arr, len(x.shape), x.shape[-1])
-    if v is None or not np.all(np.isfinite(v)):
+    if v is None or not np.isfinite(v).all():
         return None
     return v
 

@@ -76,8 +76,10 @@ def per_channel(arr: np.ndarray, out_rank: int, channels: int) -> np.ndarray | N
         return None
     if arr.ndim and (any(d != 1 for d in arr.shape[:-1]) or arr.shape[-1] not in (1, channels)):
         return None
-    return np.broadcast_to(arr.astype(np.float64).reshape(-1), (channels,)).copy() \
-        if arr.size in (1, channels) else None
+    flat = arr.reshape(-1)
+    if flat.size == channels:
+        return flat.astype(np.float64)
+    return np.full(channels, float(flat[0])) if flat.size == 1 else None
 
 
 def with_options(op: Op, **fields: Any) -> None:

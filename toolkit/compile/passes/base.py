@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from toolkit.ir import Graph, Model
 
-__all__ = ["PassResult", "GraphPass"]
+__all__ = ["PassResult", "GraphPass", "drop_unused_tensors"]
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,26 @@ class PassResult:
     modified: bool
 
 
+def drop_unused_tensors(graph: Graph) -> int:
+    """Remove tensors that no op produces or reads and that are not graph inputs, outputs
+    or an op's ``intermediates``; return how many were removed."""
+    tensors = graph.tensors
+    keep = {id(t) for t in (*graph.inputs, *graph.outputs)}
+    for t in tensors:
+        p = t.producer
+        if p is not None and p.extra.get("intermediates"):
+            keep.update(id(x) for x in p.extra["intermediates"] if x is not None)
+    n = 0
+    for t in tensors:
+        if t.producer is None and not t.consumers and id(t) not in keep:
+            graph.remove_tensor(t)
+            n += 1
+    return n
+
+
 class GraphPass:
-    """Base class of the passes: runs :meth:`run` on every subgraph of a model."""
+    """Base class of the passes: runs :meth:`run` on every subgraph of a model, between
+    :meth:`requires` and :meth:`ensures` (as onnx-ir's passes do)."""
 
     #: Name used in logs, errors and ``rewrites()``.
     name: ClassVar[str] = "pass"
@@ -42,12 +60,20 @@ class GraphPass:
 
     def __call__(self, model: Model) -> PassResult:
         """Run the pass on every subgraph; return ``PassResult(model, modified)``."""
+        self.requires(model)
         modified = False
         for g in model.subgraphs:
             if self.run(g):
                 modified = True
-                g.remove_unused_tensors()
+                drop_unused_tensors(g)
+        self.ensures(model)
         return PassResult(model, modified)
+
+    def requires(self, model: Model) -> None:
+        """Check preconditions before the pass runs (raise to refuse); none by default."""
+
+    def ensures(self, model: Model) -> None:
+        """Check postconditions after the pass ran (raise when broken); none by default."""
 
     def run(self, graph: Graph) -> bool:
         """Rewrite ``graph`` in place; return True when anything changed."""

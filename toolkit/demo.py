@@ -1,0 +1,174 @@
+"""The end-to-end demo behind ``make demo`` (``toolkit demo --out out``).
+
+1. compile ``sample_models/cnn.tflite`` (stripes for a 4 KiB buffer) and write its
+   provenance (circle origin tables, Vela-style debug database, debug-handle map);
+2. run the compiled model 10 times with the reference runtime, tracing every command;
+3. join the trace back to the original layers and write the attribution tables, a Chrome
+   trace whose events carry their layers, and Model Explorer node data;
+4. partition ``Net_InstanceNorm_003`` as circle-partitioner's example does and check that the
+   chained parts compute what the source model computes;
+5. run the real Vela compiler (when installed) on the int8 CNN and attribute its estimates to
+   the same layers;
+6. execute the notebooks and render them to HTML (``--no-notebooks`` skips this).
+
+Everything is written under ``--out``; a summary is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import toolkit as tk
+from toolkit.errors import ToolkitError
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_models"
+NOTEBOOKS = ROOT / "notebooks"
+
+PART_EXAMPLE = """[partition]
+backends=cpu,acl_cl
+default=cpu
+comply=opcode
+
+[OPCODE]
+DIV=acl_cl
+"""
+
+
+def _say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def _table(df: pd.DataFrame, n: int = 12) -> str:
+    with pd.option_context("display.width", 160, "display.max_columns", 12,
+                           "display.max_colwidth", 48):
+        return df.head(n).to_string(index=False)
+
+
+def compile_run_join(out: Path) -> None:
+    """Steps 1-3 on the CNN sample; writes into ``out/cnn``."""
+    from toolkit.compile import Target, compile_model
+    from toolkit.formats.chrome_trace import write_chrome_trace
+    from toolkit.trace import trace_join
+    from toolkit.trace.export import to_chrome_trace, to_model_explorer
+
+    d = out / "cnn"
+    model = tk.load(SAMPLES / "cnn.tflite")
+    compiled = compile_model(model, target=Target(buffer_bytes=4096))
+    written = compiled.save(d, stem="cnn")
+    _say(f"[compile] cnn.tflite: {len(model.graph)} source ops -> {len(compiled.model.graph)} "
+         f"compiled ops -> {len(compiled.commands())} commands")
+    for p in written:
+        _say(f"          wrote {p}")
+    _say(_table(compiled.rewrites()[["relation", "pass", "sources", "result"]], 20))
+
+    outputs, trace = tk.run(compiled, None, trace=True, repeat=10)
+    reference = tk.run(model, None)
+    for name, arr in reference.items():
+        np.testing.assert_allclose(outputs[name], arr, rtol=1e-5, atol=1e-6)
+    events = trace.to_frame()
+    write_chrome_trace(events, d / "runtime_trace.json", process_name="cnn (compiled)")
+    att = trace_join(trace, compiled, policy="macs")
+    att.check()
+    by_layer = att.by_layer()
+    by_layer.to_csv(d / "by_layer.csv", index=False)
+    att.by_source_op().to_csv(d / "by_source_op.csv", index=False)
+    att.by_op().to_csv(d / "by_op.csv", index=False)
+    att.by_command().to_csv(d / "by_command.csv", index=False)
+    to_chrome_trace(att, d / "trace_with_layers.json")
+    to_model_explorer(att, d / "model_explorer_node_data.json")
+    s = att.summary()
+    _say(f"[run]     {len(events)} trace events over {s['runs']} runs -> "
+         f"{d / 'runtime_trace.json'}")
+    _say(f"[join]    {s['attributed_ns']} of {s['total_ns']} ns attributed, "
+         f"{s['unattributed_ns']} ns unattributed (policy {s['policy']}, key {s['key_used']})")
+    _say(_table(by_layer.sort_values("total_ns", ascending=False)[
+        ["layer", "total_ns", "share", "avg_ms", "p50_ms"]]))
+
+
+def partition_example(out: Path) -> None:
+    """Step 4: circle-partitioner's Net_InstanceNorm_003 example; writes ``out/partition``."""
+    from toolkit.partition import partition
+
+    d = out / "partition"
+    d.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SAMPLES / "Net_InstanceNorm_003.circle", d)
+    (d / "Net_InstanceNorm_003.part").write_text(PART_EXAMPLE)
+    result = partition(d / "Net_InstanceNorm_003.circle", d / "Net_InstanceNorm_003.part",
+                       work_path=d)
+    files = result.write(d)
+    x = {"Input": np.random.default_rng(0).uniform(-1, 1, (1, 8, 6, 12)).astype(np.float32)}
+    chained = tk.run(d / "Net_InstanceNorm_003.conn.json", x)
+    source = tk.run(result.source, x)
+    same = all(np.array_equal(chained[k], source[k]) for k in source)
+    _say(f"[part]    {len(result.parts)} parts, chained outputs "
+         f"{'identical to' if same else 'DIFFER from'} the source model's")
+    for p in files:
+        _say(f"          wrote {p}")
+    _say(_table(result.parts_table()[["part", "backend", "op_count", "inputs", "outputs",
+                                      "cut_in_bytes"]]))
+    if not same:
+        raise ToolkitError("partitioned model does not reproduce the source model")
+
+
+def vela_example(out: Path) -> None:
+    """Step 5: Vela's estimates for the int8 CNN per original layer; writes ``out/vela``."""
+    try:
+        from toolkit.vela import read_vela, run_vela
+    except ImportError as e:  # pragma: no cover - vela is part of the notebooks extra
+        _say(f"[vela]    skipped: {e}")
+        return
+    d = out / "vela"
+    try:
+        run_vela(SAMPLES / "cnn_int8.tflite", d, accelerator="ethos-u55-128")
+    except ToolkitError as e:
+        _say(f"[vela]    skipped: {e}")
+        return
+    att = read_vela(d, model=SAMPLES / "cnn_int8.tflite").attribution()
+    by_layer = att.by_layer()
+    by_layer.to_csv(d / "vela_by_layer.csv", index=False)
+    _say(f"[vela]    Vela's estimates per original layer -> {d / 'vela_by_layer.csv'}")
+    _say(_table(by_layer))
+
+
+def render_notebooks(out: Path) -> None:
+    """Step 6: execute every notebook and write it as HTML into ``out/notebooks``."""
+    try:
+        import nbformat
+        from nbclient import NotebookClient
+        from nbconvert import HTMLExporter
+    except ImportError as e:  # pragma: no cover
+        _say(f"[notebooks] skipped: {e}")
+        return
+    d = out / "notebooks"
+    d.mkdir(parents=True, exist_ok=True)
+    for nb_path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        nb = nbformat.read(nb_path, as_version=4)
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+        html, _ = HTMLExporter().from_notebook_node(nb)
+        target = d / (nb_path.stem + ".html")
+        target.write_text(html, encoding="utf-8")
+        _say(f"[notebooks] {nb_path.name} -> {target}")
+
+
+def main_demo(argv: list[str] | None = None) -> int:
+    """Run the demo; return 0 on success."""
+    p = argparse.ArgumentParser(prog="toolkit demo", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=Path("out"))
+    p.add_argument("--no-notebooks", action="store_true", help="skip rendering the notebooks")
+    a = p.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    compile_run_join(a.out)
+    partition_example(a.out)
+    vela_example(a.out)
+    if not a.no_notebooks:
+        render_notebooks(a.out)
+    _say(f"done: results under {a.out.resolve()}")
+    return 0
