@@ -392,3 +392,16 @@ def test_signature_follows_moved_outputs(tmp_path: Path) -> None:
     assert name == "y" and t is c.model.graph.outputs[0] and t.name == "out"
     back = load_compiled(tmp_path) if c.save(tmp_path) else None
     assert back is not None and back.model.signature_defs[0].outputs[0][1].name == "out"
+
+
+def test_load_compiled_rejects_mismatched_files(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    compile_model(ROOT / "sample_models" / "cnn.tflite").save(a, stem="m")
+    compile_model(ROOT / "sample_models" / "cnn.tflite", passes=[]).save(b, stem="m")
+    (b / "m.circle").replace(a / "m.circle")
+    with pytest.raises(ToolkitError, match="queue"):
+        load_compiled(a)
+    with pytest.raises(ToolkitError, match="not a folder"):
+        load_compiled(tmp_path / "nowhere")
+    with pytest.raises(ToolkitError, match="version"):
+        decode_debug_handles(b'{"version": true, "identifier_type": "int", "handles": {}}')

@@ -133,7 +133,11 @@ def _csv_totals(res: VelaResult) -> dict[str, float]:
 
 
 def test_core_matches_configuration(int8_run: Run) -> None:
+    import toolkit as tk
+
     res = int8_run.res
+    again = tk.read_vela(int8_run.outdir, model=int8_run.model_path)
+    assert isinstance(again, VelaResult) and again.db.tables.keys() == res.db.tables.keys()
     assert res.core == ("legacy" if CONFIGS[int8_run.config][1] else "default")
     assert res.per_layer is not None and len(res.per_layer) > 0
     assert res.summary is not None and res.summary["network"] == int8_run.model_path.stem

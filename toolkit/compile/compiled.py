@@ -37,6 +37,10 @@ DEBUG_DB_TABLES: dict[str, list[str]] = {
     "queue": ["offset", "cmdstream_id", "optimised_id"],
     "cmdstream": ["id", "file_offset"],
     "origins": ["optimised_id", "source_id"],
+    "source_ops": SOURCE_COLUMNS,
+    "removed": ["source_id", "reason"],
+    "target": ["name", "buffer_bytes", "macs_per_cycle", "bytes_per_cycle", "clock_hz",
+               "command_bytes"],
 }
 _I64 = "int64"
 SOURCE_DTYPES = {c: _I64 for c in SOURCE_COLUMNS if c not in ("operator", "name")}
@@ -109,6 +113,19 @@ class CompiledModel:
         self._source_frame: pd.DataFrame | None = None
         self._removed_frame: pd.DataFrame | None = None
         self._source_file: str | None = None
+
+    @classmethod
+    def restored(cls, model: Model, target: Target, command_list: list[Command],
+                 handles: list[int | str], source_ops: pd.DataFrame, removed: pd.DataFrame,
+                 source_file: str | None) -> CompiledModel:
+        """Return a compiled model rebuilt from saved files: no source model, its source-op
+        and removed tables given as read (see :func:`~toolkit.compile.saved.load_compiled`)."""
+        new = cls(None, model, target, command_list, handles)
+        new._source_frame = source_ops[SOURCE_COLUMNS].astype(SOURCE_DTYPES)
+        new._removed_frame = removed[["source_id", "reason"]].astype(
+            {"source_id": _I64, "reason": "str"})
+        new._source_file = source_file
+        return new
 
     # ----------------------------------------------------------------- views
     @property
@@ -282,11 +299,7 @@ class CompiledModel:
         cmdstream = pd.DataFrame({"id": np.zeros(1, np.int64),
                                   "file_offset": np.full(1, -1, np.int64)})
         t = self.target
-        target = pd.DataFrame({"name": [t.name], "buffer_bytes": [t.buffer_bytes],
-                               "macs_per_cycle": [t.macs_per_cycle],
-                               "bytes_per_cycle": [t.bytes_per_cycle],
-                               "clock_hz": [float(t.clock_hz)],
-                               "command_bytes": [t.command_bytes]})
+        target = pd.DataFrame({c: [getattr(t, c)] for c in DEBUG_DB_TABLES["target"]})
         return {"source": source, "optimised": optimised, "queue": self.queue(),
                 "cmdstream": cmdstream, "origins": self.origins(),
                 "source_ops": self.source_ops(), "removed": self.removed(), "target": target}

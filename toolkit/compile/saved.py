@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from toolkit.compile.compiled import SOURCE_DTYPES, CompiledModel
+from toolkit.compile.compiled import CompiledModel
 from toolkit.compile.lowering import lower
 from toolkit.compile.target import Target
 from toolkit.errors import ToolkitError
 from toolkit.formats.debug_handles import read_debug_handles
 from toolkit.formats.flatbuffer_read import load
 from toolkit.formats.vela_db import read_debug_db
-from toolkit.provenance import SOURCE_COLUMNS
 
 __all__ = ["load_compiled"]
 
@@ -79,15 +78,16 @@ def load_compiled(outdir: str | os.PathLike[str], stem: str | None = None) -> Co
     if sorted(by_op) != list(range(n_ops)):
         raise ToolkitError(f"the debug handle map covers ops {sorted(by_op)[:5]}..., the model "
                            f"has {n_ops}", where=str(out / f"{stem}.debug_handles.json"))
-    compiled = CompiledModel(None, model, target, commands, [by_op[i] for i in range(n_ops)])
-    src = _need(db.tables, "source_ops", where)[SOURCE_COLUMNS].copy()
-    src["operator"] = src["operator"].astype(str)
-    src["name"] = src["name"].astype(str)
-    compiled._source_frame = src.astype(SOURCE_DTYPES)
-    removed = _need(db.tables, "removed", where)
-    compiled._removed_frame = pd.DataFrame({
-        "source_id": removed["source_id"].astype("int64") if len(removed) else
-        pd.Series([], dtype="int64"),
-        "reason": removed["reason"].astype(str) if len(removed) else pd.Series([], dtype=str)})
-    compiled._source_file = db.source_file
-    return compiled
+    src = _need(db.tables, "source_ops", where).copy()
+    for col in ("operator", "name"):  # all-digit names would have been read as numbers
+        src[col] = src[col].astype(str)
+    removed = _need(db.tables, "removed", where).copy()
+    if "reason" in removed:
+        removed["reason"] = removed["reason"].astype(str)
+    try:
+        return CompiledModel.restored(model, target, commands,
+                                      [by_op[i] for i in range(n_ops)], src, removed,
+                                      db.source_file)
+    except (KeyError, ValueError, TypeError) as e:
+        raise ToolkitError(f"the source_ops or removed table is malformed ({e})",
+                           where=where) from None

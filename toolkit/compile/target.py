@@ -8,6 +8,7 @@ figures of the cost model (see :mod:`toolkit.compile.lowering`).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -40,6 +41,9 @@ class Target:
 
     def __post_init__(self) -> None:
         self.validate()
+        for f in ("buffer_bytes", "macs_per_cycle", "bytes_per_cycle", "command_bytes"):
+            object.__setattr__(self, f, int(getattr(self, f)))
+        object.__setattr__(self, "clock_hz", float(self.clock_hz))
 
     def validate(self) -> None:
         """Raise :class:`ToolkitError` naming the first invalid field."""
@@ -48,7 +52,7 @@ class Target:
                                where="Target.name")
         for f in ("buffer_bytes", "macs_per_cycle", "bytes_per_cycle", "command_bytes"):
             v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v <= 0:
                 raise ToolkitError(f"{f} must be a positive integer, got {v!r}",
                                    where=f"Target.{f}")
         if self.command_bytes % 4:
@@ -56,7 +60,7 @@ class Target:
                                where="Target.command_bytes",
                                fix="NPU command streams are made of 32-bit words")
         hz = self.clock_hz
-        if isinstance(hz, bool) or not isinstance(hz, (int, float)) or not math.isfinite(hz) \
+        if isinstance(hz, bool) or not isinstance(hz, numbers.Real) or not math.isfinite(hz) \
                 or hz <= 0:
             raise ToolkitError(f"clock_hz must be a positive finite number, got {hz!r}",
                                where="Target.clock_hz")

@@ -142,14 +142,12 @@ def encode_debug_handles(handles: Mapping[Identifier, Iterable[int]],
         "identifier_type": kind,
         "handles": {str(k): sorted(int(i) for i in v) for k, v in handles.items()},
     }
-    if len(body["handles"]) != len(handles):
-        raise ToolkitError("two identifiers have the same text form")
     if optimised_ids is not None:
         unknown = [k for k in optimised_ids if k not in handles]
         if unknown:
             raise ToolkitError(f"optimised_ids names identifiers {unknown[:5]} without handles")
         body["optimised_ids"] = {str(k): int(v) for k, v in optimised_ids.items()}
-    return (json.dumps(body, indent=1) + "\n").encode("utf-8")
+    return (json.dumps(body, separators=(",", ":")) + "\n").encode("utf-8")
 
 
 def _key(text: str, kind: str, where: str) -> Identifier:
@@ -170,7 +168,8 @@ def decode_debug_handles(data: bytes | str, where: str = "<debug handles>") -> D
         body = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise ToolkitError(f"not valid JSON ({e})", where=where) from None
-    if not isinstance(body, dict) or body.get("version") != FORMAT_VERSION:
+    version = body.get("version") if isinstance(body, dict) else None
+    if type(version) is not int or version != FORMAT_VERSION:
         raise ToolkitError(f"not a version-{FORMAT_VERSION} debug handle map", where=where,
                            fix="expected {'version': 1, 'identifier_type': ..., 'handles': ...}")
     kind = body.get("identifier_type")

@@ -135,6 +135,9 @@ class _PartTracer:
         args.update(part=s.index, part_file=s.file, backend=s.backend)
         return self._inner.log(key, t0, t1, track=track or s.backend or None, **args)
 
+    def record(self, key: Any, t0: int, t1: int, args: dict[str, Any] | None = None) -> Any:
+        return self.log(key, t0, t1, **(args or {}))
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 

@@ -30,7 +30,7 @@ from toolkit.trace.accumulate import CellSums
 from toolkit.trace.catalog import Catalog
 from toolkit.trace.keys import KEY_KINDS
 from toolkit.trace.read import Trace
-from toolkit.trace.split import group_sum, split_by_weights
+from toolkit.trace.split import TargetWeights, group_sum, split_targets
 from toolkit.trace.stats import STAT_COLUMNS, matrix_stats_frame
 
 __all__ = ["Attribution", "JoinResult", "STAT_COLUMNS"]
@@ -48,7 +48,7 @@ class JoinResult:
     Per event: ``target`` (``int32``, -1 when unattributed), ``command`` (``int32`` command
     row, -1), ``kind_code`` (``int8``: 0 no key, else 1 + index in ``KEY_KINDS``),
     ``reason_code`` (``int16`` index into ``reason_texts``; 0 = attributed). ``runs``: the run
-    codes. ``weight`` / ``total_weight``: the policy's weight per member / per target.
+    codes. ``weight``: the policy's weight per member; ``weights``: the same laid out per target.
     ``target_events``: matched events per target; ``hit_members``: the catalog members of the
     targets hit, one column each of ``sums`` (nanoseconds per (run, column)).
     """
@@ -66,7 +66,7 @@ class JoinResult:
     reason_texts: list[str]
     runs: Any
     weight: np.ndarray
-    total_weight: np.ndarray
+    weights: TargetWeights
     target_events: np.ndarray
     hit_members: np.ndarray
     sums: CellSums
@@ -136,9 +136,9 @@ class Attribution:
         if r.key is not None:
             self.key_used = r.key
         else:
-            used = np.flatnonzero(np.bincount(r.kind_code[r.kind_code > 0].astype(np.int64),
-                                              minlength=len(KEY_KINDS) + 1))
-            self.key_used = "+".join(KEY_KINDS[k - 1] for k in used.tolist())
+            codes = r.kind_code
+            self.key_used = "+".join(kind for i, kind in enumerate(KEY_KINDS)
+                                     if bool(np.any(codes == i + 1)))
 
     def __repr__(self) -> str:
         return (f"<Attribution policy={self.policy!r} key={self.key_used!r}: "
@@ -168,11 +168,11 @@ class Attribution:
                                   self.total_ns)
 
     def _blocks(self) -> Any:
-        """Yield ``(rows, member, ns)`` per block of attributed events, re-splitting them."""
+        """Yield ``(rows, member, ns)`` per block of attributed events, split again: one
+        element per (event, member) piece, grouped by member count."""
         r = self._r
-        cat = r.catalog
+        ptr = r.catalog.target_ptr
         dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
-        sizes = cat.target_sizes()
         n = len(dur)
         for b0 in range(0, n, _BLOCK):
             b1 = min(n, b0 + _BLOCK)
@@ -180,9 +180,10 @@ class Attribution:
             if len(rows) == 0:
                 continue
             t = r.target[rows].astype(np.int64)
-            local, member, ns = split_by_weights(dur[rows], cat.target_ptr[t], sizes[t],
-                                                 r.total_weight[t], r.weight)
-            yield rows[local], member, ns
+            for rows_k, share in split_targets(dur[rows], t, r.weights):
+                k = share.shape[0]
+                member = ptr[t[rows_k]][None, :] + np.arange(k)[:, None]
+                yield np.tile(rows[rows_k], k), member.ravel(), share.ravel()
 
     @staticmethod
     def _join(ids: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:

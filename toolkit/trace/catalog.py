@@ -75,9 +75,9 @@ class IntLookup:
         query = np.asarray(query, dtype=np.int64)
         if self._dense is not None:
             table = self._dense
-            inside = (query >= 0) & (query < len(table))
-            if inside.all():
+            if len(query) == 0 or (query.min() >= 0 and query.max() < len(table)):
                 return table[query]
+            inside = (query >= 0) & (query < len(table))
             out = np.full(len(query), UNKNOWN, dtype=np.int64)
             out[inside] = table[query[inside]]
             return out
@@ -145,6 +145,7 @@ class Catalog:
     member_layer: np.ndarray
     member_factor: np.ndarray
     command_lookup: IntLookup
+    command_target_lookup: IntLookup
     op_lookup: IntLookup
     part_op_lookup: IntLookup
     part_lookup: IntLookup
@@ -384,8 +385,9 @@ def build_catalog(prov: Provenance) -> Catalog:
     # ---- commands
     command_op = op_lookup_pos.get(_ids(cmd, "optimised_id", "commands")) if len(cmd) else \
         np.zeros(0, np.int64)
-    command_lookup = IntLookup(_ids(cmd, "command_id", "commands") if len(cmd) else
-                               np.zeros(0, np.int64), np.arange(len(cmd), dtype=np.int64))
+    command_ids = _ids(cmd, "command_id", "commands") if len(cmd) else np.zeros(0, np.int64)
+    command_lookup = IntLookup(command_ids, np.arange(len(cmd), dtype=np.int64))
+    command_target_lookup = IntLookup(command_ids, command_op + op_base)
 
     return Catalog(
         source_id=all_ids, source_name=source_name, source_operator=source_operator,
@@ -396,7 +398,8 @@ def build_catalog(prov: Provenance) -> Catalog:
         target_ptr=target_ptr, target_kind=np.concatenate(kinds) if kinds else
         np.zeros(0, np.int8), target_op=target_op, member_op=member_op,
         member_source=member_source, member_layer=member_layer, member_factor=member_factor,
-        command_lookup=command_lookup, op_lookup=IntLookup(op_ids, np.arange(o) + op_base),
+        command_lookup=command_lookup, command_target_lookup=command_target_lookup,
+        op_lookup=IntLookup(op_ids, np.arange(o) + op_base),
         part_op_lookup=part_op_lookup, part_lookup=part_lookup,
         source_index_lookup=source_index_lookup, handle_int_lookup=handle_int_lookup,
         handle_text_lookup=handle_text_lookup, name_lookup=name_lookup,

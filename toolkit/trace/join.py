@@ -46,12 +46,12 @@ from toolkit.trace.overlaps import find_overlaps, track_codes
 from toolkit.trace.policies import POLICIES, member_weights
 from toolkit.trace.read import Trace, read_trace
 from toolkit.trace.resolve import NO_KIND, reads_as_source_index, resolve_keys
-from toolkit.trace.split import split_groups
+from toolkit.trace.split import TargetWeights, exact_int, split_targets
 
 __all__ = ["trace_join", "POLICIES", "as_provenance", "RunCodes"]
 
 _OVERLAPS = ("leaves", "keep")
-_BLOCK = 1 << 17
+_BLOCK = 1 << 16
 
 
 class _Reasons:
@@ -168,17 +168,15 @@ def _event_kinds(trace: Trace, key: str | None) -> tuple[np.ndarray, np.ndarray]
 
 def _split_and_sum(target: np.ndarray, command: np.ndarray, reason: np.ndarray,
                    dur: np.ndarray, run: np.ndarray, runs: RunCodes, cat: Catalog,
-                   weight: np.ndarray, total: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, CellSums]:
+                   weights: TargetWeights) -> tuple[np.ndarray, np.ndarray, CellSums]:
     """Split every matched event and sum the pieces per (run, member), block by block.
 
     Sets ``target`` and ``command`` to -1 where ``reason`` is not 0 (in place). Returns the
-    matched events per target, the members of the targets hit (one column each) and the
-    sums.
+    matched events per target, the members of the targets hit (one column each, in member
+    order, so a target's members are adjacent columns) and the sums.
     """
     n = len(dur)
     sizes = cat.target_sizes()
-    ptr = cat.target_ptr
     target_events = np.zeros(cat.targets, dtype=np.int64)
     for b0 in range(0, n, _BLOCK):
         b1 = min(n, b0 + _BLOCK)
@@ -190,8 +188,9 @@ def _split_and_sum(target: np.ndarray, command: np.ndarray, reason: np.ndarray,
         target_events += np.bincount(t[t >= 0], minlength=cat.targets)
     member_target = np.repeat(np.arange(cat.targets, dtype=np.int64), sizes)
     hit_members = np.flatnonzero(target_events[member_target] > 0)
-    column_of = np.full(len(member_target), -1, dtype=np.int64)
-    column_of[hit_members] = np.arange(len(hit_members))
+    first_column = np.full(cat.targets, -1, dtype=np.int64)
+    hit_targets = np.flatnonzero((target_events > 0) & (sizes > 0))
+    first_column[hit_targets] = np.searchsorted(hit_members, cat.target_ptr[hit_targets])
     cols = len(hit_members)
     sums = CellSums(len(runs), cols)
     for b0 in range(0, n, _BLOCK):
@@ -207,26 +206,24 @@ def _split_and_sum(target: np.ndarray, command: np.ndarray, reason: np.ndarray,
                 continue
             t = t[rows].astype(np.int64)
             d, r = dur[b0:b1][rows], run[b0:b1][rows]
-        first = ptr[t]
         code = runs.codes(r)
-        base = code * cols + column_of[first]
+        base = code * cols + first_column[t]
         low = int(code.min()) * cols
         span = (int(code.max()) + 1) * cols - low
-        count = sizes[t]
-        pieces = int(count.sum())
-        exact = int(d.max()) * len(d) < (1 << 53)
-        dense = exact and sums.span_ok(low, span, pieces)
-        acc = np.zeros(span, dtype=np.float64) if dense else None
-        for rows_k, _members, share in split_groups(d, first, count, total[t], weight):
-            k = share.shape[1]
-            cells = base[rows_k][:, None] + np.arange(k, dtype=np.int64)[None, :]
-            if acc is not None:
-                acc += np.bincount((cells - low).ravel(), weights=share.ravel(),
-                                   minlength=span)
-            else:
-                sums.add_cells(cells.ravel(), share.ravel())
-        if acc is not None:
-            sums.add_span(low, acc.astype(np.int64))
+        cells: list[np.ndarray] = []
+        shares: list[np.ndarray] = []
+        for rows_k, share in split_targets(d, t, weights):
+            k = share.shape[0]
+            at = base if len(rows_k) == len(base) else base[rows_k]
+            cells.append((at[None, :] + np.arange(k, dtype=np.int64)[:, None]).ravel()
+                          if k > 1 else at)
+            shares.append(share.ravel())
+        cell = cells[0] if len(cells) == 1 else np.concatenate(cells)
+        ns = shares[0] if len(shares) == 1 else np.concatenate(shares)
+        if int(d.max()) * len(d) < (1 << 52) and sums.span_ok(low, span, len(ns)):
+            sums.add_span(low, exact_int(np.bincount(cell - low, weights=ns, minlength=span)))
+        else:
+            sums.add_cells(cell, ns)
     return target_events, hit_members, sums
 
 
@@ -305,13 +302,14 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
         reasons.set_rows(overlapping, "overlaps an earlier event on its track")
         reasons.set_rows(enclosing, "encloses other events on its track")
     weight, total = member_weights(cat, policy)
+    weights = TargetWeights(cat.target_ptr[:-1], sizes, weight, total)
     target_events, hit_members, sums = _split_and_sum(
         target, command, reasons.codes, dur, events["run"].to_numpy(dtype=np.int64), runs,
-        cat, weight, total)
+        cat, weights)
 
     result = JoinResult(
         trace=trace, catalog=cat, provenance=prov, policy=policy, key=key, overlaps=overlaps,
         target=target, command=command, kind_code=kind, reason_code=reasons.codes,
-        reason_texts=reasons.texts, runs=runs, weight=weight, total_weight=total,
+        reason_texts=reasons.texts, runs=runs, weight=weight, weights=weights,
         target_events=target_events, hit_members=hit_members, sums=sums)
     return Attribution(result)

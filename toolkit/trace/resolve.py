@@ -64,11 +64,8 @@ def _lookup(kind: str, values: np.ndarray, cat: Catalog, part: np.ndarray | None
             target[retry] = _factorized_lookup(raw, lambda v: texts.get(str(v), UNKNOWN))
         return target, command, np.ones(n, dtype=bool)
     if kind == "command_id":
-        row = cat.command_lookup.get(ints)
-        found = row >= 0
-        target = np.full(n, UNKNOWN, dtype=np.int64)
-        target[found] = cat.command_op[row[found]]
-        command = np.where(target >= 0, row, -1)
+        target = cat.command_target_lookup.get(ints)
+        command = cat.command_lookup.get(ints)
     elif kind == "op_index":
         target = cat.op_lookup.get(ints)
     elif kind == "part":

@@ -10,107 +10,157 @@ from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["split_groups", "split_by_weights", "group_sum", "MAX_TOTAL_WEIGHT"]
+__all__ = ["TargetWeights", "split_targets", "split_by_weights", "group_sum", "exact_int",
+           "MAX_TOTAL_WEIGHT"]
 
 #: A target's weights are scaled down (ratios kept to 1 part in 2**31) when they sum above
 #: this, so that ``remainder * weight`` stays inside ``int64``.
 MAX_TOTAL_WEIGHT = 1 << 31
-_EXACT_FLOAT = 1 << 53
+_EXACT_FLOAT = 1 << 52
 _PAIRWISE_MAX = 6  # members up to which ranks come from pairwise comparisons, not argsort
+_TWO52 = float(1 << 52)
+_TWO52_BITS = np.array([_TWO52]).view(np.int64)[0]
 
 
 def _bonus(rem: np.ndarray, left: np.ndarray) -> np.ndarray:
-    """1 for the ``left[i]`` members of row ``i`` with the largest ``rem`` (ties: lower
-    column first), else 0; ``rem`` is ``(m, k)``, ``left`` ``(m,)``."""
-    m, k = rem.shape
+    """``(k, m)`` 0/1: 1 for the ``left[i]`` members of event ``i`` with the largest remainder
+    ``rem[:, i]`` (ties: the member listed first)."""
+    k, m = rem.shape
+    if k == 2:  # left is 0 or 1
+        first = (rem[0] >= rem[1]) & (left > 0)
+        return np.stack([first, (left > 0) & ~first]).astype(np.int64)
     if k <= _PAIRWISE_MAX:
-        rank = np.zeros((m, k), dtype=np.int64)
+        bonus = np.empty((k, m), dtype=np.int64)
         for j in range(k):
-            col = rem[:, j]
-            r = rank[:, j]
+            col = rem[j]
+            rank = np.zeros(m, dtype=np.int64)
             for i in range(k):
                 if i < j:
-                    r += rem[:, i] >= col
+                    rank += rem[i] >= col
                 elif i > j:
-                    r += rem[:, i] > col
-        return (rank < left[:, None]).astype(np.int64)
-    order = np.argsort(-rem, axis=1, kind="stable")
-    bonus = np.zeros((m, k), dtype=np.int64)
+                    rank += rem[i] > col
+            np.less(rank, left, out=bonus[j], casting="unsafe")
+        return bonus
+    order = np.argsort(-rem, axis=0, kind="stable")
+    bonus = np.zeros((k, m), dtype=np.int64)
     np.put_along_axis(bonus, order,
-                      (np.arange(k)[None, :] < left[:, None]).astype(np.int64), axis=1)
+                      (np.arange(k)[:, None] < left[None, :]).astype(np.int64), axis=0)
     return bonus
 
 
-def split_groups(dur: np.ndarray, first: np.ndarray, count: np.ndarray, total: np.ndarray,
-                 weight: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Split each duration over its members in proportion to integer weights, exactly.
+class TargetWeights:
+    """Member weights of every target, laid out for splitting many events at once.
 
-    Event ``i`` has members ``first[i] .. first[i] + count[i] - 1`` (indices into ``weight``)
-    whose weights sum to ``total[i]`` (``1 <= total[i] <= MAX_TOTAL_WEIGHT``). Member ``j``
-    gets ``floor(dur[i] * weight[j] / total[i])``; the ``r`` nanoseconds left over (``r <
-    count[i]``) go one each to the ``r`` members with the largest remainders
-    ``dur[i] * weight[j] mod total[i]``, ties to the member listed first (largest remainder,
-    Hamilton's method). A member of weight 0 never gets a share.
+    Target ``t`` has members ``first[t] .. first[t] + count[t] - 1`` (indices into
+    ``weight``) whose weights sum to ``total[t]`` (``1 .. MAX_TOTAL_WEIGHT`` for a target
+    with members). Targets with ``k`` members share one ``(k, n_k)`` weight matrix.
+    """
+
+    def __init__(self, first: np.ndarray, count: np.ndarray, weight: np.ndarray,
+                 total: np.ndarray) -> None:
+        self.first = np.asarray(first, dtype=np.int64)
+        self.count = np.asarray(count, dtype=np.int64)
+        self.total = np.asarray(total, dtype=np.int64)
+        self.position = np.zeros(len(count), dtype=np.int64)
+        self.matrix: dict[int, np.ndarray] = {}
+        for k in np.unique(self.count).tolist():
+            if k <= 0:
+                continue
+            ts = np.flatnonzero(self.count == k)
+            self.position[ts] = np.arange(len(ts))
+            self.matrix[k] = weight[self.first[ts][None, :] + np.arange(k)[:, None]]
+
+
+def split_targets(dur: np.ndarray, target: np.ndarray, weights: TargetWeights
+                  ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Split each duration over the members of its target in proportion to their weights.
+
+    Member ``j`` gets ``floor(dur * w_j / W)``; the ``r`` nanoseconds left over (``r < k``)
+    go one each to the ``r`` members with the largest remainders ``dur * w_j mod W``, ties to
+    the member listed first (largest remainder, Hamilton's method). A member of weight 0
+    never gets a share. Exact in ``int64`` for any ``dur >= 0``.
 
     Args:
         dur: ``int64`` durations (>= 0), one per event.
-        first, count, total: ``int64`` per event, as above (``count >= 1``).
-        weight: ``int64`` member weights (>= 0).
+        target: ``int64`` target of each event (one with members).
+        weights: the targets' member weights.
 
     Yields:
-        ``(rows, members, shares)`` per member count ``k``: the events with ``k`` members
-        (``int64`` indices into the inputs, ascending), their member indices and their
-        nanoseconds, both ``(len(rows), k)`` ``int64``; each row of ``shares`` sums to its
-        event's ``dur``.
+        ``(rows, shares)`` per member count ``k``: the events with ``k`` members (``int64``
+        indices into the inputs, ascending) and their nanoseconds, ``(k, len(rows))``
+        ``int64`` (row ``j``: member ``j``); each column sums to its event's ``dur``.
     """
     n = len(dur)
     if n == 0:
         return
+    count = weights.count[target]
     kmax = int(count.max())
     if kmax == 1:
-        yield np.arange(n, dtype=np.int64), first[:, None], dur[:, None]
+        yield np.arange(n, dtype=np.int64), dur[None, :]
         return
     sizes = np.flatnonzero(np.bincount(count, minlength=kmax + 1))
     for k in sizes.tolist():
         rows = np.flatnonzero(count == k) if len(sizes) > 1 else np.arange(n, dtype=np.int64)
         if k == 1:
-            yield rows, first[rows][:, None], dur[rows][:, None]
+            yield rows, dur[rows][None, :]
             continue
-        idx = first[rows][:, None] + np.arange(k, dtype=np.int64)[None, :]
-        w = weight[idx]
+        t = target[rows]
         d = dur[rows]
-        tot = total[rows]
+        tot = weights.total[t]
+        w = weights.matrix[k][:, weights.position[t]]
         q, r = np.divmod(d, tot)
-        prod = r[:, None] * w  # < total * max weight <= 2**62
-        tot2 = tot[:, None]
-        base = prod // tot2
-        share = q[:, None] * w
+        prod = w * r  # < total * max weight <= 2**62
+        base = prod // tot
+        share = w * q
         share += base
-        left = d - share.sum(axis=1)
+        assigned = share[0].copy()
+        for j in range(1, k):
+            assigned += share[j]
+        left = d - assigned
         if left.any():
-            prod -= base * tot2  # the remainders
+            prod -= base * tot  # the remainders
             share += _bonus(prod, left)
-        yield rows, idx, share
+        yield rows, share
 
 
 def split_by_weights(dur: np.ndarray, first: np.ndarray, count: np.ndarray, total: np.ndarray,
                      weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`split_groups` flattened: ``(event, member, ns)`` ``int64`` arrays, one element
-    per (event, member) pair, grouped by member count, members of one event in listed order;
-    the ``ns`` of one event sum to its ``dur``."""
-    events: list[np.ndarray] = []
-    members: list[np.ndarray] = []
-    shares: list[np.ndarray] = []
-    for rows, idx, share in split_groups(dur, first, count, total, weight):
-        events.append(np.repeat(rows, idx.shape[1]))
-        members.append(idx.ravel())
-        shares.append(share.ravel())
-    if not events:
+    """Split each duration over its own members, exactly (as :func:`split_targets`).
+
+    Event ``i`` has members ``first[i] .. first[i] + count[i] - 1`` (indices into ``weight``)
+    whose weights sum to ``total[i]``.
+
+    Returns:
+        ``(event, member, ns)``: ``int64`` arrays with one element per (event, member) pair,
+        in event order and members in listed order; the ``ns`` of one event sum to its
+        ``dur``.
+    """
+    if len(dur) == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty.copy(), empty.copy()
-    if len(events) == 1:
-        return events[0], members[0], shares[0]
-    return np.concatenate(events), np.concatenate(members), np.concatenate(shares)
+    keys = np.stack([np.asarray(first, np.int64), np.asarray(count, np.int64)])
+    uniq, target = np.unique(keys, axis=1, return_inverse=True)
+    target = target.reshape(-1)
+    totals = np.zeros(uniq.shape[1], dtype=np.int64)
+    totals[target] = total
+    weights = TargetWeights(uniq[0], uniq[1], np.asarray(weight, np.int64), totals)
+    events, members, shares = [], [], []
+    for rows, share in split_targets(np.asarray(dur, np.int64), target, weights):
+        k = share.shape[0]
+        events.append(np.tile(rows, k))
+        members.append((weights.first[target[rows]][None, :]
+                        + np.arange(k)[:, None]).ravel())
+        shares.append(share.ravel())
+    event, member, ns = (np.concatenate(x) for x in (events, members, shares))
+    order = np.argsort(event, kind="stable")
+    return event[order], member[order], ns[order]
+
+
+def exact_int(values: np.ndarray) -> np.ndarray:
+    """``int64`` of float64 ``values`` that hold integers in ``[0, 2**52)``, without the slow
+    generic cast (adds 2**52 and reads the bits)."""
+    shifted = values + _TWO52
+    return shifted.view(np.int64) - _TWO52_BITS
 
 
 def group_sum(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
@@ -124,13 +174,13 @@ def group_sum(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
         return np.zeros(size, dtype=np.int64)
     low, high = int(values.min()), int(values.max())
     if low >= 0 and high * len(values) < _EXACT_FLOAT:
-        return np.bincount(groups, weights=values, minlength=size).astype(np.int64)
+        return exact_int(np.bincount(groups, weights=values, minlength=size))
     if low >= 0 and len(values) < (1 << 31):
         out = np.zeros(size, dtype=np.int64)
         mask = (1 << 21) - 1
         for shift in (0, 21, 42):
             part = np.bincount(groups, weights=(values >> shift) & mask, minlength=size)
-            out += part.astype(np.int64) << shift
+            out += exact_int(part) << shift
         return out
     out = np.zeros(size, dtype=np.int64)
     np.add.at(out, groups, values)

@@ -187,7 +187,8 @@ class VelaResult:
         return self._attributions[key]
 
     def npu_trace_join(self, trace: pd.DataFrame | str | os.PathLike[str], *,
-                       policy: str = "macs", point: str = "at") -> Attribution:
+                       policy: str = "macs", point: str = "at", overlaps: str = "leaves"
+                       ) -> Attribution:
         """Join an NPU trace whose events carry ``args.qread`` with this output.
 
         Returns:
@@ -196,7 +197,8 @@ class VelaResult:
         """
         from toolkit.vela.npu_trace import join_npu_trace
 
-        return join_npu_trace(trace, self.provenance, policy=policy, point=point)
+        return join_npu_trace(trace, self.provenance, policy=policy, point=point,
+                              overlaps=overlaps)
 
 
 def _read_optional_csv(path: Path) -> pd.DataFrame | None:

@@ -20,7 +20,9 @@ __all__ = ["layout", "draw_graph", "origin_colors", "palette"]
 
 
 def palette(n: int) -> list[Any]:
-    """Return ``n`` distinct colours (tab20, then tab20b/tab20c)."""
+    """Return ``n`` distinct colours (tab10 up to 10, else tab20, then tab20b/tab20c)."""
+    if n <= 10:
+        return list(plt.get_cmap("tab10").colors)[:n]  # type: ignore[attr-defined]
     cmaps = [plt.get_cmap("tab20"), plt.get_cmap("tab20b"), plt.get_cmap("tab20c")]
     cols = [c for cm in cmaps for c in cm.colors]  # type: ignore[attr-defined]
     return [cols[i % len(cols)] for i in range(n)]

@@ -10,6 +10,8 @@ cancel_quantize_pairs              remove    drops DEQUANTIZE→QUANTIZE round t
                                              requantizations
 fuse_instance_norm                 fuse      instance-norm subgraph → circle INSTANCE_NORM
 fuse_layer_norm                    fuse      layer-norm subgraph → CUSTOM ``LAYER_NORM``
+strength_reduce                    replace   POW(x, ±0.5 / 2) → SQRT / RSQRT / MUL; DIV by a
+                                             power of two → MUL
 fold_batch_norm                    absorb    constant MUL (+ADD) → weights and bias of
                                              CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED
 fuse_bias_add                      absorb    constant ADD/SUB → bias of the same
@@ -33,19 +35,20 @@ from toolkit.compile.passes.fuse_bias_add import FuseBiasAdd
 from toolkit.compile.passes.fuse_instance_norm import FuseInstanceNorm
 from toolkit.compile.passes.fuse_layer_norm import FuseLayerNorm
 from toolkit.compile.passes.remove_noop_reshape import RemoveNoopReshape
+from toolkit.compile.passes.strength_reduce import StrengthReduce
 
 __all__ = [
     "GraphPass", "PassResult", "PASSES", "DEFAULT_PASSES", "CancelQuantizePairs",
     "CancelTransposes", "EliminateCommonSubexpressions", "EliminateDeadCode", "FoldBatchNorm",
     "FoldConstants", "FuseActivation", "FuseBiasAdd", "FuseInstanceNorm", "FuseLayerNorm",
-    "RemoveNoopReshape",
+    "RemoveNoopReshape", "StrengthReduce",
 ]
 
 #: Every pass by name.
 PASSES: dict[str, type[GraphPass]] = {p.name: p for p in (
     FoldConstants, RemoveNoopReshape, CancelTransposes, CancelQuantizePairs, FuseInstanceNorm,
-    FuseLayerNorm, FoldBatchNorm, FuseBiasAdd, FuseActivation, EliminateCommonSubexpressions,
-    EliminateDeadCode,
+    FuseLayerNorm, StrengthReduce, FoldBatchNorm, FuseBiasAdd, FuseActivation,
+    EliminateCommonSubexpressions, EliminateDeadCode,
 )}
 
 #: The passes ``compile`` runs by default, in order. Normalisation fusions come before the

@@ -1,9 +1,24 @@
-"""Helpers shared by the kernels: options, quantization parameters, fused activations."""
+"""Helpers shared by the kernels: options, quantization parameters, fused activations, and
+the per-op cache of prepared constants.
+
+Per-op cache: a kernel derives constants from its op and its constant inputs (padding,
+reshaped filters, fixed-point multipliers, activation bounds) once and keeps them in
+``op.extra["_kernel_cache"]`` as ``(key, plan)``. The key holds the op's options object and
+its input and output tensor tuples (compared by identity: the toolkit replaces these rather
+than editing them) and the shapes and dtypes of the input arrays; a plan also checks that
+its constant inputs are the same array objects, so a different input shape, a rewired op or
+new weights prepare a new plan. Tensors' quantization parameters are read when a plan is
+made; give an op new tensors rather than editing the quantization of tensors it has used.
+"""
 
 from __future__ import annotations
 
+import contextvars
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -37,6 +52,15 @@ __all__ = [
     "int_matmul",
     "padding_same",
     "conv_out_and_pad",
+    "CACHE_KEY",
+    "cached_plan",
+    "store_plan",
+    "quiet",
+    "block_len",
+    "const_block",
+    "tile_block",
+    "FloatClamp",
+    "float_clamp",
 ]
 
 QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
@@ -263,3 +287,141 @@ def int_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.matmul(a, b)
     dt = exact_float_dtype(terms, a_mag, b_mag)
     return np.rint(np.matmul(a.astype(dt), b.astype(dt))).astype(np.int64)
+
+
+# ------------------------------------------------------------------ per-op cache
+CACHE_KEY = "_kernel_cache"
+"""Key of the prepared-constants cache in ``op.extra`` (see the module docstring)."""
+
+P = TypeVar("P")
+
+
+def cached_plan(op: Op, key: tuple[Any, ...]) -> Any:
+    """The plan cached on ``op`` for ``key``, or None."""
+    entry = op.extra.get(CACHE_KEY)
+    if entry is not None and entry[0] == key:
+        return entry[1]
+    return None
+
+
+def store_plan(op: Op, key: tuple[Any, ...], plan: P) -> P:
+    """Cache ``plan`` on ``op`` for ``key`` (replacing any other) and return it."""
+    op.extra[CACHE_KEY] = (key, plan)
+    return plan
+
+
+# ------------------------------------------------------------------ quiet float errors
+_QUIET_ON = contextvars.ContextVar("toolkit_kernels_quiet", default=False)
+_QUIET_LOCAL = threading.local()
+
+
+def _enter_quiet() -> None:
+    np.errstate(all="ignore").__enter__()
+    _QUIET_ON.set(True)
+
+
+def quiet(fn: Callable[..., P], *args: Any) -> P:
+    """``fn(*args)`` with NumPy floating-point errors ignored.
+
+    Same effect as calling it inside ``np.errstate(all="ignore")``, for a fraction of the
+    cost: the call runs in a context (one per thread) where that error state is set once.
+    Nested calls run directly.
+    """
+    if _QUIET_ON.get():
+        return fn(*args)
+    ctx = getattr(_QUIET_LOCAL, "ctx", None)
+    if ctx is None:
+        ctx = contextvars.Context()
+        ctx.run(_enter_quiet)
+        _QUIET_LOCAL.ctx = ctx
+    return ctx.run(fn, *args)
+
+
+# ------------------------------------------------------------------ blocked constants
+_BLOCK = 8192
+_MIN_BLOCK = 128
+
+
+@lru_cache(maxsize=1024)
+def block_len(size: int, period: int = 1) -> int:
+    """A row length for applying a constant that repeats every ``period`` elements to a
+    flat array of ``size`` elements: the largest multiple of ``period`` that divides ``size``
+    and is at most ``max(8192, period)``, or 0 when that is below 128 elements (or ``size``
+    is not a multiple of ``period``).
+
+    NumPy runs a binary ufunc fastest when both operands have long contiguous inner loops;
+    viewing the array as ``[size / L, L]`` against an ``L``-long tiled constant gives that.
+    """
+    if period <= 0 or size <= 0 or size % period:
+        return 0
+    rows = size // period
+    k = min(rows, max(1, _BLOCK // period))
+    while rows % k:
+        k -= 1
+    length = k * period
+    return length if length >= _MIN_BLOCK or length == size else 0
+
+
+@lru_cache(maxsize=256)
+def const_block(value: float | int, dtype: np.dtype, length: int) -> np.ndarray:
+    """A read-only array of ``length`` copies of ``value`` (shared between callers)."""
+    a = np.full(length, value, dtype=dtype)
+    a.setflags(write=False)
+    return a
+
+
+def tile_block(vec: np.ndarray, length: int) -> np.ndarray:
+    """``vec`` (one period) repeated to ``length`` elements, read-only."""
+    a = np.ascontiguousarray(np.tile(vec.reshape(-1), length // vec.size))
+    a.setflags(write=False)
+    return a
+
+
+class FloatClamp:
+    """A fused float activation (RELU family or TANH) applied in place to arrays of one
+    size, as :func:`float_activation` computes it."""
+
+    __slots__ = ("hi", "length", "lo", "tanh")
+
+    def __init__(self, lo: float | None, hi: float | None, tanh: bool, size: int,
+                 dtype: np.dtype) -> None:
+        self.tanh = tanh
+        self.length = block_len(size) if size else 0
+        scalar = dtype.type
+        if self.length:
+            self.lo = None if lo is None else const_block(lo, dtype, self.length)
+            self.hi = None if hi is None else const_block(hi, dtype, self.length)
+        else:
+            self.lo = None if lo is None else scalar(lo)
+            self.hi = None if hi is None else scalar(hi)
+
+    def __call__(self, y: np.ndarray) -> np.ndarray:
+        """Apply the activation to the C-contiguous array ``y`` in place; return ``y``."""
+        if self.tanh:
+            np.tanh(y, out=y)
+            return y
+        v = y.reshape(-1, self.length) if self.length else y
+        if self.lo is not None:
+            np.maximum(v, self.lo, out=v)
+        if self.hi is not None:
+            np.minimum(v, self.hi, out=v)
+        return y
+
+
+_CLAMPS = {"RELU": (0.0, None), "RELU_N1_TO_1": (-1.0, 1.0), "RELU6": (0.0, 6.0)}
+
+
+def float_clamp(op: Op, size: int, dtype: np.dtype, code: int | None = None
+                ) -> FloatClamp | None:
+    """The fused activation of ``op`` (or ``code``) as a :class:`FloatClamp` for arrays of
+    ``size`` elements, None for NONE (UnsupportedOpError for an unknown activation)."""
+    code = op.activation if code is None else code
+    if code == 0:
+        return None
+    name = ACTIVATIONS.get(code, str(code))
+    if name == "TANH":
+        return FloatClamp(None, None, True, size, dtype)
+    if name not in _CLAMPS:
+        raise unsupported(op, f"fused activation {name} is not supported")
+    lo, hi = _CLAMPS[name]
+    return FloatClamp(lo, hi, False, size, dtype)

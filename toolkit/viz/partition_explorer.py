@@ -1,0 +1,247 @@
+"""Interactive partition experiments: choose backends and rules, see parts, cuts and time.
+
+:func:`experiment` is the plain-function path: it partitions a model under a rule set,
+verifies the chained parts against the source model, runs them traced and joins the trace
+back to the original layers. :func:`explorer` wraps the same function in ipywidgets controls
+(backends, ``comply``, one backend choice per op type or per op name) so the experiment can be
+repeated by clicking; without a browser, call :func:`experiment` directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from toolkit.formats.part_file import PartSpec, format_part
+from toolkit.ir import Model, Op
+from toolkit.viz.graph import draw_graph, palette
+from toolkit.viz.plots import plot_layer_bars
+
+__all__ = ["experiment", "PartitionExperiment", "explorer", "cut_tensors"]
+
+
+@dataclass
+class PartitionExperiment:
+    """The outcome of one partition experiment.
+
+    ``result`` is the ``PartitionResult``; ``verified`` says whether the chained parts give
+    outputs identical to the source model (reference runtime), ``max_abs_diff`` by how much
+    they differ; ``attribution`` is the trace-join of a traced chained run (None when
+    ``run=False``).
+    """
+
+    spec: PartSpec
+    model: Model
+    result: Any
+    verified: bool
+    max_abs_diff: float
+    attribution: Any = None
+    backend_colors: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def part_file_text(self) -> str:
+        """The ``.part`` file of this experiment."""
+        return format_part(self.spec)
+
+    def export_part(self, path: str | Path) -> Path:
+        """Write the ``.part`` file and return its path."""
+        p = Path(path)
+        p.write_text(self.part_file_text)
+        return p
+
+    def parts(self) -> pd.DataFrame:
+        """Per part: ``part``, ``backend``, ``op_count``, ``op_types``, ``inputs``,
+        ``outputs``, ``cut_in_bytes``, ``cut_out_bytes``."""
+        return self.result.parts_table()[["part", "backend", "op_count", "op_types", "inputs",
+                                          "outputs", "cut_in_bytes", "cut_out_bytes"]]
+
+    def cuts(self) -> pd.DataFrame:
+        """The tensors crossing a cut; see :func:`cut_tensors`."""
+        return cut_tensors(self.result)
+
+    def by_backend(self) -> pd.DataFrame:
+        """Time per backend of the traced run (empty when not run)."""
+        return self.attribution.by_backend() if self.attribution is not None else pd.DataFrame()
+
+    def by_layer(self) -> pd.DataFrame:
+        """Time per original layer of the traced run (empty when not run)."""
+        return self.attribution.by_layer() if self.attribution is not None else pd.DataFrame()
+
+    def figure(self) -> Figure:
+        """Graph coloured by backend, bytes crossing each cut, and time per backend/layer."""
+        fig = plt.figure(figsize=(13, 6.5), layout="constrained")
+        gs = fig.add_gridspec(2, 2, width_ratios=[1.1, 1])
+        ax_g = fig.add_subplot(gs[:, 0])
+        backend_of = {op: row for op, row in _backend_by_op(self.result, self.model).items()}
+        draw_graph(self.model, color_by=lambda op: backend_of.get(op, "?"), ax=ax_g,
+                   colors=self.backend_colors, title="ops by backend",
+                   label=lambda op: f"{op.kind}\n[{_part_of(self.result, self.model, op)}]")
+        ax_c = fig.add_subplot(gs[0, 1])
+        cuts = self.cuts()
+        if len(cuts):
+            labels = [f"{r.tensor} ({r.from_part}→{r.to_part})" for r in cuts.itertuples()]
+            ax_c.barh(range(len(cuts)), cuts["bytes"] / 1024,
+                      color=[self.backend_colors.get(b, "0.6") for b in cuts["from_backend"]])
+            ax_c.set_yticks(range(len(cuts)), labels, fontsize=7)
+            ax_c.invert_yaxis()
+        ax_c.set_xlabel("KiB crossing the cut (per inference)")
+        ax_c.set_title(f"{len(cuts)} tensor(s) cross a cut; outputs "
+                       f"{'identical' if self.verified else 'DIFFER'}")
+        ax_t = fig.add_subplot(gs[1, 1])
+        if self.attribution is not None:
+            bb = self.by_backend()
+            plot_layer_bars(bb, label="backend", ax=ax_t, per_run=True,
+                            colors=self.backend_colors, title="time per backend (reference run)")
+        return fig
+
+
+def _backend_by_op(result: Any, model: Model) -> dict[Op, str]:
+    ops = result.ops_table()
+    by_index = dict(zip(ops["op_index"], ops["backend"]))
+    return {op: by_index[i] for i, op in enumerate(model.graph.ops) if i in by_index}
+
+
+def _part_of(result: Any, model: Model, op: Op) -> str:
+    ops = result.ops_table()
+    idx = model.graph.ops.index(op)
+    return str(int(ops.loc[ops["op_index"] == idx, "part"].iloc[0]))
+
+
+def cut_tensors(result: Any) -> pd.DataFrame:
+    """One row per (tensor, producing part, consuming part) crossing a cut.
+
+    Columns: ``tensor``, ``from_part``, ``to_part`` (int64), ``from_backend``,
+    ``to_backend``, ``bytes`` (int64, per inference).
+    """
+    parts = result.parts
+    produced = {name: p for p in parts for name in p.outputs}
+    g = result.source.graph
+    rows = []
+    for p in parts:
+        for name in p.inputs:
+            src = produced.get(name)
+            if src is None:
+                continue
+            rows.append((name, src.index, p.index, src.backend, p.backend,
+                         g.tensor(name).nbytes))
+    return pd.DataFrame(rows, columns=["tensor", "from_part", "to_part", "from_backend",
+                                       "to_backend", "bytes"]).astype(
+        {"from_part": np.int64, "to_part": np.int64, "bytes": np.int64})
+
+
+def experiment(model: Model, *, backends: list[str], default: str, comply: str = "opcode",
+               opcode: dict[str, str] | None = None, opname: dict[str, str] | None = None,
+               run: bool = True, repeat: int = 3, seed: int = 0) -> PartitionExperiment:
+    """Partition ``model`` under the given rules and return a :class:`PartitionExperiment`.
+
+    The chained parts are run with the reference runtime on random inputs (``seed``) and
+    compared with the source model; with ``run=True`` the chain is also run ``repeat`` times
+    traced and joined back to the original layers.
+    """
+    from toolkit.partition import partition
+    from toolkit.runtime.interpreter import Interpreter, run as run_model
+    from toolkit.trace import trace_join
+
+    spec = PartSpec(backends=list(backends), default=default, comply=comply,
+                    opcode=dict(opcode or {}), opname=dict(opname or {})).validate()
+    result = partition(model, spec)
+    inputs = Interpreter(model).random_inputs(seed)
+    ref = run_model(model, inputs)
+    chained = result.run(inputs)
+    diffs = [float(np.max(np.abs(chained[k].astype(np.float64) - ref[k].astype(np.float64))))
+             if ref[k].size else 0.0 for k in ref]
+    verified = all(np.array_equal(chained[k], ref[k]) for k in ref)
+    att = None
+    if run:
+        _, trace = result.run(inputs, trace=True, repeat=repeat)
+        att = trace_join(trace, result)
+        att.check()
+    colors = dict(zip(backends, palette(len(backends))))
+    return PartitionExperiment(spec, model, result, verified, max(diffs, default=0.0), att,
+                               colors)
+
+
+def explorer(model: Model, *, backends: tuple[str, ...] = ("cpu", "npu"),
+             default: str | None = None, repeat: int = 3) -> Any:
+    """Return an ipywidgets box that re-runs :func:`experiment` whenever a control changes.
+
+    Controls: the backend list, the default backend, ``comply`` (opcode/opname), one dropdown
+    per op type (opcode) and per op name (opname), and a button that writes the ``.part``
+    file. The widget's ``.experiment`` attribute holds the latest result.
+    """
+    import ipywidgets as w
+    from IPython.display import display
+
+    ops = model.graph.ops
+    types = sorted({op.kind for op in ops})
+    names = [op.name for op in ops]
+    backends_box = w.Text(value=",".join(backends), description="backends")
+    default_dd = w.Dropdown(options=list(backends), value=default or backends[0],
+                            description="default")
+    comply_dd = w.ToggleButtons(options=["opcode", "opname"], value="opcode",
+                                description="comply")
+    type_dd = {t: w.Dropdown(options=["(default)", *backends], value="(default)",
+                             description=t, style={"description_width": "160px"},
+                             layout=w.Layout(width="330px")) for t in types}
+    name_dd = {n: w.Dropdown(options=["(default)", *backends], value="(default)",
+                             description=n[-28:], style={"description_width": "220px"},
+                             layout=w.Layout(width="390px")) for n in names}
+    out = w.Output()
+    export_path = w.Text(value="experiment.part", description="file")
+    export_btn = w.Button(description="export .part")
+    status = w.HTML()
+    box = w.VBox()
+
+    def current_backends() -> list[str]:
+        return [b.strip() for b in backends_box.value.split(",") if b.strip()]
+
+    def refresh(*_: Any) -> None:
+        bs = current_backends()
+        for dd in [default_dd, *type_dd.values(), *name_dd.values()]:
+            keep = dd.value
+            opts = bs if dd is default_dd else ["(default)", *bs]
+            dd.options = opts
+            dd.value = keep if keep in opts else opts[0]
+        rules = type_dd if comply_dd.value == "opcode" else name_dd
+        chosen = {k: dd.value for k, dd in rules.items() if dd.value != "(default)"}
+        out.clear_output(wait=True)
+        with out:
+            try:
+                exp = experiment(model, backends=bs, default=default_dd.value,
+                                 comply=comply_dd.value,
+                                 opcode=chosen if comply_dd.value == "opcode" else None,
+                                 opname=chosen if comply_dd.value == "opname" else None,
+                                 repeat=repeat)
+            except Exception as e:  # shown to the user, not raised inside a callback
+                print(f"error: {e}")
+                return
+            box.experiment = exp
+            display(exp.parts())
+            display(exp.figure())
+            plt.close("all")
+            status.value = (f"<b>{len(exp.result.parts)} parts</b>, outputs "
+                            f"{'identical to the source model' if exp.verified else 'differ'}")
+
+    def export(_: Any) -> None:
+        exp = getattr(box, "experiment", None)
+        if exp is not None:
+            p = exp.export_part(export_path.value)
+            status.value = f"wrote {p}"
+
+    for c in [backends_box, default_dd, comply_dd, *type_dd.values(), *name_dd.values()]:
+        c.observe(refresh, names="value")
+    export_btn.on_click(export)
+    rules_tabs = w.Tab(children=[w.VBox(list(type_dd.values())),
+                                 w.VBox(list(name_dd.values()))])
+    rules_tabs.set_title(0, "[OPCODE]")
+    rules_tabs.set_title(1, "[OPNAME]")
+    box.children = [w.HBox([backends_box, default_dd]), comply_dd, rules_tabs,
+                    w.HBox([export_path, export_btn]), status, out]
+    refresh()
+    return box

@@ -1,0 +1,150 @@
+"""Matplotlib figures for attribution results: time per layer, command timelines, policies.
+
+Every function takes DataFrames (as returned by the attribution and trace APIs), draws on
+``ax`` (a new figure when None) and returns the Axes. Times are shown in milliseconds or
+microseconds, with the unit in the axis label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.patches import Patch
+
+from toolkit.viz.graph import palette
+
+__all__ = ["plot_layer_bars", "plot_timeline", "timeline_segments", "plot_policy_split",
+           "layer_colors"]
+
+
+def layer_colors(layers: Sequence[str]) -> dict[str, Any]:
+    """Return a colour per layer name (in the order given)."""
+    uniq = list(dict.fromkeys(layers))
+    return dict(zip(uniq, palette(len(uniq))))
+
+
+def plot_layer_bars(by_layer: pd.DataFrame, *, value: str = "total_ns", label: str = "layer",
+                    top: int = 20, ax: Axes | None = None, title: str | None = None,
+                    colors: Mapping[str, Any] | None = None, unit: str = "ms",
+                    per_run: bool = False) -> Axes:
+    """Horizontal bars of ``value`` per ``label`` row, largest first, with share labels.
+
+    ``value`` ending in ``_ns`` is converted to ``unit`` (``ms`` or ``us``); with
+    ``per_run=True`` the per-run average column ``avg_ms`` is drawn instead. Other values
+    (cycles, MACs) are drawn as they are.
+    """
+    df = by_layer.copy()
+    col = "avg_ms" if per_run and "avg_ms" in df else value
+    vals = df[col].astype(float)
+    xlabel = col
+    if col.endswith("_ns"):
+        scale = {"ms": 1e-6, "us": 1e-3}[unit]
+        vals = vals * scale
+        xlabel = f"time ({unit}, total over all runs)"
+    elif col == "avg_ms":
+        xlabel = "time per inference (ms, mean over runs)"
+    df = df.assign(_v=vals).sort_values("_v", ascending=False).head(top)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 0.32 * len(df) + 1.2))
+    names = df[label].astype(str).tolist()
+    cmap = dict(colors) if colors else layer_colors(names)
+    ax.barh(range(len(df)), df["_v"], color=[cmap.get(n, "0.6") for n in names])
+    ax.set_yticks(range(len(df)), [n if len(n) < 48 else "…" + n[-47:] for n in names],
+                  fontsize=8)
+    ax.invert_yaxis()
+    total = float(vals.sum()) or 1.0
+    for i, v in enumerate(df["_v"]):
+        ax.text(v, i, f" {100 * v / total:.1f}%", va="center", fontsize=7)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title or f"{xlabel.split(' (')[0]} per {label.replace('_', ' ')}")
+    ax.spines[["top", "right"]].set_visible(False)
+    return ax
+
+
+def timeline_segments(events: pd.DataFrame, joined: pd.DataFrame, run: int = 0
+                      ) -> pd.DataFrame:
+    """Cut each trace event of one run into per-layer segments.
+
+    ``events``: the trace events (``event_id``, ``run``, ``start_ns``, ``dur_ns`` and a row
+    label such as ``op_name``); ``joined``: the attribution's long form (``event_id``,
+    ``layer``, ``attributed_ns``). Returns one row per segment: ``event_id``, ``row`` (the
+    event's op name), ``layer``, ``start_us`` (from the run's first event), ``dur_us``.
+    """
+    ev = events[events["run"] == run]
+    j = joined[joined["event_id"].isin(ev["event_id"])]
+    j = j.groupby(["event_id", "layer"], sort=False, observed=True)["attributed_ns"].sum()
+    j = j.reset_index()
+    rowcol = next((c for c in ("op_name", "arg_op_name", "name") if c in ev.columns), None)
+    base = ev[["event_id", "start_ns"] + ([rowcol] if rowcol else [])]
+    m = j.merge(base, on="event_id", how="left").sort_values(["event_id", "layer"])
+    offset = m.groupby("event_id", sort=False)["attributed_ns"].cumsum() - m["attributed_ns"]
+    t0 = int(ev["start_ns"].min()) if len(ev) else 0
+    return pd.DataFrame({
+        "event_id": m["event_id"].to_numpy(),
+        "row": m[rowcol].astype(str).to_numpy() if rowcol else m["event_id"].astype(str),
+        "layer": m["layer"].astype(str).to_numpy(),
+        "start_us": (m["start_ns"].to_numpy() + offset.to_numpy() - t0) / 1e3,
+        "dur_us": m["attributed_ns"].to_numpy() / 1e3,
+    })
+
+
+def plot_timeline(segments: pd.DataFrame, *, ax: Axes | None = None,
+                  colors: Mapping[str, Any] | None = None, title: str | None = None,
+                  legend: bool = True) -> Axes:
+    """Gantt chart of :func:`timeline_segments`: one row per compiled op, time along x,
+    each event's bar cut into the original layers it is attributed to."""
+    rows = list(dict.fromkeys(segments["row"]))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(11, 0.35 * len(rows) + 1.5))
+    cmap = dict(colors) if colors else layer_colors(segments["layer"].tolist())
+    y = {r: i for i, r in enumerate(rows)}
+    for layer, g in segments.groupby("layer", sort=False):
+        color = cmap.get(layer, "0.6")
+        for s, d, r in zip(g["start_us"], g["dur_us"], g["row"]):
+            ax.broken_barh([(s, d)], (y[r] - 0.4, 0.8), facecolors=color, edgecolor="white",
+                           linewidth=0.3)
+    ax.set_yticks(range(len(rows)), [r if len(r) < 40 else "…" + r[-39:] for r in rows],
+                  fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlabel("time since the start of the run (µs)")
+    ax.set_title(title or "commands over time, coloured by original layer")
+    ax.spines[["top", "right"]].set_visible(False)
+    if legend:
+        handles = [Patch(facecolor=cmap[k], label=k if len(k) < 40 else "…" + k[-39:])
+                   for k in dict.fromkeys(segments["layer"])]
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7,
+                  frameon=False, title="original layer")
+    return ax
+
+
+def plot_policy_split(splits: Mapping[str, pd.Series], *, ax: Axes | None = None,
+                      title: str | None = None, unit: str = "us") -> Axes:
+    """Stacked bars: how one fused op's time is split over its source ops by each policy.
+
+    ``splits`` maps a policy name to a Series (index: source op or layer name, values: ns).
+    """
+    names = list(dict.fromkeys(n for s in splits.values() for n in s.index))
+    cmap = layer_colors(names)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 1.0 + 0.6 * len(splits)))
+    scale = {"ms": 1e-6, "us": 1e-3}[unit]
+    for i, s in enumerate(splits.values()):
+        left = 0.0
+        for n in names:
+            v = float(s.get(n, 0)) * scale
+            ax.barh(i, v, left=left, color=cmap[n], edgecolor="white")
+            if v > 0:
+                ax.text(left + v / 2, i, f"{v:.0f}", ha="center", va="center", fontsize=7)
+            left += v
+    ax.set_yticks(range(len(splits)), list(splits), fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"attributed time ({'µs' if unit == 'us' else unit}, total over all runs)")
+    ax.set_title(title or "one fused op's time, split by each policy")
+    ax.legend(handles=[Patch(facecolor=cmap[n], label=n) for n in names], fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return ax
