@@ -15,19 +15,19 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import toolkit as tk  # noqa: E402
-from toolkit.builder import ModelBuilder  # noqa: E402
-from toolkit.formats.flatbuffer_write import write_model  # noqa: E402
-from toolkit.runtime.interpreter import Interpreter  # noqa: E402
-from toolkit.runtime.tracer import EventTracer  # noqa: E402
+import toolkit as tk
+from toolkit.builder import ModelBuilder
+from toolkit.formats.flatbuffer_write import write_model
+from toolkit.runtime.interpreter import Interpreter
+from toolkit.runtime.tracer import EventTracer
 
 ROOT = Path(__file__).resolve().parent.parent
 

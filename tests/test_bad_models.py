@@ -29,7 +29,7 @@ def test_truncated(tmp_path) -> None:
     data = (SAMPLES / "cnn.tflite").read_bytes()
     p = tmp_path / "trunc.tflite"
     p.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ModelFormatError, match="trunc.tflite"):
+    with pytest.raises(ModelFormatError, match=r"trunc\.tflite"):
         tk.load(p)
 
 
@@ -47,7 +47,7 @@ def test_wrong_identifier(tmp_path) -> None:
 def test_not_a_flatbuffer(tmp_path, content) -> None:
     p = tmp_path / "junk.tflite"
     p.write_bytes(content)
-    with pytest.raises(ModelFormatError, match="junk.tflite"):
+    with pytest.raises(ModelFormatError, match=r"junk\.tflite"):
         tk.load(p)
 
 

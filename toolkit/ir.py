@@ -175,7 +175,8 @@ class Op:
     )
 
     def __init__(self, type: str, inputs: Sequence[Tensor | None], outputs: Sequence[Tensor],
-                 options: Any = None, *, origins: Iterable[int] = (), custom_code: str | None = None,
+                 options: Any = None, *, origins: Iterable[int] = (),
+                 custom_code: str | None = None,
                  version: int = 1, options_type: str | None = None,
                  custom_options: bytes | None = None, extra: dict[str, Any] | None = None) -> None:
         self.type = type
@@ -320,7 +321,8 @@ class Graph:
         """Return the op whose first output is the tensor called ``name``."""
         t = self.tensor(name)
         if t.producer is None:
-            raise GraphError(f"tensor {name!r} is not produced by an op", where=f"graph {self.name!r}")
+            raise GraphError(f"tensor {name!r} is not produced by an op",
+                             where=f"graph {self.name!r}")
         return t.producer
 
     def __len__(self) -> int:
@@ -424,7 +426,8 @@ class Graph:
     def attach_op(self, op: Op, *, after: Op | None = None) -> Op:
         """Link an Op object into the graph (its tensors are attached if needed)."""
         if not op.origins:
-            raise GraphError(f"op {op.kind} {op.name!r} has no origin", where=f"graph {self.name!r}")
+            raise GraphError(f"op {op.kind} {op.name!r} has no origin",
+                             where=f"graph {self.name!r}")
         for t in op.inputs:
             if t is not None:
                 if t.graph is not self:
@@ -507,7 +510,8 @@ class Graph:
         if old in self.outputs:
             if new in self.inputs or new.is_const:
                 raise GraphError(
-                    f"cannot make graph output {old.name!r} an alias of input/constant {new.name!r}")
+                    f"cannot make graph output {old.name!r} an alias of input/constant "
+                    f"{new.name!r}")
             self.outputs = [new if t is old else t for t in self.outputs]
             # keep the public name of a graph output
             if new.producer is not None:

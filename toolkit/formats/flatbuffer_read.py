@@ -7,6 +7,7 @@ options are decoded only when an op's ``options`` is first read.
 
 from __future__ import annotations
 
+import itertools
 import math
 import mmap
 import os
@@ -244,7 +245,7 @@ class _Reader:
                    dtype: str = "<i4") -> tuple[list[np.ndarray], np.ndarray]:
         """Vector field of every table as a list of arrays, plus the lengths (-1: absent)."""
         vals, bounds, length = self._flat_lists(tables, slot, what, dtype)
-        return [vals[a:b] for a, b in zip(bounds[:-1], bounds[1:])], length
+        return [vals[a:b] for a, b in itertools.pairwise(bounds)], length
 
     def _flat_lists(self, tables: np.ndarray, slot: int, what: str, dtype: str = "<i4"
                     ) -> tuple[np.ndarray, list[int], np.ndarray]:

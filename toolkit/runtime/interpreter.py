@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-from toolkit.runtime.tracer import EventTracer
 
 from toolkit.errors import RuntimeInputError, ToolkitError, UnsupportedOpError
 from toolkit.ir import Model, Op, Tensor
 from toolkit.runtime.kernels import get_kernel
 from toolkit.runtime.stripes import stripe_step
+from toolkit.runtime.tracer import EventTracer
 
 __all__ = ["run", "Interpreter", "RunResult"]
 

@@ -37,7 +37,7 @@ __all__ = ["Attribution", "JoinResult", "STAT_COLUMNS"]
 
 _STR = pd.Series([""]).dtype
 _KIND_CATEGORIES = pd.Index(["", *KEY_KINDS], dtype=_STR)
-_BLOCK = 1 << 17
+_BLOCK = 1 << 16
 _CELLS_PER_BLOCK = 1 << 22
 
 
@@ -168,8 +168,8 @@ class Attribution:
                                   self.total_ns)
 
     def _blocks(self) -> Any:
-        """Yield ``(rows, member, ns)`` per block of attributed events, split again: one
-        element per (event, member) piece, grouped by member count."""
+        """Yield ``(b0, b1, rows, member, ns)`` per block ``[b0, b1)`` of events: the
+        attributed events split again, one element per (event, member) piece."""
         r = self._r
         ptr = r.catalog.target_ptr
         dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
@@ -180,10 +180,12 @@ class Attribution:
             if len(rows) == 0:
                 continue
             t = r.target[rows].astype(np.int64)
+            parts = []
             for rows_k, share in split_targets(dur[rows], t, r.weights):
                 k = share.shape[0]
                 member = ptr[t[rows_k]][None, :] + np.arange(k)[:, None]
-                yield np.tile(rows[rows_k], k), member.ravel(), share.ravel()
+                parts.append((np.tile(rows[rows_k], k), member.ravel(), share.ravel()))
+            yield (b0, b1, *(np.concatenate([p[i] for p in parts]) for i in range(3)))
 
     @staticmethod
     def _join(ids: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
@@ -363,7 +365,7 @@ class Attribution:
         event_id = ev["event_id"].to_numpy(dtype=np.int64)
         run = ev["run"].to_numpy(dtype=np.int64)
         parts: dict[str, list[np.ndarray]] = {k: [] for k in ("row", "member", "ns")}
-        for rows, member, ns in self._blocks():
+        for _b0, _b1, rows, member, ns in self._blocks():
             order = np.argsort(rows, kind="stable")
             parts["row"].append(rows[order])
             parts["member"].append(member[order])
@@ -477,14 +479,14 @@ class Attribution:
             raise ToolkitError(f"attributed {self.attributed_ns} + unattributed "
                                f"{self.unattributed_ns} != total {self.total_ns} ns")
         again = 0
-        for rows, _member, ns in self._blocks():
+        for b0, b1, rows, _member, ns in self._blocks():
             if len(ns) and int(ns.min()) < 0:
                 raise ToolkitError("a negative share was attributed")
-            uniq, inverse = np.unique(rows, return_inverse=True)
-            got = group_sum(inverse.reshape(-1), ns, len(uniq))
-            bad = np.flatnonzero(got != dur[uniq])
+            got = group_sum(rows - b0, ns, b1 - b0)
+            want = np.where(r.target[b0:b1] >= 0, dur[b0:b1], 0)
+            bad = np.flatnonzero(got != want)
             if len(bad):
-                i = int(uniq[bad[0]])
+                i = b0 + int(bad[0])
                 raise ToolkitError(f"event {i} has {int(got[bad[0]])} ns attributed for a "
                                    f"duration of {int(dur[i])} ns",
                                    where=f"event_id {int(ev['event_id'].iloc[i])}")

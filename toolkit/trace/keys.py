@@ -209,7 +209,8 @@ def extract_keys(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
 
     With ``generic``, rows that have none of ``kinds`` take a generic ``key`` column
     (:data:`GENERIC_COLUMNS`, as the event tracer writes): an integer is a ``debug_handle``,
-    anything else a ``name``.
+    anything else a ``name``; the event ``name`` column (the key's text there) then does not
+    count as a name key, ``op_name`` does.
 
     Returns ``(key, key_kind)``: ``key`` is an ``int64`` array when every row got an integer
     key, else an ``object`` array of ``int`` / ``str`` (``None`` for rows without a key; keys of
@@ -221,8 +222,12 @@ def extract_keys(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
     ints = np.zeros(n, dtype=np.int64)
     is_int = np.zeros(n, dtype=bool)
     other: np.ndarray | None = None
+    columns = dict(columns or {})
+    if generic and any(c in frame.columns for c in GENERIC_COLUMNS):
+        # the event name is the generic key's text: only op_name columns are names
+        columns.setdefault("name", _both("op_name"))
     for kind in kinds:
-        values, present = kind_values(frame, kind, (columns or {}).get(kind))
+        values, present = kind_values(frame, kind, columns.get(kind))
         if values is None:
             continue
         take = present & (code < 0)

@@ -454,6 +454,14 @@ def _categorical_names(values: pd.Series) -> pd.Categorical:
 
 
 def _names_from_keys(key: np.ndarray) -> pd.Categorical:
+    if key.dtype == np.int64 and len(key):
+        low, high = int(key.min()), int(key.max())
+        if high - low < 4 * len(key) + 4096:  # small range: codes without hashing
+            seen = np.bincount(key - low, minlength=high - low + 1) > 0
+            table = np.cumsum(seen) - 1
+            texts = pd.Index([str(v) for v in (np.flatnonzero(seen) + low).tolist()],
+                             dtype=_STR)
+            return pd.Categorical.from_codes(table[key - low], categories=texts)
     codes, uniques = pd.factorize(pd.Series(key, dtype=key.dtype), use_na_sentinel=True)
     texts = pd.Index([str(u) for u in uniques.tolist()], dtype=_STR)
     if texts.has_duplicates:

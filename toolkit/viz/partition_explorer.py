@@ -145,7 +145,8 @@ def experiment(model: Model, *, backends: list[str], default: str, comply: str =
     traced and joined back to the original layers.
     """
     from toolkit.partition import partition
-    from toolkit.runtime.interpreter import Interpreter, run as run_model
+    from toolkit.runtime.interpreter import Interpreter
+    from toolkit.runtime.interpreter import run as run_model
     from toolkit.trace import trace_join
 
     spec = PartSpec(backends=list(backends), default=default, comply=comply,

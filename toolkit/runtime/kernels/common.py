@@ -17,13 +17,13 @@ import contextvars
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, TypeVar
 
 import numpy as np
 
 from toolkit.errors import RuntimeInputError, UnsupportedOpError
 from toolkit.ir import Op, Tensor
+from toolkit.runtime.kernels.blocks import block_len, const_block
 from toolkit.runtime.kernels.fixedpoint import (
     multiply_by_quantized_multiplier,
     quantize_multiplier,
@@ -56,11 +56,11 @@ __all__ = [
     "cached_plan",
     "store_plan",
     "quiet",
-    "block_len",
-    "const_block",
-    "tile_block",
     "FloatClamp",
     "float_clamp",
+    "value_table",
+    "pair_table",
+    "lookup_index",
 ]
 
 QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
@@ -337,46 +337,6 @@ def quiet(fn: Callable[..., P], *args: Any) -> P:
     return ctx.run(fn, *args)
 
 
-# ------------------------------------------------------------------ blocked constants
-_BLOCK = 8192
-_MIN_BLOCK = 128
-
-
-@lru_cache(maxsize=1024)
-def block_len(size: int, period: int = 1) -> int:
-    """A row length for applying a constant that repeats every ``period`` elements to a
-    flat array of ``size`` elements: the largest multiple of ``period`` that divides ``size``
-    and is at most ``max(8192, period)``, or 0 when that is below 128 elements (or ``size``
-    is not a multiple of ``period``).
-
-    NumPy runs a binary ufunc fastest when both operands have long contiguous inner loops;
-    viewing the array as ``[size / L, L]`` against an ``L``-long tiled constant gives that.
-    """
-    if period <= 0 or size <= 0 or size % period:
-        return 0
-    rows = size // period
-    k = min(rows, max(1, _BLOCK // period))
-    while rows % k:
-        k -= 1
-    length = k * period
-    return length if length >= _MIN_BLOCK or length == size else 0
-
-
-@lru_cache(maxsize=256)
-def const_block(value: float | int, dtype: np.dtype, length: int) -> np.ndarray:
-    """A read-only array of ``length`` copies of ``value`` (shared between callers)."""
-    a = np.full(length, value, dtype=dtype)
-    a.setflags(write=False)
-    return a
-
-
-def tile_block(vec: np.ndarray, length: int) -> np.ndarray:
-    """``vec`` (one period) repeated to ``length`` elements, read-only."""
-    a = np.ascontiguousarray(np.tile(vec.reshape(-1), length // vec.size))
-    a.setflags(write=False)
-    return a
-
-
 class FloatClamp:
     """A fused float activation (RELU family or TANH) applied in place to arrays of one
     size, as :func:`float_activation` computes it."""
@@ -425,3 +385,48 @@ def float_clamp(op: Op, size: int, dtype: np.dtype, code: int | None = None
         raise unsupported(op, f"fused activation {name} is not supported")
     lo, hi = _CLAMPS[name]
     return FloatClamp(lo, hi, False, size, dtype)
+
+
+# ------------------------------------------------------------------ value tables
+def value_table(fn: Callable[[np.ndarray], np.ndarray], dtype: np.dtype) -> np.ndarray:
+    """``fn`` evaluated on every value of the 8- or 16-bit integer ``dtype``, as a table that
+    the values index directly once cast to ``np.intp`` (negative values index from the end).
+
+    For an element-wise ``fn`` (each output depends on its input value only),
+    ``table[x.astype(np.intp)]`` equals ``fn(x)``."""
+    info = np.iinfo(dtype)
+    vals = np.arange(info.min, info.max + 1, dtype=np.int64)
+    out = np.asarray(fn(vals.astype(dtype)))
+    table = np.empty(vals.size, dtype=out.dtype)
+    table[vals % vals.size] = out.reshape(-1)
+    table.setflags(write=False)
+    return table
+
+
+def pair_table(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], a_dtype: np.dtype,
+               b_dtype: np.dtype) -> np.ndarray:
+    """``fn(a, b)`` for every pair of values of two 8-bit integer dtypes, as a table indexed
+    by ``a * 256 + b`` (as ``np.intp``; negative indices count from the end).
+
+    For an element-wise ``fn``, ``table[lookup_index(a, b)]`` equals ``fn(a, b)``."""
+    ia, ib = np.iinfo(a_dtype), np.iinfo(b_dtype)
+    av = np.arange(ia.min, ia.max + 1, dtype=np.int64)
+    bv = np.arange(ib.min, ib.max + 1, dtype=np.int64)
+    ga, gb = np.repeat(av, bv.size), np.tile(bv, av.size)
+    out = np.asarray(fn(ga.astype(a_dtype), gb.astype(b_dtype)))
+    n = av.size * bv.size
+    table = np.empty(n, dtype=out.dtype)
+    table[(ga * 256 + gb) % n] = out.reshape(-1)
+    table.setflags(write=False)
+    return table
+
+
+def lookup_index(a: np.ndarray, b: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a * 256 + b`` broadcast to ``shape``, as ``np.intp`` (see :func:`pair_table`)."""
+    if a.shape == shape:
+        idx = np.multiply(a, 256, dtype=np.intp)
+    else:
+        idx = np.empty(shape, dtype=np.intp)
+        np.multiply(a, 256, out=idx, dtype=np.intp)
+    np.add(idx, b, out=idx)
+    return idx

@@ -19,28 +19,44 @@ Float ops compute in float32 like TFLite (``RSQRT`` is ``1.f / sqrt(x)``,
 * RSQRT, SQRT, EXP: a table over every input value built from the float function (TFLite's
   ``LUTPopulate``: dequantize in float32, transform, ``round(y * (1 / s_out)) + zp_out``);
   exact for EXP and RSQRT, within one unit for SQRT.
+
+Each op prepares its constants once (see :mod:`.common`): float32 ops apply a constant
+operand broadcast along the trailing axes (a per-channel scale or bias) as a tiled block and
+the fused activation in place; 8-bit quantized binary ops with per-tensor parameters look
+their results up in a table of the fixed-point computation over every pair of input values,
+and quantized unary ops in a table over every input value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from toolkit.ir import Op
+from toolkit.ir import Op, Tensor
 from toolkit.runtime.kernels._registry import register
+from toolkit.runtime.kernels.blocks import block_len, tile_block
 from toolkit.runtime.kernels.common import (
+    FloatClamp,
+    cached_plan,
     dequantize,
     float_activation,
+    float_clamp,
     int_range,
     is_quantized,
+    lookup_index,
     need,
     out_dtype,
+    pair_table,
     qparams,
     quant_activation_range,
     quantize_float,
+    quiet,
     requantize,
+    store_plan,
     unsupported,
+    value_table,
 )
 from toolkit.runtime.kernels.fixedpoint import (
     c_div,
@@ -49,7 +65,8 @@ from toolkit.runtime.kernels.fixedpoint import (
     round_half_away,
 )
 
-__all__ = ["lut_unary", "quantized_via_float", "FloatFn"]
+__all__ = ["lut_unary", "quantized_via_float", "FloatFn", "unary_table", "per_tensor",
+           "BYTE_DTYPES"]
 
 FloatFn = Callable[[np.ndarray], np.ndarray]
 
@@ -82,14 +99,14 @@ def quantized_via_float(op: Op, args: list[np.ndarray], fn: Callable[..., np.nda
     return quantize_float(y, qparams(op, out), out_dtype(op), lo, hi)
 
 
-def lut_unary(op: Op, x: np.ndarray, fn: FloatFn) -> np.ndarray:
-    """Apply ``fn`` to quantized ``x`` through a table over every input value (LUTPopulate)."""
+def _lut_table(op: Op, x_dtype: np.dtype, fn: FloatFn) -> np.ndarray:
+    """The table of :func:`lut_unary`: output values for inputs ``qmin .. qmax``."""
     iq = qparams(op, op.inputs[0])
     oq = qparams(op, op.outputs[0])
     dt = out_dtype(op)
-    qmin, qmax = int_range(x.dtype)
+    qmin, qmax = int_range(x_dtype)
     if qmax - qmin > 65535:
-        raise unsupported(op, f"table lookup on {x.dtype} inputs")
+        raise unsupported(op, f"table lookup on {x_dtype} inputs")
     vals = np.arange(qmin, qmax + 1, dtype=np.int64)
     deq = np.float32(iq.s) * (vals - iq.zp).astype(np.float32)
     with np.errstate(all="ignore"):
@@ -98,8 +115,38 @@ def lut_unary(op: Op, x: np.ndarray, fn: FloatFn) -> np.ndarray:
         r = round_half_away(y * inv)
         r = np.clip(np.nan_to_num(r, nan=0.0), -(2.0**40), 2.0**40)
     omin, omax = int_range(dt)
-    table = np.clip(r.astype(np.int64) + oq.zp, omin, omax).astype(dt)
-    return table[x.astype(np.int64) - qmin]
+    return np.clip(r.astype(np.int64) + oq.zp, omin, omax).astype(dt)
+
+
+def lut_unary(op: Op, x: np.ndarray, fn: FloatFn) -> np.ndarray:
+    """Apply ``fn`` to quantized ``x`` through a table over every input value (LUTPopulate)."""
+    table = _lut_table(op, x.dtype, fn)
+    return table[x.astype(np.int64) - int_range(x.dtype)[0]]
+
+
+BYTE_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8))
+_TABLE_DTYPES = (*BYTE_DTYPES, np.dtype(np.int16))
+
+
+def per_tensor(*ts: Tensor | None) -> bool:
+    """True when every tensor is quantized with a single scale and zero point."""
+    return all(is_quantized(t) and t is not None and t.quant is not None
+               and t.quant.scale.size == 1 and t.quant.zero_point.size <= 1 for t in ts)
+
+
+def unary_table(op: Op, args: list[np.ndarray | None],
+                fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | None:
+    """Run the element-wise integer function ``fn`` on ``args[0]`` (8- or 16-bit) through a
+    table over every input value, prepared once per op and input shape; None when
+    ``args[0]`` is not such an array (the caller then computes ``fn`` directly)."""
+    x = args[0] if args else None
+    if type(x) is not np.ndarray or x.dtype not in _TABLE_DTYPES:
+        return None
+    key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
+    table = cached_plan(op, key)
+    if table is None:
+        table = store_plan(op, key, value_table(fn, x.dtype))
+    return table[x.astype(np.intp)]
 
 
 # ------------------------------------------------------------------ binary
@@ -136,6 +183,9 @@ def _quant_mul(op: Op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _binary(op: Op, args: list[np.ndarray | None], ffn: Callable[..., np.ndarray],
             ifn: Callable[..., np.ndarray] | None = None) -> list[np.ndarray]:
+    y = _binary_prepared(op, args, ffn)
+    if y is not None:
+        return [y]
     a, b = need(op, args, 0), need(op, args, 1)
     dt = out_dtype(op)
     if np.issubdtype(a.dtype, np.floating) or np.issubdtype(b.dtype, np.floating):
@@ -157,9 +207,158 @@ def _quantized_pair(op: Op) -> bool:
         and is_quantized(op.outputs[0])
 
 
+# ------------------------------------------------------------------ prepared binary ops
+_F32 = np.dtype(np.float32)
+
+
+class _NoPlan:
+    """The op's inputs take the general path."""
+
+    __slots__ = ()
+
+    def valid(self, a: np.ndarray, b: np.ndarray) -> bool:
+        return True
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> None:
+        return None
+
+
+_NO_PLAN = _NoPlan()
+
+
+class _BinaryPlan:
+    """A binary op on arrays of fixed shapes and dtypes with an optional constant operand.
+
+    ``kind`` is ``"float"`` (float32 ``fn`` with errors ignored, then the fused activation),
+    ``"raw"`` (``fn`` on the stored values) or ``"table"`` (8-bit values looked up in a
+    :func:`pair_table`). A constant operand that repeats along the trailing axes of the
+    other (full-shape) operand is kept tiled to ``length`` elements."""
+
+    __slots__ = ("clamp", "const", "const_pos", "fn", "kind", "length", "shape", "table",
+                 "tile")
+
+    def __init__(self, kind: str, fn: Callable[..., np.ndarray], shape: tuple[int, ...],
+                 const: np.ndarray | None, const_pos: int, length: int,
+                 tile: np.ndarray | None, clamp: FloatClamp | None = None,
+                 table: np.ndarray | None = None) -> None:
+        self.kind, self.fn, self.shape = kind, fn, shape
+        self.const, self.const_pos, self.length, self.tile = const, const_pos, length, tile
+        self.clamp, self.table = clamp, table
+
+    def valid(self, a: np.ndarray, b: np.ndarray) -> bool:
+        """True when the constant operand is still the same array."""
+        return self.const is None or (a if self.const_pos == 0 else b) is self.const
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        length, shape = self.length, self.shape
+        if self.kind == "table":
+            if self.tile is None:
+                idx = lookup_index(a, b, shape)
+            elif self.const_pos == 1:
+                idx = np.multiply(a.reshape(-1, length), 256, dtype=np.intp)
+                np.add(idx, self.tile, out=idx)
+            else:
+                idx = b.reshape(-1, length).astype(np.intp)
+                np.add(idx, self.tile, out=idx)
+            assert self.table is not None
+            return self.table[idx].reshape(shape)
+        if self.tile is not None:
+            if self.const_pos == 1:
+                a, b = a.reshape(-1, length), self.tile
+            else:
+                a, b = self.tile, b.reshape(-1, length)
+        if self.kind == "raw":
+            return self.fn(a, b).reshape(shape)
+        y = quiet(self.fn, a, b).reshape(shape)
+        if y.dtype != _F32:
+            y = y.astype(_F32)
+        if self.clamp is not None:
+            self.clamp(y)
+        return y
+
+
+def _trailing_period(const: np.ndarray, shape: tuple[int, ...]) -> bool:
+    """True when ``const`` broadcast to ``shape`` repeats every ``const.size`` elements."""
+    dims = list(const.shape)
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    return len(dims) <= len(shape) and tuple(dims) == shape[len(shape) - len(dims):]
+
+
+def _make_binary_plan(op: Op, a: np.ndarray, b: np.ndarray, fn: Callable[..., np.ndarray],
+                      raw: bool) -> _BinaryPlan | _NoPlan:
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        return _NO_PLAN
+    dt = op.outputs[0].dtype if op.outputs else None
+    if raw:
+        if not (a.dtype == b.dtype == dt):
+            return _NO_PLAN
+        kind = "raw"
+    elif a.dtype == b.dtype == dt == _F32:
+        kind = "float"
+    elif a.dtype in BYTE_DTYPES and b.dtype in BYTE_DTYPES and _quantized_pair(op) \
+            and dt in BYTE_DTYPES and per_tensor(*op.inputs[:2], op.outputs[0]):
+        kind = "table"
+    else:
+        return _NO_PLAN
+    size = int(np.prod(shape, dtype=np.int64))
+    const, pos, length, tile = None, 1, 0, None
+    for i, (arr, other) in enumerate(((b, a), (a, b))):
+        t = op.inputs[1 - i] if len(op.inputs) > 1 - i else None
+        if t is not None and t.is_const and other.shape == shape and arr.size \
+                and _trailing_period(arr, shape):
+            length = block_len(size, arr.size)
+            if length:
+                const, pos = arr, 1 - i
+                break
+    if const is not None:
+        if kind == "table":
+            v = const.astype(np.intp) * (256 if pos == 0 else 1)
+            tile = tile_block(v, length)
+        elif kind == "float" or const.dtype == dt:
+            tile = tile_block(const, length)
+    table = clamp = None
+    if kind == "table":
+        table = pair_table(_table_fn(op, fn), a.dtype, b.dtype)
+    elif kind == "float":
+        clamp = float_clamp(op, size, _F32)
+    return _BinaryPlan(kind, fn, shape, const, pos, length, tile, clamp, table)
+
+
+def _table_fn(op: Op, fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """The 8-bit quantized computation of ``op`` (``fn`` is its float function)."""
+    if op.type == "ADD":
+        return lambda a, b: _quant_add_sub(op, a, b, +1)
+    if op.type == "SUB":
+        return lambda a, b: _quant_add_sub(op, a, b, -1)
+    if op.type == "MUL":
+        return lambda a, b: _quant_mul(op, a, b)
+    return lambda a, b: quantized_via_float(op, [a, b], fn)
+
+
+def _binary_prepared(op: Op, args: list[np.ndarray | None], fn: Callable[..., np.ndarray],
+                     raw: bool = False) -> np.ndarray | None:
+    """Run a binary op through its prepared plan; None when it takes the general path."""
+    if len(args) != 2:
+        return None
+    a, b = args
+    if type(a) is not np.ndarray or type(b) is not np.ndarray:
+        return None
+    key = (op.options, op.inputs, op.outputs, a.shape, a.dtype, b.shape, b.dtype)
+    plan: Any = cached_plan(op, key)
+    if plan is None or not plan.valid(a, b):
+        plan = store_plan(op, key, _make_binary_plan(op, a, b, fn, raw))
+    return plan(a, b)
+
+
 @register("ADD")
 def add(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """ADD with broadcasting and fused activation."""
+    y = _binary_prepared(op, args, np.add)
+    if y is not None:
+        return [y]
     if _quantized_pair(op):
         return [_quant_add_sub(op, need(op, args, 0), need(op, args, 1), +1)]
     return _binary(op, args, np.add, np.add)
@@ -168,6 +367,9 @@ def add(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
 @register("SUB")
 def sub(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """SUB with broadcasting and fused activation."""
+    y = _binary_prepared(op, args, np.subtract)
+    if y is not None:
+        return [y]
     if _quantized_pair(op):
         return [_quant_add_sub(op, need(op, args, 0), need(op, args, 1), -1)]
     return _binary(op, args, np.subtract, np.subtract)
@@ -176,6 +378,9 @@ def sub(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
 @register("MUL")
 def mul(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """MUL with broadcasting and fused activation."""
+    y = _binary_prepared(op, args, np.multiply)
+    if y is not None:
+        return [y]
     if _quantized_pair(op):
         return [_quant_mul(op, need(op, args, 0), need(op, args, 1))]
     return _binary(op, args, np.multiply, np.multiply)
@@ -206,6 +411,9 @@ def power(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
 
 def _min_max(op: Op, args: list[np.ndarray | None], fn: Callable[..., np.ndarray]
              ) -> list[np.ndarray]:
+    y = _binary_prepared(op, args, fn, raw=True)
+    if y is not None:
+        return [y]
     a, b = need(op, args, 0), need(op, args, 1)
     return [fn(a, b).astype(out_dtype(op))]
 
@@ -228,11 +436,15 @@ def unary(op: Op, args: list[np.ndarray | None], ffn: FloatFn,
     """Run a unary float function on float, quantized (table) or plain integer input."""
     x = need(op, args, 0)
     dt = out_dtype(op)
+    if x.dtype == _F32 and dt == _F32:
+        y = np.asarray(quiet(ffn, x), dtype=np.float32)
+        return [y.copy() if y is x else y]
     if np.issubdtype(x.dtype, np.floating):
         with np.errstate(all="ignore"):
             return [np.asarray(ffn(x.astype(np.float32)), dtype=np.float32).astype(dt)]
     if is_quantized(op.inputs[0]) and is_quantized(op.outputs[0]):
-        return [lut_unary(op, x, ffn)]
+        y = unary_table(op, args, lambda v: lut_unary(op, v, ffn))
+        return [lut_unary(op, x, ffn) if y is None else y]
     if ifn is None:
         raise unsupported(op, f"{op.type} on non-quantized {x.dtype} input")
     return [ifn(x).astype(dt)]
@@ -270,16 +482,22 @@ def neg(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     return [np.negative(x.astype(np.int64)).astype(x.dtype).astype(out_dtype(op))]
 
 
+def _quant_abs(op: Op, x: np.ndarray) -> np.ndarray:
+    """TFLite's quantized ABS: ``|q - zp_in|`` rescaled by ``s_in / s_out``."""
+    iq, oq = qparams(op, op.inputs[0]), qparams(op, op.outputs[0])
+    dt = out_dtype(op)
+    lo, hi = int_range(dt)
+    v = np.abs(x.astype(np.int64) - iq.zp)
+    if iq.s == oq.s and iq.zp == oq.zp:
+        return np.clip(v + oq.zp, lo, hi).astype(dt)
+    return requantize(v, np.float64(iq.s) / np.float64(oq.s), oq.zp, lo, hi, dt)
+
+
 @register("ABS")
 def absolute(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """ABS; quantized as TFLite: ``|q - zp_in|`` rescaled by ``s_in / s_out``."""
     x = need(op, args, 0)
     if is_quantized(op.inputs[0]) and is_quantized(op.outputs[0]):
-        iq, oq = qparams(op, op.inputs[0]), qparams(op, op.outputs[0])
-        dt = out_dtype(op)
-        lo, hi = int_range(dt)
-        v = np.abs(x.astype(np.int64) - iq.zp)
-        if iq.s == oq.s and iq.zp == oq.zp:
-            return [np.clip(v + oq.zp, lo, hi).astype(dt)]
-        return [requantize(v, np.float64(iq.s) / np.float64(oq.s), oq.zp, lo, hi, dt)]
+        y = unary_table(op, args, lambda v: _quant_abs(op, v))
+        return [_quant_abs(op, x) if y is None else y]
     return unary(op, args, np.abs, lambda v: np.abs(v.astype(np.int64)))

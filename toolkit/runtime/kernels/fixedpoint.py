@@ -18,6 +18,8 @@ the default build):
   an axis and the standard one to the tail.
 * :func:`round_half_away` -- ``TfLiteRound`` (``std::round``: ties away from zero).
 * :func:`c_div` -- C integer division (truncates toward zero).
+* :class:`Requantizer` -- :func:`split_rounding` plus zero point, clamp and cast for
+  accumulators of one shape, with its constants prepared once.
 
 All integer helpers take and return int64 arrays (values in int32 range where TFLite uses
 int32) and broadcast their arguments, so per-channel multipliers are just arrays.
@@ -26,6 +28,8 @@ int32) and broadcast their arguments, so per-channel multipliers are just arrays
 from __future__ import annotations
 
 import numpy as np
+
+from toolkit.runtime.kernels.blocks import block_len, per_channel
 
 __all__ = [
     "INT32_MIN",
@@ -40,6 +44,7 @@ __all__ = [
     "split_rounding",
     "wrap_int32",
     "c_div",
+    "Requantizer",
 ]
 
 INT32_MIN = -(1 << 31)
@@ -143,7 +148,6 @@ def multiply_by_quantized_multiplier_upward(x: np.ndarray, multiplier: np.ndarra
     return rounding_shift_right_upward(srdhm(_shift_left(x, shift), multiplier), right)
 
 
-
 def split_rounding(x: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarray | int,
                    block: int, axis: int = -1) -> np.ndarray:
     """Requantize ``x`` as a SIMD kernel with ``block``-wide vectors along ``axis`` does:
@@ -166,3 +170,75 @@ def split_rounding(x: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarra
     out[head] = multiply_by_quantized_multiplier_upward(x[head], m[head], s[head])
     out[tail] = multiply_by_quantized_multiplier(x[tail], m[tail], s[tail])
     return out
+
+
+class Requantizer:
+    """``clamp(split_rounding(acc, M, shift, block) + zp, lo, hi)`` cast to ``dtype``.
+
+    Prepared for int64 accumulators of ``size`` elements whose last axis holds ``channels``
+    channels; ``multiplier`` and ``shift`` hold one value per channel (or one for all). The
+    result equals :func:`split_rounding` with the same arguments followed by
+    ``np.clip(... + zp, lo, hi).astype(dtype)``. ``acc_bound``, a bound on ``|acc|`` when
+    known, lets channels that round ties upward fold the two rounding shifts into one.
+    """
+
+    __slots__ = ("away", "away_all", "block", "dtype", "fused", "general", "has_away",
+                 "has_right", "hi", "length", "lo", "mult", "nudge", "right", "shift", "zp")
+
+    def __init__(self, multiplier: np.ndarray | int, shift: np.ndarray | int, block: int,
+                 zp: int, lo: int, hi: int, dtype: np.dtype, size: int, channels: int,
+                 acc_bound: int | None = None) -> None:
+        m = np.broadcast_to(np.asarray(multiplier, dtype=np.int64).reshape(-1),
+                            (channels,)).copy()
+        s = np.broadcast_to(np.asarray(shift, dtype=np.int64).reshape(-1), (channels,)).copy()
+        self.mult: np.ndarray | int = m
+        self.shift, self.block = s, block
+        self.zp, self.lo, self.hi, self.dtype = int(zp), int(lo), int(hi), dtype
+        # a left shift wraps in int32 arithmetic: that (rare) case goes to split_rounding
+        self.general = channels == 0 or size % channels != 0 or bool((s > 0).any())
+        if self.general:
+            return
+        length = block_len(size, channels)
+        self.length = length
+        right = -s
+        upward = np.arange(channels) < (channels // block) * block
+        nudge = np.where(right > 0, np.int64(1) << np.maximum(right - 1, 0), 0)
+        away = np.where(~upward & (right > 0), np.int64(-1), np.int64(0))
+        self.fused = bool(upward.all()) and acc_bound is not None and \
+            int(acc_bound) * int(m.max(initial=0)) + (1 << 30) + (1 << 61) < (1 << 63)
+        if self.fused:
+            # floor((floor((a + 2**30) / 2**31) + nudge) / 2**r)
+            #   == floor((a + 2**30 + nudge * 2**31) / 2**(31 + r))
+            nudge = (1 << 30) + (nudge << 31)
+            right = right + 31
+        self.has_right = self.fused or bool((right > 0).any())
+        self.has_away = bool(away.any())
+        self.away_all = bool((away == -1).all())
+        self.nudge = per_channel(nudge, length)
+        self.right = per_channel(right, length)
+        self.away = per_channel(away, length)
+        self.mult = per_channel(m, length)
+
+    def __call__(self, acc: np.ndarray) -> np.ndarray:
+        """Requantize the int64 accumulators ``acc`` (of the prepared size and channels)."""
+        if self.general:
+            y = split_rounding(acc, self.mult, self.shift, self.block, axis=-1) + self.zp
+            return np.clip(y, self.lo, self.hi).astype(self.dtype)
+        a = acc.reshape(-1, self.length) if self.length else acc
+        p = np.multiply(a, self.mult)
+        if not self.fused:
+            p += 1 << 30
+            p >>= 31
+            if self.has_away:
+                neg = p >> 63  # -1 where negative: there ties round away from zero
+                if not self.away_all:
+                    neg &= self.away
+                p += neg
+        if self.has_right:
+            p += self.nudge
+            p >>= self.right
+        if self.zp:
+            p += self.zp
+        np.maximum(p, self.lo, out=p)
+        np.minimum(p, self.hi, out=p)
+        return p.astype(self.dtype).reshape(acc.shape)
