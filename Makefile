@@ -36,7 +36,7 @@ lab: $(VENV)/.demo-installed
 
 ## bench: every benchmark in bench/ (ratios against in-process baselines)
 bench: $(VENV)/.dev-installed
-	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || echo "   ($$f: a target was missed or it failed; see above)"; done
 
 ## samples: rebuild the committed sample models
 samples: $(VENV)/.dev-installed

@@ -357,3 +357,24 @@ def test_model_explorer_node_data(tmp_path: Path) -> None:
     assert ops["main"]["results"] == {"fused": {"value": 1}, "pool_out": {"value": 1}}
     with pytest.raises(ToolkitError):
         to_model_explorer(att, tmp_path / "x.json", level="tensor")
+
+
+def test_sparse_sums_give_the_same_views(monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolkit.trace.accumulate as accumulate
+    import toolkit.trace.attribution as attribution
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    frame = pd.DataFrame({"command_id": rng.integers(0, 4, n), "run": rng.integers(0, 500, n),
+                          "start_ns": np.arange(n) * 100, "dur_ns": rng.integers(0, 90, n)})
+    frame.loc[frame["command_id"] == 3, "command_id"] = 2
+    dense = trace_join(frame, fused_provenance())
+    views = ("by_layer", "by_source_op", "by_op", "by_command", "by_backend")
+    want = {v: getattr(dense, v)() for v in views}
+    monkeypatch.setattr(accumulate, "DENSE_CELLS", 1)
+    monkeypatch.setattr(attribution, "_DENSE_ROWS_RUNS", 1)
+    sparse = trace_join(frame, fused_provenance())
+    sparse.check()
+    assert sparse._r.sums.dense is None
+    for v in views:
+        pd.testing.assert_frame_equal(getattr(sparse, v)(), want[v])

@@ -31,7 +31,7 @@ from toolkit.trace.catalog import Catalog
 from toolkit.trace.keys import KEY_KINDS
 from toolkit.trace.read import Trace
 from toolkit.trace.split import TargetWeights, group_sum, split_targets
-from toolkit.trace.stats import STAT_COLUMNS, matrix_stats_frame
+from toolkit.trace.stats import STAT_COLUMNS, matrix_stats_frame, stats_frame
 
 __all__ = ["Attribution", "JoinResult", "STAT_COLUMNS"]
 
@@ -39,6 +39,7 @@ _STR = pd.Series([""]).dtype
 _KIND_CATEGORIES = pd.Index(["", *KEY_KINDS], dtype=_STR)
 _BLOCK = 1 << 16
 _CELLS_PER_BLOCK = 1 << 22
+_DENSE_ROWS_RUNS = 1 << 26  # rows x runs above which views are built sparse
 
 
 @dataclass
@@ -103,6 +104,17 @@ def _row_matrix(sums: CellSums, column_row: np.ndarray, n_rows: int) -> np.ndarr
     return out
 
 
+def _grouped_stats(sums: CellSums, column_row: np.ndarray, n_rows: int, counts: np.ndarray,
+                   total_ns: int) -> pd.DataFrame:
+    """:data:`STAT_COLUMNS` per row, the columns of ``sums`` added into their rows."""
+    if n_rows * sums.runs <= _DENSE_ROWS_RUNS:
+        return matrix_stats_frame(_row_matrix(sums, column_row, n_rows), counts, total_ns)
+    run, column, ns = sums.triplets()  # many rows x many runs: sparse, in row blocks
+    rows = column_row[column]
+    keep = rows >= 0
+    return stats_frame(rows[keep], run[keep], ns[keep], n_rows, sums.runs, counts, total_ns)
+
+
 class Attribution:
     """Time of a trace attributed to original layers, source ops, compiled ops and commands.
 
@@ -163,9 +175,8 @@ class Attribution:
     def _grouped(self, member_row: np.ndarray, n_rows: int) -> pd.DataFrame:
         """Statistics per row of members mapped by ``member_row`` (rows < 0 left out)."""
         r = self._r
-        matrix = _row_matrix(r.sums, member_row[r.hit_members], n_rows)
-        return matrix_stats_frame(matrix, self._event_counts(member_row, n_rows),
-                                  self.total_ns)
+        return _grouped_stats(r.sums, member_row[r.hit_members], n_rows,
+                              self._event_counts(member_row, n_rows), self.total_ns)
 
     def _blocks(self) -> Any:
         """Yield ``(b0, b1, rows, member, ns)`` per block ``[b0, b1)`` of events: the
@@ -295,8 +306,7 @@ class Attribution:
                     cmd = r.command[rows].astype(np.int64)
                     sums.add(r.runs.codes(run[rows]), cmd, dur[rows])
                     counts += np.bincount(cmd, minlength=c)
-            stats = matrix_stats_frame(_row_matrix(sums, np.arange(c), c), counts,
-                                       self.total_ns)
+            stats = _grouped_stats(sums, np.arange(c), c, counts, self.total_ns)
             self._cache["command"] = self._join(ids, stats)
         return self._cache["command"].copy()
 

@@ -82,6 +82,8 @@ class IntLookup:
             out[inside] = table[query[inside]]
             return out
         assert self._index is not None
+        if len(self.keys) == 0:
+            return np.full(len(query), UNKNOWN, dtype=np.int64)
         pos = self._index.get_indexer(query)
         return np.where(pos >= 0, self.values[pos], UNKNOWN)
 

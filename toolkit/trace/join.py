@@ -20,7 +20,7 @@ Steps, each vectorised over blocks of ~10^5 events (no per-event Python):
    nanosecond is attributed twice. ``overlaps="keep"`` attributes every matched event.
 4. **Split.** Each matched event's duration is split over its target's members by the
    policy's integer weights (:mod:`toolkit.trace.policies`), exactly
-   (:func:`toolkit.trace.split.split_by_weights`), and summed per (run, member).
+   (:func:`toolkit.trace.split.split_targets`), and summed per (run, member).
 
 **Remainders.** Member ``j`` of an event gets ``floor(dur * w_j / W)``; the ``r < k``
 nanoseconds left over go one each to the ``r`` members with the largest remainders

@@ -25,6 +25,9 @@ import numpy as np
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
+    FloatClamp,
+    QParams,
+    cached_plan,
     dequantize,
     int_range,
     is_quantized,
@@ -34,9 +37,11 @@ from toolkit.runtime.kernels.common import (
     qparams,
     quantize_float,
     requantize,
+    store_plan,
     unsupported,
+    value_table,
 )
-from toolkit.runtime.kernels.elementwise import unary
+from toolkit.runtime.kernels.elementwise import lut_unary, unary, unary_table
 from toolkit.runtime.kernels.fixedpoint import (
     c_div,
     multiply_by_quantized_multiplier,
@@ -107,20 +112,56 @@ def hard_swish_f(x: np.ndarray) -> np.ndarray:
 def softmax_f(x: np.ndarray, beta: float) -> np.ndarray:
     """Softmax over the last axis in float32: ``exp((x - max) * beta) / sum``."""
     x = np.asarray(x, dtype=np.float32)
-    m = np.max(x, axis=-1, keepdims=True)
-    e = np.exp((x - m) * np.float32(beta))
-    return e / np.sum(e, axis=-1, keepdims=True, dtype=np.float32)
+    e = np.subtract(x, np.maximum.reduce(x, axis=-1, keepdims=True))
+    if beta != 1.0:  # multiplying by 1 changes no value
+        np.multiply(e, np.float32(beta), out=e)
+    np.exp(e, out=e)
+    np.divide(e, np.add.reduce(e, axis=-1, keepdims=True, dtype=np.float32), out=e)
+    return e
 
 
 # ------------------------------------------------------------------ RELU family
 def _relu_x(op: Op, args: list[np.ndarray | None], lo: float, hi: float) -> list[np.ndarray]:
+    x = args[0] if len(args) == 1 else None
+    if type(x) is np.ndarray:
+        key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
+        plan = cached_plan(op, key)
+        if plan is None:
+            plan = store_plan(op, key, _relu_plan(op, x, lo, hi))
+        if plan is not _GENERAL:
+            if isinstance(plan, FloatClamp):
+                if x.flags.c_contiguous:
+                    return [plan(np.empty(x.shape, dtype=np.float32), x)]
+            else:
+                return [plan[x.astype(np.intp)]]
+    return [_relu_general(op, args, lo, hi)]
+
+
+_GENERAL = "general"
+_F32 = np.dtype(np.float32)
+
+
+def _relu_plan(op: Op, x: np.ndarray, lo: float, hi: float) -> FloatClamp | np.ndarray | str:
+    """A float32 clamp, a table over every 8/16-bit input value, or ``_GENERAL``."""
+    dt = op.outputs[0].dtype if len(op.outputs) == 1 else None
+    if x.dtype == _F32 and dt == _F32:
+        return FloatClamp(None if lo == -math.inf else lo, None if hi == math.inf else hi,
+                          False, x.size, _F32)
+    if x.dtype in (np.int8, np.uint8, np.int16) and is_quantized(op.inputs[0]) \
+            and is_quantized(op.outputs[0]):
+        return value_table(lambda v: _relu_general(op, [v], lo, hi), x.dtype)
+    return _GENERAL
+
+
+def _relu_general(op: Op, args: list[np.ndarray | None], lo: float, hi: float
+                  ) -> np.ndarray:
     x = need(op, args, 0)
     dt = out_dtype(op)
     if np.issubdtype(x.dtype, np.floating):
         y = x.astype(np.float32)
         y = np.maximum(y, np.float32(lo)) if lo != -math.inf else y
         y = np.minimum(y, np.float32(hi)) if hi != math.inf else y
-        return [y.astype(dt)]
+        return y.astype(dt)
     if is_quantized(op.inputs[0]) and is_quantized(op.outputs[0]):
         iq, oq = qparams(op, op.inputs[0]), qparams(op, op.outputs[0])
         qmin, qmax = int_range(dt)
@@ -129,10 +170,10 @@ def _relu_x(op: Op, args: list[np.ndarray | None], lo: float, hi: float) -> list
         qhi = min(qmax, oq.zp + int(round_half_away(np.float32(hi) / oq.s))) \
             if hi != math.inf else qmax
         real = np.float64(iq.s) / np.float64(oq.s)
-        return [requantize(x.astype(np.int64) - iq.zp, real, oq.zp, qlo, qhi, dt)]
+        return requantize(x.astype(np.int64) - iq.zp, real, oq.zp, qlo, qhi, dt)
     lo_i = int(lo) if lo != -math.inf else None
     hi_i = int(hi) if hi != math.inf else None
-    return [np.clip(x, lo_i, hi_i).astype(dt)]
+    return np.clip(x, lo_i, hi_i).astype(dt)
 
 
 @register("RELU")
@@ -170,6 +211,13 @@ def leaky_relu(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [np.where(xf > 0, xf, xf * alpha).astype(dt)]
     if not (is_quantized(op.inputs[0]) and is_quantized(op.outputs[0])):
         raise unsupported(op, f"LEAKY_RELU on non-quantized {x.dtype} input")
+    y = unary_table(op, args, lambda v: _leaky_relu_quantized(op, v, alpha))
+    return [_leaky_relu_quantized(op, x, alpha) if y is None else y]
+
+
+def _leaky_relu_quantized(op: Op, x: np.ndarray, alpha: np.float32) -> np.ndarray:
+    """TFLite's ``QuantizeLeakyRelu``."""
+    dt = out_dtype(op)
     iq, oq = qparams(op, op.inputs[0]), qparams(op, op.outputs[0])
     m_id, s_id = quantize_multiplier(np.float64(np.float32(iq.s) / np.float32(oq.s)))
     m_al, s_al = quantize_multiplier(
@@ -178,7 +226,7 @@ def leaky_relu(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     y = np.where(v >= 0, multiply_by_quantized_multiplier(v, m_id, s_id),
                  multiply_by_quantized_multiplier(v, m_al, s_al)) + oq.zp
     lo, hi = int_range(dt)
-    return [np.clip(y, lo, hi).astype(dt)]
+    return np.clip(y, lo, hi).astype(dt)
 
 
 def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
@@ -231,11 +279,17 @@ def hard_swish(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     x = need(op, args, 0)
     if x.dtype in (np.int8, np.uint8) and is_quantized(op.inputs[0]) \
             and is_quantized(op.outputs[0]):
-        iq, oq = qparams(op, op.inputs[0]), qparams(op, op.outputs[0])
-        y = hard_swish_quantized(x, iq.s, iq.zp, oq.s, oq.zp, out_dtype(op))
-        if y is not None:
-            return [y]
+        y = unary_table(op, args, lambda v: _hard_swish_8bit(op, v))
+        return [_hard_swish_8bit(op, x) if y is None else y]
     return unary(op, args, hard_swish_f)
+
+
+def _hard_swish_8bit(op: Op, x: np.ndarray) -> np.ndarray:
+    """Quantized 8-bit HARD_SWISH: fixed point, or the float table where TFLite's fixed-point
+    kernel does not apply."""
+    iq, oq = qparams(op, op.inputs[0]), qparams(op, op.outputs[0])
+    y = hard_swish_quantized(x, iq.s, iq.zp, oq.s, oq.zp, out_dtype(op))
+    return lut_unary(op, x, hard_swish_f) if y is None else y
 
 
 @register("GELU")
@@ -260,6 +314,17 @@ def logistic(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
 @register("SOFTMAX")
 def softmax(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """SOFTMAX over the last axis with ``beta``."""
+    x = args[0] if len(args) == 1 else None
+    if type(x) is np.ndarray:
+        key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
+        plan = cached_plan(op, key)
+        if plan is None:
+            plan = store_plan(op, key, _softmax_plan(op, x))
+        if plan is not _GENERAL and x.flags.c_contiguous:
+            beta, iq, oq, dt = plan
+            if iq is None:
+                return [softmax_f(x, beta)]
+            return [quantize_float(softmax_f(dequantize(x, iq), beta), oq, dt)]
     x = need(op, args, 0)
     beta = float(opt(op, "beta", 1.0))
     dt = out_dtype(op)
@@ -269,3 +334,18 @@ def softmax(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
         raise unsupported(op, f"SOFTMAX on non-quantized {x.dtype} input")
     real = dequantize(x, qparams(op, op.inputs[0]))
     return [quantize_float(softmax_f(real, beta), qparams(op, op.outputs[0]), dt)]
+
+
+def _softmax_plan(op: Op, x: np.ndarray) -> tuple[float, QParams | None, QParams | None,
+                                                   np.dtype] | str:
+    """``(beta, input qparams, output qparams, output dtype)``, or ``_GENERAL``."""
+    if x.ndim == 0 or len(op.outputs) != 1:
+        return _GENERAL
+    beta = float(opt(op, "beta", 1.0))
+    dt = op.outputs[0].dtype
+    if x.dtype == _F32 and dt == _F32:
+        return beta, None, None, dt
+    if dt is not None and x.dtype.kind in "iu" and is_quantized(op.inputs[0]) \
+            and is_quantized(op.outputs[0]):
+        return beta, qparams(op, op.inputs[0]), qparams(op, op.outputs[0]), dt
+    return _GENERAL

@@ -312,7 +312,7 @@ def store_plan(op: Op, key: tuple[Any, ...], plan: P) -> P:
 
 # ------------------------------------------------------------------ quiet float errors
 _QUIET_ON = contextvars.ContextVar("toolkit_kernels_quiet", default=False)
-_QUIET_LOCAL = threading.local()
+_QUIET_CONTEXTS: dict[int, contextvars.Context] = {}
 
 
 def _enter_quiet() -> None:
@@ -325,16 +325,19 @@ def quiet(fn: Callable[..., P], *args: Any) -> P:
 
     Same effect as calling it inside ``np.errstate(all="ignore")``, for a fraction of the
     cost: the call runs in a context (one per thread) where that error state is set once.
-    Nested calls run directly.
+    A call made from inside another runs directly.
     """
-    if _QUIET_ON.get():
-        return fn(*args)
-    ctx = getattr(_QUIET_LOCAL, "ctx", None)
+    ctx = _QUIET_CONTEXTS.get(threading.get_ident())
     if ctx is None:
         ctx = contextvars.Context()
         ctx.run(_enter_quiet)
-        _QUIET_LOCAL.ctx = ctx
-    return ctx.run(fn, *args)
+        _QUIET_CONTEXTS[threading.get_ident()] = ctx
+    try:
+        return ctx.run(fn, *args)
+    except RuntimeError:
+        if _QUIET_ON.get():  # already inside the context: fn has not run yet
+            return fn(*args)
+        raise
 
 
 class FloatClamp:
@@ -355,16 +358,23 @@ class FloatClamp:
             self.lo = None if lo is None else scalar(lo)
             self.hi = None if hi is None else scalar(hi)
 
-    def __call__(self, y: np.ndarray) -> np.ndarray:
-        """Apply the activation to the C-contiguous array ``y`` in place; return ``y``."""
+    def __call__(self, y: np.ndarray, src: np.ndarray | None = None) -> np.ndarray:
+        """Apply the activation to the C-contiguous array ``y`` in place, or write it of
+        ``src`` (same size, C-contiguous) into ``y``; return ``y``."""
+        if src is None:
+            src = y
         if self.tanh:
-            np.tanh(y, out=y)
+            np.tanh(src, out=y)
             return y
         v = y.reshape(-1, self.length) if self.length else y
+        s = src.reshape(-1, self.length) if self.length else src
         if self.lo is not None:
-            np.maximum(v, self.lo, out=v)
+            np.maximum(s, self.lo, out=v)
+            s = v
         if self.hi is not None:
-            np.minimum(v, self.hi, out=v)
+            np.minimum(s, self.hi, out=v)
+        elif s is not v:
+            np.copyto(v, s)
         return y
 
 

@@ -215,11 +215,10 @@ class _NoPlan:
     """The op's inputs take the general path."""
 
     __slots__ = ()
+    const = None
+    const_pos = 0
 
-    def valid(self, a: np.ndarray, b: np.ndarray) -> bool:
-        return True
-
-    def __call__(self, a: np.ndarray, b: np.ndarray) -> None:
+    def run(self, a: np.ndarray, b: np.ndarray) -> None:
         return None
 
 
@@ -231,50 +230,71 @@ class _BinaryPlan:
 
     ``kind`` is ``"float"`` (float32 ``fn`` with errors ignored, then the fused activation),
     ``"raw"`` (``fn`` on the stored values) or ``"table"`` (8-bit values looked up in a
-    :func:`pair_table`). A constant operand that repeats along the trailing axes of the
-    other (full-shape) operand is kept tiled to ``length`` elements."""
+    :func:`pair_table`). A constant operand ``const`` (input ``const_pos``) that repeats
+    along the trailing axes of the other, full-shape, operand is kept as ``tile``: one or
+    more periods, ``rows[-1]`` elements long; the other operand is viewed as ``rows``."""
 
-    __slots__ = ("clamp", "const", "const_pos", "fn", "kind", "length", "shape", "table",
+    __slots__ = ("clamp", "const", "const_pos", "fn", "rows", "run", "shape", "table",
                  "tile")
 
     def __init__(self, kind: str, fn: Callable[..., np.ndarray], shape: tuple[int, ...],
                  const: np.ndarray | None, const_pos: int, length: int,
                  tile: np.ndarray | None, clamp: FloatClamp | None = None,
                  table: np.ndarray | None = None) -> None:
-        self.kind, self.fn, self.shape = kind, fn, shape
-        self.const, self.const_pos, self.length, self.tile = const, const_pos, length, tile
-        self.clamp, self.table = clamp, table
+        self.fn, self.shape, self.clamp, self.table = fn, shape, clamp, table
+        self.const, self.const_pos, self.tile = const, const_pos, tile
+        size = int(np.prod(shape, dtype=np.int64))
+        self.rows = (length,) if length == size else (-1, length)
+        runs = {"float": (self._float, self._float_tile_a, self._float_tile_b),
+                "raw": (self._raw, self._raw_tile_a, self._raw_tile_b),
+                "table": (self._table, self._table_tile_a, self._table_tile_b)}[kind]
+        self.run = runs[0] if tile is None else runs[1 + const_pos]
 
-    def valid(self, a: np.ndarray, b: np.ndarray) -> bool:
-        """True when the constant operand is still the same array."""
-        return self.const is None or (a if self.const_pos == 0 else b) is self.const
-
-    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        length, shape = self.length, self.shape
-        if self.kind == "table":
-            if self.tile is None:
-                idx = lookup_index(a, b, shape)
-            elif self.const_pos == 1:
-                idx = np.multiply(a.reshape(-1, length), 256, dtype=np.intp)
-                np.add(idx, self.tile, out=idx)
-            else:
-                idx = b.reshape(-1, length).astype(np.intp)
-                np.add(idx, self.tile, out=idx)
-            assert self.table is not None
-            return self.table[idx].reshape(shape)
-        if self.tile is not None:
-            if self.const_pos == 1:
-                a, b = a.reshape(-1, length), self.tile
-            else:
-                a, b = self.tile, b.reshape(-1, length)
-        if self.kind == "raw":
-            return self.fn(a, b).reshape(shape)
-        y = quiet(self.fn, a, b).reshape(shape)
-        if y.dtype != _F32:
-            y = y.astype(_F32)
+    def _float(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        y = quiet(self.fn, a, b)
+        if not y.flags.c_contiguous:
+            y = np.ascontiguousarray(y)  # as the general path (which computes on copies)
         if self.clamp is not None:
             self.clamp(y)
         return y
+
+    def _float_tile_a(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        y = quiet(self.fn, self.tile, b.reshape(self.rows)).reshape(self.shape)
+        if self.clamp is not None:
+            self.clamp(y)
+        return y
+
+    def _float_tile_b(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        y = quiet(self.fn, a.reshape(self.rows), self.tile).reshape(self.shape)
+        if self.clamp is not None:
+            self.clamp(y)
+        return y
+
+    def _raw(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        y = self.fn(a, b)
+        return y if y.flags.c_contiguous else np.ascontiguousarray(y)
+
+    def _raw_tile_a(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self.fn(self.tile, b.reshape(self.rows)).reshape(self.shape)
+
+    def _raw_tile_b(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self.fn(a.reshape(self.rows), self.tile).reshape(self.shape)
+
+    def _table(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        assert self.table is not None
+        return self.table[lookup_index(a, b, self.shape)]
+
+    def _table_tile_a(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        assert self.table is not None
+        idx = b.reshape(self.rows).astype(np.intp)
+        np.add(idx, self.tile, out=idx)
+        return self.table[idx].reshape(self.shape)
+
+    def _table_tile_b(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        assert self.table is not None
+        idx = np.multiply(a.reshape(self.rows), 256, dtype=np.intp)
+        np.add(idx, self.tile, out=idx)
+        return self.table[idx].reshape(self.shape)
 
 
 def _trailing_period(const: np.ndarray, shape: tuple[int, ...]) -> bool:
@@ -348,9 +368,12 @@ def _binary_prepared(op: Op, args: list[np.ndarray | None], fn: Callable[..., np
         return None
     key = (op.options, op.inputs, op.outputs, a.shape, a.dtype, b.shape, b.dtype)
     plan: Any = cached_plan(op, key)
-    if plan is None or not plan.valid(a, b):
-        plan = store_plan(op, key, _make_binary_plan(op, a, b, fn, raw))
-    return plan(a, b)
+    if plan is not None:
+        const = plan.const
+        if const is None or (b if plan.const_pos else a) is const:
+            return plan.run(a, b)
+    plan = store_plan(op, key, _make_binary_plan(op, a, b, fn, raw))
+    return plan.run(a, b)
 
 
 @register("ADD")
@@ -436,7 +459,7 @@ def unary(op: Op, args: list[np.ndarray | None], ffn: FloatFn,
     """Run a unary float function on float, quantized (table) or plain integer input."""
     x = need(op, args, 0)
     dt = out_dtype(op)
-    if x.dtype == _F32 and dt == _F32:
+    if x.dtype == _F32 and dt == _F32 and x.flags.c_contiguous:
         y = np.asarray(quiet(ffn, x), dtype=np.float32)
         return [y.copy() if y is x else y]
     if np.issubdtype(x.dtype, np.floating):

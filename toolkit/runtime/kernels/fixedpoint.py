@@ -173,26 +173,34 @@ def split_rounding(x: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarra
 
 
 class Requantizer:
-    """``clamp(split_rounding(acc, M, shift, block) + zp, lo, hi)`` cast to ``dtype``.
+    """``clamp(split_rounding(acc + bias, M, shift, block) + zp, lo, hi)`` cast to ``dtype``.
 
-    Prepared for int64 accumulators of ``size`` elements whose last axis holds ``channels``
-    channels; ``multiplier`` and ``shift`` hold one value per channel (or one for all). The
+    Prepared for accumulators of ``size`` elements whose last axis holds ``channels``
+    channels; ``multiplier``, ``shift`` and the optional ``bias`` hold one value per channel
+    (or one for all). The accumulators are int64, or floats holding exact integers. The
     result equals :func:`split_rounding` with the same arguments followed by
-    ``np.clip(... + zp, lo, hi).astype(dtype)``. ``acc_bound``, a bound on ``|acc|`` when
-    known, lets channels that round ties upward fold the two rounding shifts into one.
+    ``np.clip(... + zp, lo, hi).astype(dtype)``.
+
+    ``acc_bound``, a bound on ``|acc + bias|`` when known, lets the constants fold when every
+    channel rounds ties upward: ``floor((floor((a M + 2**30) / 2**31) + nudge) / 2**r) + zp``
+    is ``floor((a M + 2**30 + nudge 2**31 + zp 2**(31 + r)) / 2**(31 + r))`` and ``a = acc +
+    bias`` puts ``bias M`` into that constant, as long as nothing overflows int64 (checked).
     """
 
-    __slots__ = ("away", "away_all", "block", "dtype", "fused", "general", "has_away",
-                 "has_right", "hi", "length", "lo", "mult", "nudge", "right", "shift", "zp")
+    __slots__ = ("away", "away_all", "bias", "block", "dtype", "fused", "general",
+                 "has_away", "has_right", "hi", "length", "lo", "mult", "nudge", "right",
+                 "shift", "zp")
 
     def __init__(self, multiplier: np.ndarray | int, shift: np.ndarray | int, block: int,
                  zp: int, lo: int, hi: int, dtype: np.dtype, size: int, channels: int,
-                 acc_bound: int | None = None) -> None:
+                 acc_bound: int | None = None, bias: np.ndarray | None = None) -> None:
         m = np.broadcast_to(np.asarray(multiplier, dtype=np.int64).reshape(-1),
                             (channels,)).copy()
         s = np.broadcast_to(np.asarray(shift, dtype=np.int64).reshape(-1), (channels,)).copy()
+        b = None if bias is None else \
+            np.broadcast_to(np.asarray(bias, dtype=np.int64).reshape(-1), (channels,)).copy()
         self.mult: np.ndarray | int = m
-        self.shift, self.block = s, block
+        self.shift, self.block, self.bias = s, block, b
         self.zp, self.lo, self.hi, self.dtype = int(zp), int(lo), int(hi), dtype
         # a left shift wraps in int32 arithmetic: that (rare) case goes to split_rounding
         self.general = channels == 0 or size % channels != 0 or bool((s > 0).any())
@@ -204,13 +212,20 @@ class Requantizer:
         upward = np.arange(channels) < (channels // block) * block
         nudge = np.where(right > 0, np.int64(1) << np.maximum(right - 1, 0), 0)
         away = np.where(~upward & (right > 0), np.int64(-1), np.int64(0))
-        self.fused = bool(upward.all()) and acc_bound is not None and \
-            int(acc_bound) * int(m.max(initial=0)) + (1 << 30) + (1 << 61) < (1 << 63)
+        self.fused = False
+        if bool(upward.all()) and acc_bound is not None:
+            total = (1 << 30) + (int(nudge.max(initial=0)) << 31)
+            if b is not None:
+                total += int(np.abs(b).max(initial=0)) * int(m.max(initial=0))
+            total += abs(self.zp) << (31 + int(right.max(initial=0)))
+            self.fused = int(acc_bound) * int(m.max(initial=0)) + total < (1 << 63)
         if self.fused:
-            # floor((floor((a + 2**30) / 2**31) + nudge) / 2**r)
-            #   == floor((a + 2**30 + nudge * 2**31) / 2**(31 + r))
-            nudge = (1 << 30) + (nudge << 31)
-            right = right + 31
+            const = (1 << 30) + (nudge << 31) + (self.zp << (right + 31))
+            if b is not None:
+                const = const + b * m
+            nudge, right, self.zp, self.bias = const, right + 31, 0, None
+        elif b is not None:
+            self.bias = per_channel(b, length)  # type: ignore[assignment]
         self.has_right = self.fused or bool((right > 0).any())
         self.has_away = bool(away.any())
         self.away_all = bool((away == -1).all())
@@ -220,12 +235,17 @@ class Requantizer:
         self.mult = per_channel(m, length)
 
     def __call__(self, acc: np.ndarray) -> np.ndarray:
-        """Requantize the int64 accumulators ``acc`` (of the prepared size and channels)."""
+        """Requantize the accumulators ``acc`` (of the prepared size and channels)."""
         if self.general:
-            y = split_rounding(acc, self.mult, self.shift, self.block, axis=-1) + self.zp
+            a = acc.astype(np.int64)
+            if self.bias is not None:
+                a = a + self.bias
+            y = split_rounding(a, self.mult, self.shift, self.block, axis=-1) + self.zp
             return np.clip(y, self.lo, self.hi).astype(self.dtype)
         a = acc.reshape(-1, self.length) if self.length else acc
-        p = np.multiply(a, self.mult)
+        if self.bias is not None:
+            a = np.add(a, self.bias, dtype=np.int64, casting="unsafe")
+        p = np.multiply(a, self.mult, dtype=np.int64, casting="unsafe")
         if not self.fused:
             p += 1 << 30
             p >>= 31

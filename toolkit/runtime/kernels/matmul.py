@@ -22,8 +22,11 @@ import numpy as np
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
+    FloatClamp,
     bad_input,
+    cached_plan,
     float_activation,
+    float_clamp,
     int_matmul,
     int_range,
     is_quantized,
@@ -32,19 +35,27 @@ from toolkit.runtime.kernels.common import (
     out_dtype,
     qparams,
     requantize,
+    store_plan,
     unsupported,
 )
 from toolkit.runtime.kernels.conv import (
+    GENERAL,
     channel_multipliers,
     dequantize_filter,
     filter_offsets,
+    float_bias,
+    quant_setup,
     quantized_output,
 )
+from toolkit.runtime.kernels.fixedpoint import Requantizer
 
 
 @register("FULLY_CONNECTED")
 def fully_connected(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """FULLY_CONNECTED with weights ``[out, in]``, optional bias and keep_num_dims."""
+    y = _fc_prepared(op, args)
+    if y is not None:
+        return [y]
     x, w = need(op, args, 0), need(op, args, 1)
     if w.ndim != 2:
         raise bad_input(op, f"weights must be 2-D [out, in], got shape {w.shape}")
@@ -80,6 +91,97 @@ def fully_connected(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     if b is not None:
         accf = accf + np.asarray(b).reshape(-1).astype(np.float32)
     return [float_activation(op, accf).astype(out_dtype(op)).reshape(out_shape)]
+
+
+_F32 = np.dtype(np.float32)
+
+
+class _FCPlan:
+    """A prepared FULLY_CONNECTED (float32, or 8-bit quantized) for one input shape."""
+
+    __slots__ = ("b", "batch", "bias", "clamp", "dtype", "k", "length", "out_shape", "qout",
+                 "w", "wmat", "zp")
+
+    def __init__(self, w: np.ndarray, b: np.ndarray | None, wmat: np.ndarray, dtype: type,
+                 batch: int, out_shape: tuple[int, ...]) -> None:
+        self.w, self.b, self.wmat, self.dtype = w, b, wmat, dtype
+        self.batch, self.k, self.out_shape = batch, wmat.shape[0], out_shape
+        self.bias: np.ndarray | None = None
+        self.length = 0
+        self.clamp: FloatClamp | None = None
+        self.qout: Requantizer | None = None
+        self.zp: int | None = None
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        x2 = x.reshape(self.batch, self.k)
+        if self.zp is not None:
+            acc = np.subtract(x2, self.zp, dtype=self.dtype) @ self.wmat
+            return self.qout(acc).reshape(self.out_shape)  # type: ignore[misc]
+        acc = x2 @ self.wmat
+        if self.bias is not None:
+            v = acc.reshape(-1, self.length) if self.length else acc
+            np.add(v, self.bias, out=v)
+        if self.clamp is not None:
+            self.clamp(acc)
+        return acc.reshape(self.out_shape)
+
+
+def _fc_prepared(op: Op, args: list[np.ndarray | None]) -> np.ndarray | None:
+    """Run FULLY_CONNECTED through its prepared plan; None when it takes the general path."""
+    if len(args) not in (2, 3):
+        return None
+    x, w = args[0], args[1]
+    b = args[2] if len(args) == 3 else None
+    if type(x) is not np.ndarray or type(w) is not np.ndarray or not x.flags.c_contiguous:
+        return None
+    key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
+    plan = cached_plan(op, key)
+    if plan is None or (plan is not GENERAL and (plan.w is not w or plan.b is not b)):
+        plan = store_plan(op, key, _fc_plan(op, x, w, b))
+    if plan is GENERAL:
+        return None
+    return plan(x)
+
+
+def _fc_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> _FCPlan | str:
+    ins = op.inputs
+    if w.ndim != 2 or len(ins) < 2 or ins[1] is None or not ins[1].is_const \
+            or (b is not None and (len(ins) < 3 or ins[2] is None or not ins[2].is_const)) \
+            or len(op.outputs) != 1:
+        return GENERAL
+    o, k = w.shape
+    if k == 0 or o == 0 or x.size % k or x.size == 0:
+        return GENERAL
+    batch = x.size // k
+    keep = bool(opt(op, "keepNumDims", False))
+    if keep and x.shape[-1] != k:
+        return GENERAL
+    out_shape = (*x.shape[:-1], o) if keep else (batch, o)
+    size = batch * o
+    if is_quantized(ins[0]):
+        if w.dtype.kind not in "iu" or not is_quantized(ins[1]):
+            return GENERAL
+        wq = qparams(op, ins[1])
+        w_eff = w.astype(np.int64) - filter_offsets(wq, o)[:, None]
+        setup = quant_setup(op, x, w, b, o, k, w_eff, size, 1, wq.scale.size == 1)
+        if setup is None:
+            return GENERAL
+        dtype, qout = setup
+        plan = _FCPlan(w, b, np.ascontiguousarray(w_eff.astype(dtype)).T, dtype, batch,
+                       out_shape)
+        plan.qout, plan.zp = qout, qparams(op, ins[0]).zp
+        return plan
+    if x.dtype != _F32 or w.dtype != _F32 or op.outputs[0].dtype != _F32 \
+            or is_quantized(ins[1]):
+        return GENERAL
+    bias = float_bias(b, size, o)
+    if bias is None:
+        return GENERAL
+    # the weights exactly as the general path multiplies them (same layout)
+    plan = _FCPlan(w, b, w.astype(np.float32).T, np.float32, batch, out_shape)
+    plan.bias, plan.length = bias
+    plan.clamp = float_clamp(op, size, _F32)
+    return plan
 
 
 @register("BATCH_MATMUL")

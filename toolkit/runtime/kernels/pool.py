@@ -5,6 +5,9 @@ Padded positions never count: max pooling pads with the lowest value, average po
 divides by the number of in-image taps. Quantized average pooling is TFLite's: the int32 sum
 of the raw values divided by the tap count, rounding half away from zero, clamped to the
 activation range (input and output share their quantization in TFLite).
+
+Each op prepares its window geometry, tap counts and activation once per input shape (see
+:mod:`.common`) and reduces the taps (strided views of the padded input) in window order.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ import numpy as np
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
+    FloatClamp,
     bad_input,
+    cached_plan,
     float_activation,
+    float_clamp,
     int_range,
     is_quantized,
     need,
@@ -23,8 +29,10 @@ from toolkit.runtime.kernels.common import (
     out_dtype,
     padding_same,
     quant_activation_range,
+    quiet,
+    store_plan,
 )
-from toolkit.runtime.kernels.conv import windows
+from toolkit.runtime.kernels.conv import GENERAL, Window, windows
 from toolkit.runtime.kernels.fixedpoint import c_div
 
 
@@ -46,6 +54,9 @@ def _taps(v: np.ndarray) -> np.ndarray:
 @register("MAX_POOL_2D")
 def max_pool2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """MAX_POOL_2D."""
+    y = _prepared(op, args, "max")
+    if y is not None:
+        return y
     x = need(op, args, 0)
     fh, fw, sh, sw, same = _params(op, x)
     dt = out_dtype(op)
@@ -66,6 +77,9 @@ def max_pool2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
 @register("AVERAGE_POOL_2D")
 def average_pool2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """AVERAGE_POOL_2D."""
+    y = _prepared(op, args, "avg")
+    if y is not None:
+        return y
     x = need(op, args, 0)
     fh, fw, sh, sw, same = _params(op, x)
     dt = out_dtype(op)
@@ -90,3 +104,143 @@ def average_pool2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     else:
         lo, hi = int_range(dt)
     return [np.clip(y, lo, hi).astype(dt)]
+
+
+# ------------------------------------------------------------------ prepared pooling
+_F32 = np.dtype(np.float32)
+
+
+class _PoolPlan:
+    """A prepared MAX_POOL_2D / AVERAGE_POOL_2D for one input shape and dtype."""
+
+    __slots__ = ("clamp", "count", "half", "hi", "kind", "lo", "pad", "win")
+
+    def __init__(self, kind: str, win: Window, pad: float | int) -> None:
+        self.kind, self.win, self.pad = kind, win, pad
+        self.clamp: FloatClamp | None = None
+        self.lo: int | None = None
+        self.hi: int | None = None
+        self.count: np.ndarray | None = None
+        self.half: np.ndarray | None = None
+
+    def _tiles_max(self, x: np.ndarray) -> np.ndarray:
+        """Max over non-overlapping windows that tile the input: the maximum of each window
+        row first, then of those rows.
+
+        ``np.maximum`` returns its second operand on ties (and NaN when either is NaN), so
+        both this and the general path return the last of the window's maximal values in
+        (ky, kx) order: the results agree bit for bit (signed zeros included)."""
+        win = self.win
+        n, oh, ow, c, kh, kw = win.n, win.oh, win.ow, win.c, win.kh, win.kw
+        x5 = np.ascontiguousarray(x).reshape(n, win.h, ow, kw, c)
+        if kw == 1:
+            rows = x5[:, :, :, 0]
+        else:
+            rows = np.maximum(x5[:, :, :, 0], x5[:, :, :, 1])
+            for j in range(2, kw):
+                np.maximum(rows, x5[:, :, :, j], out=rows)
+        r4 = rows.reshape(n, oh, kh, ow * c)
+        if kh == 1:
+            y = np.array(r4[:, :, 0])
+        else:
+            y = np.maximum(r4[:, :, 0], r4[:, :, 1])
+            for i in range(2, kh):
+                np.maximum(y, r4[:, :, i], out=y)
+        return y.reshape(n, oh, ow, c)
+
+    def __call__(self, x: np.ndarray) -> list[np.ndarray]:
+        win = self.win
+        if self.kind == "tiles":
+            y = self._tiles_max(x)
+        else:
+            xp = win.pad(x, self.pad)
+            taps = [win.tap(xp, i, j) for i in range(win.kh) for j in range(win.kw)]
+        if self.kind == "max":
+            y = np.ascontiguousarray(taps[0]) if len(taps) == 1 else \
+                np.maximum(taps[0], taps[1])
+            for t in taps[2:]:
+                np.maximum(y, t, out=y)
+        if self.kind in ("max", "tiles"):
+            if self.clamp is not None:
+                self.clamp(y)
+            if self.lo is not None:
+                np.maximum(y, self.lo, out=y)
+                np.minimum(y, self.hi, out=y)
+            return [y]
+        if x.dtype == _F32:
+            total = np.zeros(taps[0].shape, dtype=np.float32)
+            for t in taps:
+                np.add(total, t, out=total)
+            quiet(np.divide, total, self.count, total)
+            if self.clamp is not None:
+                self.clamp(total)
+            return [total]
+        acc = np.zeros(taps[0].shape, dtype=np.int64)
+        for t in taps:
+            np.add(acc, t, out=acc)
+        cnt, half = self.count, self.half
+        y = np.where(acc > 0, c_div(acc + half, cnt), c_div(acc - half, cnt))
+        np.maximum(y, self.lo, out=y)
+        np.minimum(y, self.hi, out=y)
+        return [y.astype(x.dtype)]
+
+
+def _prepared(op: Op, args: list[np.ndarray | None], kind: str) -> list[np.ndarray] | None:
+    """Run a pooling op through its prepared plan; None when it takes the general path."""
+    x = args[0] if len(args) == 1 else None
+    if type(x) is not np.ndarray:
+        return None
+    key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
+    plan = cached_plan(op, key)
+    if plan is None:
+        plan = store_plan(op, key, _pool_plan(op, x, kind))
+    if plan is GENERAL:
+        return None
+    return plan(x)
+
+
+def _pool_plan(op: Op, x: np.ndarray, kind: str) -> _PoolPlan | str:
+    if x.ndim != 4 or len(op.outputs) != 1 or op.outputs[0].dtype != x.dtype:
+        return GENERAL
+    fh, fw, sh, sw, same = _params(op, x)
+    win = Window(x.shape, fh, fw, sh, sw, 1, 1, same)
+    if not win.usable:
+        return GENERAL
+    if kind == "max" and (fh, fw) == (sh, sw) and not win.padded \
+            and (win.oh * fh, win.ow * fw) == (win.h, win.w):
+        kind = "tiles"
+    size = win.n * win.oh * win.ow * win.c
+    if x.dtype == _F32:
+        plan = _PoolPlan(kind, win, 0.0 if kind == "avg" else -np.inf)
+        plan.clamp = float_clamp(op, size, _F32)
+        if kind == "avg":
+            plan.count = _counts(win, same).astype(np.float32)
+        return plan
+    if x.dtype.kind not in "iu" or x.dtype.itemsize > 4:
+        return GENERAL
+    dmin, dmax = int_range(x.dtype)
+    if kind in ("max", "tiles"):
+        plan = _PoolPlan(kind, win, dmin)
+        if is_quantized(op.outputs[0]):
+            lo, hi = quant_activation_range(op, op.outputs[0])
+            if (lo, hi) != (dmin, dmax):
+                plan.lo, plan.hi = max(lo, dmin), min(hi, dmax)
+                if plan.lo > plan.hi:
+                    return GENERAL
+        return plan
+    plan = _PoolPlan(kind, win, 0)
+    count = _counts(win, same)
+    plan.count = np.maximum(count, 1)
+    plan.half = plan.count // 2
+    if is_quantized(op.outputs[0]):
+        plan.lo, plan.hi = quant_activation_range(op, op.outputs[0])
+    else:
+        plan.lo, plan.hi = dmin, dmax
+    return plan
+
+
+def _counts(win: Window, same: bool) -> np.ndarray:
+    """The number of in-image taps of every window, [1, OH, OW, C] (int64)."""
+    ones = np.ones((1, win.h, win.w, 1), dtype=np.int64)
+    count = _taps(windows(ones, win.kh, win.kw, win.sh, win.sw, 1, 1, same, 0)).sum(axis=-1)
+    return np.ascontiguousarray(np.broadcast_to(count, (1, win.oh, win.ow, win.c)))
