@@ -5,7 +5,6 @@ and bad input."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -26,22 +25,11 @@ from toolkit.partition import PartitionResult, partition
 from toolkit.partition.chain import litert_runner, run_connection
 from toolkit.partition.cli import main_partition
 from toolkit.partition.grouping import group_ops
+from toolkit.runtime.interpreter import run
 
 STEM = "Net_InstanceNorm_003"
 SAMPLE_MODELS = sorted(p for p in [*SAMPLES.glob("*.tflite"), *SAMPLES.glob("*.circle"),
                                    *(SAMPLES / "tf").glob("*.tflite")])
-
-
-def _reference_runtime_ready() -> bool:
-    try:
-        return (importlib.util.find_spec("toolkit.runtime.interpreter") is not None
-                and importlib.util.find_spec("toolkit.runtime.tracer") is not None)
-    except ImportError:
-        return False
-
-
-needs_reference_runtime = pytest.mark.skipif(not _reference_runtime_ready(),
-                                             reason="the reference runtime is not there yet")
 
 
 def instance_norm_003() -> Model:
@@ -121,7 +109,6 @@ def test_reference_example_exactly(tmp_path: Path) -> None:
             assert part.source_table[next(iter(o.origins))] == o.name
 
 
-@pytest.mark.skipif(not (SAMPLES / f"{STEM}.circle").exists(), reason="no sample file")
 def test_reference_example_from_the_sample_file_and_cli(tmp_path: Path) -> None:
     (tmp_path / f"{STEM}.circle").write_bytes((SAMPLES / f"{STEM}.circle").read_bytes())
     (tmp_path / f"{STEM}.part").write_text(REFERENCE_PART)
@@ -175,7 +162,6 @@ def test_opname_gives_the_same_reference_partition() -> None:
 
 
 # ------------------------------------------------------- chaining = running the source
-@needs_reference_runtime
 def test_chain_is_bit_exact_with_the_reference_runtime(tmp_path: Path) -> None:
     from toolkit.runtime.interpreter import run
 
@@ -249,11 +235,7 @@ def test_every_sample_model_under_several_part_files(path: Path, tmp_path: Path)
     x = _inputs(model)
     lr = litert_runner()
     want = lr(model, x) if _runnable_in_litert(model) else None
-    ref = None
-    if _reference_runtime_ready():
-        from toolkit.runtime.interpreter import run
-
-        ref = run(model, x)
+    ref = run(model, x)
     for case, spec in _part_files(model).items():
         work = tmp_path / case
         (work).mkdir()
@@ -348,13 +330,10 @@ def test_built_models_under_several_part_files(name: str, tmp_path: Path) -> Non
         for k in want:
             np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6,
                                        err_msg=f"{case} {k}")
-        if _reference_runtime_ready():
-            from toolkit.runtime.interpreter import run
-
-            ref = run(model, x)
-            got = run_connection(result, x)
-            for k in ref:
-                np.testing.assert_array_equal(got[k], ref[k])
+        ref = run(model, x)
+        got = run_connection(result, x)
+        for k in ref:
+            np.testing.assert_array_equal(got[k], ref[k])
 
 
 def test_split_stays_whole_and_secondary_output_name_warns() -> None:

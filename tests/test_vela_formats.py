@@ -72,7 +72,6 @@ def _model_ops(path: Path) -> list[tuple[str, tuple[int, ...]]]:
 @pytest.fixture(scope="module", params=list(CONFIGS))
 def vela_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> VelaRun:
     """Run Vela once for this configuration (per test module) and read its debug database."""
-    pytest.importorskip("ethosu.vela")
     config = request.param
     args, core = CONFIGS[config]
     out = tmp_path_factory.mktemp(f"vela-{config}")

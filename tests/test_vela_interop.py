@@ -22,9 +22,6 @@ from hypothesis import strategies as st
 from toolkit.errors import ToolkitError, VelaError
 from toolkit.formats.chrome_trace import read_chrome_trace, write_chrome_trace
 from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS, Provenance
-
-pytest.importorskip("ethosu.vela")
-
 from toolkit.vela import (
     POLICIES,
     VelaAttribution,
@@ -61,17 +58,45 @@ class Run:
     res: VelaResult
 
 
+_RUNS: dict[tuple[str, str], Run] = {}
+
+
 def _run(tmp_path_factory: pytest.TempPathFactory, name: str, path: Path, config: str) -> Run:
-    accelerator, legacy = CONFIGS[config]
-    out = run_vela(path, tmp_path_factory.mktemp(f"vela-{name}-{config}"),
-                   accelerator=accelerator, legacy=legacy)
-    return Run(name, config, path, out, read_vela(out, model=path))
+    """Run Vela once per (model, configuration) in this process and read what it wrote."""
+    if (name, config) not in _RUNS:
+        accelerator, legacy = CONFIGS[config]
+        out = run_vela(path, tmp_path_factory.mktemp(f"vela-{name}-{config}"),
+                       accelerator=accelerator, legacy=legacy)
+        _RUNS[name, config] = Run(name, config, path, out, read_vela(out, model=path))
+    return _RUNS[name, config]
 
 
 @pytest.fixture(scope="module", params=[(m, c) for m in INT8_SAMPLES for c in CONFIGS],
                 ids=lambda p: f"{p[0]}-{p[1]}")
 def int8_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """Vela on an int8 sample, once per configuration."""
+    name, config = request.param
+    return _run(tmp_path_factory, name, INT8_SAMPLES[name], config)
+
+
+LEGACY_CONFIGS = [c for c, (_, legacy) in CONFIGS.items() if legacy]
+DEFAULT_CONFIGS = [c for c, (_, legacy) in CONFIGS.items() if not legacy]
+
+
+@pytest.fixture(scope="module", params=[(m, c) for m in INT8_SAMPLES for c in LEGACY_CONFIGS],
+                ids=lambda p: f"{p[0]}-{p[1]}")
+def legacy_int8_run(request: pytest.FixtureRequest,
+                    tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """Vela's legacy core on an int8 sample."""
+    name, config = request.param
+    return _run(tmp_path_factory, name, INT8_SAMPLES[name], config)
+
+
+@pytest.fixture(scope="module", params=[(m, c) for m in INT8_SAMPLES for c in DEFAULT_CONFIGS],
+                ids=lambda p: f"{p[0]}-{p[1]}")
+def default_int8_run(request: pytest.FixtureRequest,
+                     tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """Vela's default core on an int8 sample."""
     name, config = request.param
     return _run(tmp_path_factory, name, INT8_SAMPLES[name], config)
 
@@ -218,10 +243,8 @@ def test_vela_policy_reproduces_vela_rows_per_original_op(int8_run: Run) -> None
         assert got[i] == expected.get(i, 0.0), names[i]
 
 
-def test_legacy_rows_match_optimised_ops_in_queue_order(int8_run: Run) -> None:
-    res = int8_run.res
-    if res.core != "legacy":
-        pytest.skip("legacy core only")
+def test_legacy_rows_match_optimised_ops_in_queue_order(legacy_int8_run: Run) -> None:
+    res = legacy_int8_run.res
     sched = res.provenance.scheduled()
     csv_rows = sched[sched["scheduled_id"] < len(res.per_layer)]
     assert (csv_rows["optimised_id"] >= 0).all()  # every CSV row found its op
@@ -233,10 +256,8 @@ def test_legacy_rows_match_optimised_ops_in_queue_order(int8_run: Run) -> None:
         assert name.startswith(res.model.graph.ops[src].name), name
 
 
-def test_legacy_extra_csv_row_is_unattributed_not_dropped(int8_run: Run) -> None:
-    res = int8_run.res
-    if res.core != "legacy":
-        pytest.skip("legacy core only")
+def test_legacy_extra_csv_row_is_unattributed_not_dropped(legacy_int8_run: Run) -> None:
+    res = legacy_int8_run.res
     csv = res.per_layer
     extra = csv.iloc[[0]].assign(nng_operator="Mystery", name="not/in/the/db", op_cycles=7.5)
     bigger = pd.concat([csv.iloc[:3], extra, csv.iloc[3:]], ignore_index=True)
@@ -291,10 +312,8 @@ def test_commands_are_the_queue_in_execution_order(int8_run: Run) -> None:
     assert set(cmds["optimised_id"]) <= set(res.provenance.optimised_ops()["optimised_id"])
 
 
-def test_group_sub_ops_fold_into_their_primary(int8_run: Run) -> None:
-    res = int8_run.res
-    if res.core != "default":
-        pytest.skip("the legacy core has no group table")
+def test_group_sub_ops_fold_into_their_primary(default_int8_run: Run) -> None:
+    res = default_int8_run.res
     group = res.db.tables["group"]
     assert len(group) > 0  # fused activations (U55), chained ops (U85)
     sched = res.provenance.scheduled().set_index("scheduled_id")
@@ -515,14 +534,13 @@ def test_run_vela_errors(tmp_path: Path) -> None:
     assert isinstance(info.value, ToolkitError)
 
 
-def test_legacy_output_needs_its_per_layer_csv(int8_run: Run, tmp_path: Path) -> None:
-    if int8_run.res.core != "legacy":
-        pytest.skip("legacy core only")
-    stem = int8_run.model_path.stem
+def test_legacy_output_needs_its_per_layer_csv(legacy_int8_run: Run, tmp_path: Path) -> None:
+    assert legacy_int8_run.res.core == "legacy"
+    stem = legacy_int8_run.model_path.stem
     (tmp_path / f"{stem}_debug.xml").write_bytes(
-        (int8_run.outdir / f"{stem}_debug.xml").read_bytes())
+        (legacy_int8_run.outdir / f"{stem}_debug.xml").read_bytes())
     with pytest.raises(VelaError, match=r"per-layer\.csv"):
-        read_vela(tmp_path, model=int8_run.model_path)
+        read_vela(tmp_path, model=legacy_int8_run.model_path)
 
 
 # ---------------------------------------------------------------------------------------------

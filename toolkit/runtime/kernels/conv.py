@@ -563,7 +563,7 @@ class _DepthwisePlan:
                 np.add(a, tmp, out=a)
         if self.bias is not None:
             np.add(a, self.bias, out=a)
-        if self.clamp is not None:
+        if self.clamp is not None and not self.clamp.tanh:
             self.clamp(a)
         return acc.reshape(win.n, win.hp, win.wp, win.c)[:, :win.oh, :win.ow]
 
@@ -591,7 +591,10 @@ class _DepthwisePlan:
             return self.qout(np.ascontiguousarray(acc))
         if self.ext:
             # the extra columns of the stride-1 rows may overflow where no output does
-            return np.ascontiguousarray(quiet(self._rows, x))
+            out = np.ascontiguousarray(quiet(self._rows, x))
+            if self.clamp is not None and self.clamp.tanh:
+                self.clamp(out)  # on the output array, as the general path
+            return out
         acc = self._taps(x)
         if self.bias is not None:
             out = np.empty(acc.shape, dtype=np.float32)
@@ -643,6 +646,8 @@ def _depthwise_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
         length = plan.rows[-1]
         plan.bias = None if b is None else tile_block(b, length)
         plan.clamp = float_clamp(op, length, _F32)  # applied to the [-1, length] rows
+        if plan.clamp is not None and plan.clamp.tanh:
+            plan.clamp = float_clamp(op, size, _F32)
     else:
         plan.bias = None if b is None else b.reshape(-1)
         plan.clamp = float_clamp(op, size, _F32)

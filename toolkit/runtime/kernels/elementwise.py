@@ -246,6 +246,7 @@ class _BinaryPlan:
         size = int(np.prod(shape, dtype=np.int64))
         self.rows = (length,) if length == size else (-1, length)
         runs = {"float": (self._float, self._float_tile_a, self._float_tile_b),
+                "pow": (self._float_copies, self._float_copies, self._float_copies),
                 "raw": (self._raw, self._raw_tile_a, self._raw_tile_b),
                 "table": (self._table, self._table_tile_a, self._table_tile_b)}[kind]
         self.run = runs[0] if tile is None else runs[1 + const_pos]
@@ -253,7 +254,20 @@ class _BinaryPlan:
     def _float(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         y = quiet(self.fn, a, b)
         if not y.flags.c_contiguous:
-            y = np.ascontiguousarray(y)  # as the general path (which computes on copies)
+            y = y.copy()  # C order, as the general path (which computes on copies)
+        if self.clamp is not None:
+            self.clamp(y)
+        return y
+
+    def _float_copies(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        # NumPy's power takes different (not bit-identical) paths for scalar, broadcast and
+        # strided operands: give it C-contiguous operands of the input shapes, as the
+        # general path does
+        if not a.flags.c_contiguous:
+            a = a.copy()
+        if not b.flags.c_contiguous:
+            b = b.copy()
+        y = quiet(self.fn, a, b)
         if self.clamp is not None:
             self.clamp(y)
         return y
@@ -272,7 +286,7 @@ class _BinaryPlan:
 
     def _raw(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         y = self.fn(a, b)
-        return y if y.flags.c_contiguous else np.ascontiguousarray(y)
+        return y if y.flags.c_contiguous else y.copy()
 
     def _raw_tile_a(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return self.fn(self.tile, b.reshape(self.rows)).reshape(self.shape)
@@ -317,7 +331,7 @@ def _make_binary_plan(op: Op, a: np.ndarray, b: np.ndarray, fn: Callable[..., np
             return _NO_PLAN
         kind = "raw"
     elif a.dtype == b.dtype == dt == _F32:
-        kind = "float"
+        kind = "pow" if fn is np.power else "float"
     elif a.dtype in BYTE_DTYPES and b.dtype in BYTE_DTYPES and _quantized_pair(op) \
             and dt in BYTE_DTYPES and per_tensor(*op.inputs[:2], op.outputs[0]):
         kind = "table"
@@ -333,6 +347,8 @@ def _make_binary_plan(op: Op, a: np.ndarray, b: np.ndarray, fn: Callable[..., np
             if length:
                 const, pos = arr, 1 - i
                 break
+    if kind == "pow":
+        const = None
     if const is not None:
         if kind == "table":
             v = const.astype(np.intp) * (256 if pos == 0 else 1)
@@ -342,7 +358,7 @@ def _make_binary_plan(op: Op, a: np.ndarray, b: np.ndarray, fn: Callable[..., np
     table = clamp = None
     if kind == "table":
         table = pair_table(_table_fn(op, fn), a.dtype, b.dtype)
-    elif kind == "float":
+    elif kind in ("float", "pow"):
         clamp = float_clamp(op, size, _F32)
     return _BinaryPlan(kind, fn, shape, const, pos, length, tile, clamp, table)
 
