@@ -33,22 +33,9 @@ SAMPLE_MODELS = sorted(p for p in [*SAMPLES.glob("*.tflite"), *SAMPLES.glob("*.c
 
 
 def instance_norm_003() -> Model:
-    """Net_InstanceNorm_003 of the circle-partitioner documentation, in primitive ops."""
-    rng = np.random.default_rng(3)
-    mb = ModelBuilder(STEM)
-    x = mb.input("Input", [1, 8, 6, 12])
-    mean = mb.mean(x, [1, 2], name="Mean_of_ifm")
-    sqd = mb.binary("SQUARED_DIFFERENCE", x, mean, name="SquaredDifference")
-    var = mb.mean(sqd, [1, 2], name="Mean_as_variance")
-    add = mb.add(var, mb.const("Epsilon", np.float32(0.001)), name="Add_as_variance")
-    pow_ = mb.binary("POW", add, mb.const("Exponent", np.float32(0.5)), name="Pow")
-    sub = mb.sub(x, mean, name="Sub")
-    div = mb.div(sub, pow_, name="Div")
-    mul = mb.mul(div, mb.const("Gamma", rng.uniform(0.5, 1.5, 12)), name="Mul_gamma")
-    out = mb.add(mul, mb.const("Beta", rng.uniform(-0.5, 0.5, 12)), activation="RELU",
-                 name="Add_as_terminal")
-    mb.output(out)
-    return mb.build()
+    """Net_InstanceNorm_003 of the circle-partitioner documentation (the committed sample,
+    made by sample_models/make_samples.py), in primitive ops."""
+    return tk.load(SAMPLES / f"{STEM}.circle")
 
 
 def _inputs(model: Model, seed: int = 0) -> dict[str, np.ndarray]:
