@@ -42,6 +42,7 @@ __all__ = ["read_model", "load", "IDENTIFIERS"]
 
 IDENTIFIERS = {b"TFL3": "tflite", b"CIR0": "circle"}
 _options_creator = fb.BuiltinOptions.BuiltinOptionsCreator
+_PLACEHOLDER = frozenset((-1,))
 _KNOWN_OPTIONS = np.array(sorted(OPTIONS_TYPE_NAMES), dtype=np.int64)
 _options2_creator = fb.BuiltinOptions2.BuiltinOptions2Creator
 
@@ -302,7 +303,8 @@ class _Reader:
         quants = self._read_quants(cols.tables_at(cols.fields(tabs, 4, what), what))
         is_var = cols.scalar(cols.fields(tabs, 5, what), "u8", 0, what)
         sparse = cols.fields(tabs, 6, what)
-        sigs, lsig = self._int_lists(tabs, 7, f"{what} shape signature")
+        sig_vals, sigb, lsig = self._flat_lists(tabs, 7, f"{what} shape signature")
+        flat_sigs, has_sig = sig_vals.tolist(), (lsig >= 0).tolist()
         has_rank = cols.scalar(cols.fields(tabs, 8, what), "u8", 0, what)
         variants = cols.fields(tabs, 9, what)
         compression = cols.scalar(cols.fields(tabs, 10, what), "i8", 0, what)
@@ -316,8 +318,10 @@ class _Reader:
         types_l, bufs_l = types.tolist(), bufs.tolist()
         dtypes = {c: numpy_dtype(c) for c in set(types_l)}
         sparse_l, variants_l = (sparse > 0).tolist(), (variants > 0).tolist()
-        compression_l, is_var_l, has_rank_l = (compression.tolist(), is_var.tolist(),
-                                               has_rank.tolist())
+        compression_l = compression.tolist()
+        is_var_l, has_rank_l = (is_var > 0).tolist(), (has_rank > 0).tolist()
+        rare_l = ((sparse > 0) | (variants > 0) | (compression != 0)).tolist()
+        new = object.__new__
         buffers, buffer_pos = self.buffers, self.buffer_pos
         for i in range(nt):
             shape = flat_shapes[sb[i]:sb[i + 1]]
@@ -342,9 +346,8 @@ class _Reader:
                         data = raw.view(dt).reshape(shape)
                 else:
                     data = raw
-            extra: dict[str, Any] | None = None
-            if sparse_l[i] or variants_l[i] or compression_l[i]:
-                extra = {}
+            extra: dict[str, Any] = {}
+            if rare_l[i]:
                 tt = fb.Tensor.Tensor()
                 tt.Init(self.data, int(tabs[i]))
                 full = fb.Tensor.TensorT.InitFromObj(tt)
@@ -354,10 +357,14 @@ class _Reader:
                     extra["variant_tensors"] = full.variantTensors
                 if compression_l[i]:
                     extra["compression_type"] = compression_l[i]
-            out.append(Tensor(name, shape, type_code, data=data, quant=quants[i],
-                              shape_signature=sigs[i].tolist() if lsig[i] >= 0 else None,
-                              is_variable=bool(is_var_l[i]), has_rank=bool(has_rank_l[i]),
-                              extra=extra))
+            # the Tensor constructor's work, without its argument checks (hot loop)
+            t = new(Tensor)
+            t.name, t.shape, t.type_code, t.quant, t.data = (name, tuple(shape), type_code,
+                                                             quants[i], data)
+            t.shape_signature = tuple(flat_sigs[sigb[i]:sigb[i + 1]]) if has_sig[i] else None
+            t.is_variable, t.has_rank, t.extra = is_var_l[i], has_rank_l[i], extra
+            t.producer, t.consumers, t.graph = None, [], None
+            out.append(t)
         return out
 
     def _read_subgraph(self, sg: Any, sidx: int) -> Graph:
@@ -365,7 +372,8 @@ class _Reader:
         tensors = self._tensors = self._read_tensors(sg, sidx)
         nt = len(tensors)
         for t in tensors:
-            g.attach_tensor(t)
+            t.graph = g
+        g._tensors = dict.fromkeys(tensors)
 
         def tlist(arr: Any, what: str, allow_absent: bool = False) -> list[Tensor | None]:
             arr = np.asarray(arr, dtype=np.int64)
@@ -390,9 +398,20 @@ class _Reader:
             if sg.DebugMetadataIndex() != -1:
                 g.extra["debug_metadata_index"] = sg.DebugMetadataIndex()
         file_ops = self._read_ops(sg, sidx, tlist)
-        for i, op in enumerate(file_ops):
-            g.attach_op(op)  # origins are a placeholder until _assign_origins
-            op._seq = float(i)
+        for op in file_ops:  # Graph.attach_op's linking, inlined for speed
+            for t in op.inputs:
+                if t is not None:
+                    t.consumers.append(op)
+            for t in op.outputs:
+                if t.producer is not None:
+                    raise self._err(f"subgraph {sidx}: tensor {t.name!r} already has a producer "
+                                    f"({t.producer.kind} {t.producer.name!r}), and {op.kind} "
+                                    "writes it too")
+                t.producer = op
+            op.graph = g
+        g._ops = dict.fromkeys(file_ops)
+        g._order = None
+        g._seq = itertools.count(len(file_ops))
         # file order is execution order unless an op reads a later op's output (or a cycle)
         in_order = all(t is None or t.producer is None or t.producer._seq < op._seq
                        for op in file_ops for t in op.inputs)
@@ -435,13 +454,20 @@ class _Reader:
         opcode_l, opt_type_l = opcode.tolist(), opt_type.tolist()
         opt_tab_l, rare_l, tabs_l = opt_tab.tolist(), rare.tolist(), tabs.tolist()
         data = self.data
+        new = object.__new__
         for i in range(tabs.size):
             type_name, custom, version = self.opcodes[opcode_l[i]]
             o_ins = ins_l[ib[i]:ib[i + 1]]
             o_outs = outs_l[ob[i]:ob[i + 1]]
             t = opt_type_l[i]
-            op = Op(type_name, o_ins, o_outs, None, origins=(-1,), custom_code=custom,
-                    version=version, options_type=OPTIONS_TYPE_NAMES.get(t) if t else None)
+            # the Op constructor's work, without its argument checks (hot loop); the origins
+            # are a placeholder until _assign_origins
+            op = new(Op)
+            op.type, op.custom_code, op.version = type_name, custom, version
+            op._options = op._options_src = op.custom_options = op.graph = None
+            op.options_type = OPTIONS_TYPE_NAMES.get(t) if t else None
+            op.inputs, op.outputs = tuple(o_ins), tuple(o_outs)
+            op.origins, op.extra, op._seq = _PLACEHOLDER, {"_created": i}, float(i)
             if t:
                 if opt_tab_l[i] == 0:
                     raise self._err(f"subgraph {sidx} operator {i} ({type_name}) names options "
