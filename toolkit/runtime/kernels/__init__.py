@@ -19,7 +19,12 @@ SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD), :mod:`.pool` (MAX_POOL_2D, AVERAGE_PO
 :mod:`.shape_ops` (RESHAPE, TRANSPOSE, SQUEEZE, EXPAND_DIMS, CONCATENATION, SPLIT, SPLIT_V,
 UNPACK, PACK, PAD, PADV2, STRIDED_SLICE, SLICE, GATHER, CAST), :mod:`.quant` (QUANTIZE,
 DEQUANTIZE), :mod:`.norm` (INSTANCE_NORM, custom LAYER_NORM). Helpers: :mod:`.common`
-(options, quantization parameters, fused activations, padding) and :mod:`.fixedpoint`.
+(options, quantization parameters, fused activations, padding, the per-op cache of prepared
+constants), :mod:`.fixedpoint` and :mod:`.blocks` (constant operands for fast ufunc calls).
+
+Kernels prepare what they derive from an op and its constant inputs once and keep it on the
+op (``op.extra["_kernel_cache"]``, keyed by the op's options, tensors and input shapes), so
+that repeated calls, as the interpreter makes them, cost little more than the arithmetic.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ import numpy as np
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
+    GENERAL,
     FloatClamp,
     QParams,
     cached_plan,
@@ -112,11 +113,14 @@ def hard_swish_f(x: np.ndarray) -> np.ndarray:
 def softmax_f(x: np.ndarray, beta: float) -> np.ndarray:
     """Softmax over the last axis in float32: ``exp((x - max) * beta) / sum``."""
     x = np.asarray(x, dtype=np.float32)
-    e = np.subtract(x, np.maximum.reduce(x, axis=-1, keepdims=True))
+    # one row: reducing the whole array is the same reduction, with less overhead
+    axis = None if x.ndim and x.size == x.shape[-1] and x.flags.c_contiguous else -1
+    keep = axis is not None
+    e = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=keep))
     if beta != 1.0:  # multiplying by 1 changes no value
         np.multiply(e, np.float32(beta), out=e)
     np.exp(e, out=e)
-    np.divide(e, np.add.reduce(e, axis=-1, keepdims=True, dtype=np.float32), out=e)
+    np.divide(e, np.add.reduce(e, axis=axis, keepdims=keep, dtype=np.float32), out=e)
     return e
 
 
@@ -128,29 +132,28 @@ def _relu_x(op: Op, args: list[np.ndarray | None], lo: float, hi: float) -> list
         plan = cached_plan(op, key)
         if plan is None:
             plan = store_plan(op, key, _relu_plan(op, x, lo, hi))
-        if plan is not _GENERAL:
+        if plan is not GENERAL:
             if isinstance(plan, FloatClamp):
                 if x.flags.c_contiguous:
-                    return [plan(np.empty(x.shape, dtype=np.float32), x)]
+                    return [plan.of(x)]
             else:
                 return [plan[x.astype(np.intp)]]
     return [_relu_general(op, args, lo, hi)]
 
 
-_GENERAL = "general"
 _F32 = np.dtype(np.float32)
 
 
 def _relu_plan(op: Op, x: np.ndarray, lo: float, hi: float) -> FloatClamp | np.ndarray | str:
-    """A float32 clamp, a table over every 8/16-bit input value, or ``_GENERAL``."""
+    """A float32 clamp, a table over every 8/16-bit input value, or ``GENERAL``."""
     dt = op.outputs[0].dtype if len(op.outputs) == 1 else None
     if x.dtype == _F32 and dt == _F32:
         return FloatClamp(None if lo == -math.inf else lo, None if hi == math.inf else hi,
-                          False, x.size, _F32)
+                          False, x.size, _F32, x.shape)
     if x.dtype in (np.int8, np.uint8, np.int16) and is_quantized(op.inputs[0]) \
             and is_quantized(op.outputs[0]):
         return value_table(lambda v: _relu_general(op, [v], lo, hi), x.dtype)
-    return _GENERAL
+    return GENERAL
 
 
 def _relu_general(op: Op, args: list[np.ndarray | None], lo: float, hi: float
@@ -320,7 +323,7 @@ def softmax(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
         plan = cached_plan(op, key)
         if plan is None:
             plan = store_plan(op, key, _softmax_plan(op, x))
-        if plan is not _GENERAL and x.flags.c_contiguous:
+        if plan is not GENERAL and x.flags.c_contiguous:
             beta, iq, oq, dt = plan
             if iq is None:
                 return [softmax_f(x, beta)]
@@ -338,9 +341,9 @@ def softmax(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
 
 def _softmax_plan(op: Op, x: np.ndarray) -> tuple[float, QParams | None, QParams | None,
                                                    np.dtype] | str:
-    """``(beta, input qparams, output qparams, output dtype)``, or ``_GENERAL``."""
+    """``(beta, input qparams, output qparams, output dtype)``, or ``GENERAL``."""
     if x.ndim == 0 or len(op.outputs) != 1:
-        return _GENERAL
+        return GENERAL
     beta = float(opt(op, "beta", 1.0))
     dt = op.outputs[0].dtype
     if x.dtype == _F32 and dt == _F32:
@@ -348,4 +351,4 @@ def _softmax_plan(op: Op, x: np.ndarray) -> tuple[float, QParams | None, QParams
     if dt is not None and x.dtype.kind in "iu" and is_quantized(op.inputs[0]) \
             and is_quantized(op.outputs[0]):
         return beta, qparams(op, op.inputs[0]), qparams(op, op.outputs[0]), dt
-    return _GENERAL
+    return GENERAL

@@ -17,6 +17,7 @@ import contextvars
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import numpy as np
@@ -53,6 +54,7 @@ __all__ = [
     "padding_same",
     "conv_out_and_pad",
     "CACHE_KEY",
+    "GENERAL",
     "cached_plan",
     "store_plan",
     "quiet",
@@ -225,11 +227,21 @@ def quantize_float(x: np.ndarray, qp: QParams, dt: np.dtype,
     qmin, qmax = int_range(dt)
     lo = qmin if lo is None else lo
     hi = qmax if hi is None else hi
-    with np.errstate(invalid="ignore", over="ignore"):
-        r = round_half_away(x / scale)
-        r = np.clip(np.nan_to_num(r, nan=0.0), -(2.0**40), 2.0**40)
-    q = r.astype(np.int64) + zp
-    return np.clip(q, lo, hi).astype(dt)
+    r = quiet(_rounded_bounded, x, scale)
+    q = r.astype(np.int64)
+    q += zp
+    np.maximum(q, lo, out=q)
+    np.minimum(q, hi, out=q)
+    return q.astype(dt)
+
+
+def _rounded_bounded(x: np.ndarray, scale: Any) -> np.ndarray:
+    """``round_half_away(x / scale)`` with NaN as 0 and values clamped to ``±2**40``."""
+    r = np.asarray(round_half_away(x / scale))
+    r[np.isnan(r)] = 0  # NaN -> 0; infinities -> the bounds below
+    np.maximum(r, -(2.0**40), out=r)
+    np.minimum(r, 2.0**40, out=r)
+    return r
 
 
 def requantize(acc: np.ndarray, real_multiplier: float | np.ndarray, out_zp: int,
@@ -293,6 +305,9 @@ def int_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 CACHE_KEY = "_kernel_cache"
 """Key of the prepared-constants cache in ``op.extra`` (see the module docstring)."""
 
+GENERAL = "general"
+"""The plan of an op whose inputs take the general (unprepared) path."""
+
 P = TypeVar("P")
 
 
@@ -340,61 +355,96 @@ def quiet(fn: Callable[..., P], *args: Any) -> P:
         raise
 
 
+@lru_cache(maxsize=256)
+def _const_shaped(value: float, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    a = np.full(shape, value, dtype=dtype)
+    a.setflags(write=False)
+    return a
+
+
 class FloatClamp:
-    """A fused float activation (RELU family or TANH) applied in place to arrays of one
-    size, as :func:`float_activation` computes it."""
+    """A fused float activation (RELU family or TANH) for arrays of one size, as
+    :func:`float_activation` computes it.
+
+    The bounds are kept as constant arrays (see :mod:`.blocks`): of the arrays' own
+    ``shape`` when given and small, else as blocks the arrays are viewed in rows of."""
 
     __slots__ = ("hi", "length", "lo", "tanh")
 
     def __init__(self, lo: float | None, hi: float | None, tanh: bool, size: int,
-                 dtype: np.dtype) -> None:
+                 dtype: np.dtype, shape: tuple[int, ...] | None = None) -> None:
         self.tanh = tanh
-        self.length = block_len(size) if size else 0
-        scalar = dtype.type
-        if self.length:
-            self.lo = None if lo is None else const_block(lo, dtype, self.length)
-            self.hi = None if hi is None else const_block(hi, dtype, self.length)
-        else:
-            self.lo = None if lo is None else scalar(lo)
-            self.hi = None if hi is None else scalar(hi)
+        length = block_len(size) if size else 0
+        make: Callable[[float], Any]
+        if shape is not None and size and length == size:
+            self.length = -1  # constants of the arrays' shape: no reshaping
 
-    def __call__(self, y: np.ndarray, src: np.ndarray | None = None) -> np.ndarray:
-        """Apply the activation to the C-contiguous array ``y`` in place, or write it of
-        ``src`` (same size, C-contiguous) into ``y``; return ``y``."""
-        if src is None:
-            src = y
+            def make(v: float) -> np.ndarray:
+                return _const_shaped(v, dtype, shape)
+        elif length:
+            self.length = length
+
+            def make(v: float) -> np.ndarray:
+                return const_block(v, dtype, length)
+        else:
+            self.length = 0
+            make = dtype.type
+        self.lo = None if lo is None else make(lo)
+        self.hi = None if hi is None else make(hi)
+
+    def __call__(self, y: np.ndarray) -> np.ndarray:
+        """Apply the activation to the C-contiguous array ``y`` in place; return ``y``."""
         if self.tanh:
-            np.tanh(src, out=y)
+            np.tanh(y, out=y)
             return y
-        v = y.reshape(-1, self.length) if self.length else y
-        s = src.reshape(-1, self.length) if self.length else src
+        v = y.reshape(-1, self.length) if self.length > 0 else y
         if self.lo is not None:
-            np.maximum(s, self.lo, out=v)
-            s = v
+            np.maximum(v, self.lo, out=v)
         if self.hi is not None:
-            np.minimum(s, self.hi, out=v)
-        elif s is not v:
-            np.copyto(v, s)
+            np.minimum(v, self.hi, out=v)
         return y
+
+    def of(self, src: np.ndarray) -> np.ndarray:
+        """The activation of the C-contiguous array ``src``, as a new array."""
+        if self.tanh:
+            return np.tanh(src)
+        if self.length > 0:
+            y = np.empty(src.shape, dtype=src.dtype)
+            v, s = y.reshape(-1, self.length), src.reshape(-1, self.length)
+            if self.lo is not None:
+                np.maximum(s, self.lo, out=v)
+                s = v
+            if self.hi is not None:
+                np.minimum(s, self.hi, out=v)
+            elif s is not v:
+                np.copyto(v, s)
+            return y
+        if self.lo is not None:
+            y = np.maximum(src, self.lo)
+            if self.hi is not None:
+                np.minimum(y, self.hi, out=y)
+            return y
+        return np.minimum(src, self.hi) if self.hi is not None else src.copy()
 
 
 _CLAMPS = {"RELU": (0.0, None), "RELU_N1_TO_1": (-1.0, 1.0), "RELU6": (0.0, 6.0)}
 
 
-def float_clamp(op: Op, size: int, dtype: np.dtype, code: int | None = None
-                ) -> FloatClamp | None:
+def float_clamp(op: Op, size: int, dtype: np.dtype, code: int | None = None,
+                shape: tuple[int, ...] | None = None) -> FloatClamp | None:
     """The fused activation of ``op`` (or ``code``) as a :class:`FloatClamp` for arrays of
-    ``size`` elements, None for NONE (UnsupportedOpError for an unknown activation)."""
+    ``size`` elements (of ``shape`` when given), None for NONE (UnsupportedOpError for an
+    unknown activation)."""
     code = op.activation if code is None else code
     if code == 0:
         return None
     name = ACTIVATIONS.get(code, str(code))
     if name == "TANH":
-        return FloatClamp(None, None, True, size, dtype)
+        return FloatClamp(None, None, True, size, dtype, shape)
     if name not in _CLAMPS:
         raise unsupported(op, f"fused activation {name} is not supported")
     lo, hi = _CLAMPS[name]
-    return FloatClamp(lo, hi, False, size, dtype)
+    return FloatClamp(lo, hi, False, size, dtype, shape)
 
 
 # ------------------------------------------------------------------ value tables
@@ -434,7 +484,8 @@ def pair_table(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], a_dtype: np.d
 def lookup_index(a: np.ndarray, b: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``a * 256 + b`` broadcast to ``shape``, as ``np.intp`` (see :func:`pair_table`)."""
     if a.shape == shape:
-        idx = np.multiply(a, 256, dtype=np.intp)
+        idx = a.astype(np.intp)
+        idx <<= 8
     else:
         idx = np.empty(shape, dtype=np.intp)
         np.multiply(a, 256, out=idx, dtype=np.intp)

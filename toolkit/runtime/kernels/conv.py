@@ -21,6 +21,9 @@ shows every partial sum exact, so they equal the integer sums.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -28,6 +31,7 @@ from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.blocks import block_len, tile_block
 from toolkit.runtime.kernels.common import (
+    GENERAL,
     FloatClamp,
     QParams,
     bad_input,
@@ -327,7 +331,7 @@ class Window:
 
     def patches(self, xp: np.ndarray, b: int, r0: int, r1: int) -> np.ndarray:
         """The windows of output rows ``r0:r1`` of batch ``b`` as a [rows * OW, KH * KW * C]
-        C-contiguous matrix (rows of patch values in (ky, kx, c) order)."""
+        matrix (rows of patch values in (ky, kx, c) order) laid out as the general path's."""
         c, wp, it = self.c, self.wp, xp.itemsize
         if self.kh == self.kw == self.sh == self.sw == 1 and not self.padded:
             return xp[b].reshape(-1, c)[r0 * self.ow:r1 * self.ow]
@@ -336,30 +340,30 @@ class Window:
                           offset=offset,
                           strides=(self.sh * wp * c * it, self.sw * c * it,
                                    self.dh * wp * c * it, self.dw * c * it, it))
-        # reshape copies unless the windows happen to be a (possibly overlapping) view:
-        # BLAS gets a C-contiguous matrix either way, as in the general path
-        return np.ascontiguousarray(view.reshape(-1, self.kh * self.kw * c))
+        # the general path's matrix exactly: the same view reshaped, then copied keeping its
+        # memory order (BLAS may round differently for another layout)
+        return view.reshape(-1, self.kh * self.kw * c).astype(xp.dtype)
 
 
-def _prepared(op: Op, args: list[np.ndarray | None], make: object) -> np.ndarray | None:
+PlanMaker = Callable[[Op, np.ndarray, np.ndarray, np.ndarray | None], Any]
+"""Makes the plan of an op from the op, input, filter and bias (or returns GENERAL)."""
+
+
+def _prepared(op: Op, args: list[np.ndarray | None], make: PlanMaker) -> np.ndarray | None:
     """Run a convolution through its prepared plan; None when it takes the general path."""
     if len(args) not in (2, 3):
         return None
     x, w = args[0], args[1]
     b = args[2] if len(args) == 3 else None
-    if type(x) is not np.ndarray or type(w) is not np.ndarray:
+    if type(x) is not np.ndarray or type(w) is not np.ndarray or not x.flags.c_contiguous:
         return None
     key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
     plan = cached_plan(op, key)
     if plan is None or (plan is not GENERAL and (plan.w is not w or plan.b is not b)):
-        plan = store_plan(op, key, make(op, x, w, b))  # type: ignore[operator]
+        plan = store_plan(op, key, make(op, x, w, b))
     if plan is GENERAL:
         return None
     return plan(x)
-
-
-GENERAL = "general"
-"""The plan of an op whose inputs take the general (unprepared) path."""
 
 
 def quant_setup(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, n_out: int,
@@ -436,6 +440,7 @@ class _ConvPlan:
 
 
 def _window(op: Op, shape: tuple[int, ...], kh: int, kw: int) -> Window:
+    """The window geometry of a convolution ``op`` with a ``kh`` x ``kw`` filter."""
     sh, sw, dh, dw = _strides(op)
     return Window(shape, kh, kw, sh, sw, dh, dw, padding_same(op))
 
@@ -453,6 +458,7 @@ def float_bias(b: np.ndarray | None, size: int, n_out: int
 
 def _conv_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
                ) -> _ConvPlan | str:
+    """The plan of CONV_2D (one group, constant filter and bias) or GENERAL."""
     ins = op.inputs
     if x.ndim != 4 or w.ndim != 4 or len(ins) < 2 or ins[1] is None or not ins[1].is_const \
             or (b is not None and (len(ins) < 3 or ins[2] is None or not ins[2].is_const)) \
@@ -489,7 +495,7 @@ def _conv_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
     wmat = w.astype(np.float32).reshape(o, kdim).T.astype(np.float32, copy=False)
     plan = _ConvPlan(w, b, win, wmat, np.float32, o)
     plan.bias, plan.length = bias
-    plan.clamp = float_clamp(op, size, _F32)
+    plan.clamp = float_clamp(op, size, _F32, shape=(win.n, win.oh, win.ow, o))
     return plan
 
 
@@ -608,6 +614,7 @@ class _DepthwisePlan:
 
 def _depthwise_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
                     ) -> _DepthwisePlan | str:
+    """The plan of DEPTHWISE_CONV_2D (multiplier 1, constant filter and bias) or GENERAL."""
     ins = op.inputs
     if x.ndim != 4 or w.ndim != 4 or len(ins) < 2 or ins[1] is None or not ins[1].is_const \
             or (b is not None and (len(ins) < 3 or ins[2] is None or not ins[2].is_const)) \
@@ -647,8 +654,8 @@ def _depthwise_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
         plan.bias = None if b is None else tile_block(b, length)
         plan.clamp = float_clamp(op, length, _F32)  # applied to the [-1, length] rows
         if plan.clamp is not None and plan.clamp.tanh:
-            plan.clamp = float_clamp(op, size, _F32)
+            plan.clamp = float_clamp(op, size, _F32, shape=(win.n, win.oh, win.ow, o))
     else:
         plan.bias = None if b is None else b.reshape(-1)
-        plan.clamp = float_clamp(op, size, _F32)
+        plan.clamp = float_clamp(op, size, _F32, shape=(win.n, win.oh, win.ow, o))
     return plan

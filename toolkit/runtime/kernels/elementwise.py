@@ -65,8 +65,7 @@ from toolkit.runtime.kernels.fixedpoint import (
     round_half_away,
 )
 
-__all__ = ["lut_unary", "quantized_via_float", "FloatFn", "unary_table", "per_tensor",
-           "BYTE_DTYPES"]
+__all__ = ["lut_unary", "quantized_via_float", "FloatFn", "unary_table"]
 
 FloatFn = Callable[[np.ndarray], np.ndarray]
 
@@ -186,6 +185,11 @@ def _binary(op: Op, args: list[np.ndarray | None], ffn: Callable[..., np.ndarray
     y = _binary_prepared(op, args, ffn)
     if y is not None:
         return [y]
+    return _binary_general(op, args, ffn, ifn)
+
+
+def _binary_general(op: Op, args: list[np.ndarray | None], ffn: Callable[..., np.ndarray],
+                    ifn: Callable[..., np.ndarray] | None = None) -> list[np.ndarray]:
     a, b = need(op, args, 0), need(op, args, 1)
     dt = out_dtype(op)
     if np.issubdtype(a.dtype, np.floating) or np.issubdtype(b.dtype, np.floating):
@@ -228,8 +232,10 @@ _NO_PLAN = _NoPlan()
 class _BinaryPlan:
     """A binary op on arrays of fixed shapes and dtypes with an optional constant operand.
 
-    ``kind`` is ``"float"`` (float32 ``fn`` with errors ignored, then the fused activation),
-    ``"raw"`` (``fn`` on the stored values) or ``"table"`` (8-bit values looked up in a
+    ``kind`` is ``"float"`` (float32 ``fn`` with errors ignored, then the fused activation;
+    ``"pow"`` for ``np.power``, whose results depend on the operands' layout, which gets
+    C-contiguous operands of the input shapes, as the general path gives it), ``"raw"``
+    (``fn`` on the stored values) or ``"table"`` (8-bit values looked up in a
     :func:`pair_table`). A constant operand ``const`` (input ``const_pos``) that repeats
     along the trailing axes of the other, full-shape, operand is kept as ``tile``: one or
     more periods, ``rows[-1]`` elements long; the other operand is viewed as ``rows``."""
@@ -242,9 +248,13 @@ class _BinaryPlan:
                  tile: np.ndarray | None, clamp: FloatClamp | None = None,
                  table: np.ndarray | None = None) -> None:
         self.fn, self.shape, self.clamp, self.table = fn, shape, clamp, table
-        self.const, self.const_pos, self.tile = const, const_pos, tile
+        self.const, self.const_pos = const, const_pos
         size = int(np.prod(shape, dtype=np.int64))
-        self.rows = (length,) if length == size else (-1, length)
+        # a whole-array tile takes the arrays' shape: no reshaping per call
+        self.rows: tuple[int, ...] | None = None if length == size else (-1, length)
+        if tile is not None and self.rows is None:
+            tile = tile.reshape(shape)
+        self.tile = tile
         runs = {"float": (self._float, self._float_tile_a, self._float_tile_b),
                 "pow": (self._float_copies, self._float_copies, self._float_copies),
                 "raw": (self._raw, self._raw_tile_a, self._raw_tile_b),
@@ -252,6 +262,7 @@ class _BinaryPlan:
         self.run = runs[0] if tile is None else runs[1 + const_pos]
 
     def _float(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """float32 ``fn`` on the operands as given, then the activation."""
         y = quiet(self.fn, a, b)
         if not y.flags.c_contiguous:
             y = y.copy()  # C order, as the general path (which computes on copies)
@@ -260,9 +271,7 @@ class _BinaryPlan:
         return y
 
     def _float_copies(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        # NumPy's power takes different (not bit-identical) paths for scalar, broadcast and
-        # strided operands: give it C-contiguous operands of the input shapes, as the
-        # general path does
+        # NumPy's power rounds differently for scalar, broadcast and strided operands
         if not a.flags.c_contiguous:
             a = a.copy()
         if not b.flags.c_contiguous:
@@ -273,13 +282,19 @@ class _BinaryPlan:
         return y
 
     def _float_tile_a(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        y = quiet(self.fn, self.tile, b.reshape(self.rows)).reshape(self.shape)
+        if self.rows is None:
+            y = quiet(self.fn, self.tile, b)
+        else:
+            y = quiet(self.fn, self.tile, b.reshape(self.rows)).reshape(self.shape)
         if self.clamp is not None:
             self.clamp(y)
         return y
 
     def _float_tile_b(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        y = quiet(self.fn, a.reshape(self.rows), self.tile).reshape(self.shape)
+        if self.rows is None:
+            y = quiet(self.fn, a, self.tile)
+        else:
+            y = quiet(self.fn, a.reshape(self.rows), self.tile).reshape(self.shape)
         if self.clamp is not None:
             self.clamp(y)
         return y
@@ -289,9 +304,13 @@ class _BinaryPlan:
         return y if y.flags.c_contiguous else y.copy()
 
     def _raw_tile_a(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if self.rows is None:
+            return self.fn(self.tile, b)
         return self.fn(self.tile, b.reshape(self.rows)).reshape(self.shape)
 
     def _raw_tile_b(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if self.rows is None:
+            return self.fn(a, self.tile)
         return self.fn(a.reshape(self.rows), self.tile).reshape(self.shape)
 
     def _table(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -300,13 +319,14 @@ class _BinaryPlan:
 
     def _table_tile_a(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         assert self.table is not None
-        idx = b.reshape(self.rows).astype(np.intp)
+        idx = (b if self.rows is None else b.reshape(self.rows)).astype(np.intp)
         np.add(idx, self.tile, out=idx)
         return self.table[idx].reshape(self.shape)
 
     def _table_tile_b(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        # the table of a constant second operand is indexed by b * 256 + a
         assert self.table is not None
-        idx = np.multiply(a.reshape(self.rows), 256, dtype=np.intp)
+        idx = (a if self.rows is None else a.reshape(self.rows)).astype(np.intp)
         np.add(idx, self.tile, out=idx)
         return self.table[idx].reshape(self.shape)
 
@@ -321,6 +341,8 @@ def _trailing_period(const: np.ndarray, shape: tuple[int, ...]) -> bool:
 
 def _make_binary_plan(op: Op, a: np.ndarray, b: np.ndarray, fn: Callable[..., np.ndarray],
                       raw: bool) -> _BinaryPlan | _NoPlan:
+    """The plan of a binary op for inputs like ``a`` and ``b`` (``raw``: MINIMUM/MAXIMUM on
+    the stored values)."""
     try:
         shape = np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
@@ -351,15 +373,18 @@ def _make_binary_plan(op: Op, a: np.ndarray, b: np.ndarray, fn: Callable[..., np
         const = None
     if const is not None:
         if kind == "table":
-            v = const.astype(np.intp) * (256 if pos == 0 else 1)
-            tile = tile_block(v, length)
+            tile = tile_block(const.astype(np.intp) * 256, length)
         elif kind == "float" or const.dtype == dt:
             tile = tile_block(const, length)
     table = clamp = None
     if kind == "table":
-        table = pair_table(_table_fn(op, fn), a.dtype, b.dtype)
+        f = _table_fn(op, fn)
+        if const is not None and pos == 1:  # indexed by b * 256 + a
+            table = pair_table(lambda vb, va: f(va, vb), b.dtype, a.dtype)
+        else:
+            table = pair_table(f, a.dtype, b.dtype)
     elif kind in ("float", "pow"):
-        clamp = float_clamp(op, size, _F32)
+        clamp = float_clamp(op, size, _F32, shape=shape)
     return _BinaryPlan(kind, fn, shape, const, pos, length, tile, clamp, table)
 
 
@@ -400,7 +425,7 @@ def add(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [y]
     if _quantized_pair(op):
         return [_quant_add_sub(op, need(op, args, 0), need(op, args, 1), +1)]
-    return _binary(op, args, np.add, np.add)
+    return _binary_general(op, args, np.add, np.add)
 
 
 @register("SUB")
@@ -411,7 +436,7 @@ def sub(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [y]
     if _quantized_pair(op):
         return [_quant_add_sub(op, need(op, args, 0), need(op, args, 1), -1)]
-    return _binary(op, args, np.subtract, np.subtract)
+    return _binary_general(op, args, np.subtract, np.subtract)
 
 
 @register("MUL")
@@ -422,7 +447,7 @@ def mul(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [y]
     if _quantized_pair(op):
         return [_quant_mul(op, need(op, args, 0), need(op, args, 1))]
-    return _binary(op, args, np.multiply, np.multiply)
+    return _binary_general(op, args, np.multiply, np.multiply)
 
 
 @register("DIV")

@@ -18,7 +18,7 @@ the default build):
   an axis and the standard one to the tail.
 * :func:`round_half_away` -- ``TfLiteRound`` (``std::round``: ties away from zero).
 * :func:`c_div` -- C integer division (truncates toward zero).
-* :class:`Requantizer` -- :func:`split_rounding` plus zero point, clamp and cast for
+* :class:`Requantizer` -- bias, :func:`split_rounding`, zero point, clamp and cast for
   accumulators of one shape, with its constants prepared once.
 
 All integer helpers take and return int64 arrays (values in int32 range where TFLite uses

@@ -22,6 +22,7 @@ import numpy as np
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
+    GENERAL,
     FloatClamp,
     bad_input,
     cached_plan,
@@ -39,7 +40,6 @@ from toolkit.runtime.kernels.common import (
     unsupported,
 )
 from toolkit.runtime.kernels.conv import (
-    GENERAL,
     channel_multipliers,
     dequantize_filter,
     filter_offsets,
@@ -144,6 +144,7 @@ def _fc_prepared(op: Op, args: list[np.ndarray | None]) -> np.ndarray | None:
 
 
 def _fc_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> _FCPlan | str:
+    """The plan of FULLY_CONNECTED (constant weights and bias) or GENERAL."""
     ins = op.inputs
     if w.ndim != 2 or len(ins) < 2 or ins[1] is None or not ins[1].is_const \
             or (b is not None and (len(ins) < 3 or ins[2] is None or not ins[2].is_const)) \
@@ -180,7 +181,7 @@ def _fc_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> _FCP
     # the weights exactly as the general path multiplies them (same layout)
     plan = _FCPlan(w, b, w.astype(np.float32).T, np.float32, batch, out_shape)
     plan.bias, plan.length = bias
-    plan.clamp = float_clamp(op, size, _F32)
+    plan.clamp = float_clamp(op, size, _F32, shape=(batch, o))
     return plan
 
 

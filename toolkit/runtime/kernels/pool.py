@@ -17,6 +17,7 @@ import numpy as np
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
+    GENERAL,
     FloatClamp,
     bad_input,
     cached_plan,
@@ -32,7 +33,7 @@ from toolkit.runtime.kernels.common import (
     quiet,
     store_plan,
 )
-from toolkit.runtime.kernels.conv import GENERAL, Window, windows
+from toolkit.runtime.kernels.conv import Window, windows
 from toolkit.runtime.kernels.fixedpoint import c_div
 
 
@@ -111,7 +112,11 @@ _F32 = np.dtype(np.float32)
 
 
 class _PoolPlan:
-    """A prepared MAX_POOL_2D / AVERAGE_POOL_2D for one input shape and dtype."""
+    """A prepared MAX_POOL_2D / AVERAGE_POOL_2D for one input shape and dtype.
+
+    ``kind``: ``"max"`` (taps reduced in (ky, kx) order), ``"tiles"`` (max over windows
+    that tile the input, see :meth:`_tiles_max`) or ``"avg"``; ``lo`` / ``hi`` clamp
+    integer results to a quantized activation range."""
 
     __slots__ = ("clamp", "count", "half", "hi", "kind", "lo", "pad", "win")
 
@@ -148,25 +153,8 @@ class _PoolPlan:
                 np.maximum(y, r4[:, :, i], out=y)
         return y.reshape(n, oh, ow, c)
 
-    def __call__(self, x: np.ndarray) -> list[np.ndarray]:
-        win = self.win
-        if self.kind == "tiles":
-            y = self._tiles_max(x)
-        else:
-            xp = win.pad(x, self.pad)
-            taps = [win.tap(xp, i, j) for i in range(win.kh) for j in range(win.kw)]
-        if self.kind == "max":
-            y = np.ascontiguousarray(taps[0]) if len(taps) == 1 else \
-                np.maximum(taps[0], taps[1])
-            for t in taps[2:]:
-                np.maximum(y, t, out=y)
-        if self.kind in ("max", "tiles"):
-            if self.clamp is not None:
-                self.clamp(y)
-            if self.lo is not None:
-                np.maximum(y, self.lo, out=y)
-                np.minimum(y, self.hi, out=y)
-            return [y]
+    def _average(self, x: np.ndarray, taps: list[np.ndarray]) -> np.ndarray:
+        """The in-image average of every window (float32, or TFLite's integer rounding)."""
         if x.dtype == _F32:
             total = np.zeros(taps[0].shape, dtype=np.float32)
             for t in taps:
@@ -174,7 +162,7 @@ class _PoolPlan:
             quiet(np.divide, total, self.count, total)
             if self.clamp is not None:
                 self.clamp(total)
-            return [total]
+            return total
         acc = np.zeros(taps[0].shape, dtype=np.int64)
         for t in taps:
             np.add(acc, t, out=acc)
@@ -182,7 +170,27 @@ class _PoolPlan:
         y = np.where(acc > 0, c_div(acc + half, cnt), c_div(acc - half, cnt))
         np.maximum(y, self.lo, out=y)
         np.minimum(y, self.hi, out=y)
-        return [y.astype(x.dtype)]
+        return y.astype(x.dtype)
+
+    def __call__(self, x: np.ndarray) -> list[np.ndarray]:
+        win = self.win
+        if self.kind == "tiles":
+            y = self._tiles_max(x)
+        else:
+            xp = win.pad(x, self.pad)
+            taps = [win.tap(xp, i, j) for i in range(win.kh) for j in range(win.kw)]
+            if self.kind == "avg":
+                return [self._average(x, taps)]
+            y = np.ascontiguousarray(taps[0]) if len(taps) == 1 else \
+                np.maximum(taps[0], taps[1])
+            for t in taps[2:]:
+                np.maximum(y, t, out=y)
+        if self.clamp is not None:
+            self.clamp(y)
+        if self.lo is not None:
+            np.maximum(y, self.lo, out=y)
+            np.minimum(y, self.hi, out=y)
+        return [y]
 
 
 def _prepared(op: Op, args: list[np.ndarray | None], kind: str) -> list[np.ndarray] | None:
@@ -200,6 +208,7 @@ def _prepared(op: Op, args: list[np.ndarray | None], kind: str) -> list[np.ndarr
 
 
 def _pool_plan(op: Op, x: np.ndarray, kind: str) -> _PoolPlan | str:
+    """The plan of a pooling op (``kind`` ``"max"`` or ``"avg"``) or GENERAL."""
     if x.ndim != 4 or len(op.outputs) != 1 or op.outputs[0].dtype != x.dtype:
         return GENERAL
     fh, fw, sh, sw, same = _params(op, x)
@@ -212,7 +221,7 @@ def _pool_plan(op: Op, x: np.ndarray, kind: str) -> _PoolPlan | str:
     size = win.n * win.oh * win.ow * win.c
     if x.dtype == _F32:
         plan = _PoolPlan(kind, win, 0.0 if kind == "avg" else -np.inf)
-        plan.clamp = float_clamp(op, size, _F32)
+        plan.clamp = float_clamp(op, size, _F32, shape=(win.n, win.oh, win.ow, win.c))
         if kind == "avg":
             plan.count = _counts(win, same).astype(np.float32)
         return plan

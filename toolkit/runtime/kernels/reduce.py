@@ -17,11 +17,15 @@ Quantized, as TFLite computes them:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
+    GENERAL,
+    cached_plan,
     int_range,
     is_quantized,
     need,
@@ -29,9 +33,12 @@ from toolkit.runtime.kernels.common import (
     opt,
     out_dtype,
     qparams,
+    quiet,
+    store_plan,
     unsupported,
 )
 from toolkit.runtime.kernels.fixedpoint import (
+    Requantizer,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     round_half_away,
@@ -87,6 +94,9 @@ def _mean_quantized(op: Op, x: np.ndarray, axes: tuple[int, ...], keep: bool) ->
 @register("MEAN")
 def mean(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """MEAN over the axes of input 1."""
+    y = _mean_prepared(op, args)
+    if y is not None:
+        return [y]
     x = need(op, args, 0)
     axes = _axes(op, args, x.ndim)
     keep = bool(opt(op, "keepDims", False))
@@ -101,6 +111,71 @@ def mean(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     n = _count(x.shape, axes)
     s = np.sum(x.astype(np.int64), axis=axes, keepdims=keep)
     return [(s // max(n, 1)).astype(dt)]
+
+
+class _MeanPlan:
+    """A prepared MEAN of float32 input, or the quantized 4-D spatial mean, for one input
+    shape and constant axes."""
+
+    __slots__ = ("axes", "axes_arg", "count", "keep", "requant")
+
+    def __init__(self, axes_arg: np.ndarray | None, axes: tuple[int, ...], keep: bool,
+                 count: int, requant: Requantizer | None) -> None:
+        self.axes_arg, self.axes, self.keep, self.count = axes_arg, axes, keep, count
+        self.requant = requant
+
+    def __call__(self, x: np.ndarray) -> Any:
+        """The mean (a NumPy scalar for a float32 mean over every axis without keepDims, as
+        the general path returns)."""
+        if self.requant is not None:
+            total = np.add.reduce(x, axis=self.axes, dtype=np.int64, keepdims=self.keep)
+            return self.requant(total)
+        s = np.add.reduce(x, axis=self.axes, dtype=np.float32, keepdims=self.keep)
+        return quiet(np.divide, s, np.float32(self.count))
+
+
+def _mean_prepared(op: Op, args: list[np.ndarray | None]) -> Any:
+    """Run MEAN through its prepared plan; None when it takes the general path."""
+    if len(args) != 2:
+        return None
+    x, a = args
+    if type(x) is not np.ndarray or not x.flags.c_contiguous:
+        return None
+    key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
+    plan = cached_plan(op, key)
+    if plan is None or (plan is not GENERAL and plan.axes_arg is not a):
+        plan = store_plan(op, key, _mean_plan(op, x, a))
+    if plan is GENERAL:
+        return None
+    return plan(x)
+
+
+def _mean_plan(op: Op, x: np.ndarray, a: np.ndarray | None) -> _MeanPlan | str:
+    """The plan of MEAN (constant axes) or GENERAL."""
+    ins = op.inputs
+    if len(ins) != 2 or ins[1] is None or not ins[1].is_const or len(op.outputs) != 1:
+        return GENERAL
+    axes = _axes(op, [x, a], x.ndim)
+    keep = bool(opt(op, "keepDims", False))
+    n = _count(x.shape, axes)
+    dt = op.outputs[0].dtype
+    if x.dtype == np.float32 and dt == np.float32 and not is_quantized(ins[0]):
+        return _MeanPlan(a, axes, keep, n, None)
+    if not (is_quantized(ins[0]) and is_quantized(op.outputs[0])) or dt is None or n == 0:
+        return GENERAL
+    if keep and x.ndim == 4 and sorted(axes) == [1, 2] and x.dtype in (np.int8, np.uint8):
+        iq, oq = qparams(op, ins[0]), qparams(op, op.outputs[0])
+        lo, hi = int_range(dt)
+        in_s, out_s = np.float32(iq.s), np.float32(oq.s)
+        temp = np.float32(iq.zp) * in_s / out_s
+        temp = temp + np.float32(0.5) if temp > 0 else temp - np.float32(0.5)
+        bias = oq.zp - int(temp)
+        real = in_s / (np.float32(n) * out_s)
+        mult, shift = quantize_multiplier(np.float64(real))
+        c = x.shape[3]
+        requant = Requantizer(mult, shift, 16, bias, lo, hi, dt, x.shape[0] * c, c)
+        return _MeanPlan(a, axes, keep, n, requant)
+    return GENERAL
 
 
 @register("SUM")

@@ -57,6 +57,7 @@ def reshape(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
 
 
 def _new_shape(op: Op, shape_arg: np.ndarray | None) -> list[int]:
+    """The target shape of RESHAPE."""
     if shape_arg is not None and (np.asarray(shape_arg).ndim == 1 or
                                   np.asarray(shape_arg).size > 0):
         return _ints(shape_arg)
