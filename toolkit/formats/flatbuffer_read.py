@@ -7,6 +7,7 @@ options are decoded only when an op's ``options`` is first read.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import mmap
@@ -85,6 +86,11 @@ def read_model(data: Any, where: str = "<bytes>") -> Model:
         raise ModelFormatError(
             f"file identifier is {ident!r}, expected b'TFL3' (TFLite) or b'CIR0' (circle)",
             where=where, fix="is this a .tflite/.circle model? (not a saved model or ONNX)")
+    # tens of thousands of new objects would trigger the cyclic garbage collector again and
+    # again (each pass scanning everything built so far), and every object built here is kept
+    # in the result, so a collection would free nothing
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         return _Reader(data, where, fmt).read()
     except GraphError as e:
@@ -97,6 +103,9 @@ def read_model(data: Any, where: str = "<bytes>") -> Model:
         raise ModelFormatError(
             f"corrupt FlatBuffer ({type(e).__name__}: {e})", where=where,
             fix="the file is truncated or damaged; export the model again") from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 class _OptionsDecoder:

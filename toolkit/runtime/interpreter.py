@@ -185,7 +185,11 @@ class Interpreter:
 
     def invoke(self, inputs: Any, tracer: EventTracer | None = None) -> dict[str, np.ndarray]:
         """Run one inference; return outputs by name. Records one event per step in
-        ``tracer`` when given (key: op index, or command id for a compiled model)."""
+        ``tracer`` when given (key: op index, or command id for a compiled model).
+
+        Events are back to back: each runs from the end of the previous step (or the start of
+        the inference) to the end of its own, so it covers gathering the step's inputs, the
+        kernel and storing its outputs, and one clock read per step is all tracing costs."""
         plan = self.plan
         vals: list[Any] = [None] * len(plan.slot)
         for i, a in plan.consts:
@@ -193,10 +197,10 @@ class Interpreter:
         for t, a in zip(plan.inputs, self._bind(inputs)):
             vals[plan.slot[t]] = a
         clock = time.perf_counter_ns
+        if tracer is not None:
+            t0 = clock()
         for s in plan.steps:
             args = [None if i < 0 else vals[i] for i in s.ins]
-            if tracer is not None:
-                t0 = clock()
             try:
                 if s.prepare is not None:
                     args = s.prepare(args)
@@ -209,8 +213,6 @@ class Interpreter:
                     where=f"op {s.args.get('op_index', s.args.get('optimised_id'))} "
                           f"({s.op.kind} {s.op.name!r}, output tensor {s.op.outputs[0].name!r})"
                 ) from e
-            if tracer is not None:
-                tracer.record(s.key, t0, clock(), s.args)
             if s.rows is None:
                 if not s.checked:
                     self._check(s, res)
@@ -222,6 +224,10 @@ class Interpreter:
                 if buf is None:
                     buf = vals[o] = np.empty(s.full_shape, dtype=res[0].dtype)
                 buf[:, s.rows[0]:s.rows[1]] = res[0]
+            if tracer is not None:
+                t1 = clock()
+                tracer.record(s.key, t0, t1, s.args)
+                t0 = t1
         return {t.name: vals[plan.slot[t]] for t in plan.outputs}
 
     def _check(self, s: _Step, res: Sequence[np.ndarray]) -> None:
