@@ -195,18 +195,20 @@ def quant_activation_range(op: Op, out: Tensor, code: int | None = None) -> tupl
     raise unsupported(op, f"fused activation {name} is not supported on quantized tensors")
 
 
+def _broadcast_qparams(scale: np.ndarray, zp: np.ndarray, ndim: int, axis: int
+                       ) -> tuple[Any, Any]:
+    """Scale and zero point shaped to broadcast over an ``ndim``-d tensor (per-channel along
+    ``axis``), or as scalars for per-tensor parameters."""
+    if scale.size > 1:
+        shape = [1] * ndim
+        shape[axis] = scale.size
+        return scale.reshape(shape), (zp.reshape(shape) if zp.size > 1 else zp.reshape(-1)[0])
+    return scale[0], zp[0]
+
+
 def dequantize(x: np.ndarray, qp: QParams) -> np.ndarray:
     """Real values of quantized ``x`` as float32 (per-tensor or per-channel along qp.axis)."""
-    scale = qp.scale.astype(np.float64)
-    zp = qp.zero_point
-    if scale.size > 1:
-        shape = [1] * x.ndim
-        shape[qp.axis] = scale.size
-        scale = scale.reshape(shape)
-        zp = zp.reshape(shape) if zp.size > 1 else zp.reshape(-1)[0]
-    else:
-        scale = scale[0]
-        zp = zp[0]
+    scale, zp = _broadcast_qparams(qp.scale.astype(np.float64), qp.zero_point, x.ndim, qp.axis)
     return (scale * (x.astype(np.int64) - zp)).astype(np.float32)
 
 
@@ -214,16 +216,7 @@ def quantize_float(x: np.ndarray, qp: QParams, dt: np.dtype,
                    lo: int | None = None, hi: int | None = None) -> np.ndarray:
     """TFLite ``AffineQuantize``: ``round(x / scale) + zp`` (float32 division), clamped."""
     x = np.asarray(x, dtype=np.float32)
-    scale = qp.scale
-    zp = qp.zero_point
-    if scale.size > 1:
-        shape = [1] * x.ndim
-        shape[qp.axis] = scale.size
-        scale = scale.reshape(shape)
-        zp = zp.reshape(shape) if zp.size > 1 else zp.reshape(-1)[0]
-    else:
-        scale = scale[0]
-        zp = zp[0]
+    scale, zp = _broadcast_qparams(qp.scale, qp.zero_point, x.ndim, qp.axis)
     qmin, qmax = int_range(dt)
     lo = qmin if lo is None else lo
     hi = qmax if hi is None else hi
@@ -323,6 +316,33 @@ def store_plan(op: Op, key: tuple[Any, ...], plan: P) -> P:
     """Cache ``plan`` on ``op`` for ``key`` (replacing any other) and return it."""
     op.extra[CACHE_KEY] = (key, plan)
     return plan
+
+
+PlanMaker = Callable[[Op, np.ndarray, np.ndarray, np.ndarray | None], Any]
+"""Makes the plan of a weighted op from the op, input, weights and bias (or returns GENERAL)."""
+
+
+def run_weighted_plan(op: Op, args: list[np.ndarray | None], make: PlanMaker
+                      ) -> np.ndarray | None:
+    """Run an op with inputs (x, weights[, bias]) through its cached plan.
+
+    The plan is made by ``make`` on first use and remade when the input shape or dtype, the
+    op's wiring or options, or the weight/bias arrays change. Returns None when the op takes
+    the kernel's general path (unusual inputs, or a plan of GENERAL).
+    """
+    if len(args) not in (2, 3):
+        return None
+    x, w = args[0], args[1]
+    b = args[2] if len(args) == 3 else None
+    if type(x) is not np.ndarray or type(w) is not np.ndarray or not x.flags.c_contiguous:
+        return None
+    key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
+    plan = cached_plan(op, key)
+    if plan is None or (plan is not GENERAL and (plan.w is not w or plan.b is not b)):
+        plan = store_plan(op, key, make(op, x, w, b))
+    if plan is GENERAL:
+        return None
+    return plan(x)
 
 
 # ------------------------------------------------------------------ quiet float errors

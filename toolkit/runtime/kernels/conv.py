@@ -21,9 +21,6 @@ shows every partial sum exact, so they equal the integer sums.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -35,7 +32,6 @@ from toolkit.runtime.kernels.common import (
     FloatClamp,
     QParams,
     bad_input,
-    cached_plan,
     conv_out_and_pad,
     exact_float_dtype,
     float_activation,
@@ -50,7 +46,7 @@ from toolkit.runtime.kernels.common import (
     quant_activation_range,
     quantize_float,
     quiet,
-    store_plan,
+    run_weighted_plan,
     unsupported,
 )
 from toolkit.runtime.kernels.fixedpoint import Requantizer, quantize_multiplier, split_rounding
@@ -145,7 +141,7 @@ def _row_blocks(total_rows: int, row_elems: int) -> list[tuple[int, int]]:
 def conv2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """CONV_2D: float32 or quantized (per-tensor / per-channel filter), grouped when the
     filter has fewer input channels than the input."""
-    y = _prepared(op, args, _conv_plan)
+    y = run_weighted_plan(op, args, _conv_plan)
     if y is not None:
         return [y]
     x, w = need(op, args, 0), need(op, args, 1)
@@ -227,7 +223,7 @@ def dequantize_filter(w: np.ndarray, wq: QParams, axis: int) -> np.ndarray:
 @register("DEPTHWISE_CONV_2D")
 def depthwise_conv2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """DEPTHWISE_CONV_2D: output channel ``c * M + m`` filters input channel ``c``."""
-    y = _prepared(op, args, _depthwise_plan)
+    y = run_weighted_plan(op, args, _depthwise_plan)
     if y is not None:
         return [y]
     x, w = need(op, args, 0), need(op, args, 1)
@@ -343,27 +339,6 @@ class Window:
         # the general path's matrix exactly: the same view reshaped, then copied keeping its
         # memory order (BLAS may round differently for another layout)
         return view.reshape(-1, self.kh * self.kw * c).astype(xp.dtype)
-
-
-PlanMaker = Callable[[Op, np.ndarray, np.ndarray, np.ndarray | None], Any]
-"""Makes the plan of an op from the op, input, filter and bias (or returns GENERAL)."""
-
-
-def _prepared(op: Op, args: list[np.ndarray | None], make: PlanMaker) -> np.ndarray | None:
-    """Run a convolution through its prepared plan; None when it takes the general path."""
-    if len(args) not in (2, 3):
-        return None
-    x, w = args[0], args[1]
-    b = args[2] if len(args) == 3 else None
-    if type(x) is not np.ndarray or type(w) is not np.ndarray or not x.flags.c_contiguous:
-        return None
-    key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
-    plan = cached_plan(op, key)
-    if plan is None or (plan is not GENERAL and (plan.w is not w or plan.b is not b)):
-        plan = store_plan(op, key, make(op, x, w, b))
-    if plan is GENERAL:
-        return None
-    return plan(x)
 
 
 def quant_setup(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, n_out: int,

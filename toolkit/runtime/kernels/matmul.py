@@ -25,7 +25,6 @@ from toolkit.runtime.kernels.common import (
     GENERAL,
     FloatClamp,
     bad_input,
-    cached_plan,
     float_activation,
     float_clamp,
     int_matmul,
@@ -36,7 +35,7 @@ from toolkit.runtime.kernels.common import (
     out_dtype,
     qparams,
     requantize,
-    store_plan,
+    run_weighted_plan,
     unsupported,
 )
 from toolkit.runtime.kernels.conv import (
@@ -53,7 +52,7 @@ from toolkit.runtime.kernels.fixedpoint import Requantizer
 @register("FULLY_CONNECTED")
 def fully_connected(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """FULLY_CONNECTED with weights ``[out, in]``, optional bias and keep_num_dims."""
-    y = _fc_prepared(op, args)
+    y = run_weighted_plan(op, args, _fc_plan)
     if y is not None:
         return [y]
     x, w = need(op, args, 0), need(op, args, 1)
@@ -124,23 +123,6 @@ class _FCPlan:
         if self.clamp is not None:
             self.clamp(acc)
         return acc.reshape(self.out_shape)
-
-
-def _fc_prepared(op: Op, args: list[np.ndarray | None]) -> np.ndarray | None:
-    """Run FULLY_CONNECTED through its prepared plan; None when it takes the general path."""
-    if len(args) not in (2, 3):
-        return None
-    x, w = args[0], args[1]
-    b = args[2] if len(args) == 3 else None
-    if type(x) is not np.ndarray or type(w) is not np.ndarray or not x.flags.c_contiguous:
-        return None
-    key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
-    plan = cached_plan(op, key)
-    if plan is None or (plan is not GENERAL and (plan.w is not w or plan.b is not b)):
-        plan = store_plan(op, key, _fc_plan(op, x, w, b))
-    if plan is GENERAL:
-        return None
-    return plan(x)
 
 
 def _fc_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> _FCPlan | str:
