@@ -1,9 +1,10 @@
 """Reference runtime vs LiteRT (single-threaded), and the cost of tracing.
 
 Models: the CNN sample and a MobileNet-v1-sized model (224x224x3, 13 depthwise-separable
-blocks, ~570 M MACs) built with the model builder. Each figure is the median of several
-inferences, all in one process; ratios are reference / LiteRT (target <= 5x) and
-traced / untraced (target < 5% overhead). BLAS is limited to one thread for a like-for-like
+blocks, ~570 M MACs) built with the model builder. All three (LiteRT, the reference runtime,
+the reference runtime traced) run in one process, taking turns (see ``interleaved``); ratios
+are reference / LiteRT (target <= 5x) and traced / untraced (target < 5% overhead). Both
+runtimes are timed inputs in, outputs out. BLAS is limited to one thread for a like-for-like
 comparison with LiteRT's single thread. Run: python bench/bench_runtime.py
 """
 
@@ -15,10 +16,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -66,17 +67,29 @@ def mobilenet_v1(alpha: float = 1.0) -> tk.Model:
     return mb.build()
 
 
-def median_time(fn, n: int) -> float:
-    fn()  # warm up
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+def interleaved(fns: dict[str, Callable[[], object]], rounds: int, batch: int
+                ) -> dict[str, float]:
+    """Seconds per call of each function: the 10th percentile, over ``rounds`` rounds, of
+    the mean time of ``batch`` calls. The functions take turns round by round, so that the
+    noise of a shared machine hits all of them alike."""
+    for fn in fns.values():
+        fn()  # warm up (the reference runtime binds its kernels on its first inference)
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    clock = time.perf_counter
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t0 = clock()
+            for _ in range(batch):
+                fn()
+            samples[k].append((clock() - t0) / batch)
+    return {k: float(np.percentile(v, 10)) for k, v in samples.items()}
 
 
-def bench(name: str, model: tk.Model, n: int) -> None:
+def _fmt(seconds: float) -> str:
+    return f"{seconds * 1e6:7.1f} us" if seconds < 1e-3 else f"{seconds * 1e3:7.2f} ms"
+
+
+def bench(name: str, model: tk.Model, rounds: int, batch: int) -> None:
     from ai_edge_litert.interpreter import Interpreter as LiteRT
 
     with warnings.catch_warnings():
@@ -85,37 +98,36 @@ def bench(name: str, model: tk.Model, n: int) -> None:
     lite.allocate_tensors()
     ours = Interpreter(model)
     inputs = ours.random_inputs(0)
-    det = lite.get_input_details()
+    det = [(d["index"], inputs[d["name"]]) for d in lite.get_input_details()]
+    outs = [d["index"] for d in lite.get_output_details()]
 
-    def run_lite() -> None:
-        for d in det:
-            lite.set_tensor(d["index"], inputs[d["name"]])
+    def run_lite() -> None:  # inputs in, outputs out, as the reference runtime's invoke
+        for index, value in det:
+            lite.set_tensor(index, value)
         lite.invoke()
+        for index in outs:
+            lite.get_tensor(index)
 
     def run_ours() -> None:
         ours.invoke(inputs)
 
-    def run_traced() -> None:
-        tr = EventTracer()
-        tr.new_run()
-        ours.invoke(inputs, tr)
+    tracer = EventTracer()  # one tracer, a new run per inference, as run(repeat=N) does
 
-    # interleave the measurements so that machine noise hits all three alike
-    t_lite, t_ours, t_tr = [], [], []
-    for _ in range(3):
-        t_lite.append(median_time(run_lite, n))
-        t_ours.append(median_time(run_ours, n))
-        t_tr.append(median_time(run_traced, n))
-    tl, to, tt = min(t_lite), min(t_ours), min(t_tr)
-    print(f"{name:14s} ops={len(model.graph):3d}  LiteRT {tl * 1e3:8.2f} ms   reference "
-          f"{to * 1e3:8.2f} ms   ratio {to / tl:5.2f}x (target <= 5x)   traced "
-          f"{tt * 1e3:8.2f} ms   overhead {100 * (tt / to - 1):+5.1f}% (target < 5%)")
+    def run_traced() -> None:
+        tracer.new_run()
+        ours.invoke(inputs, tracer)
+
+    t = interleaved({"lite": run_lite, "ours": run_ours, "traced": run_traced}, rounds, batch)
+    tl, to, tt = t["lite"], t["ours"], t["traced"]
+    print(f"{name:14s} ops={len(model.graph):3d}  LiteRT {_fmt(tl)}   reference {_fmt(to)}   "
+          f"ratio {to / tl:5.2f}x (target <= 5x)   traced {_fmt(tt)}   "
+          f"overhead {100 * (tt / to - 1):+5.1f}% (target < 5%)")
 
 
 def main() -> None:
     quick = "--quick" in sys.argv
-    bench("cnn", tk.load(ROOT / "sample_models" / "cnn.tflite"), 20 if quick else 100)
-    bench("mobilenet_v1", mobilenet_v1(), 3 if quick else 10)
+    bench("cnn", tk.load(ROOT / "sample_models" / "cnn.tflite"), 40 if quick else 200, 20)
+    bench("mobilenet_v1", mobilenet_v1(), 3 if quick else 10, 1)
 
 
 if __name__ == "__main__":

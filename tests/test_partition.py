@@ -623,3 +623,23 @@ def test_library_rejects_unknown_extension_and_unsafe_names(tmp_path: Path) -> N
     spec = PartSpec(["cpu", "a/b"], "cpu")
     with pytest.raises(PartitionError, match="file name"):
         partition(instance_norm_003(), spec)
+
+
+def test_a_part_with_no_outputs_runs_in_litert_and_the_reference_runtime() -> None:
+    # dead ops on their own backend make a part that produces nothing anyone reads; LiteRT's
+    # XNNPACK delegate fails to invoke this one, so the LiteRT runner leaves such parts out
+    mb = ModelBuilder("dead_branch")
+    x = mb.input("x", [1, 4])
+    c = mb.const("c", np.linspace(-1, 1, 4).reshape(1, 4))
+    t = mb.binary("ADD", c, c, name="dead")
+    mb.split(mb.concat([t, t], axis=1, name="dead_cat"), 2, axis=1, name="dead_split")
+    mb.output(mb.unary("TANH", x, name="y"))
+    model = mb.build()
+    dead = {"dead": "b", "dead_cat": "b", "dead_split": "b"}
+    result = partition(model, PartSpec(["a", "b"], "a", "opname", opname=dead))
+    assert sorted(len(p.model.graph.outputs) for p in result.parts) == [0, 1]
+    feed = {"x": np.linspace(-2, 2, 4, dtype=np.float32).reshape(1, 4)}
+    want = np.tanh(feed["x"])
+    np.testing.assert_allclose(run_connection(result, feed, run=litert_runner())["y"], want,
+                               rtol=1e-6)
+    np.testing.assert_allclose(run_connection(result, feed)["y"], want, rtol=1e-6)

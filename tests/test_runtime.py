@@ -10,13 +10,20 @@ import toolkit as tk
 from toolkit.builder import ModelBuilder
 from toolkit.errors import RuntimeInputError, UnsupportedOpError
 from toolkit.runtime.interpreter import Interpreter, run
+from toolkit.runtime.tracer import EventTracer
 
 
 def _compare(model_path, seed: int) -> None:
     m = tk.load(model_path)
     it = Interpreter(m)
     inputs = it.random_inputs(seed)
-    ours = it.invoke(inputs)
+    first = it.invoke(inputs)  # step by step, binding the kernels
+    ours = it.invoke(inputs)  # the generated straight-line code
+    unbound = Interpreter(m, bind=False).invoke(inputs)
+    assert it.bound is not None and any(it.bound)
+    for k in ours:
+        np.testing.assert_array_equal(first[k], ours[k], strict=True)
+        np.testing.assert_array_equal(unbound[k], ours[k], strict=True)
     ref = litert_run(model_path, inputs)
     assert ours.keys() == ref.keys()
     for k in ref:
@@ -104,3 +111,104 @@ def test_dynamic_batch_via_shape_signature() -> None:
 def test_repeat_must_be_positive() -> None:
     with pytest.raises(tk.ToolkitError, match="repeat"):
         run(tk.load(SAMPLES / "cnn.tflite"), None, repeat=0)
+
+
+def test_cnn_binds_every_op_and_repeats_bit_for_bit() -> None:
+    m = tk.load(SAMPLES / "cnn.tflite")
+    it = Interpreter(m)
+    assert it.bound is None
+    outs = [it.invoke(it.random_inputs(seed)) for seed in (0, 1, 0)]
+    assert it.bound == [True] * len(m.graph)
+    np.testing.assert_array_equal(outs[0]["cnn/softmax/Softmax"],
+                                  outs[2]["cnn/softmax/Softmax"])
+    assert not np.array_equal(outs[0]["cnn/softmax/Softmax"], outs[1]["cnn/softmax/Softmax"])
+    # outputs are fresh arrays: a later inference does not change them
+    assert outs[0]["cnn/softmax/Softmax"] is not outs[2]["cnn/softmax/Softmax"]
+    assert Interpreter(m, bind=False).invoke(it.random_inputs(0)).keys() == outs[0].keys()
+    unbound = Interpreter(m, bind=False)
+    unbound.invoke(it.random_inputs(0))
+    assert unbound.bound == [False] * len(m.graph)
+
+
+@pytest.mark.parametrize("limit", [512, 0], ids=["generated", "loop"])
+def test_a_step_failing_in_generated_code_names_the_op(monkeypatch, limit: int) -> None:
+    from toolkit.runtime import codegen
+    from toolkit.runtime.kernels import KERNELS
+
+    monkeypatch.setattr(codegen, "LOCALS_LIMIT", limit)
+
+    def picky(op, args):
+        if np.isnan(args[0]).any():
+            raise FloatingPointError("NaN input")
+        return [args[0] * 2]
+
+    KERNELS["PickyOp"] = picky
+    try:
+        mb = ModelBuilder()
+        x = mb.input("x", [1, 4])
+        y = mb.op("CUSTOM", [mb.unary("RELU", x, name="r")], [1, 4], name="my/picky",
+                  custom_code="PickyOp")
+        mb.output(y)
+        it = Interpreter(mb.build())
+        ok = it.invoke({"x": np.ones((1, 4), np.float32)})
+        np.testing.assert_array_equal(ok["my/picky"], np.full((1, 4), 2, np.float32))
+        assert it.bound == [True, False]
+        with pytest.raises(RuntimeInputError, match=r"PickyOp.*FloatingPointError.*NaN") as e:
+            it.invoke({"x": np.full((1, 4), np.nan, np.float32)})
+        assert "op 1" in str(e.value) and "my/picky" in str(e.value)
+        # and the same when traced
+        tr = EventTracer()
+        with pytest.raises(RuntimeInputError, match="my/picky"):
+            it.invoke({"x": np.full((1, 4), np.nan, np.float32)}, tr)
+    finally:
+        del KERNELS["PickyOp"]
+
+
+def test_non_contiguous_and_list_inputs_take_the_checked_path() -> None:
+    m = tk.load(SAMPLES / "cnn.tflite")
+    it = Interpreter(m)
+    x = it.random_inputs(0)["image"]
+    want = it.invoke({"image": x})
+    wide = np.zeros((1, 32, 64, 3), np.float32)
+    wide[:, :, ::2] = x
+    strided = wide[:, :, ::2]
+    assert not strided.flags.c_contiguous
+    for form in ({"image": strided}, [x], x):
+        got = it.invoke(form)
+        np.testing.assert_array_equal(got["cnn/softmax/Softmax"], want["cnn/softmax/Softmax"])
+
+
+def _three_ways(it: Interpreter, x: dict) -> list[dict]:
+    """The step-by-step first inference, the generated (or looping) second one, and a
+    traced third one with one event per step."""
+    outs = [it.invoke(x), it.invoke(x)]
+    tracer = EventTracer()
+    outs.append(it.invoke(x, tracer))
+    frame = tracer.to_frame()
+    assert len(frame) == len(it.plan.steps) and (frame["dur_ns"] >= 0).all()
+    assert frame["key"].tolist() == [s.key for s in it.plan.steps]
+    return outs
+
+
+@pytest.mark.parametrize("limit", [512, 0], ids=["generated", "loop"])
+def test_generated_code_and_the_large_model_loop_agree(monkeypatch, limit: int) -> None:
+    from toolkit.compile import Target, compile_model
+    from toolkit.runtime import codegen
+
+    monkeypatch.setattr(codegen, "LOCALS_LIMIT", limit)
+    models = [tk.load(p) for p in ALL_TFLITE]
+    cnn = tk.load(SAMPLES / "cnn.tflite")
+    striped = compile_model(cnn, target=Target(buffer_bytes=2048))
+    assert any(int(c.stripes) > 1 for c in striped.command_list)
+    # odd wiring: a multi-output op, an input used twice and also an output
+    mb = ModelBuilder("odd")
+    x = mb.input("x", [1, 4])
+    halves = mb.split(mb.concat([x, x], axis=1, name="cat"), 2, axis=1, name="halves")
+    mb.output(mb.binary("SUB", halves[0], halves[1], name="zero"), x, halves[1])
+    odd = mb.build()
+    for model in [*models, striped, odd]:
+        it = Interpreter(model)
+        outs = _three_ways(it, it.random_inputs(1))
+        for k in outs[0]:
+            for other in outs[1:]:
+                np.testing.assert_array_equal(other[k], outs[0][k], strict=True)

@@ -216,3 +216,29 @@ def test_tracer_frame_round_trips_through_a_chrome_trace(tmp_path: Path) -> None
     thread_names = frame.attrs["thread_names"]
     assert [thread_names[(1, t)] for t in frame["tid"]] == events["track"].astype(str).tolist()
     assert "arg_problem" not in frame.columns  # empty problems are not written
+
+
+def test_record_steps_batches_keep_order_runs_and_args() -> None:
+    tracer = tracer_with_fake_clock()
+    keys, args = [0, 1, 2], [{"op_index": 0}, {"op_index": 1}, {"op_index": 2}]
+    tracer.new_run()
+    tracer.record_steps(keys, [100, 110, 130, 160], args)
+    assert len(tracer) == 3
+    assert tracer.new_run() == 1  # counts the batched events
+    tracer.record_steps(keys, [200, 205, 205, 230], args)
+    entry = tracer.begin("user")  # a user event after the batches keeps its place
+    tracer.end(entry)
+    tracer.new_run()
+    tracer.record_steps(keys[:2], [300, 301, 302], args)  # fewer times: fewer events
+    tracer.record(9, 400, 399)
+    frame = tracer.to_frame()
+    assert frame["key"].tolist() == [0, 1, 2, 0, 1, 2, "user", 0, 1, 9]
+    assert frame["run"].tolist() == [0, 0, 0, 1, 1, 1, 1, 2, 2, 2]
+    assert frame["start_ns"].tolist()[:7] == [100, 110, 130, 200, 205, 205, 1000]
+    assert frame["dur_ns"].tolist()[:6] == [10, 20, 30, 5, 0, 25]
+    assert frame["op_index"].tolist()[:6] == [0, 1, 2, 0, 1, 2]
+    assert frame["problem"].tolist()[-1] == "negative duration"
+    assert len(tracer) == 10
+    tracer.record_steps(keys, [1, 2, 3, 4], args)
+    tracer.clear()
+    assert len(tracer) == 0 and tracer.to_frame().empty

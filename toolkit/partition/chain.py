@@ -138,6 +138,11 @@ class _PartTracer:
     def record(self, key: Any, t0: int, t1: int, args: dict[str, Any] | None = None) -> Any:
         return self.log(key, t0, t1, **(args or {}))
 
+    def record_steps(self, keys: list[Any], times: list[int],
+                     args: list[dict[str, Any] | None]) -> None:
+        for key, t0, t1, a in zip(keys, times, times[1:], args):
+            self.log(key, t0, t1, **(a or {}))
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
@@ -243,6 +248,9 @@ def litert_runner(num_threads: int = 1) -> Runner:
     A model whose file is a ``.tflite`` is run from that file; any other is serialized as
     TFLite first (circle-only ops cannot run there). Interpreters are cached per model, so
     repeated chained runs do not rebuild them. Returns outputs by tensor name.
+
+    A part with no outputs (ops whose results nothing uses) is not invoked: it has nothing
+    to produce, and LiteRT's default XNNPACK delegate fails to invoke such a model.
     """
     from ai_edge_litert.interpreter import Interpreter
 
@@ -251,6 +259,8 @@ def litert_runner(num_threads: int = 1) -> Runner:
     cache: dict[int, tuple[Model, Any]] = {}
 
     def run(model: Model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if not model.graph.outputs:
+            return {}
         hit = cache.get(id(model))
         if hit is None or hit[0] is not model:
             with warnings.catch_warnings():

@@ -17,7 +17,9 @@ import numpy as np
 
 from toolkit.errors import RuntimeInputError, ToolkitError, UnsupportedOpError
 from toolkit.ir import Model, Op, Tensor
-from toolkit.runtime.kernels import get_kernel
+from toolkit.runtime.codegen import Line, generate
+from toolkit.runtime.kernels import bind_kernel, get_kernel
+from toolkit.runtime.kernels.common import quiet
 from toolkit.runtime.stripes import stripe_step
 from toolkit.runtime.tracer import EventTracer
 
@@ -42,7 +44,6 @@ class _Step:
     rows: tuple[int, int] | None = None  # output rows written by a stripe (axis 1)
     prepare: Any = None  # callable(args) -> args for stripes
     full_shape: tuple[int, ...] = ()
-    checked: bool = False
 
 
 @dataclass
@@ -72,9 +73,16 @@ class Interpreter:
 
     Build once, call :meth:`invoke` many times; the plan (kernels, tensor slots, stripes) is
     made in the constructor so that per-inference overhead is one Python call per step.
+
+    Args:
+        model: a Model or a CompiledModel.
+        bind: on a model whose shapes are all static, bind every op to a kernel specialised
+            to its input shapes (see :mod:`toolkit.runtime.kernels.binders`; the results are
+            the same bit for bit). False calls each op's kernel as it is, as for a model with
+            dynamic shapes.
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, bind: bool = True) -> None:
         self.model, commands = _model_of(model)
         g = self.model.graph
         if len(self.model.subgraphs) > 1:
@@ -106,6 +114,16 @@ class Interpreter:
                 steps.append(step)
             key_name = "command_id"
         self.plan = _Plan(steps, slot, consts, list(g.inputs), list(g.outputs), key_name)
+        # every shape fixed: kernels may be bound to the shapes of the first inference
+        self._static = bind and all(
+            t.shape_signature is None or all(d >= 0 for d in t.shape_signature)
+            for t in g.tensors)
+        self._fast: tuple[Any, Any] | None = None
+        self._bound: list[bool] | None = None
+        self._lines: list[Line] | None = None
+        self._keys = [s.key for s in steps]
+        self._input_specs = [(t.name, t.dtype, tuple(t.shape)) for t in g.inputs]
+        self._event_args = [s.args for s in steps]
 
     @staticmethod
     def _slots(ts: Sequence[Tensor | None], slot: dict[Tensor, int]) -> list[int]:
@@ -116,6 +134,12 @@ class Interpreter:
         return get_kernel(op)
 
     # ------------------------------------------------------------------ api
+    @property
+    def bound(self) -> list[bool] | None:
+        """Per step, whether it runs a kernel bound to its input shapes (see ``bind``);
+        None before the first inference, which binds them."""
+        return self._bound
+
     @property
     def input_names(self) -> list[str]:
         """Names of the graph inputs, in order."""
@@ -146,6 +170,21 @@ class Interpreter:
         return out
 
     def _bind(self, inputs: Any) -> list[np.ndarray]:
+        """The input arrays in graph-input order, checked, C-contiguous."""
+        specs = self._input_specs
+        if type(inputs) is dict and len(inputs) == len(specs):
+            arrays = []
+            for name, dtype, shape in specs:  # the usual case, in few operations
+                a = inputs.get(name)
+                if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape \
+                        or not a.flags.c_contiguous:
+                    break
+                arrays.append(a)
+            else:
+                return arrays
+        return self._bind_checked(inputs)
+
+    def _bind_checked(self, inputs: Any) -> list[np.ndarray]:
         ins = self.plan.inputs
         if inputs is None:
             raise RuntimeInputError("no inputs given",
@@ -180,7 +219,7 @@ class Interpreter:
                 raise RuntimeInputError(
                     f"input {t.name!r} has shape {list(a.shape)}, the model expects "
                     f"{list(sig)}", where=f"input {t.name!r}")
-            out.append(a)
+            out.append(np.ascontiguousarray(a))
         return out
 
     def invoke(self, inputs: Any, tracer: EventTracer | None = None) -> dict[str, np.ndarray]:
@@ -189,46 +228,107 @@ class Interpreter:
 
         Events are back to back: each runs from the end of the previous step (or the start of
         the inference) to the end of its own, so it covers gathering the step's inputs, the
-        kernel and storing its outputs, and one clock read per step is all tracing costs."""
+        kernel and storing its outputs, and one clock read per step is all tracing costs.
+
+        The first inference checks every output shape and binds each op to a kernel
+        specialised to its inputs; the second generates straight-line code for the steps
+        (see :mod:`.codegen`), which it and later ones run. An interpreter must not run in
+        two threads at once."""
+        arrays = self._bind(inputs)
+        fast = self._fast
+        if fast is None:
+            if self._lines is None:
+                return quiet(self._first_invoke, arrays, tracer)
+            fast = self._fast = self._generate(self._lines)
+        if tracer is None:
+            return quiet(fast[0], *arrays)
+        return quiet(fast[1], *arrays, time.perf_counter_ns, tracer.record_steps, self._keys,
+                     self._event_args)
+
+    def _first_invoke(self, arrays: list[np.ndarray],
+                      tracer: EventTracer | None) -> dict[str, np.ndarray]:
+        """Run step by step, checking output shapes and binding kernels, and keep the
+        steps' lines for the code the next inference generates."""
         plan = self.plan
         vals: list[Any] = [None] * len(plan.slot)
         for i, a in plan.consts:
             vals[i] = a
-        for t, a in zip(plan.inputs, self._bind(inputs)):
+        for t, a in zip(plan.inputs, arrays):
             vals[plan.slot[t]] = a
         clock = time.perf_counter_ns
+        lines: list[Line] = []
         if tracer is not None:
             t0 = clock()
         for s in plan.steps:
             args = [None if i < 0 else vals[i] for i in s.ins]
             try:
-                if s.prepare is not None:
-                    args = s.prepare(args)
-                res = s.kernel(s.op, args)
+                line = self._line(s, args)
+                if line.mode == "stripe":
+                    o = s.outs[0]
+                    vals[o] = line.fn(vals[o], *args)
+                else:
+                    res = line.fn(*args)
+                    if line.mode == "one":
+                        res = [res]
+                    self._check(s, res)
+                    for i, r in zip(s.outs, res):
+                        vals[i] = r
             except ToolkitError:
                 raise
             except Exception as e:  # a kernel bug or an input the kernel cannot take
-                raise RuntimeInputError(
-                    f"{s.op.kind} failed: {type(e).__name__}: {e}",
-                    where=f"op {s.args.get('op_index', s.args.get('optimised_id'))} "
-                          f"({s.op.kind} {s.op.name!r}, output tensor {s.op.outputs[0].name!r})"
-                ) from e
-            if s.rows is None:
-                if not s.checked:
-                    self._check(s, res)
-                for i, r in zip(s.outs, res):
-                    vals[i] = r
-            else:
-                o = s.outs[0]
-                buf = vals[o]
-                if buf is None:
-                    buf = vals[o] = np.empty(s.full_shape, dtype=res[0].dtype)
-                buf[:, s.rows[0]:s.rows[1]] = res[0]
+                raise self._step_error(s, e) from e
+            lines.append(line)
             if tracer is not None:
                 t1 = clock()
                 tracer.record(s.key, t0, t1, s.args)
                 t0 = t1
-        return {t.name: vals[plan.slot[t]] for t in plan.outputs}
+        out = {t.name: vals[plan.slot[t]] for t in plan.outputs}
+        self._bound = [ln.mode == "one" for ln in lines]
+        self._lines = lines
+        return out
+
+    def _generate(self, lines: list[Line]) -> tuple[Any, Any]:
+        plan = self.plan
+        return generate(lines, [plan.slot[t] for t in plan.inputs], dict(plan.consts),
+                        [(t.name, plan.slot[t]) for t in plan.outputs], self._fail)
+
+    def _line(self, s: _Step, args: list[Any]) -> Line:
+        """The generated-code line of step ``s`` (first run, with its real inputs)."""
+        ins, outs = tuple(s.ins), tuple(s.outs)
+        kernel, op = s.kernel, s.op
+        if s.rows is not None:
+            prepare, full_shape = s.prepare, s.full_shape
+            r0, r1 = s.rows
+
+            def stripe(buf: np.ndarray | None, *a: Any) -> np.ndarray:
+                res = kernel(op, prepare(list(a)))
+                if buf is None:
+                    buf = np.empty(full_shape, dtype=res[0].dtype)
+                buf[:, r0:r1] = res[0]
+                return buf
+
+            return Line(stripe, ins, outs, "stripe")
+        if self._static:
+            bound = bind_kernel(op, args)
+            if bound is not None:
+                return Line(bound, ins, outs, "one")
+
+        def generic(*a: Any) -> list[np.ndarray]:
+            return kernel(op, list(a))
+
+        return Line(generic, ins, outs, "many")
+
+    def _step_error(self, s: _Step, e: BaseException) -> RuntimeInputError:
+        return RuntimeInputError(
+            f"{s.op.kind} failed: {type(e).__name__}: {e}",
+            where=f"op {s.args.get('op_index', s.args.get('optimised_id'))} "
+                  f"({s.op.kind} {s.op.name!r}, output tensor {s.op.outputs[0].name!r})")
+
+    def _fail(self, index: int, e: BaseException) -> None:
+        """Raise the error of step ``index`` of the generated code failing with ``e``."""
+        if isinstance(e, ToolkitError) or not 0 <= index < len(self.plan.steps):
+            raise e
+        raise self._step_error(self.plan.steps[index], e) from e
 
     def _check(self, s: _Step, res: Sequence[np.ndarray]) -> None:
         if len(res) != len(s.outs):
@@ -241,7 +341,6 @@ class Interpreter:
                     f"{s.op.kind} produced shape {list(r.shape)} for tensor {t.name!r}, the "
                     f"model declares {list(t.shape)}", where=f"op {s.op.name!r}",
                     fix="the model's static shapes disagree with its inputs")
-        s.checked = True
 
 
 def run(model: Any, inputs: Any = None, *, trace: bool = False, repeat: int = 1,

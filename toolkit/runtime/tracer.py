@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import operator
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
@@ -58,8 +58,8 @@ class EventTracer:
         track: the default track name.
     """
 
-    __slots__ = ("_args", "_clock", "_ends", "_keys", "_run", "_run_starts", "_starts",
-                 "_tracks", "track")
+    __slots__ = ("_args", "_clock", "_ends", "_keys", "_pending", "_pending_n", "_run",
+                 "_run_starts", "_starts", "_tracks", "track")
 
     def __init__(self, *, track: str = "main",
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
@@ -72,6 +72,10 @@ class EventTracer:
         self._args: list[dict[str, Any] | None] = []  # per event: its arguments or None
         self._run = 0
         self._run_starts: list[tuple[int, int]] = [(0, 0)]  # (first event index, run)
+        # record_steps() batches, kept as given until anything else reads or writes events
+        self._pending: list[tuple[Sequence[int | str], Sequence[int],
+                                  Sequence[dict[str, Any] | None]]] = []
+        self._pending_n = 0  # events in those batches
 
     # -- recording (hot path) ---------------------------------------------------------------
 
@@ -81,6 +85,8 @@ class EventTracer:
         ``key`` is an ``int`` debug handle or a ``str`` name; ``track`` overrides the default
         track; ``args`` (op index, command id, op type ...) become columns of :meth:`to_frame`.
         """
+        if self._pending:
+            self._flush()
         keys = self._keys
         index = len(keys)
         keys.append(key)
@@ -115,6 +121,8 @@ class EventTracer:
         The times must come from the same clock as the tracer's for the events to line up. An
         end before the start is kept and flagged in ``problem`` by :meth:`to_frame`.
         """
+        if self._pending:
+            self._flush()
         keys = self._keys
         index = len(keys)
         start = operator.index(start_ns)
@@ -130,10 +138,35 @@ class EventTracer:
                args: dict[str, Any] | None = None) -> None:
         """Like :meth:`log`, for a runtime's hot loop: ``args`` is a prepared dict that the
         tracer keeps (not copies), and the times must be ints from the tracer's clock."""
+        if self._pending:
+            self._flush()
         self._keys.append(key)
         self._args.append(args or None)
         self._starts.append(start_ns)
         self._ends.append(end_ns)
+
+    def record_steps(self, keys: Sequence[int | str], times: Sequence[int],
+                     args: Sequence[dict[str, Any] | None]) -> None:
+        """Record back-to-back events at once: event ``i`` (key ``keys[i]``, arguments
+        ``args[i]``) runs from ``times[i]`` to ``times[i + 1]``; ``times`` holds one more clock
+        reading than there are events.
+
+        For a runtime recording every inference: the three sequences are kept as given (not
+        copied; do not change them afterwards) and unpacked only when the events are next read
+        or another event is recorded, so a call costs next to nothing."""
+        self._pending.append((keys, times, args))
+        self._pending_n += len(times) - 1
+
+    def _flush(self) -> None:
+        """Unpack the batches of :meth:`record_steps` into the event lists."""
+        for keys, times, args in self._pending:
+            n = len(times) - 1
+            self._keys.extend(keys[:n])
+            self._args.extend(args[:n])
+            self._starts.extend(times[:-1])
+            self._ends.extend(times[1:])
+        self._pending.clear()
+        self._pending_n = 0
 
     def event(self, key: int | str, /, track: str | None = None, **args: Any) -> _Span:
         """Context manager timing its block as one event (ended even if the block raises).
@@ -141,6 +174,8 @@ class EventTracer:
         ``with tracer.event(7, op_index=3): run_op()``; ``as`` gives the entry. The event
         begins when ``event()`` is called, that is when the ``with`` statement starts.
         """
+        if self._pending:
+            self._flush()
         keys = self._keys
         index = len(keys)
         keys.append(key)
@@ -165,24 +200,29 @@ class EventTracer:
         Calling it before any event of the current run was recorded keeps the current index, so
         calling it at the start of every inference numbers the runs 0, 1, 2 ...
         """
+        count = len(self._keys) + self._pending_n
         first, _ = self._run_starts[-1]
-        if len(self._keys) > first:
+        if count > first:
             self._run += 1
-            self._run_starts.append((len(self._keys), self._run))
+            self._run_starts.append((count, self._run))
         return self._run
 
     # -- inspection -------------------------------------------------------------------------
 
     def __len__(self) -> int:
         """Number of events recorded (open ones included)."""
-        return len(self._keys)
+        return len(self._keys) + self._pending_n
 
     def open_entries(self) -> list[EventEntry]:
         """Entries begun and not ended yet, oldest first."""
+        if self._pending:
+            self._flush()
         return [i for i, end in enumerate(self._ends) if end == _OPEN]
 
     def clear(self) -> None:
         """Forget every event and reset the run index to 0 (old entries become invalid)."""
+        self._pending.clear()
+        self._pending_n = 0
         self._keys.clear()
         self._starts.clear()
         self._ends.clear()
@@ -209,6 +249,8 @@ class EventTracer:
             when fine, else ``"never ended"`` or ``"negative duration"``). An empty tracer gives
             these columns with these dtypes and no rows.
         """
+        if self._pending:
+            self._flush()
         n = len(self._keys)
         starts = np.array(self._starts, dtype=np.int64)
         ends = np.array(self._ends, dtype=np.int64)

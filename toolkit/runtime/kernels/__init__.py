@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from toolkit.runtime.kernels import (  # noqa: F401  (importing registers the kernels)
     activation,
+    binders,
     conv,
     elementwise,
     matmul,
@@ -41,12 +42,18 @@ from toolkit.runtime.kernels import (  # noqa: F401  (importing registers the ke
     shape_ops,
 )
 from toolkit.runtime.kernels._registry import (
+    BINDERS,
     KERNELS,
+    Binder,
+    Bound,
     Kernel,
+    bind_kernel,
+    binds,
     get_kernel,
     infer_shapes,
     register,
     run_kernel,
 )
 
-__all__ = ["KERNELS", "Kernel", "get_kernel", "infer_shapes", "register", "run_kernel"]
+__all__ = ["BINDERS", "KERNELS", "Binder", "Bound", "Kernel", "bind_kernel", "binds", "get_kernel",
+           "infer_shapes", "register", "run_kernel"]

@@ -9,7 +9,8 @@ import numpy as np
 from toolkit.errors import UnsupportedOpError
 from toolkit.ir import Op
 
-__all__ = ["Kernel", "KERNELS", "register", "get_kernel", "run_kernel", "infer_shapes"]
+__all__ = ["Kernel", "KERNELS", "register", "get_kernel", "run_kernel", "infer_shapes",
+           "Bound", "Binder", "BINDERS", "binds", "bind_kernel"]
 
 Kernel = Callable[[Op, list[np.ndarray | None]], list[np.ndarray]]
 """A kernel: ``kernel(op, args) -> outputs``.
@@ -31,6 +32,44 @@ def register(*names: str) -> Callable[[Kernel], Kernel]:
         return fn
 
     return deco
+
+
+Bound = Callable[..., np.ndarray]
+"""A kernel bound to one op and to inputs of fixed shapes and dtypes: ``bound(*args)``
+returns the op's single output for arrays shaped like those it was bound to, the constant
+inputs being the very arrays it was bound to.
+
+Bound kernels skip the per-call checks and plan lookups of :data:`Kernel`, may keep scratch
+buffers (one bound kernel must not run in two threads at once) and expect NumPy's
+floating-point errors to be ignored by the caller (see :func:`.common.quiet`). They compute
+exactly what the op's kernel computes, bit for bit."""
+
+Binder = Callable[[Op, list[np.ndarray | None]], Bound | None]
+"""Makes a :data:`Bound` kernel for an op and example inputs, or returns None (the op's
+kernel is then called as it is)."""
+
+BINDERS: dict[str, Binder] = {}
+"""Binders by op kind, for the ops whose kernels have a specialised form."""
+
+
+def binds(*names: str) -> Callable[[Binder], Binder]:
+    """Decorator: register a binder under one or more op kinds."""
+
+    def deco(fn: Binder) -> Binder:
+        for n in names:
+            BINDERS[n] = fn
+        return fn
+
+    return deco
+
+
+def bind_kernel(op: Op, args: Sequence[np.ndarray | None]) -> Bound | None:
+    """The kernel of ``op`` bound to inputs like ``args`` (see :data:`Bound`), or None when
+    the op has no binder or its binder does not take such inputs."""
+    if len(op.outputs) != 1:
+        return None
+    binder = BINDERS.get(_op_key(op))
+    return None if binder is None else binder(op, list(args))
 
 
 def _op_key(op: Op) -> str:

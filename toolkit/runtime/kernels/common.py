@@ -362,6 +362,8 @@ def quiet(fn: Callable[..., P], *args: Any) -> P:
     cost: the call runs in a context (one per thread) where that error state is set once.
     A call made from inside another runs directly.
     """
+    if _QUIET_ON.get():  # already inside the context
+        return fn(*args)
     ctx = _QUIET_CONTEXTS.get(threading.get_ident())
     if ctx is None:
         ctx = contextvars.Context()

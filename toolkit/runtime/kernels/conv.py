@@ -184,14 +184,13 @@ def conv2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x_mag = max(abs(int(x.min(initial=0)) - iq.zp), abs(int(x.max(initial=0)) - iq.zp))
         acc_dtype = exact_float_dtype(kdim, x_mag, float(np.abs(wf).max(initial=0)))
     acc = np.empty((n, oh, ow, o), dtype=acc_dtype)
-    w_mats = [wf[g * og:(g + 1) * og].reshape(og, kdim).T.astype(acc_dtype, copy=False)
-              for g in range(groups)]
+    w_mats = [filter_matrix(wf[g * og:(g + 1) * og], acc_dtype) for g in range(groups)]
     for b in range(n):
         for r0, r1 in _row_blocks(oh, ow * kdim * groups):
             blk = v[b, r0:r1]  # [rows, OW, C, KH, KW]
             for g in range(groups):
                 pg = blk[:, :, g * ci:(g + 1) * ci].transpose(0, 1, 3, 4, 2)
-                pm = pg.reshape(-1, kdim).astype(acc_dtype)
+                pm = np.array(pg.reshape(-1, kdim), dtype=acc_dtype, order="C")
                 if quant:
                     pm -= iq.zp
                 res = pm @ w_mats[g]
@@ -206,6 +205,14 @@ def conv2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     if bias is not None:
         acc += bias.astype(np.float32)
     return [float_activation(op, acc).astype(out_dtype(op))]
+
+
+def filter_matrix(w: np.ndarray, dtype: type) -> np.ndarray:
+    """The [KH * KW * CI, O] C-contiguous matrix of an OHWI filter, in ``dtype``.
+
+    Every path multiplies patches by this one layout: BLAS rounds differently for a
+    transposed operand, and a convolution's result should not depend on the path taken."""
+    return np.ascontiguousarray(w.reshape(w.shape[0], -1).T, dtype=dtype)
 
 
 def dequantize_filter(w: np.ndarray, wq: QParams, axis: int) -> np.ndarray:
@@ -336,9 +343,9 @@ class Window:
                           offset=offset,
                           strides=(self.sh * wp * c * it, self.sw * c * it,
                                    self.dh * wp * c * it, self.dw * c * it, it))
-        # the general path's matrix exactly: the same view reshaped, then copied keeping its
-        # memory order (BLAS may round differently for another layout)
-        return view.reshape(-1, self.kh * self.kw * c).astype(xp.dtype)
+        # C order, as every path gives BLAS its patches (it rounds differently for another
+        # layout)
+        return np.array(view.reshape(-1, self.kh * self.kw * c), order="C")
 
 
 def quant_setup(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, n_out: int,
@@ -456,7 +463,7 @@ def _conv_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
         if setup is None:
             return GENERAL
         dtype, qout = setup
-        wmat = w_eff.reshape(o, kdim).T.astype(dtype)
+        wmat = filter_matrix(w_eff, dtype)
         plan = _ConvPlan(w, b, win, wmat, dtype, o)
         plan.qout, plan.zp = qout, qparams(op, ins[0]).zp
         return plan
@@ -466,9 +473,7 @@ def _conv_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
     bias = float_bias(b, size, o)
     if bias is None:
         return GENERAL
-    # the filter matrix exactly as the general path multiplies it (same layout)
-    wmat = w.astype(np.float32).reshape(o, kdim).T.astype(np.float32, copy=False)
-    plan = _ConvPlan(w, b, win, wmat, np.float32, o)
+    plan = _ConvPlan(w, b, win, filter_matrix(w, np.float32), np.float32, o)
     plan.bias, plan.length = bias
     plan.clamp = float_clamp(op, size, _F32, shape=(win.n, win.oh, win.ow, o))
     return plan
@@ -477,8 +482,9 @@ def _conv_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
 class _DepthwisePlan:
     """A prepared DEPTHWISE_CONV_2D (depth multiplier 1; float32, or 8-bit quantized).
 
-    Every output accumulates its taps in (ky, kx) order from zero, each product rounded to
-    the accumulator dtype first, as the general path does. With stride 1 the taps are
+    Every output accumulates its taps in (ky, kx) order, each product rounded to the
+    accumulator dtype first, as the general path does (which starts the sum from +0: where
+    every product is -0 its result is +0 and the stride-1 path's -0). With stride 1 the taps are
     contiguous runs of the flattened padded input when each output row is computed over the
     full padded width (the extra columns are dropped): every multiply and add then runs
     over contiguous memory."""
@@ -535,11 +541,11 @@ class _DepthwisePlan:
             runs = np.ndarray((win.kh, win.kw, ext), dtype=dtype, buffer=buf,
                               strides=(win.dh * win.wp * win.c * it, win.dw * win.c * it, it))
             prods = np.multiply(runs, self.all_taps).reshape(-1, ext)
-            for k in range(prods.shape[0]):
-                np.add(a, prods[k], out=a)
+            np.add.reduce(prods, axis=0, out=a)  # row by row, in (ky, kx) order
         else:
             tmp = np.empty(ext, dtype=dtype).reshape(rows)
-            for off, wt in zip(self.offsets, self.taps):
+            np.multiply(buf[:ext].reshape(rows), self.taps[0], out=a)
+            for off, wt in zip(self.offsets[1:], self.taps[1:]):
                 np.multiply(buf[off:off + ext].reshape(rows), wt, out=tmp)
                 np.add(a, tmp, out=a)
         if self.bias is not None:
