@@ -2,8 +2,9 @@
 
 Models: the CNN sample and a MobileNet-v1-sized model (224x224x3, 13 depthwise-separable
 blocks, ~570 M MACs) built with the model builder. All three (LiteRT, the reference runtime,
-the reference runtime traced) run in one process, taking turns (see ``interleaved``); ratios
-are reference / LiteRT (target <= 5x) and traced / untraced (target < 5% overhead). Both
+the reference runtime traced) run in one process, taking turns (see ``interleaved``); the
+ratios reference / LiteRT (target <= 5x) and traced / untraced (target < 5% overhead) are
+the medians of the ratios within each round; times shown are 10th percentiles. Both
 runtimes are timed inputs in, outputs out. BLAS is limited to one thread for a like-for-like
 comparison with LiteRT's single thread. Run: python bench/bench_runtime.py
 """
@@ -68,21 +69,23 @@ def mobilenet_v1(alpha: float = 1.0) -> tk.Model:
 
 
 def interleaved(fns: dict[str, Callable[[], object]], rounds: int, batch: int
-                ) -> dict[str, float]:
-    """Seconds per call of each function: the 10th percentile, over ``rounds`` rounds, of
-    the mean time of ``batch`` calls. The functions take turns round by round, so that the
-    noise of a shared machine hits all of them alike."""
+                ) -> dict[str, np.ndarray]:
+    """Seconds per call of each function, one sample per round: the mean time of ``batch``
+    calls. The functions take turns within each round (in a rotating order), so that the
+    slow drifts of a shared machine hit the samples of one round alike."""
     for fn in fns.values():
         fn()  # warm up (the reference runtime binds its kernels on its first inference)
-    samples: dict[str, list[float]] = {k: [] for k in fns}
+    names = list(fns)
+    samples: dict[str, list[float]] = {k: [] for k in names}
     clock = time.perf_counter
-    for _ in range(rounds):
-        for k, fn in fns.items():
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            fn = fns[k]
             t0 = clock()
             for _ in range(batch):
                 fn()
             samples[k].append((clock() - t0) / batch)
-    return {k: float(np.percentile(v, 10)) for k, v in samples.items()}
+    return {k: np.array(v) for k, v in samples.items()}
 
 
 def _fmt(seconds: float) -> str:
@@ -118,10 +121,13 @@ def bench(name: str, model: tk.Model, rounds: int, batch: int) -> None:
         ours.invoke(inputs, tracer)
 
     t = interleaved({"lite": run_lite, "ours": run_ours, "traced": run_traced}, rounds, batch)
-    tl, to, tt = t["lite"], t["ours"], t["traced"]
+    # ratios within each round, then their median: robust to the machine's drifts
+    ratio = float(np.median(t["ours"] / t["lite"]))
+    overhead = float(np.median(t["traced"] / t["ours"])) - 1
+    tl, to, tt = (float(np.percentile(t[k], 10)) for k in ("lite", "ours", "traced"))
     print(f"{name:14s} ops={len(model.graph):3d}  LiteRT {_fmt(tl)}   reference {_fmt(to)}   "
-          f"ratio {to / tl:5.2f}x (target <= 5x)   traced {_fmt(tt)}   "
-          f"overhead {100 * (tt / to - 1):+5.1f}% (target < 5%)")
+          f"ratio {ratio:5.2f}x (target <= 5x)   traced {_fmt(tt)}   "
+          f"overhead {100 * overhead:+5.1f}% (target < 5%)")
 
 
 def main() -> None:

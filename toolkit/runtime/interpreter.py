@@ -121,9 +121,7 @@ class Interpreter:
         self._fast: tuple[Any, Any] | None = None
         self._bound: list[bool] | None = None
         self._lines: list[Line] | None = None
-        self._keys = [s.key for s in steps]
         self._input_specs = [(t.name, t.dtype, tuple(t.shape)) for t in g.inputs]
-        self._event_args = [s.args for s in steps]
 
     @staticmethod
     def _slots(ts: Sequence[Tensor | None], slot: dict[Tensor, int]) -> list[int]:
@@ -242,8 +240,7 @@ class Interpreter:
             fast = self._fast = self._generate(self._lines)
         if tracer is None:
             return quiet(fast[0], *arrays)
-        return quiet(fast[1], *arrays, time.perf_counter_ns, tracer.record_steps, self._keys,
-                     self._event_args)
+        return quiet(fast[1], *arrays, tracer.record_steps)
 
     def _first_invoke(self, arrays: list[np.ndarray],
                       tracer: EventTracer | None) -> dict[str, np.ndarray]:
@@ -290,7 +287,9 @@ class Interpreter:
     def _generate(self, lines: list[Line]) -> tuple[Any, Any]:
         plan = self.plan
         return generate(lines, [plan.slot[t] for t in plan.inputs], dict(plan.consts),
-                        [(t.name, plan.slot[t]) for t in plan.outputs], self._fail)
+                        [(t.name, plan.slot[t]) for t in plan.outputs], self._fail,
+                        [s.key for s in plan.steps], [s.args for s in plan.steps],
+                        time.perf_counter_ns)
 
     def _line(self, s: _Step, args: list[Any]) -> Line:
         """The generated-code line of step ``s`` (first run, with its real inputs)."""

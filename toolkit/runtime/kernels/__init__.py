@@ -24,7 +24,11 @@ constants), :mod:`.fixedpoint` and :mod:`.blocks` (constant operands for fast uf
 
 Kernels prepare what they derive from an op and its constant inputs once and keep it on the
 op (``op.extra["_kernel_cache"]``, keyed by the op's options, tensors and input shapes), so
-that repeated calls, as the interpreter makes them, cost little more than the arithmetic.
+that repeated calls cost little more than the arithmetic. For models with static shapes the
+interpreter goes one step further: :func:`bind_kernel` returns the kernel bound to one op and
+one set of input shapes (:mod:`.binders`), with no per-call lookup at all and, for the float
+convolutions and pooling, scratch buffers kept between calls; results are the same bit for
+bit.
 """
 
 from __future__ import annotations
