@@ -59,7 +59,7 @@ class EventTracer:
     """
 
     __slots__ = ("_args", "_clock", "_ends", "_keys", "_pending", "_pending_n", "_run",
-                 "_run_starts", "_starts", "_tracks", "track")
+                 "_run_firsts", "_starts", "_tracks", "track")
 
     def __init__(self, *, track: str = "main",
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
@@ -71,7 +71,7 @@ class EventTracer:
         self._tracks: dict[int, str] = {}  # only events on another than the default track
         self._args: list[dict[str, Any] | None] = []  # per event: its arguments or None
         self._run = 0
-        self._run_starts: list[tuple[int, int]] = [(0, 0)]  # (first event index, run)
+        self._run_firsts = [0]  # index of the first event of each run
         # record_steps() batches, kept as given until anything else reads or writes events
         self._pending: list[tuple[Sequence[int | str], Sequence[int],
                                   Sequence[dict[str, Any] | None]]] = []
@@ -201,10 +201,10 @@ class EventTracer:
         calling it at the start of every inference numbers the runs 0, 1, 2 ...
         """
         count = len(self._keys) + self._pending_n
-        first, _ = self._run_starts[-1]
-        if count > first:
+        firsts = self._run_firsts
+        if count > firsts[-1]:
+            firsts.append(count)
             self._run += 1
-            self._run_starts.append((count, self._run))
         return self._run
 
     # -- inspection -------------------------------------------------------------------------
@@ -229,7 +229,7 @@ class EventTracer:
         self._tracks.clear()
         self._args.clear()
         self._run = 0
-        self._run_starts = [(0, 0)]
+        self._run_firsts = [0]
 
     def to_frame(self, *, open_events: Literal["raise", "keep"] = "raise") -> pd.DataFrame:
         """The events as a DataFrame, one row per event in the order they began (or were logged).
@@ -271,9 +271,8 @@ class EventTracer:
         durations = ends - starts
         problem[(durations < 0) & (problem == "")] = "negative duration"
 
-        first = np.array([f for f, _ in self._run_starts], dtype=np.int64)
-        runs = np.array([r for _, r in self._run_starts], dtype=np.int64)
-        run = runs[np.searchsorted(first, np.arange(n), side="right") - 1]
+        first = np.array(self._run_firsts, dtype=np.int64)
+        run = np.searchsorted(first, np.arange(n), side="right").astype(np.int64) - 1
 
         keys = self._checked_keys()
         uniques = list(dict.fromkeys(keys))

@@ -23,8 +23,14 @@ import numpy as np
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import Bound, binds
 from toolkit.runtime.kernels.activation import _relu_plan, _softmax_plan, softmax_f
-from toolkit.runtime.kernels.common import GENERAL, FloatClamp
-from toolkit.runtime.kernels.conv import _conv_plan, _ConvPlan, _depthwise_plan, _DepthwisePlan
+from toolkit.runtime.kernels.common import GENERAL, FloatClamp, weighted_inputs
+from toolkit.runtime.kernels.conv import (
+    Window,
+    _conv_plan,
+    _ConvPlan,
+    _depthwise_plan,
+    _DepthwisePlan,
+)
 from toolkit.runtime.kernels.elementwise import _make_binary_plan, _NoPlan
 from toolkit.runtime.kernels.matmul import _fc_plan
 from toolkit.runtime.kernels.pool import _pool_plan, _PoolPlan
@@ -37,13 +43,10 @@ Args = list[np.ndarray | None]
 
 def _weighted_plan(op: Op, args: Args, make: Callable[..., Any]) -> Any:
     """The plan of an op with inputs (x, weights[, bias]) for ``args``, or None."""
-    if len(args) not in (2, 3):
+    inputs = weighted_inputs(args)
+    if inputs is None:
         return None
-    x, w = args[0], args[1]
-    b = args[2] if len(args) == 3 else None
-    if type(x) is not np.ndarray or type(w) is not np.ndarray or not x.flags.c_contiguous:
-        return None
-    plan = make(op, x, w, b)
+    plan = make(op, *inputs)
     return None if plan is GENERAL else plan
 
 
@@ -97,42 +100,12 @@ def _float_conv(plan: _ConvPlan) -> Bound:
     win, wmat, bias, length = plan.win, plan.wmat, plan.bias, plan.length
     clamp = _clamp_fn(plan.clamp)
     out_shape = (1, win.oh, win.ow, plan.n_out)
-    matmul, add = np.matmul, np.add
     flat = bias is not None and length
-    if win.kh == win.kw == win.sh == win.sw == 1 and not win.padded:
-        rows = (win.oh * win.ow, win.c)
-
-        def conv1x1(x: np.ndarray, *_: Any) -> np.ndarray:
-            y = matmul(x.reshape(rows), wmat).reshape(out_shape)
-            if bias is not None:
-                v = y.reshape(-1, length) if flat else y
-                add(v, bias, out=v)
-            if clamp is not None:
-                clamp(y)
-            return y
-
-        return conv1x1
-    c, it = win.c, np.dtype(np.float32).itemsize
-    xp = np.zeros((1, win.hp, win.wp, c), dtype=np.float32)
-    inner = xp[:, win.pt:win.pt + win.h, win.pl:win.pl + win.w]
-    kdim = win.kh * win.kw * c
-    patches = np.empty((win.oh * win.ow, kdim), dtype=np.float32)
-    # the windows of the padded input; with dilation 1 a window row (kx, c) is one run
-    if win.dw == 1:
-        shape = (win.oh, win.ow, win.kh, win.kw * c)
-        strides = (win.sh * win.wp * c * it, win.sw * c * it, win.dh * win.wp * c * it, it)
-    else:
-        shape = (win.oh, win.ow, win.kh, win.kw, c)
-        strides = (win.sh * win.wp * c * it, win.sw * c * it, win.dh * win.wp * c * it,
-                   win.dw * c * it, it)
-    src = np.ndarray(shape, dtype=np.float32, buffer=xp, strides=strides)
-    dst = patches.reshape(shape)
-    copyto = np.copyto
+    matmul, add = np.matmul, np.add
+    patch = _patcher(win)
 
     def conv(x: np.ndarray, *_: Any) -> np.ndarray:
-        copyto(inner, x)
-        copyto(dst, src)
-        y = matmul(patches, wmat).reshape(out_shape)
+        y = matmul(patch(x), wmat).reshape(out_shape)
         if bias is not None:
             v = y.reshape(-1, length) if flat else y
             add(v, bias, out=v)
@@ -141,6 +114,37 @@ def _float_conv(plan: _ConvPlan) -> Bound:
         return y
 
     return conv
+
+
+def _patcher(win: Window) -> Callable[[np.ndarray], np.ndarray]:
+    """``patch(x)``: the [OH * OW, KH * KW * C] patch matrix of a single-batch float32
+    input, C-contiguous as the plan makes it (a 1x1 convolution's input viewed as one)."""
+    if win.kh == win.kw == win.sh == win.sw == 1 and not win.padded:
+        rows = (win.oh * win.ow, win.c)
+        return lambda x: x.reshape(rows)
+    c, it = win.c, np.dtype(np.float32).itemsize
+    xp = np.zeros((1, win.hp, win.wp, c), dtype=np.float32)  # its border stays zero
+    inner = xp[:, win.pt:win.pt + win.h, win.pl:win.pl + win.w]
+    patches = np.empty((win.oh * win.ow, win.kh * win.kw * c), dtype=np.float32)
+    # the windows of the padded input; with dilation 1 a window row (kx, c) is one run
+    if win.dw == 1:
+        shape: tuple[int, ...] = (win.oh, win.ow, win.kh, win.kw * c)
+        strides: tuple[int, ...] = (win.sh * win.wp * c * it, win.sw * c * it,
+                                    win.dh * win.wp * c * it, it)
+    else:
+        shape = (win.oh, win.ow, win.kh, win.kw, c)
+        strides = (win.sh * win.wp * c * it, win.sw * c * it, win.dh * win.wp * c * it,
+                   win.dw * c * it, it)
+    src = np.ndarray(shape, dtype=np.float32, buffer=xp, strides=strides)
+    dst = patches.reshape(shape)
+    copyto = np.copyto
+
+    def patch(x: np.ndarray) -> np.ndarray:
+        copyto(inner, x)
+        copyto(dst, src)
+        return patches
+
+    return patch
 
 
 @binds("DEPTHWISE_CONV_2D")

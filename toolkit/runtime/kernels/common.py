@@ -56,6 +56,7 @@ __all__ = [
     "CACHE_KEY",
     "GENERAL",
     "cached_plan",
+    "weighted_inputs",
     "store_plan",
     "quiet",
     "FloatClamp",
@@ -322,6 +323,19 @@ PlanMaker = Callable[[Op, np.ndarray, np.ndarray, np.ndarray | None], Any]
 """Makes the plan of a weighted op from the op, input, weights and bias (or returns GENERAL)."""
 
 
+def weighted_inputs(args: list[np.ndarray | None]
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """``(x, weights, bias or None)`` of an op with inputs (x, weights[, bias]), or None
+    when they are not arrays a plan takes (x must be C-contiguous)."""
+    if len(args) not in (2, 3):
+        return None
+    x, w = args[0], args[1]
+    b = args[2] if len(args) == 3 else None
+    if type(x) is not np.ndarray or type(w) is not np.ndarray or not x.flags.c_contiguous:
+        return None
+    return x, w, b
+
+
 def run_weighted_plan(op: Op, args: list[np.ndarray | None], make: PlanMaker
                       ) -> np.ndarray | None:
     """Run an op with inputs (x, weights[, bias]) through its cached plan.
@@ -330,12 +344,10 @@ def run_weighted_plan(op: Op, args: list[np.ndarray | None], make: PlanMaker
     op's wiring or options, or the weight/bias arrays change. Returns None when the op takes
     the kernel's general path (unusual inputs, or a plan of GENERAL).
     """
-    if len(args) not in (2, 3):
+    inputs = weighted_inputs(args)
+    if inputs is None:
         return None
-    x, w = args[0], args[1]
-    b = args[2] if len(args) == 3 else None
-    if type(x) is not np.ndarray or type(w) is not np.ndarray or not x.flags.c_contiguous:
-        return None
+    x, w, b = inputs
     key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
     plan = cached_plan(op, key)
     if plan is None or (plan is not GENERAL and (plan.w is not w or plan.b is not b)):
