@@ -84,21 +84,24 @@ def generate(lines: Sequence[Line], inputs: Sequence[int], consts: dict[int, Any
     start = [f"v{slot} = a{k}" for k, slot in enumerate(inputs)]
     start += [f"v{o} = None" for o in stripe_outs]
     cells = [f"f{k}" for k in range(len(lines))] + [f"c{s}" for s in sorted(consts)]
-    src = ["def _factory(F, C, fail, keys, args, clock):"]
+    src = ["def _factory(F, C, fail, keys, args, clock, step_at):"]
     if cells:
         src.append(f"    ({', '.join(cells)},) = (*F, *C)")
+    step_at: dict[int, int] = {}  # source line -> step, to name the step that failed
     for traced in (False, True):
         src.append(f"    def run{'_traced' if traced else ''}({params}"
                    f"{'record' if traced else ''}):")
-        src += ["        _i = -1", "        try:"]
+        src.append("        try:")
         src += ["            " + line for line in start]
         if traced:
             src.append("            _t0 = clock()")
         for k, ln in enumerate(lines):
-            src += [f"            _i = {k}", "            " + step(k, ln)]
+            src.append("            " + step(k, ln))
+            step_at[len(src)] = k
             if traced:
                 src.append(f"            _t{k + 1} = clock()")
-        src += ["            pass", "        except Exception as e:", "            fail(_i, e)"]
+        src += ["            pass", "        except Exception as e:",
+                "            fail(step_at.get(e.__traceback__.tb_lineno, -1), e)"]
         if traced:
             times = ", ".join(f"_t{k}" for k in range(len(lines) + 1))
             src.append(f"        record(keys, ({times},), args)")
@@ -107,7 +110,7 @@ def generate(lines: Sequence[Line], inputs: Sequence[int], consts: dict[int, Any
     namespace: dict[str, Any] = {}
     exec(compile("\n".join(src), "<toolkit.runtime.codegen>", "exec"), namespace)
     return namespace["_factory"]([ln.fn for ln in lines], [consts[s] for s in sorted(consts)],
-                                 fail, keys, args, clock)
+                                 fail, keys, args, clock, step_at)
 
 
 def _loop(lines: Sequence[Line], inputs: Sequence[int], consts: dict[int, Any],
