@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support import ALL_TFLITE, SAMPLES, litert_run
+from test_partition import random_models
 
 import toolkit as tk
 from toolkit.builder import ModelBuilder
@@ -212,3 +215,23 @@ def test_generated_code_and_the_large_model_loop_agree(monkeypatch, limit: int) 
         for k in outs[0]:
             for other in outs[1:]:
                 np.testing.assert_array_equal(other[k], outs[0][k], strict=True)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=random_models(), limit=st.sampled_from([512, 0]))
+def test_random_graphs_bound_and_generated_equal_the_kernels(case, limit: int) -> None:
+    from toolkit.runtime import codegen
+
+    model, _ = case
+    saved = codegen.LOCALS_LIMIT
+    codegen.LOCALS_LIMIT = limit
+    try:
+        it = Interpreter(model)
+        x = it.random_inputs(2)
+        outs = _three_ways(it, x)
+        want = Interpreter(model, bind=False).invoke(x)
+    finally:
+        codegen.LOCALS_LIMIT = saved
+    for k in want:
+        for got in outs:
+            np.testing.assert_array_equal(got[k], want[k], strict=True)
