@@ -28,7 +28,6 @@ from toolkit.runtime.kernels.common import (
     GENERAL,
     FloatClamp,
     QParams,
-    cached_plan,
     dequantize,
     int_range,
     is_quantized,
@@ -38,7 +37,7 @@ from toolkit.runtime.kernels.common import (
     qparams,
     quantize_float,
     requantize,
-    store_plan,
+    single_input_plan,
     unsupported,
     value_table,
 )
@@ -128,10 +127,7 @@ def softmax_f(x: np.ndarray, beta: float) -> np.ndarray:
 def _relu_x(op: Op, args: list[np.ndarray | None], lo: float, hi: float) -> list[np.ndarray]:
     x = args[0] if len(args) == 1 else None
     if type(x) is np.ndarray:
-        key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
-        plan = cached_plan(op, key)
-        if plan is None:
-            plan = store_plan(op, key, _relu_plan(op, x, lo, hi))
+        plan = single_input_plan(op, x, _relu_plan, lo, hi)
         if plan is not GENERAL:
             if isinstance(plan, FloatClamp):
                 if x.flags.c_contiguous:
@@ -319,10 +315,7 @@ def softmax(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """SOFTMAX over the last axis with ``beta``."""
     x = args[0] if len(args) == 1 else None
     if type(x) is np.ndarray:
-        key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
-        plan = cached_plan(op, key)
-        if plan is None:
-            plan = store_plan(op, key, _softmax_plan(op, x))
+        plan = single_input_plan(op, x, _softmax_plan)
         if plan is not GENERAL and x.flags.c_contiguous:
             beta, iq, oq, dt = plan
             if iq is None:

@@ -2,8 +2,8 @@
 
 A model with static shapes runs its ops on inputs of the same shapes, dtypes and constant
 arrays at every inference, so the interpreter binds each op once to a callable made for
-exactly those inputs. A binder makes the op's prepared plan (the kernel's own, see
-:mod:`.common`) and returns a closure that calls it without the per-call plan lookup; for
+exactly those inputs. A binder takes the op's prepared plan (the kernel's own, cached on the
+op, see :mod:`.common`) and returns a closure that calls it without the per-call lookup; for
 the ops that dominate small convolutional models it goes further and keeps scratch buffers
 whose views are computed once: the zero-padded input of a convolution (only its interior
 is rewritten), the patch matrix, the depthwise accumulators. The arithmetic is the plan's,
@@ -23,7 +23,7 @@ import numpy as np
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import Bound, binds
 from toolkit.runtime.kernels.activation import _relu_plan, _softmax_plan, softmax_f
-from toolkit.runtime.kernels.common import GENERAL, FloatClamp, weighted_inputs
+from toolkit.runtime.kernels.common import GENERAL, FloatClamp, single_input_plan, weighted_plan
 from toolkit.runtime.kernels.conv import (
     Window,
     _conv_plan,
@@ -31,7 +31,7 @@ from toolkit.runtime.kernels.conv import (
     _depthwise_plan,
     _DepthwisePlan,
 )
-from toolkit.runtime.kernels.elementwise import _make_binary_plan, _NoPlan
+from toolkit.runtime.kernels.elementwise import _NoPlan, binary_plan
 from toolkit.runtime.kernels.matmul import _fc_plan
 from toolkit.runtime.kernels.pool import _pool_plan, _PoolPlan
 
@@ -39,15 +39,6 @@ __all__: list[str] = []
 
 _F32 = np.dtype(np.float32)
 Args = list[np.ndarray | None]
-
-
-def _weighted_plan(op: Op, args: Args, make: Callable[..., Any]) -> Any:
-    """The plan of an op with inputs (x, weights[, bias]) for ``args``, or None."""
-    inputs = weighted_inputs(args)
-    if inputs is None:
-        return None
-    plan = make(op, *inputs)
-    return None if plan is GENERAL else plan
 
 
 def _call(plan: Callable[[np.ndarray], Any], first: bool = False) -> Bound:
@@ -87,7 +78,7 @@ def _clamp_fn(clamp: FloatClamp | None) -> Callable[[np.ndarray], Any] | None:
 @binds("CONV_2D")
 def bind_conv2d(op: Op, args: Args) -> Bound | None:
     """CONV_2D: float32 single-batch convolutions patch into a kept buffer."""
-    plan = _weighted_plan(op, args, _conv_plan)
+    plan = weighted_plan(op, args, _conv_plan)
     if plan is None:
         return None
     win = plan.win
@@ -150,7 +141,7 @@ def _patcher(win: Window) -> Callable[[np.ndarray], np.ndarray]:
 @binds("DEPTHWISE_CONV_2D")
 def bind_depthwise_conv2d(op: Op, args: Args) -> Bound | None:
     """DEPTHWISE_CONV_2D: float32 stride-1 taps over a kept padded buffer."""
-    plan = _weighted_plan(op, args, _depthwise_plan)
+    plan = weighted_plan(op, args, _depthwise_plan)
     if plan is None:
         return None
     if plan.zp is not None or not plan.ext or (plan.clamp is not None and plan.clamp.tanh):
@@ -222,7 +213,7 @@ def _float_depthwise(plan: _DepthwisePlan) -> Bound:
 @binds("FULLY_CONNECTED")
 def bind_fully_connected(op: Op, args: Args) -> Bound | None:
     """FULLY_CONNECTED: its plan, called directly."""
-    plan = _weighted_plan(op, args, _fc_plan)
+    plan = weighted_plan(op, args, _fc_plan)
     return None if plan is None else _call(plan)
 
 
@@ -231,7 +222,7 @@ def _bind_pool(op: Op, args: Args, kind: str) -> Bound | None:
     x = args[0] if len(args) == 1 else None
     if type(x) is not np.ndarray:
         return None
-    plan = _pool_plan(op, x, kind)
+    plan = single_input_plan(op, x, _pool_plan, kind)
     if plan is GENERAL:
         return None
     assert isinstance(plan, _PoolPlan)
@@ -279,7 +270,7 @@ def _bind_binary(op: Op, args: Args, fn: Callable[..., np.ndarray],
     a, b = args
     if type(a) is not np.ndarray or type(b) is not np.ndarray:
         return None
-    plan = _make_binary_plan(op, a, b, fn, raw)
+    plan = binary_plan(op, a, b, fn, raw)
     if isinstance(plan, _NoPlan):
         return None
     return plan.run
@@ -306,7 +297,7 @@ def bind_relu(op: Op, args: Args) -> Bound | None:
     if type(x) is not np.ndarray or not x.flags.c_contiguous:
         return None
     lo, hi = _RELU_BOUNDS[op.type]
-    plan = _relu_plan(op, x, lo, hi)
+    plan = single_input_plan(op, x, _relu_plan, lo, hi)
     if isinstance(plan, FloatClamp):
         return plan.of
     if isinstance(plan, np.ndarray):
@@ -321,7 +312,7 @@ def bind_softmax(op: Op, args: Args) -> Bound | None:
     x = args[0] if len(args) == 1 else None
     if type(x) is not np.ndarray or not x.flags.c_contiguous:
         return None
-    plan = _softmax_plan(op, x)
+    plan = single_input_plan(op, x, _softmax_plan)
     if plan is GENERAL or plan[1] is not None:
         return None
     beta = plan[0]

@@ -56,7 +56,9 @@ __all__ = [
     "CACHE_KEY",
     "GENERAL",
     "cached_plan",
+    "single_input_plan",
     "weighted_inputs",
+    "weighted_plan",
     "store_plan",
     "quiet",
     "FloatClamp",
@@ -323,6 +325,16 @@ PlanMaker = Callable[[Op, np.ndarray, np.ndarray, np.ndarray | None], Any]
 """Makes the plan of a weighted op from the op, input, weights and bias (or returns GENERAL)."""
 
 
+def single_input_plan(op: Op, x: np.ndarray, make: Callable[..., P], *extra: Any) -> P:
+    """The plan cached on ``op`` for one input like ``x``: ``make(op, x, *extra)`` on first
+    use, and again when the op's wiring or options or the input's shape or dtype change."""
+    key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
+    plan = cached_plan(op, key)
+    if plan is None:
+        plan = store_plan(op, key, make(op, x, *extra))
+    return plan
+
+
 def weighted_inputs(args: list[np.ndarray | None]
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
     """``(x, weights, bias or None)`` of an op with inputs (x, weights[, bias]), or None
@@ -338,12 +350,17 @@ def weighted_inputs(args: list[np.ndarray | None]
 
 def run_weighted_plan(op: Op, args: list[np.ndarray | None], make: PlanMaker
                       ) -> np.ndarray | None:
-    """Run an op with inputs (x, weights[, bias]) through its cached plan.
+    """Run an op with inputs (x, weights[, bias]) through its cached plan (see
+    :func:`weighted_plan`); None when the op takes the kernel's general path."""
+    plan = weighted_plan(op, args, make)
+    return None if plan is None else plan(args[0])
 
-    The plan is made by ``make`` on first use and remade when the input shape or dtype, the
-    op's wiring or options, or the weight/bias arrays change. Returns None when the op takes
-    the kernel's general path (unusual inputs, or a plan of GENERAL).
-    """
+
+def weighted_plan(op: Op, args: list[np.ndarray | None], make: PlanMaker) -> Any:
+    """The plan of an op with inputs (x, weights[, bias]), cached on the op: made by
+    ``make`` on first use and remade when the input shape or dtype, the op's wiring or
+    options, or the weight/bias arrays change; None when the op takes the kernel's general
+    path (unusual inputs, or a plan of GENERAL)."""
     inputs = weighted_inputs(args)
     if inputs is None:
         return None
@@ -352,9 +369,7 @@ def run_weighted_plan(op: Op, args: list[np.ndarray | None], make: PlanMaker
     plan = cached_plan(op, key)
     if plan is None or (plan is not GENERAL and (plan.w is not w or plan.b is not b)):
         plan = store_plan(op, key, make(op, x, w, b))
-    if plan is GENERAL:
-        return None
-    return plan(x)
+    return None if plan is GENERAL else plan
 
 
 # ------------------------------------------------------------------ quiet float errors

@@ -399,6 +399,19 @@ def _table_fn(op: Op, fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray
     return lambda a, b: quantized_via_float(op, [a, b], fn)
 
 
+def binary_plan(op: Op, a: np.ndarray, b: np.ndarray, fn: Callable[..., np.ndarray],
+                raw: bool = False) -> _BinaryPlan | _NoPlan:
+    """The plan of a binary op for operands like ``a`` and ``b``, cached on the op (remade
+    when a constant operand is another array)."""
+    key = (op.options, op.inputs, op.outputs, a.shape, a.dtype, b.shape, b.dtype)
+    plan: Any = cached_plan(op, key)
+    if plan is not None:
+        const = plan.const
+        if const is None or (b if plan.const_pos else a) is const:
+            return plan
+    return store_plan(op, key, _make_binary_plan(op, a, b, fn, raw))
+
+
 def _binary_prepared(op: Op, args: list[np.ndarray | None], fn: Callable[..., np.ndarray],
                      raw: bool = False) -> np.ndarray | None:
     """Run a binary op through its prepared plan; None when it takes the general path."""
@@ -407,14 +420,7 @@ def _binary_prepared(op: Op, args: list[np.ndarray | None], fn: Callable[..., np
     a, b = args
     if type(a) is not np.ndarray or type(b) is not np.ndarray:
         return None
-    key = (op.options, op.inputs, op.outputs, a.shape, a.dtype, b.shape, b.dtype)
-    plan: Any = cached_plan(op, key)
-    if plan is not None:
-        const = plan.const
-        if const is None or (b if plan.const_pos else a) is const:
-            return plan.run(a, b)
-    plan = store_plan(op, key, _make_binary_plan(op, a, b, fn, raw))
-    return plan.run(a, b)
+    return binary_plan(op, a, b, fn, raw).run(a, b)
 
 
 @register("ADD")

@@ -20,7 +20,6 @@ from toolkit.runtime.kernels.common import (
     GENERAL,
     FloatClamp,
     bad_input,
-    cached_plan,
     float_activation,
     float_clamp,
     int_range,
@@ -31,7 +30,7 @@ from toolkit.runtime.kernels.common import (
     padding_same,
     quant_activation_range,
     quiet,
-    store_plan,
+    single_input_plan,
 )
 from toolkit.runtime.kernels.conv import Window, windows
 from toolkit.runtime.kernels.fixedpoint import c_div
@@ -198,10 +197,7 @@ def _prepared(op: Op, args: list[np.ndarray | None], kind: str) -> list[np.ndarr
     x = args[0] if len(args) == 1 else None
     if type(x) is not np.ndarray:
         return None
-    key = (op.options, op.inputs, op.outputs, x.shape, x.dtype)
-    plan = cached_plan(op, key)
-    if plan is None:
-        plan = store_plan(op, key, _pool_plan(op, x, kind))
+    plan = single_input_plan(op, x, _pool_plan, kind)
     if plan is GENERAL:
         return None
     return plan(x)
