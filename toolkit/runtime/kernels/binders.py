@@ -33,7 +33,7 @@ from toolkit.runtime.kernels.conv import (
 )
 from toolkit.runtime.kernels.elementwise import _NoPlan, binary_plan
 from toolkit.runtime.kernels.matmul import _fc_plan
-from toolkit.runtime.kernels.pool import _pool_plan, _PoolPlan
+from toolkit.runtime.kernels.pool import pool_plan
 
 __all__: list[str] = []
 
@@ -219,15 +219,11 @@ def bind_fully_connected(op: Op, args: Args) -> Bound | None:
 
 # ------------------------------------------------------------------ pooling
 def _bind_pool(op: Op, args: Args, kind: str) -> Bound | None:
-    x = args[0] if len(args) == 1 else None
-    if type(x) is not np.ndarray:
+    plan = pool_plan(op, args, kind)
+    if plan is None:
         return None
-    plan = single_input_plan(op, x, _pool_plan, kind)
-    if plan is GENERAL:
-        return None
-    assert isinstance(plan, _PoolPlan)
     win = plan.win
-    if plan.kind != "tiles" or x.dtype != _F32 or win.kh != 2 or win.kw != 2:
+    if plan.kind != "tiles" or args[0].dtype != _F32 or win.kh != 2 or win.kw != 2:
         return _call(plan, first=True)
     # 2x2 tiles: the maximum of each window row, then of the two rows (see _tiles_max)
     shape5 = (win.n, win.h, win.ow, 2, win.c)

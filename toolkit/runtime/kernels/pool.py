@@ -192,15 +192,20 @@ class _PoolPlan:
         return [y]
 
 
-def _prepared(op: Op, args: list[np.ndarray | None], kind: str) -> list[np.ndarray] | None:
-    """Run a pooling op through its prepared plan; None when it takes the general path."""
+def pool_plan(op: Op, args: list[np.ndarray | None], kind: str) -> _PoolPlan | None:
+    """The plan of a pooling op (``kind`` ``"max"`` or ``"avg"``) for ``args``, cached on
+    the op; None when the op takes the general path."""
     x = args[0] if len(args) == 1 else None
     if type(x) is not np.ndarray:
         return None
     plan = single_input_plan(op, x, _pool_plan, kind)
-    if plan is GENERAL:
-        return None
-    return plan(x)
+    return None if plan is GENERAL else plan
+
+
+def _prepared(op: Op, args: list[np.ndarray | None], kind: str) -> list[np.ndarray] | None:
+    """Run a pooling op through its prepared plan; None when it takes the general path."""
+    plan = pool_plan(op, args, kind)
+    return None if plan is None else plan(args[0])
 
 
 def _pool_plan(op: Op, x: np.ndarray, kind: str) -> _PoolPlan | str:
