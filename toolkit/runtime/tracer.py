@@ -85,6 +85,12 @@ class EventTracer:
         ``key`` is an ``int`` debug handle or a ``str`` name; ``track`` overrides the default
         track; ``args`` (op index, command id, op type ...) become columns of :meth:`to_frame`.
         """
+        index = self._open(key, track, args)
+        self._starts.append(self._clock())
+        return index
+
+    def _open(self, key: int | str, track: str | None, args: dict[str, Any]) -> int:
+        """Add an event not ended yet, all but its start time; return its index."""
         if self._pending:
             self._flush()
         keys = self._keys
@@ -94,7 +100,6 @@ class EventTracer:
             self._tracks[index] = track
         self._args.append(args or None)
         self._ends.append(_OPEN)
-        self._starts.append(self._clock())
         return index
 
     def end(self, entry: EventEntry) -> None:
@@ -174,16 +179,7 @@ class EventTracer:
         ``with tracer.event(7, op_index=3): run_op()``; ``as`` gives the entry. The event
         begins when ``event()`` is called, that is when the ``with`` statement starts.
         """
-        if self._pending:
-            self._flush()
-        keys = self._keys
-        index = len(keys)
-        keys.append(key)
-        if track is not None:
-            self._tracks[index] = track
-        self._args.append(args or None)
-        self._ends.append(_OPEN)
-        span = _Span(self, index)
+        span = _Span(self, self._open(key, track, args))
         self._starts.append(self._clock())
         return span
 

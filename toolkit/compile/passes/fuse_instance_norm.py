@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.compile.passes._match import ACT
-from toolkit.compile.passes._norm_pattern import NormMatch, match_norm
-from toolkit.compile.passes.base import GraphPass
-from toolkit.ir import Graph
+from toolkit.compile.passes._norm_fusion import NormFusion
+from toolkit.compile.passes._norm_pattern import NormMatch
+from toolkit.ir import Graph, Tensor
 from toolkit.schema import OPTIONS_CLASS
 
 __all__ = ["FuseInstanceNorm"]
@@ -31,36 +31,20 @@ _FUSABLE_ACT = frozenset({ACT["NONE"], ACT["RELU"], ACT["RELU6"], ACT["RELU_N1_T
                           ACT["TANH"]})
 
 
-class FuseInstanceNorm(GraphPass):
+class FuseInstanceNorm(NormFusion):
     """A new INSTANCE_NORM op replaces (fuses) an instance-norm subgraph."""
 
     name = "fuse_instance_norm"
-    relation = "fuse"
 
-    def run(self, graph: Graph) -> bool:
-        """Fuse every instance-norm subgraph; return True when any was fused."""
-        changed = False
-        for op in list(graph.ops):
-            if op.graph is not graph or op.type != "MEAN":
-                continue
-            found = match_norm(graph, op)
-            if found is None or len(found.x.shape) != 4 or found.axes != (1, 2):
-                continue
-            if found.activation not in _FUSABLE_ACT:
-                continue
-            self._fuse(graph, found)
-            changed = True
-        return changed
+    def accepts(self, found: NormMatch) -> bool:
+        """NHWC input reduced over axes 1 and 2, with an activation INSTANCE_NORM has."""
+        return len(found.x.shape) == 4 and found.axes == (1, 2) \
+            and found.activation in _FUSABLE_ACT
 
-    @staticmethod
-    def _fuse(graph: Graph, found: NormMatch) -> None:
-        y = found.y
-        gamma = graph.add_const(graph.unique_name(y.name + "/gamma"),
-                                found.gamma.astype(np.float32))
-        beta = graph.add_const(graph.unique_name(y.name + "/beta"),
-                               found.beta.astype(np.float32))
+    def fuse(self, graph: Graph, found: NormMatch, gamma: Tensor, beta: Tensor) -> None:
+        """One INSTANCE_NORM op with epsilon and the fused activation."""
         opts = OPTIONS_CLASS["InstanceNormOptions"]()
         opts.epsilon = float(np.float32(found.eps))
         opts.fusedActivationFunction = found.activation
-        graph.fuse(found.ops, "INSTANCE_NORM", [found.x, gamma, beta], [y], opts,
+        graph.fuse(found.ops, "INSTANCE_NORM", [found.x, gamma, beta], [found.y], opts,
                    options_type="InstanceNormOptions")

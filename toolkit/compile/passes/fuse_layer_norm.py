@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import struct
 
-import numpy as np
-
-from toolkit.compile.passes._norm_pattern import NormMatch, match_norm
-from toolkit.compile.passes.base import GraphPass
-from toolkit.ir import Graph
+from toolkit.compile.passes._norm_fusion import NormFusion
+from toolkit.compile.passes._norm_pattern import NormMatch
+from toolkit.ir import Graph, Tensor
 
 __all__ = ["FuseLayerNorm", "LAYER_NORM_CODE", "layer_norm_options"]
 
@@ -38,31 +36,16 @@ def layer_norm_options(eps: float) -> bytes:
     return struct.pack("<f", float(eps))
 
 
-class FuseLayerNorm(GraphPass):
+class FuseLayerNorm(NormFusion):
     """A new CUSTOM ``LAYER_NORM`` op replaces (fuses) a layer-norm subgraph."""
 
     name = "fuse_layer_norm"
-    relation = "fuse"
 
-    def run(self, graph: Graph) -> bool:
-        """Fuse every layer-norm subgraph; return True when any was fused."""
-        changed = False
-        for op in list(graph.ops):
-            if op.graph is not graph or op.type != "MEAN":
-                continue
-            found = match_norm(graph, op)
-            if found is None or found.axes != (len(found.x.shape) - 1,) or found.activation:
-                continue
-            self._fuse(graph, found)
-            changed = True
-        return changed
+    def accepts(self, found: NormMatch) -> bool:
+        """Reduced over the last axis, with no fused activation (the custom op has none)."""
+        return found.axes == (len(found.x.shape) - 1,) and not found.activation
 
-    @staticmethod
-    def _fuse(graph: Graph, found: NormMatch) -> None:
-        y = found.y
-        gamma = graph.add_const(graph.unique_name(y.name + "/gamma"),
-                                found.gamma.astype(np.float32))
-        beta = graph.add_const(graph.unique_name(y.name + "/beta"),
-                               found.beta.astype(np.float32))
-        graph.fuse(found.ops, "CUSTOM", [found.x, gamma, beta], [y], None,
+    def fuse(self, graph: Graph, found: NormMatch, gamma: Tensor, beta: Tensor) -> None:
+        """One CUSTOM LAYER_NORM op with epsilon in its custom options."""
+        graph.fuse(found.ops, "CUSTOM", [found.x, gamma, beta], [found.y], None,
                    custom_code=LAYER_NORM_CODE, custom_options=layer_norm_options(found.eps))

@@ -57,6 +57,7 @@ __all__ = [
     "GENERAL",
     "cached_plan",
     "single_input_plan",
+    "plain_float",
     "weighted_inputs",
     "weighted_plan",
     "store_plan",
@@ -68,6 +69,7 @@ __all__ = [
     "lookup_index",
 ]
 
+_F32 = np.dtype(np.float32)
 QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
 
 
@@ -333,6 +335,13 @@ def single_input_plan(op: Op, x: np.ndarray, make: Callable[..., P], *extra: Any
     if plan is None:
         plan = store_plan(op, key, make(op, x, *extra))
     return plan
+
+
+def plain_float(op: Op, x: np.ndarray, w: np.ndarray) -> bool:
+    """True when an op with input ``x`` and weights ``w`` computes in plain float32: both
+    and the output float32, the weights not quantized (hybrid)."""
+    return x.dtype == _F32 and w.dtype == _F32 and op.outputs[0].dtype == _F32 \
+        and not is_quantized(op.inputs[1])
 
 
 def weighted_inputs(args: list[np.ndarray | None]

@@ -42,6 +42,7 @@ from toolkit.runtime.kernels.common import (
     opt,
     out_dtype,
     padding_same,
+    plain_float,
     qparams,
     quant_activation_range,
     quantize_float,
@@ -467,8 +468,7 @@ def _conv_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
         plan = _ConvPlan(w, b, win, wmat, dtype, o)
         plan.qout, plan.zp = qout, qparams(op, ins[0]).zp
         return plan
-    if x.dtype != _F32 or w.dtype != _F32 or op.outputs[0].dtype != _F32 \
-            or is_quantized(ins[1]):
+    if not plain_float(op, x, w):
         return GENERAL
     bias = float_bias(b, size, o)
     if bias is None:
@@ -622,8 +622,7 @@ def _depthwise_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
                                           for j in range(kw)], dtype)
         plan.qout, plan.zp = qout, qparams(op, ins[0]).zp
         return plan
-    if x.dtype != _F32 or w.dtype != _F32 or op.outputs[0].dtype != _F32 \
-            or is_quantized(ins[1]):
+    if not plain_float(op, x, w):
         return GENERAL
     if b is not None and (b.dtype != _F32 or b.size != o):
         return GENERAL

@@ -33,6 +33,7 @@ from toolkit.runtime.kernels.common import (
     need,
     opt,
     out_dtype,
+    plain_float,
     qparams,
     requantize,
     run_weighted_plan,
@@ -154,8 +155,7 @@ def _fc_plan(op: Op, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> _FCP
                        out_shape)
         plan.qout, plan.zp = qout, qparams(op, ins[0]).zp
         return plan
-    if x.dtype != _F32 or w.dtype != _F32 or op.outputs[0].dtype != _F32 \
-            or is_quantized(ins[1]):
+    if not plain_float(op, x, w):
         return GENERAL
     bias = float_bias(b, size, o)
     if bias is None:

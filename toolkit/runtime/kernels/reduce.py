@@ -25,6 +25,7 @@ from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
     GENERAL,
+    QParams,
     cached_plan,
     int_range,
     is_quantized,
@@ -74,12 +75,7 @@ def _mean_quantized(op: Op, x: np.ndarray, axes: tuple[int, ...], keep: bool) ->
     if n == 0:
         return np.zeros(total.shape, dtype=dt)
     if keep and x.ndim == 4 and sorted(axes) == [1, 2] and x.dtype in (np.int8, np.uint8):
-        in_s, out_s = np.float32(iq.s), np.float32(oq.s)
-        temp = np.float32(iq.zp) * in_s / out_s
-        temp = temp + np.float32(0.5) if temp > 0 else temp - np.float32(0.5)
-        bias = oq.zp - int(temp)
-        real = in_s / (np.float32(n) * out_s)
-        mult, shift = quantize_multiplier(np.float64(real))
+        bias, mult, shift = _spatial_mean_requant(iq, oq, n)
         y = split_rounding(total, mult, shift, 16, axis=-1) + bias
         return np.clip(y, lo, hi).astype(dt)
     mult, shift = quantize_multiplier(np.float64(iq.s) / np.float64(oq.s))
@@ -166,12 +162,7 @@ def _mean_plan(op: Op, x: np.ndarray, a: np.ndarray | None) -> _MeanPlan | str:
     if keep and x.ndim == 4 and sorted(axes) == [1, 2] and x.dtype in (np.int8, np.uint8):
         iq, oq = qparams(op, ins[0]), qparams(op, op.outputs[0])
         lo, hi = int_range(dt)
-        in_s, out_s = np.float32(iq.s), np.float32(oq.s)
-        temp = np.float32(iq.zp) * in_s / out_s
-        temp = temp + np.float32(0.5) if temp > 0 else temp - np.float32(0.5)
-        bias = oq.zp - int(temp)
-        real = in_s / (np.float32(n) * out_s)
-        mult, shift = quantize_multiplier(np.float64(real))
+        bias, mult, shift = _spatial_mean_requant(iq, oq, n)
         c = x.shape[3]
         requant = Requantizer(mult, shift, 16, bias, lo, hi, dt, x.shape[0] * c, c)
         return _MeanPlan(a, axes, keep, n, requant)
@@ -237,3 +228,15 @@ def reduce_prod(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     keep = bool(opt(op, "keepDims", False))
     dt = out_dtype(op)
     return [np.prod(x, axis=axes, keepdims=keep, dtype=dt)]
+
+
+def _spatial_mean_requant(iq: QParams, oq: QParams, n: int
+                          ) -> tuple[int, np.ndarray, np.ndarray]:
+    """TFLite's output stage of an 8-bit MEAN over axes 1 and 2 of ``n`` values:
+    ``(bias, multiplier, shift)``, the bias rounded half away from zero in float32."""
+    in_s, out_s = np.float32(iq.s), np.float32(oq.s)
+    temp = np.float32(iq.zp) * in_s / out_s
+    temp = temp + np.float32(0.5) if temp > 0 else temp - np.float32(0.5)
+    real = in_s / (np.float32(n) * out_s)
+    mult, shift = quantize_multiplier(np.float64(real))
+    return oq.zp - int(temp), mult, shift
