@@ -117,8 +117,7 @@ def bench(name: str, model: tk.Model, rounds: int, batch: int) -> None:
     tracer = EventTracer()  # one tracer, a new run per inference, as run(repeat=N) does
 
     def run_traced() -> None:
-        tracer.new_run()
-        ours.invoke(inputs, tracer)
+        ours.invoke(inputs, tracer, new_run=True)
 
     t = interleaved({"lite": run_lite, "ours": run_ours, "traced": run_traced}, rounds, batch)
     # ratios within each round, then their median: robust to the machine's drifts
@@ -132,7 +131,7 @@ def bench(name: str, model: tk.Model, rounds: int, batch: int) -> None:
 
 def main() -> None:
     quick = "--quick" in sys.argv
-    bench("cnn", tk.load(ROOT / "sample_models" / "cnn.tflite"), 40 if quick else 200, 20)
+    bench("cnn", tk.load(ROOT / "sample_models" / "cnn.tflite"), 100 if quick else 1500, 20)
     bench("mobilenet_v1", mobilenet_v1(), 3 if quick else 10, 1)
 
 

@@ -66,6 +66,25 @@ def test_trace_one_event_per_op_per_repeat(path, tmp_path) -> None:
     assert (back["dur_ns"].to_numpy() == ev["dur_ns"].to_numpy()).all()
 
 
+def test_invoke_records_into_several_tracers_and_starts_runs_on_request() -> None:
+    m = tk.load(SAMPLES / "cnn.tflite")
+    n = len(m.graph)
+    it = Interpreter(m)
+    x = it.random_inputs(0)
+    first, second = EventTracer(), EventTracer()
+    it.invoke(x, first)  # binds kernels
+    it.invoke(x, first)  # generated code, no new run asked: same run
+    it.invoke(x, second, new_run=True)
+    it.invoke(x, first, new_run=True)
+    it.invoke(x, first, new_run=True)
+    it.invoke(x)  # untraced: records nothing
+    ev = first.to_frame()
+    assert ev["run"].tolist() == [0] * 2 * n + [1] * n + [2] * n
+    assert ev["op_index"].tolist() == list(range(n)) * 4
+    assert (np.diff(ev["start_ns"].to_numpy()) >= 0).all() and (ev["dur_ns"] > 0).all()
+    assert second.to_frame()["run"].tolist() == [0] * n
+
+
 def test_outputs_by_name_and_input_forms() -> None:
     m = tk.load(SAMPLES / "two_branch.tflite")
     it = Interpreter(m)

@@ -242,3 +242,44 @@ def test_record_steps_batches_keep_order_runs_and_args() -> None:
     tracer.record_steps(keys, [1, 2, 3, 4], args)
     tracer.clear()
     assert len(tracer) == 0 and tracer.to_frame().empty
+
+
+def test_step_sinks_record_runs_tracks_and_args_in_order() -> None:
+    tracer = tracer_with_fake_clock()
+    keys, args = [0, 1], [{"op_index": 0}, {"op_index": 1}]
+    record, sink = tracer.step_sink(keys, args, new_run=True)
+    other_record, other = tracer.step_sink(["dma"], [None], track="npu")
+    assert tracer.step_sink(keys, args, new_run=True) == (record, sink)  # asked again: same
+    assert sink < 0 and other < 0 and sink != other
+    record((sink, 100, 110, 130))  # run 0 (no event before it)
+    other_record((other, 130, 150))  # same run
+    entry = tracer.begin("user")  # recording anything else unpacks the batches first
+    tracer.end(entry)
+    record((sink, 200, 200, 260))  # new run
+    assert len(tracer) == 6
+    record((sink, 300, 305, 309))
+    assert tracer.run == 2
+    frame = tracer.to_frame()
+    assert frame["key"].tolist() == [0, 1, "dma", "user", 0, 1, 0, 1]
+    assert frame["run"].tolist() == [0, 0, 0, 0, 1, 1, 2, 2]
+    assert frame["track"].astype(str).tolist() == ["main"] * 2 + ["npu"] + ["main"] * 5
+    assert frame["start_ns"].tolist() == [100, 110, 130, 1000, 200, 200, 300, 305]
+    assert frame["dur_ns"].tolist() == [10, 20, 20, 10, 0, 60, 5, 4]
+    assert frame["op_index"].astype(object).fillna(-1).tolist() == [0, 1, -1, -1, 0, 1, 0, 1]
+    tracer.clear()  # sinks stay valid
+    record((sink, 1, 2, 3))
+    assert tracer.to_frame()["run"].tolist() == [0, 0]
+
+
+def test_step_sink_batches_of_the_wrong_length_are_reported() -> None:
+    tracer = tracer_with_fake_clock()
+    record, sink = tracer.step_sink([0, 1, 2], [None] * 3)
+    record((sink, 10, 20, 30, 40))
+    record((sink, 50, 60))  # one reading per key plus one are needed, not two
+    with pytest.raises(TraceError, match="2 clock readings, not 4"):
+        len(tracer)
+    assert tracer.to_frame()["start_ns"].tolist() == [10, 20, 30]  # the good batch is kept
+    record((10, 20))  # no sink first
+    with pytest.raises(TraceError, match="starts with 10, not a sink"):
+        tracer.to_frame()
+    assert len(tracer) == 3

@@ -127,6 +127,7 @@ class _PartTracer:
     def __init__(self, inner: Any, stage: _Stage) -> None:
         self._inner = inner
         self._stage = stage
+        self._sinks: dict[tuple[int, int, str | None, bool], tuple[Any, Any, Any]] = {}
 
     def log(self, key: Any, t0: int, t1: int, track: str | None = None, **args: Any) -> Any:
         s = self._stage
@@ -142,6 +143,22 @@ class _PartTracer:
                      args: list[dict[str, Any] | None]) -> None:
         for key, t0, t1, a in zip(keys, times, times[1:], args):
             self.log(key, t0, t1, **(a or {}))
+
+    def step_sink(self, keys: list[Any], args: list[dict[str, Any] | None], *,
+                  track: str | None = None, new_run: bool = False) -> Any:
+        """The inner tracer's step sink for this part's keys and arguments (made once per
+        ``keys``/``args`` pair, which it keeps alive)."""
+        ident = (id(keys), id(args), track, new_run)
+        made = self._sinks.get(ident)
+        if made is None:
+            s = self._stage
+            part = {"part": s.index, "part_file": s.file, "backend": s.backend}
+            sink = self._inner.step_sink(
+                [int(k) + s.offset if isinstance(k, (int, np.integer)) else k for k in keys],
+                [{**(a or {}), **part} for a in args], track=track or s.backend or None,
+                new_run=new_run)
+            made = self._sinks[ident] = (keys, args, sink)
+        return made[2]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -203,14 +220,15 @@ def _run_reference(stages: list[_Stage], c: Connection, env0: dict[str, np.ndarr
         from toolkit.runtime.tracer import EventTracer
 
         tracer = EventTracer()
+    part_tracers = [None if tracer is None else _PartTracer(tracer, s) for s in stages]
     env: dict[str, np.ndarray] = {}
     for _ in range(repeat):
         if tracer is not None:
             tracer.new_run()
         env = dict(env0)
-        for s, it in zip(stages, interps):
+        for s, it, part_tracer in zip(stages, interps, part_tracers):
             feed = _feed(s, env, where)
-            out = it.invoke(feed, None if tracer is None else _PartTracer(tracer, s))
+            out = it.invoke(feed, part_tracer)
             _take(s, out, env, where)
     outs = _outputs(c, env, where)
     return ChainRun(outs, tracer) if tracer is not None else outs

@@ -119,6 +119,8 @@ class Interpreter:
             t.shape_signature is None or all(d >= 0 for d in t.shape_signature)
             for t in g.tensors)
         self._fast: tuple[Any, Any] | None = None
+        self._events = ([s.key for s in steps], [s.args for s in steps])  # keys, args
+        self._sink: tuple[Any, bool, Any, int] | None = None  # tracer, new_run, its step sink
         self._bound: list[bool] | None = None
         self._lines: list[Line] | None = None
         self._input_specs = [(t.name, t.dtype, tuple(t.shape)) for t in g.inputs]
@@ -220,13 +222,16 @@ class Interpreter:
             out.append(np.ascontiguousarray(a))
         return out
 
-    def invoke(self, inputs: Any, tracer: EventTracer | None = None) -> dict[str, np.ndarray]:
+    def invoke(self, inputs: Any, tracer: EventTracer | None = None, *,
+               new_run: bool = False) -> dict[str, np.ndarray]:
         """Run one inference; return outputs by name. Records one event per step in
-        ``tracer`` when given (key: op index, or command id for a compiled model).
+        ``tracer`` when given (key: op index, or command id for a compiled model), as a new
+        run of the tracer with ``new_run=True`` (as ``tracer.new_run()`` before the call).
 
         Events are back to back: each runs from the end of the previous step (or the start of
         the inference) to the end of its own, so it covers gathering the step's inputs, the
-        kernel and storing its outputs, and one clock read per step is all tracing costs.
+        kernel and storing its outputs, and one clock read per step is all tracing costs
+        (the readings go to the tracer's :meth:`~.EventTracer.step_sink` in one tuple).
 
         The first inference checks every output shape and binds each op to a kernel
         specialised to its inputs; the second generates straight-line code for the steps
@@ -236,11 +241,17 @@ class Interpreter:
         fast = self._fast
         if fast is None:
             if self._lines is None:
+                if new_run and tracer is not None:
+                    tracer.new_run()
                 return quiet(self._first_invoke, arrays, tracer)
             fast = self._fast = self._generate(self._lines)
         if tracer is None:
             return quiet(fast[0], *arrays)
-        return quiet(fast[1], *arrays, tracer.record_steps)
+        sink = self._sink
+        if sink is None or sink[0] is not tracer or sink[1] != new_run:
+            sink = self._sink = (tracer, new_run,
+                                 *tracer.step_sink(*self._events, new_run=new_run))
+        return quiet(fast[1], *arrays, sink[2], sink[3])
 
     def _first_invoke(self, arrays: list[np.ndarray],
                       tracer: EventTracer | None) -> dict[str, np.ndarray]:
@@ -288,7 +299,6 @@ class Interpreter:
         plan = self.plan
         return generate(lines, [plan.slot[t] for t in plan.inputs], dict(plan.consts),
                         [(t.name, plan.slot[t]) for t in plan.outputs], self._fail,
-                        [s.key for s in plan.steps], [s.args for s in plan.steps],
                         time.perf_counter_ns)
 
     def _line(self, s: _Step, args: list[Any]) -> Line:
@@ -376,9 +386,7 @@ def run(model: Any, inputs: Any = None, *, trace: bool = False, repeat: int = 1,
         tracer = EventTracer()
     out: dict[str, np.ndarray] = {}
     for _ in range(repeat):
-        if tracer is not None:
-            tracer.new_run()
-        out = it.invoke(inputs, tracer)
+        out = it.invoke(inputs, tracer, new_run=True)
     if tracer is not None:
         return RunResult(out, tracer)
     return out

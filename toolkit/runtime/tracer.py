@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import operator
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -58,8 +58,8 @@ class EventTracer:
         track: the default track name.
     """
 
-    __slots__ = ("_args", "_clock", "_ends", "_keys", "_pending", "_pending_n", "_run",
-                 "_run_firsts", "_starts", "_tracks", "track")
+    __slots__ = ("_args", "_clock", "_ends", "_keys", "_pending", "_run", "_run_firsts",
+                 "_sink_ids", "_sinks", "_starts", "_tracks", "track")
 
     def __init__(self, *, track: str = "main",
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
@@ -72,10 +72,10 @@ class EventTracer:
         self._args: list[dict[str, Any] | None] = []  # per event: its arguments or None
         self._run = 0
         self._run_firsts = [0]  # index of the first event of each run
-        # record_steps() batches, kept as given until anything else reads or writes events
-        self._pending: list[tuple[Sequence[int | str], Sequence[int],
-                                  Sequence[dict[str, Any] | None]]] = []
-        self._pending_n = 0  # events in those batches
+        # step sinks (see step_sink) and their batches, unpacked when events are next used
+        self._sinks: list[_Sink] = []
+        self._sink_ids: dict[tuple[int, int, str | None, bool], int] = {}
+        self._pending: list[int] = []  # the batches, back to back
 
     # -- recording (hot path) ---------------------------------------------------------------
 
@@ -154,24 +154,77 @@ class EventTracer:
                      args: Sequence[dict[str, Any] | None]) -> None:
         """Record back-to-back events at once: event ``i`` (key ``keys[i]``, arguments
         ``args[i]``) runs from ``times[i]`` to ``times[i + 1]``; ``times`` holds one more clock
-        reading than there are events.
+        reading than there are events (fewer readings record fewer events)."""
+        if self._pending:
+            self._flush()
+        self._append_steps(_Sink(keys, args, None, False), times)
 
-        For a runtime recording every inference: the three sequences are kept as given (not
-        copied; do not change them afterwards) and unpacked only when the events are next read
-        or another event is recorded, so a call costs next to nothing."""
-        self._pending.append((keys, times, args))
-        self._pending_n += len(times) - 1
+    def step_sink(self, keys: Sequence[int | str], args: Sequence[dict[str, Any] | None], *,
+                  track: str | None = None, new_run: bool = False
+                  ) -> tuple[Callable[[Iterable[int]], None], int]:
+        """For a runtime that records the same back-to-back events at every inference, at the
+        cost of one tuple and one list extend per inference.
+
+        Returns ``(record, sink)``. After each inference the runtime calls
+        ``record((sink, t0, t1, ..., tn))`` with exactly ``n = len(keys)`` clock readings
+        after the first: event ``i`` (key ``keys[i]``, arguments ``args[i]``, on ``track`` or
+        the default track) runs from ``t[i]`` to ``t[i + 1]``. With ``new_run=True`` each such
+        batch begins a new run, as if :meth:`new_run` were called before it. ``sink`` is a
+        negative int. Batches are kept in one flat list (no object per inference for the
+        garbage collector to track) and unpacked when the events are next read or another
+        event is recorded. ``keys`` and ``args`` are kept, not copied: do not change them
+        afterwards. Asking again with the same ``keys`` and ``args`` objects returns the same
+        sink."""
+        ident = (id(keys), id(args), track, new_run)
+        sink = self._sink_ids.get(ident)
+        if sink is None:  # the sink keeps keys and args alive, so their ids stay theirs
+            sink = self._sink_ids[ident] = -1 - len(self._sinks)
+            self._sinks.append(_Sink(keys, args, track, new_run))
+        return self._pending.extend, sink
 
     def _flush(self) -> None:
-        """Unpack the batches of :meth:`record_steps` into the event lists."""
-        for keys, times, args in self._pending:
-            n = len(times) - 1
-            self._keys.extend(keys[:n])
-            self._args.extend(args[:n])
-            self._starts.extend(times[:-1])
-            self._ends.extend(times[1:])
-        self._pending.clear()
-        self._pending_n = 0
+        """Unpack the batches of the step sinks into the event lists.
+
+        Raises:
+            TraceError: a batch does not start with a sink or lacks clock readings (the
+                batches are dropped, the events before them kept).
+        """
+        flat, sinks = self._pending, self._sinks
+        p, end = 0, len(flat)
+        try:
+            while p < end:
+                head = flat[p]
+                if type(head) is not int or not -len(sinks) <= head < 0:
+                    raise self._batch_error(p, f"starts with {head!r}, not a sink")
+                sink = sinks[-1 - head]
+                q = p + len(sink.keys) + 2
+                if q > end:
+                    raise self._batch_error(p, f"has {end - p - 1} clock readings, not "
+                                               f"{len(sink.keys) + 1}")
+                if sink.new_run:
+                    self._start_run()
+                self._append_steps(sink, flat[p + 1:q])
+                p = q
+        finally:
+            flat.clear()
+
+    @staticmethod
+    def _batch_error(position: int, what: str) -> TraceError:
+        return TraceError(f"the step-sink batch at position {position} {what}",
+                          where="EventTracer.step_sink",
+                          fix="record((sink, t0, ..., tn)) with one reading per key plus one")
+
+    def _append_steps(self, sink: _Sink, times: Sequence[int]) -> None:
+        n = min(len(times) - 1, len(sink.keys))
+        if n <= 0:
+            return
+        keys = self._keys
+        if sink.track is not None:
+            self._tracks.update(dict.fromkeys(range(len(keys), len(keys) + n), sink.track))
+        keys.extend(sink.keys[:n])
+        self._args.extend(sink.args[:n])
+        self._starts.extend(times[:n])
+        self._ends.extend(times[1:n + 1])
 
     def event(self, key: int | str, /, track: str | None = None, **args: Any) -> _Span:
         """Context manager timing its block as one event (ended even if the block raises).
@@ -188,6 +241,8 @@ class EventTracer:
     @property
     def run(self) -> int:
         """Index of the current run (inference); 0 at first."""
+        if self._pending:
+            self._flush()
         return self._run
 
     def new_run(self) -> int:
@@ -196,18 +251,25 @@ class EventTracer:
         Calling it before any event of the current run was recorded keeps the current index, so
         calling it at the start of every inference numbers the runs 0, 1, 2 ...
         """
-        count = len(self._keys) + self._pending_n
+        if self._pending:
+            self._flush()
+        self._start_run()
+        return self._run
+
+    def _start_run(self) -> None:
+        count = len(self._keys)
         firsts = self._run_firsts
         if count > firsts[-1]:
             firsts.append(count)
             self._run += 1
-        return self._run
 
     # -- inspection -------------------------------------------------------------------------
 
     def __len__(self) -> int:
         """Number of events recorded (open ones included)."""
-        return len(self._keys) + self._pending_n
+        if self._pending:
+            self._flush()
+        return len(self._keys)
 
     def open_entries(self) -> list[EventEntry]:
         """Entries begun and not ended yet, oldest first."""
@@ -218,7 +280,6 @@ class EventTracer:
     def clear(self) -> None:
         """Forget every event and reset the run index to 0 (old entries become invalid)."""
         self._pending.clear()
-        self._pending_n = 0
         self._keys.clear()
         self._starts.clear()
         self._ends.clear()
@@ -336,6 +397,15 @@ class EventTracer:
         return TraceError(f"entry {entry} (key {self._keys[entry]!r}) was already ended "
                           "(ended twice, or it was logged complete)",
                           where="EventTracer.end", fix="end each entry from begin() once")
+
+
+class _Sink(NamedTuple):
+    """The fixed part of a step sink's batches (see :meth:`EventTracer.step_sink`)."""
+
+    keys: Sequence[int | str]
+    args: Sequence[dict[str, Any] | None]
+    track: str | None
+    new_run: bool
 
 
 class _Span:
