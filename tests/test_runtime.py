@@ -85,6 +85,21 @@ def test_invoke_records_into_several_tracers_and_starts_runs_on_request() -> Non
     assert second.to_frame()["run"].tolist() == [0] * n
 
 
+@pytest.mark.parametrize("limit", [512, 0], ids=["generated", "loop"])
+def test_events_are_timed_by_the_tracers_clock(monkeypatch, limit: int) -> None:
+    from toolkit.runtime import codegen
+
+    monkeypatch.setattr(codegen, "LOCALS_LIMIT", limit)
+    m = tk.load(SAMPLES / "cnn.tflite")
+    n = len(m.graph)
+    ticks = iter(range(0, 10**6, 7))
+    tracer = EventTracer(clock=lambda: next(ticks))
+    res = run(m, None, tracer=tracer, repeat=3)  # step by step, then generated code
+    ev = res.trace.to_frame()
+    assert ev["start_ns"].tolist() == [7 * (k + k // n) for k in range(3 * n)]
+    assert (ev["dur_ns"] == 7).all()
+
+
 def test_outputs_by_name_and_input_forms() -> None:
     m = tk.load(SAMPLES / "two_branch.tflite")
     it = Interpreter(m)

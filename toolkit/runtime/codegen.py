@@ -48,20 +48,19 @@ Runner = Callable[..., Any]
 
 
 def generate(lines: Sequence[Line], inputs: Sequence[int], consts: dict[int, Any],
-             outputs: Sequence[tuple[str, int]], fail: Fail, clock: Callable[[], int]
-             ) -> tuple[Runner, Runner]:
+             outputs: Sequence[tuple[str, int]], fail: Fail) -> tuple[Runner, Runner]:
     """Return ``(run, run_traced)`` for the steps ``lines``.
 
     ``run(*arrays)`` takes the graph inputs (slots ``inputs``, in order) and returns the
     outputs as a dict name -> array (``outputs``: (name, slot) pairs; a slot no step, input
-    or constant fills gives None). ``run_traced(*arrays, record, sink)`` does the same and
-    calls ``record((sink, t0, t1, ..., tn))`` once the steps are done, ``t0`` being
+    or constant fills gives None). ``run_traced(*arrays, record, sink, clock)`` does the same
+    and calls ``record((sink, t0, t1, ..., tn))`` once the steps are done, ``t0`` being
     ``clock()`` read before the first step and ``t[k + 1]`` after step ``k`` (the protocol of
     :meth:`~toolkit.runtime.tracer.EventTracer.step_sink`). ``consts`` maps slots to the
     constant arrays the steps read.
     """
     if len(lines) > LOCALS_LIMIT:
-        return _loop(lines, inputs, consts, outputs, fail, clock)
+        return _loop(lines, inputs, consts, outputs, fail)
     written = {o for ln in lines for o in ln.outs} | set(inputs)
 
     def ref(slot: int) -> str:
@@ -84,14 +83,13 @@ def generate(lines: Sequence[Line], inputs: Sequence[int], consts: dict[int, Any
     start = [f"v{slot} = a{k}" for k, slot in enumerate(inputs)]
     start += [f"v{o} = None" for o in stripe_outs]
     cells = [f"f{k}" for k in range(len(lines))] + [f"c{s}" for s in sorted(consts)]
-    src = ["def _factory(F, C, fail, clock, step_at):"]
+    src = ["def _factory(F, C, fail, step_at):"]
     if cells:
         src.append(f"    ({', '.join(cells)},) = (*F, *C)")
     step_at: dict[int, int] = {}  # source line -> step, to name the step that failed
-    # run_traced reads the clock from a local (its default argument), not from a closure cell
     for traced in (False, True):
         src.append(f"    def run{'_traced' if traced else ''}({params}"
-                   f"{'record, sink, clock=clock' if traced else ''}):")
+                   f"{'record, sink, clock' if traced else ''}):")
         src.append("        try:")
         src += ["            " + line for line in start]
         if traced:
@@ -111,12 +109,11 @@ def generate(lines: Sequence[Line], inputs: Sequence[int], consts: dict[int, Any
     namespace: dict[str, Any] = {}
     exec(compile("\n".join(src), "<toolkit.runtime.codegen>", "exec"), namespace)
     return namespace["_factory"]([ln.fn for ln in lines], [consts[s] for s in sorted(consts)],
-                                 fail, clock, step_at)
+                                 fail, step_at)
 
 
 def _loop(lines: Sequence[Line], inputs: Sequence[int], consts: dict[int, Any],
-          outputs: Sequence[tuple[str, int]], fail: Fail, clock: Callable[[], int]
-          ) -> tuple[Runner, Runner]:
+          outputs: Sequence[tuple[str, int]], fail: Fail) -> tuple[Runner, Runner]:
     """``generate`` for large models: a loop over the steps on one list of values."""
     slots = [*(o for ln in lines for o in ln.outs), *inputs, *consts, *(s for _, s in outputs)]
     template: list[Any] = [None] * (max(slots, default=-1) + 2)  # the last slot stays None
@@ -152,7 +149,7 @@ def _loop(lines: Sequence[Line], inputs: Sequence[int], consts: dict[int, Any],
         return {name: v[s] for name, s in names}
 
     def run_traced(*a: Any) -> dict[str, Any]:
-        *arrays, record, sink = a
+        *arrays, record, sink, clock = a
         times = [sink, clock()]
         ap = times.append
         v = execute(arrays, lambda: ap(clock()))

@@ -7,7 +7,6 @@ asked, records one trace event per op (or per command) with the event tracer.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,7 +119,8 @@ class Interpreter:
             for t in g.tensors)
         self._fast: tuple[Any, Any] | None = None
         self._events = ([s.key for s in steps], [s.args for s in steps])  # keys, args
-        self._sink: tuple[Any, bool, Any, int] | None = None  # tracer, new_run, its step sink
+        # tracer, new_run, the tracer's step sink (record, sink) and clock
+        self._sink: tuple[Any, bool, Any, int, Any] | None = None
         self._bound: list[bool] | None = None
         self._lines: list[Line] | None = None
         self._input_specs = [(t.name, t.dtype, tuple(t.shape)) for t in g.inputs]
@@ -250,8 +250,9 @@ class Interpreter:
         sink = self._sink
         if sink is None or sink[0] is not tracer or sink[1] != new_run:
             sink = self._sink = (tracer, new_run,
-                                 *tracer.step_sink(*self._events, new_run=new_run))
-        return quiet(fast[1], *arrays, sink[2], sink[3])
+                                 *tracer.step_sink(*self._events, new_run=new_run),
+                                 tracer.clock)
+        return quiet(fast[1], *arrays, sink[2], sink[3], sink[4])
 
     def _first_invoke(self, arrays: list[np.ndarray],
                       tracer: EventTracer | None) -> dict[str, np.ndarray]:
@@ -263,9 +264,9 @@ class Interpreter:
             vals[i] = a
         for t, a in zip(plan.inputs, arrays):
             vals[plan.slot[t]] = a
-        clock = time.perf_counter_ns
         lines: list[Line] = []
         if tracer is not None:
+            clock = tracer.clock
             t0 = clock()
         for s in plan.steps:
             args = [None if i < 0 else vals[i] for i in s.ins]
@@ -298,8 +299,7 @@ class Interpreter:
     def _generate(self, lines: list[Line]) -> tuple[Any, Any]:
         plan = self.plan
         return generate(lines, [plan.slot[t] for t in plan.inputs], dict(plan.consts),
-                        [(t.name, plan.slot[t]) for t in plan.outputs], self._fail,
-                        time.perf_counter_ns)
+                        [(t.name, plan.slot[t]) for t in plan.outputs], self._fail)
 
     def _line(self, s: _Step, args: list[Any]) -> Line:
         """The generated-code line of step ``s`` (first run, with its real inputs)."""

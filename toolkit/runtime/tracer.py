@@ -77,6 +77,11 @@ class EventTracer:
         self._sink_ids: dict[tuple[int, int, str | None, bool], int] = {}
         self._pending: list[int] = []  # the batches, back to back
 
+    @property
+    def clock(self) -> Callable[[], int]:
+        """The tracer's clock (integer nanoseconds); runtimes time their events with it."""
+        return self._clock
+
     # -- recording (hot path) ---------------------------------------------------------------
 
     def begin(self, key: int | str, /, track: str | None = None, **args: Any) -> EventEntry:
