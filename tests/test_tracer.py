@@ -247,17 +247,17 @@ def test_record_steps_batches_keep_order_runs_and_args() -> None:
 def test_step_sinks_record_runs_tracks_and_args_in_order() -> None:
     tracer = tracer_with_fake_clock()
     keys, args = [0, 1], [{"op_index": 0}, {"op_index": 1}]
-    record, sink = tracer.step_sink(keys, args, new_run=True)
-    other_record, other = tracer.step_sink(["dma"], [None], track="npu")
-    assert tracer.step_sink(keys, args, new_run=True) == (record, sink)  # asked again: same
-    assert sink < 0 and other < 0 and sink != other
-    record((sink, 100, 110, 130))  # run 0 (no event before it)
-    other_record((other, 130, 150))  # same run
+    sink = tracer.step_sink(keys, args, new_run=True)
+    other = tracer.step_sink(["dma"], [None], track="npu")
+    assert tracer.step_sink(keys, args, new_run=True) is sink  # asked again: the same
+    assert sink.id != other.id and sink.size == 8 * 4
+    sink.record(100, 110, 130)  # run 0 (no event before it)
+    other.record(130, 150)  # same run
     entry = tracer.begin("user")  # recording anything else unpacks the batches first
     tracer.end(entry)
-    record((sink, 200, 200, 260))  # new run
+    sink.record(200, 200, 260)  # new run
     assert len(tracer) == 6
-    record((sink, 300, 305, 309))
+    sink.record(300, 305, 309)
     assert tracer.run == 2
     frame = tracer.to_frame()
     assert frame["key"].tolist() == [0, 1, "dma", "user", 0, 1, 0, 1]
@@ -267,19 +267,37 @@ def test_step_sinks_record_runs_tracks_and_args_in_order() -> None:
     assert frame["dur_ns"].tolist() == [10, 20, 20, 10, 0, 60, 5, 4]
     assert frame["op_index"].astype(object).fillna(-1).tolist() == [0, 1, -1, -1, 0, 1, 0, 1]
     tracer.clear()  # sinks stay valid
-    record((sink, 1, 2, 3))
+    sink.record(1, 2, 3)
     assert tracer.to_frame()["run"].tolist() == [0, 0]
 
 
-def test_step_sink_batches_of_the_wrong_length_are_reported() -> None:
+def test_step_sinks_fill_chunk_after_chunk_in_order(monkeypatch) -> None:
+    from toolkit.runtime import tracer as tracer_module
+
+    monkeypatch.setattr(tracer_module, "_CHUNK_BYTES", 64)  # two small batches a chunk
+    tracer = EventTracer()
+    small = tracer.step_sink([0], [None])  # 24 bytes a batch
+    large = tracer.step_sink(list(range(10)), [None] * 10)  # 96: more than a chunk
+    for i in range(5):
+        small.record(10 * i, 10 * i + 1)
+        large.record(*range(1000 * i, 1000 * i + 11))
+    frame = tracer.to_frame()
+    assert frame["key"].tolist() == [0, *range(10)] * 5
+    assert frame["start_ns"].tolist() == [
+        t for i in range(5) for t in [10 * i, *range(1000 * i, 1000 * i + 10)]]
+    assert (frame["dur_ns"] == 1).all()
+    small.record(7, 9)  # the chunk in use is kept for what comes after a read
+    assert tracer.to_frame()["start_ns"].tolist()[-1] == 7
+
+
+def test_step_sink_readings_are_counted_and_checked() -> None:
     tracer = tracer_with_fake_clock()
-    record, sink = tracer.step_sink([0, 1, 2], [None] * 3)
-    record((sink, 10, 20, 30, 40))
-    record((sink, 50, 60))  # one reading per key plus one are needed, not two
-    with pytest.raises(TraceError, match="2 clock readings, not 4"):
-        len(tracer)
-    assert tracer.to_frame()["start_ns"].tolist() == [10, 20, 30]  # the good batch is kept
-    record((10, 20))  # no sink first
-    with pytest.raises(TraceError, match="starts with 10, not a sink"):
-        tracer.to_frame()
-    assert len(tracer) == 3
+    sink = tracer.step_sink([0, 1, 2], [None] * 3)
+    sink.record(10, 20, 30, 40)
+    with pytest.raises(TraceError, match=r"3 event.*got 2 clock reading.*not 4"):
+        sink.record(50, 60)  # one reading per key plus one are needed
+    with pytest.raises(TraceError, match="int64"):
+        sink.record(1, 2, 3, 2**70)
+    assert tracer.to_frame()["start_ns"].tolist() == [10, 20, 30]  # nothing half-recorded
+    sink.record(50, 60, 70, 80)
+    assert tracer.to_frame()["start_ns"].tolist() == [10, 20, 30, 50, 60, 70]

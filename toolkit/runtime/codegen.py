@@ -17,6 +17,7 @@ callback, which raises the error the user sees.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -53,10 +54,10 @@ def generate(lines: Sequence[Line], inputs: Sequence[int], consts: dict[int, Any
 
     ``run(*arrays)`` takes the graph inputs (slots ``inputs``, in order) and returns the
     outputs as a dict name -> array (``outputs``: (name, slot) pairs; a slot no step, input
-    or constant fills gives None). ``run_traced(*arrays, record, sink, clock)`` does the same
-    and calls ``record((sink, t0, t1, ..., tn))`` once the steps are done, ``t0`` being
-    ``clock()`` read before the first step and ``t[k + 1]`` after step ``k`` (the protocol of
-    :meth:`~toolkit.runtime.tracer.EventTracer.step_sink`). ``consts`` maps slots to the
+    or constant fills gives None). ``run_traced(*arrays, sink, clock)`` does the same and
+    records in the :class:`~toolkit.runtime.tracer.StepSink` ``sink``, once the steps are
+    done, ``t0`` (``clock()`` read before the first step) and ``t[k + 1]`` (read after step
+    ``k``), packing them inline as the sink's documentation shows. ``consts`` maps slots to the
     constant arrays the steps read.
     """
     if len(lines) > LOCALS_LIMIT:
@@ -83,13 +84,13 @@ def generate(lines: Sequence[Line], inputs: Sequence[int], consts: dict[int, Any
     start = [f"v{slot} = a{k}" for k, slot in enumerate(inputs)]
     start += [f"v{o} = None" for o in stripe_outs]
     cells = [f"f{k}" for k in range(len(lines))] + [f"c{s}" for s in sorted(consts)]
-    src = ["def _factory(F, C, fail, step_at):"]
+    src = ["def _factory(F, C, fail, step_at, StructError):"]
     if cells:
         src.append(f"    ({', '.join(cells)},) = (*F, *C)")
     step_at: dict[int, int] = {}  # source line -> step, to name the step that failed
     for traced in (False, True):
         src.append(f"    def run{'_traced' if traced else ''}({params}"
-                   f"{'record, sink, clock' if traced else ''}):")
+                   f"{'sink, clock' if traced else ''}):")
         src.append("        try:")
         src += ["            " + line for line in start]
         if traced:
@@ -102,14 +103,20 @@ def generate(lines: Sequence[Line], inputs: Sequence[int], consts: dict[int, Any
         src += ["            pass", "        except Exception as e:",
                 "            fail(step_at.get(e.__traceback__.tb_lineno, -1), e)"]
         if traced:
-            times = "".join(f", _t{k}" for k in range(len(lines) + 1))
-            src.append(f"        record((sink{times}))")
+            times = ", ".join(f"_t{k}" for k in range(len(lines) + 1))
+            src += ["        st = sink.state",
+                    "        o = st[0]",
+                    "        try:",
+                    f"            sink.pack_into(st[1], o, sink.id, {times})",
+                    "            st[0] = o + sink.size",
+                    "        except StructError:",
+                    f"            sink.spill({times})"]
         src.append(f"        return {result}")
     src.append("    return run, run_traced")
     namespace: dict[str, Any] = {}
     exec(compile("\n".join(src), "<toolkit.runtime.codegen>", "exec"), namespace)
     return namespace["_factory"]([ln.fn for ln in lines], [consts[s] for s in sorted(consts)],
-                                 fail, step_at)
+                                 fail, step_at, struct.error)
 
 
 def _loop(lines: Sequence[Line], inputs: Sequence[int], consts: dict[int, Any],
@@ -149,11 +156,11 @@ def _loop(lines: Sequence[Line], inputs: Sequence[int], consts: dict[int, Any],
         return {name: v[s] for name, s in names}
 
     def run_traced(*a: Any) -> dict[str, Any]:
-        *arrays, record, sink, clock = a
-        times = [sink, clock()]
+        *arrays, sink, clock = a
+        times = [clock()]
         ap = times.append
         v = execute(arrays, lambda: ap(clock()))
-        record(times)
+        sink.record(*times)
         return {name: v[s] for name, s in names}
 
     return run, run_traced

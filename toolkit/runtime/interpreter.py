@@ -119,8 +119,7 @@ class Interpreter:
             for t in g.tensors)
         self._fast: tuple[Any, Any] | None = None
         self._events = ([s.key for s in steps], [s.args for s in steps])  # keys, args
-        # tracer, new_run, the tracer's step sink (record, sink) and clock
-        self._sink: tuple[Any, bool, Any, int, Any] | None = None
+        self._sink: tuple[Any, bool, Any, Any] | None = None  # tracer, new_run, sink, clock
         self._bound: list[bool] | None = None
         self._lines: list[Line] | None = None
         self._input_specs = [(t.name, t.dtype, tuple(t.shape)) for t in g.inputs]
@@ -231,7 +230,7 @@ class Interpreter:
         Events are back to back: each runs from the end of the previous step (or the start of
         the inference) to the end of its own, so it covers gathering the step's inputs, the
         kernel and storing its outputs, and one clock read per step is all tracing costs
-        (the readings go to the tracer's :meth:`~.EventTracer.step_sink` in one tuple).
+        (the readings go to the tracer's :meth:`~.EventTracer.step_sink`, packed inline).
 
         The first inference checks every output shape and binds each op to a kernel
         specialised to its inputs; the second generates straight-line code for the steps
@@ -250,9 +249,8 @@ class Interpreter:
         sink = self._sink
         if sink is None or sink[0] is not tracer or sink[1] != new_run:
             sink = self._sink = (tracer, new_run,
-                                 *tracer.step_sink(*self._events, new_run=new_run),
-                                 tracer.clock)
-        return quiet(fast[1], *arrays, sink[2], sink[3], sink[4])
+                                 tracer.step_sink(*self._events, new_run=new_run), tracer.clock)
+        return quiet(fast[1], *arrays, sink[2], sink[3])
 
     def _first_invoke(self, arrays: list[np.ndarray],
                       tracer: EventTracer | None) -> dict[str, np.ndarray]:

@@ -22,8 +22,9 @@ become rows flagged in ``problem`` with ``open_events="keep"``).
 from __future__ import annotations
 
 import operator
+import struct
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal, NamedTuple
 
@@ -33,7 +34,7 @@ import pandas as pd
 from toolkit.errors import ToolkitError, TraceError
 from toolkit.formats.chrome_trace import arg_column
 
-__all__ = ["EVENT_COLUMNS", "EventEntry", "EventTracer"]
+__all__ = ["EVENT_COLUMNS", "EventEntry", "EventTracer", "StepSink"]
 
 #: What :meth:`EventTracer.begin` returns and :meth:`EventTracer.end` takes (the event's index).
 EventEntry = int
@@ -58,8 +59,8 @@ class EventTracer:
         track: the default track name.
     """
 
-    __slots__ = ("_args", "_clock", "_ends", "_keys", "_pending", "_run", "_run_firsts",
-                 "_sink_ids", "_sinks", "_starts", "_tracks", "track")
+    __slots__ = ("_args", "_chunks", "_clock", "_ends", "_keys", "_run", "_run_firsts",
+                 "_sink_ids", "_sinks", "_starts", "_state", "_tracks", "track")
 
     def __init__(self, *, track: str = "main",
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
@@ -72,10 +73,12 @@ class EventTracer:
         self._args: list[dict[str, Any] | None] = []  # per event: its arguments or None
         self._run = 0
         self._run_firsts = [0]  # index of the first event of each run
-        # step sinks (see step_sink) and their batches, unpacked when events are next used
-        self._sinks: list[_Sink] = []
+        # step sinks (see step_sink) and their batches (int64s in byte chunks), unpacked
+        # when the events are next used: [bytes used, current chunk], the full chunks
+        self._sinks: list[StepSink] = []
         self._sink_ids: dict[tuple[int, int, str | None, bool], int] = {}
-        self._pending: list[int] = []  # the batches, back to back
+        self._state: list[Any] = [0, bytearray()]
+        self._chunks: list[tuple[bytearray, int]] = []
 
     @property
     def clock(self) -> Callable[[], int]:
@@ -96,7 +99,7 @@ class EventTracer:
 
     def _open(self, key: int | str, track: str | None, args: dict[str, Any]) -> int:
         """Add an event not ended yet, all but its start time; return its index."""
-        if self._pending:
+        if self._state[0]:
             self._flush()
         keys = self._keys
         index = len(keys)
@@ -131,7 +134,7 @@ class EventTracer:
         The times must come from the same clock as the tracer's for the events to line up. An
         end before the start is kept and flagged in ``problem`` by :meth:`to_frame`.
         """
-        if self._pending:
+        if self._state[0]:
             self._flush()
         keys = self._keys
         index = len(keys)
@@ -148,7 +151,7 @@ class EventTracer:
                args: dict[str, Any] | None = None) -> None:
         """Like :meth:`log`, for a runtime's hot loop: ``args`` is a prepared dict that the
         tracer keeps (not copies), and the times must be ints from the tracer's clock."""
-        if self._pending:
+        if self._state[0]:
             self._flush()
         self._keys.append(key)
         self._args.append(args or None)
@@ -160,66 +163,55 @@ class EventTracer:
         """Record back-to-back events at once: event ``i`` (key ``keys[i]``, arguments
         ``args[i]``) runs from ``times[i]`` to ``times[i + 1]``; ``times`` holds one more clock
         reading than there are events (fewer readings record fewer events)."""
-        if self._pending:
+        if self._state[0]:
             self._flush()
-        self._append_steps(_Sink(keys, args, None, False), times)
+        self._append_steps(_Steps(keys, args, None), times)
 
     def step_sink(self, keys: Sequence[int | str], args: Sequence[dict[str, Any] | None], *,
-                  track: str | None = None, new_run: bool = False
-                  ) -> tuple[Callable[[Iterable[int]], None], int]:
-        """For a runtime that records the same back-to-back events at every inference, at the
-        cost of one tuple and one list extend per inference.
+                  track: str | None = None, new_run: bool = False) -> StepSink:
+        """A sink for a runtime that records the same back-to-back events at every inference:
+        event ``i`` (key ``keys[i]``, arguments ``args[i]``, on ``track`` or the default track)
+        runs from ``t[i]`` to ``t[i + 1]`` of the ``len(keys) + 1`` clock readings the runtime
+        gives :meth:`StepSink.record` after each inference. With ``new_run=True`` each batch
+        begins a new run, as if :meth:`new_run` were called before it.
 
-        Returns ``(record, sink)``. After each inference the runtime calls
-        ``record((sink, t0, t1, ..., tn))`` with exactly ``n = len(keys)`` clock readings
-        after the first: event ``i`` (key ``keys[i]``, arguments ``args[i]``, on ``track`` or
-        the default track) runs from ``t[i]`` to ``t[i + 1]``. With ``new_run=True`` each such
-        batch begins a new run, as if :meth:`new_run` were called before it. ``sink`` is a
-        negative int. Batches are kept in one flat list (no object per inference for the
-        garbage collector to track) and unpacked when the events are next read or another
-        event is recorded. ``keys`` and ``args`` are kept, not copied: do not change them
-        afterwards. Asking again with the same ``keys`` and ``args`` objects returns the same
-        sink."""
+        Batches are packed as int64s into byte chunks (8 bytes a reading, no Python object
+        kept per inference) and unpacked when the events are next read or another event is
+        recorded. ``keys`` and ``args`` are kept, not copied: do not change them afterwards.
+        Asking again with the same ``keys`` and ``args`` objects returns the same sink."""
         ident = (id(keys), id(args), track, new_run)
-        sink = self._sink_ids.get(ident)
-        if sink is None:  # the sink keeps keys and args alive, so their ids stay theirs
-            sink = self._sink_ids[ident] = -1 - len(self._sinks)
-            self._sinks.append(_Sink(keys, args, track, new_run))
-        return self._pending.extend, sink
+        index = self._sink_ids.get(ident)
+        if index is None:  # the sink keeps keys and args alive, so their ids stay theirs
+            index = self._sink_ids[ident] = len(self._sinks)
+            self._sinks.append(StepSink(self, -1 - index, keys, args, track, new_run))
+        return self._sinks[index]
+
+    def _new_chunk(self, size: int) -> None:
+        """Retire the current chunk and start one with room for at least ``size`` bytes."""
+        state = self._state
+        if state[0]:
+            self._chunks.append((state[1], state[0]))
+        state[1] = bytearray(max(_CHUNK_BYTES, size))
+        state[0] = 0
 
     def _flush(self) -> None:
-        """Unpack the batches of the step sinks into the event lists.
-
-        Raises:
-            TraceError: a batch does not start with a sink or lacks clock readings (the
-                batches are dropped, the events before them kept).
-        """
-        flat, sinks = self._pending, self._sinks
-        p, end = 0, len(flat)
-        try:
+        """Unpack the batches of the step sinks into the event lists."""
+        state, sinks = self._state, self._sinks
+        chunks = [*self._chunks, (state[1], state[0])]
+        self._chunks = []
+        state[0] = 0
+        for chunk, used in chunks:
+            flat = np.frombuffer(chunk, np.int64, used // 8).tolist()
+            p, end = 0, len(flat)
             while p < end:
-                head = flat[p]
-                if type(head) is not int or not -len(sinks) <= head < 0:
-                    raise self._batch_error(p, f"starts with {head!r}, not a sink")
-                sink = sinks[-1 - head]
+                sink = sinks[-1 - flat[p]]
                 q = p + len(sink.keys) + 2
-                if q > end:
-                    raise self._batch_error(p, f"has {end - p - 1} clock readings, not "
-                                               f"{len(sink.keys) + 1}")
                 if sink.new_run:
                     self._start_run()
                 self._append_steps(sink, flat[p + 1:q])
                 p = q
-        finally:
-            flat.clear()
 
-    @staticmethod
-    def _batch_error(position: int, what: str) -> TraceError:
-        return TraceError(f"the step-sink batch at position {position} {what}",
-                          where="EventTracer.step_sink",
-                          fix="record((sink, t0, ..., tn)) with one reading per key plus one")
-
-    def _append_steps(self, sink: _Sink, times: Sequence[int]) -> None:
+    def _append_steps(self, sink: StepSink | _Steps, times: Sequence[int]) -> None:
         n = min(len(times) - 1, len(sink.keys))
         if n <= 0:
             return
@@ -246,7 +238,7 @@ class EventTracer:
     @property
     def run(self) -> int:
         """Index of the current run (inference); 0 at first."""
-        if self._pending:
+        if self._state[0]:
             self._flush()
         return self._run
 
@@ -256,7 +248,7 @@ class EventTracer:
         Calling it before any event of the current run was recorded keeps the current index, so
         calling it at the start of every inference numbers the runs 0, 1, 2 ...
         """
-        if self._pending:
+        if self._state[0]:
             self._flush()
         self._start_run()
         return self._run
@@ -272,19 +264,20 @@ class EventTracer:
 
     def __len__(self) -> int:
         """Number of events recorded (open ones included)."""
-        if self._pending:
+        if self._state[0]:
             self._flush()
         return len(self._keys)
 
     def open_entries(self) -> list[EventEntry]:
         """Entries begun and not ended yet, oldest first."""
-        if self._pending:
+        if self._state[0]:
             self._flush()
         return [i for i, end in enumerate(self._ends) if end == _OPEN]
 
     def clear(self) -> None:
         """Forget every event and reset the run index to 0 (old entries become invalid)."""
-        self._pending.clear()
+        self._chunks.clear()
+        self._state[0] = 0
         self._keys.clear()
         self._starts.clear()
         self._ends.clear()
@@ -311,7 +304,7 @@ class EventTracer:
             when fine, else ``"never ended"`` or ``"negative duration"``). An empty tracer gives
             these columns with these dtypes and no rows.
         """
-        if self._pending:
+        if self._state[0]:
             self._flush()
         n = len(self._keys)
         starts = np.array(self._starts, dtype=np.int64)
@@ -357,19 +350,25 @@ class EventTracer:
             "end_ns": ends,
             "dur_ns": durations,
         }
-        with_args = [(i, a) for i, a in enumerate(self._args) if a]
+        # runtimes give the same argument dicts at every inference: work per distinct dict
+        ids = list(map(id, self._args))
+        dict_of = dict(zip(ids, self._args))
+        position = dict.fromkeys(ids, 0)
+        distinct = [dict_of[i] or {} for i in position]
+        for k, i in enumerate(position):
+            position[i] = k
+        codes = np.fromiter(map(position.__getitem__, ids), np.intp, n)
         arg_names: dict[str, None] = {}
-        for _, args in with_args:
+        for args in distinct:
             arg_names.update(dict.fromkeys(args))
         for arg in arg_names:
             if arg in EVENT_COLUMNS:
                 raise ToolkitError(f"argument {arg!r} has the name of a column of the frame",
                                    where="EventTracer", fix=f"rename the argument {arg!r}")
-            values: list[Any] = [None] * n
-            for index, args in with_args:
-                if arg in args:
-                    values[index] = args[arg]
-            columns[arg] = arg_column(values)
+            values = np.empty(len(distinct), dtype=object)  # filled one by one: no nesting
+            for k, args in enumerate(distinct):
+                values[k] = args.get(arg)
+            columns[arg] = arg_column(values[codes].tolist())
         columns["problem"] = pd.Series(problem, dtype=_STR_DTYPE)
         frame = pd.DataFrame(columns)
         if n == 0:
@@ -404,13 +403,87 @@ class EventTracer:
                           where="EventTracer.end", fix="end each entry from begin() once")
 
 
-class _Sink(NamedTuple):
-    """The fixed part of a step sink's batches (see :meth:`EventTracer.step_sink`)."""
+_CHUNK_BYTES = 1 << 20  # step-sink batches are packed into chunks of this size
+
+
+class _Steps(NamedTuple):
+    """Keys, arguments and track of a batch of back-to-back events."""
 
     keys: Sequence[int | str]
     args: Sequence[dict[str, Any] | None]
     track: str | None
-    new_run: bool
+
+
+class StepSink:
+    """What :meth:`EventTracer.step_sink` returns: records one inference's clock readings.
+
+    ``record(t0, t1, ..., tn)`` is the plain call. Generated code does the same inline, with
+    no Python call of its own::
+
+        st = sink.state
+        o = st[0]
+        try:
+            sink.pack_into(st[1], o, sink.id, t0, t1, ..., tn)
+            st[0] = o + sink.size
+        except struct.error:  # the chunk is full (or the readings are miscounted)
+            sink.spill(t0, t1, ..., tn)
+
+    Attributes:
+        id: the sink's number (negative), first of each packed batch.
+        size: bytes of a batch: ``8 * (len(keys) + 2)``.
+        state: ``[bytes used, current chunk]``, shared by the tracer's sinks.
+        pack_into: packs ``id`` and the readings as int64s into a chunk at an offset.
+        keys, args, track, new_run: as given to :meth:`EventTracer.step_sink`.
+    """
+
+    __slots__ = ("_tracer", "args", "id", "keys", "new_run", "pack_into", "size", "state",
+                 "track")
+
+    def __init__(self, tracer: EventTracer, ident: int, keys: Sequence[int | str],
+                 args: Sequence[dict[str, Any] | None], track: str | None,
+                 new_run: bool) -> None:
+        packer = struct.Struct(f"={len(keys) + 2}q")
+        self._tracer = tracer
+        self.id = ident
+        self.keys = keys
+        self.args = args
+        self.track = track
+        self.new_run = new_run
+        self.size = packer.size
+        self.pack_into = packer.pack_into
+        self.state = tracer._state
+
+    def record(self, *times: int) -> None:
+        """Record one inference: ``len(keys) + 1`` clock readings (int nanoseconds).
+
+        Raises:
+            TraceError: the count of readings is wrong, or one is not an int64.
+        """
+        state = self.state
+        offset = state[0]
+        try:
+            self.pack_into(state[1], offset, self.id, *times)
+            state[0] = offset + self.size
+        except struct.error:
+            self.spill(*times)
+
+    def spill(self, *times: int) -> None:
+        """Record one inference in a new chunk: for when the current one is full."""
+        if len(times) != len(self.keys) + 1:
+            raise TraceError(f"a step sink of {len(self.keys)} event(s) got {len(times)} clock "
+                             f"reading(s), not {len(self.keys) + 1}", where="StepSink.record",
+                             fix="give one reading before the first step and one after each")
+        batch = bytearray(self.size)
+        try:
+            self.pack_into(batch, 0, self.id, *times)
+        except struct.error as e:
+            raise TraceError(f"clock readings must be int64 nanoseconds: {e}",
+                             where="StepSink.record", fix="use an integer-nanosecond clock"
+                             ) from None
+        self._tracer._new_chunk(self.size)
+        state = self.state
+        state[1][:self.size] = batch
+        state[0] = self.size
 
 
 class _Span:
