@@ -10,7 +10,9 @@ Modelled on ExecuTorch's delegate profiling API, in its two styles:
 ``key`` is a debug handle (``int``) or a name (``str``), as ExecuTorch's
 ``delegate_debug_identifier``. Times are integer nanoseconds of a monotonic clock
 (:func:`time.perf_counter_ns` unless another clock is given). Events are stored column-wise in
-append-only lists (a ``begin``/``end`` pair costs a few hundred nanoseconds);
+append-only lists (a ``begin``/``end`` pair costs a few hundred nanoseconds; a runtime
+recording the same steps at every inference packs its clock readings through a
+:class:`StepSink` instead, for the cost of the readings);
 :meth:`EventTracer.to_frame` turns them into a DataFrame, and
 :func:`toolkit.formats.chrome_trace.write_chrome_trace` writes that frame for Perfetto.
 
