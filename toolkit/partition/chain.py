@@ -127,14 +127,17 @@ class _PartTracer:
     def __init__(self, inner: Any, stage: _Stage) -> None:
         self._inner = inner
         self._stage = stage
-        self._sinks: dict[tuple[int, int, str | None, bool], tuple[Any, Any, Any]] = {}
+        self._part = {"part": stage.index, "part_file": stage.file, "backend": stage.backend}
+
+    def _key(self, key: Any) -> Any:
+        return int(key) + self._stage.offset if isinstance(key, (int, np.integer)) else key
+
+    def _track(self, track: str | None) -> str | None:
+        return track or self._stage.backend or None
 
     def log(self, key: Any, t0: int, t1: int, track: str | None = None, **args: Any) -> Any:
-        s = self._stage
-        if isinstance(key, (int, np.integer)):
-            key = int(key) + s.offset
-        args.update(part=s.index, part_file=s.file, backend=s.backend)
-        return self._inner.log(key, t0, t1, track=track or s.backend or None, **args)
+        args.update(self._part)
+        return self._inner.log(self._key(key), t0, t1, track=self._track(track), **args)
 
     def record(self, key: Any, t0: int, t1: int, args: dict[str, Any] | None = None) -> Any:
         return self.log(key, t0, t1, **(args or {}))
@@ -146,19 +149,11 @@ class _PartTracer:
 
     def step_sink(self, keys: list[Any], args: list[dict[str, Any] | None], *,
                   track: str | None = None, new_run: bool = False) -> Any:
-        """The inner tracer's step sink for this part's keys and arguments (made once per
-        ``keys``/``args`` pair, which it keeps alive)."""
-        ident = (id(keys), id(args), track, new_run)
-        made = self._sinks.get(ident)
-        if made is None:
-            s = self._stage
-            part = {"part": s.index, "part_file": s.file, "backend": s.backend}
-            sink = self._inner.step_sink(
-                [int(k) + s.offset if isinstance(k, (int, np.integer)) else k for k in keys],
-                [{**(a or {}), **part} for a in args], track=track or s.backend or None,
-                new_run=new_run)
-            made = self._sinks[ident] = (keys, args, sink)
-        return made[2]
+        """The inner tracer's step sink for this part's keys and arguments (the interpreter
+        asks once per tracer)."""
+        return self._inner.step_sink([self._key(k) for k in keys],
+                                     [{**(a or {}), **self._part} for a in args],
+                                     track=self._track(track), new_run=new_run)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
