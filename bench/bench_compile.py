@@ -1,4 +1,4 @@
-"""Time ``toolkit.compile`` on synthetic models of 1,000, 10,000 and 20,000 ops.
+"""Time ``toolkit.compiler`` on synthetic models of 1,000, 10,000 and 20,000 ops.
 
     .venv/bin/python bench/bench_compile.py [--sizes 1000 10000 20000] [--repeat 3]
 
@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-import toolkit.compile
+import toolkit.compiler
 from toolkit.builder import ModelBuilder
 from toolkit.ir import Model
 
@@ -52,7 +52,7 @@ def time_compile(model: Model) -> tuple[float, float, int]:
     gc.collect()  # start from a clean heap: a compiled model is cyclic garbage once dropped
     keep = []  # the result is freed after timing, not inside the next run
     w0, c0 = time.perf_counter(), time.process_time()
-    keep.append(toolkit.compile.compile_model(model))
+    keep.append(toolkit.compiler.compile_model(model))
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     return wall, cpu, len(keep[0].ops)
 

@@ -1,4 +1,4 @@
-"""Time ``toolkit.partition`` on synthetic chains of 5,000, 10,000 and 20,000 ops.
+"""Time ``toolkit.partitioner`` on synthetic chains of 5,000, 10,000 and 20,000 ops.
 
     .venv/bin/python bench/bench_partition.py [--sizes 5000 10000 20000] [--repeat 3]
                                               [--write]
@@ -30,8 +30,8 @@ import numpy as np
 from toolkit.builder import ModelBuilder
 from toolkit.formats.part_file import PartSpec
 from toolkit.ir import Model
-from toolkit.partition import partition
-from toolkit.partition.grouping import group_ops, place_ops
+from toolkit.partitioner import partition
+from toolkit.partitioner.grouping import group_ops, place_ops
 
 SPEC = PartSpec(["cpu", "npu"], "cpu", "opcode", opcode={"ADD": "cpu", "MUL": "npu"})
 

@@ -12,10 +12,10 @@ import pytest
 
 import toolkit as tk
 from toolkit.builder import ModelBuilder
-from toolkit.compile import CompiledModel, Target, compile_model, load_compiled
-from toolkit.compile.compiled import uses_circle_only
-from toolkit.compile.pass_manager import model_origins
-from toolkit.compile.passes import DEFAULT_PASSES, FuseActivation
+from toolkit.compiler import CompiledModel, Target, compile_model, load_compiled
+from toolkit.compiler.compiled import uses_circle_only
+from toolkit.compiler.pass_manager import model_origins
+from toolkit.compiler.passes import DEFAULT_PASSES, FuseActivation
 from toolkit.costs import op_macs
 from toolkit.errors import PassError, ToolkitError
 from toolkit.formats.debug_handles import (
@@ -257,11 +257,9 @@ def test_named_debug_identifiers(tmp_path: Path) -> None:
     assert c.debug_handles()["handle"].tolist()[0] == c.ops[0].name
 
 
-def test_toolkit_compile_is_callable() -> None:
-    import toolkit.compile
-
+def test_toolkit_compile_is_a_function() -> None:
     model = tk.load(ROOT / "sample_models" / "cnn.tflite")
-    assert isinstance(toolkit.compile(model), CompiledModel)
+    assert isinstance(tk.compile(model), CompiledModel)
     assert isinstance(tk.compile(model, None, Target(buffer_bytes=1024)), CompiledModel)
 
 
@@ -305,7 +303,7 @@ def test_bad_arguments() -> None:
 
 
 def test_pass_error_from_pipeline() -> None:
-    from toolkit.compile.passes import GraphPass
+    from toolkit.compiler.passes import GraphPass
 
     class Broken(GraphPass):
         name = "broken"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from toolkit.compile import CompiledModel, compile_model
-from toolkit.compile.compiled import DEBUG_DB_TABLES
+from toolkit.compiler import CompiledModel, compile_model
+from toolkit.compiler.compiled import DEBUG_DB_TABLES
 from toolkit.formats.vela_db import LEGACY_TABLES, VelaDebugDB, read_debug_db
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from toolkit.builder import ModelBuilder
-from toolkit.compile import Target, compile_model
-from toolkit.compile.lowering import Command, can_stripe, estimate_cycles, lower, stripe_rows
+from toolkit.compiler import Target, compile_model
+from toolkit.compiler.lowering import Command, can_stripe, estimate_cycles, lower, stripe_rows
 from toolkit.costs import op_const_bytes, op_input_bytes, op_macs, op_output_bytes
 from toolkit.errors import ToolkitError
 from toolkit.ir import Model

@@ -21,10 +21,10 @@ from toolkit.errors import PartitionError, ToolkitError
 from toolkit.formats.conn_file import read_connection
 from toolkit.formats.part_file import PartSpec, format_part
 from toolkit.ir import Graph, Model
-from toolkit.partition import PartitionResult, partition
-from toolkit.partition.chain import litert_runner, run_connection
-from toolkit.partition.cli import main_partition
-from toolkit.partition.grouping import group_ops
+from toolkit.partitioner import PartitionResult, partition
+from toolkit.partitioner.chain import litert_runner, run_connection
+from toolkit.partitioner.cli import main_partition
+from toolkit.partitioner.grouping import group_ops
 from toolkit.runtime.interpreter import run
 
 STEM = "Net_InstanceNorm_003"
@@ -134,7 +134,7 @@ def test_cli_overrides_and_tflite_input(tmp_path: Path, capsys) -> None:
 
 
 def test_tk_partition_is_callable_whatever_was_imported_first() -> None:
-    import toolkit.partition.chain  # noqa: F401  (binds toolkit.partition to the package)
+    import toolkit.partitioner.chain  # noqa: F401  (binds toolkit.partitioner to the package)
 
     result = tk.partition(instance_norm_003(), REFERENCE_PART)
     assert isinstance(result, PartitionResult) and result.conn_json() == REFERENCE_JSON

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.builder import ModelBuilder
-from toolkit.compile.copy_model import copy_model
-from toolkit.compile.pass_manager import PassManager
-from toolkit.compile.passes import EliminateCommonSubexpressions, EliminateDeadCode
+from toolkit.compiler.copy_model import copy_model
+from toolkit.compiler.pass_manager import PassManager
+from toolkit.compiler.passes import EliminateCommonSubexpressions, EliminateDeadCode
 from toolkit.ir import Model
 from toolkit.runtime.interpreter import run
 

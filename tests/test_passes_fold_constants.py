@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from toolkit.builder import ModelBuilder
-from toolkit.compile.copy_model import copy_model
-from toolkit.compile.pass_manager import PassManager
-from toolkit.compile.passes import FoldConstants
+from toolkit.compiler.copy_model import copy_model
+from toolkit.compiler.pass_manager import PassManager
+from toolkit.compiler.passes import FoldConstants
 from toolkit.ir import Model, Quantization
 from toolkit.runtime.interpreter import run
 

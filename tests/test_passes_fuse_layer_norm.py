@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from toolkit.builder import ModelBuilder
-from toolkit.compile.copy_model import copy_model
-from toolkit.compile.pass_manager import PassManager
-from toolkit.compile.passes import FuseInstanceNorm, FuseLayerNorm
+from toolkit.compiler.copy_model import copy_model
+from toolkit.compiler.pass_manager import PassManager
+from toolkit.compiler.passes import FuseInstanceNorm, FuseLayerNorm
 from toolkit.formats.flatbuffer_read import load
 from toolkit.formats.flatbuffer_write import write_model
 from toolkit.ir import Model, Tensor

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from toolkit.builder import ModelBuilder
-from toolkit.compile.copy_model import copy_model
-from toolkit.compile.pass_manager import PassManager, model_origins
-from toolkit.compile.passes import (
+from toolkit.compiler.copy_model import copy_model
+from toolkit.compiler.pass_manager import PassManager, model_origins
+from toolkit.compiler.passes import (
     DEFAULT_PASSES,
     PASSES,
     FuseActivation,
@@ -127,7 +127,7 @@ def test_broken_graph_is_a_pass_error() -> None:
 
 
 def test_origins_conserved_by_default_passes() -> None:
-    from toolkit.compile.pipeline import resolve_passes
+    from toolkit.compiler.pipeline import resolve_passes
 
     model = _model()
     work = copy_model(model)

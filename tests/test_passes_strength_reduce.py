@@ -7,7 +7,7 @@ import pytest
 
 import toolkit as tk
 from toolkit.builder import ModelBuilder
-from toolkit.compile.passes import StrengthReduce
+from toolkit.compiler.passes import StrengthReduce
 
 
 def _model(op: str, c: float, dtype=np.float32) -> tk.Model:

@@ -229,7 +229,7 @@ def _three_ways(it: Interpreter, x: dict) -> list[dict]:
 
 @pytest.mark.parametrize("limit", [512, 0], ids=["generated", "loop"])
 def test_generated_code_and_the_large_model_loop_agree(monkeypatch, limit: int) -> None:
-    from toolkit.compile import Target, compile_model
+    from toolkit.compiler import Target, compile_model
     from toolkit.runtime import codegen
 
     monkeypatch.setattr(codegen, "LOCALS_LIMIT", limit)

@@ -10,7 +10,7 @@ import pytest
 from support import ALL_TFLITE, SAMPLES
 
 import toolkit as tk
-from toolkit.compile import compile_model
+from toolkit.compiler import compile_model
 from toolkit.formats.chrome_trace import write_chrome_trace, write_trace_csv
 from toolkit.runtime.interpreter import run
 from toolkit.trace import POLICIES, read_trace, trace_join

@@ -276,7 +276,7 @@ def _random_model(draw: Any) -> Any:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), policy=st.sampled_from(POLICIES))
 def test_random_built_models_compiled_and_joined(data: Any, policy: str) -> None:
-    from toolkit.compile import compile_model
+    from toolkit.compiler import compile_model
 
     model = _random_model(data.draw)
     compiled = compile_model(model)

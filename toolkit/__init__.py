@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolkit import compile, formats, partition, schema  # compile/partition: callable modules
+from toolkit import formats, schema
 from toolkit.errors import ToolkitError
 from toolkit.formats.flatbuffer_read import load
 from toolkit.formats.flatbuffer_write import save
@@ -29,8 +29,10 @@ __all__ = [
 __version__ = "0.1.0"
 
 _LAZY = {
-    "CompiledModel": ("toolkit.compile", "CompiledModel"),
-    "Target": ("toolkit.compile", "Target"),
+    "compile": ("toolkit.compiler", "compile_model"),
+    "partition": ("toolkit.partitioner", "partition"),
+    "CompiledModel": ("toolkit.compiler", "CompiledModel"),
+    "Target": ("toolkit.compiler", "Target"),
     "run": ("toolkit.runtime.interpreter", "run"),
     "read_trace": ("toolkit.trace", "read_trace"),
     "trace_join": ("toolkit.trace", "trace_join"),

@@ -95,7 +95,7 @@ def cmd_run(argv: Sequence[str]) -> int:
 
     target: object = a.model
     if a.model.is_dir():
-        from toolkit.compile import load_compiled
+        from toolkit.compiler import load_compiled
 
         target = load_compiled(a.model)
     want_trace = a.trace is not None or a.csv is not None
@@ -126,7 +126,7 @@ def cmd_compile(argv: Sequence[str]) -> int:
     p.add_argument("--buffer-bytes", type=int, help="target buffer size (stripes above it)")
     p.add_argument("--passes", help="comma-separated pass names (default: all)")
     a = p.parse_args(argv)
-    from toolkit.compile import Target, compile_model
+    from toolkit.compiler import Target, compile_model
     from toolkit.formats.flatbuffer_read import load
 
     target = Target(buffer_bytes=a.buffer_bytes) if a.buffer_bytes else None
@@ -162,7 +162,7 @@ def cmd_vela(argv: Sequence[str]) -> int:
 
 
 def _partition(argv: Sequence[str]) -> int:
-    from toolkit.partition.cli import main_partition
+    from toolkit.partitioner.cli import main_partition
 
     return main_partition(list(argv))
 

@@ -52,7 +52,7 @@ def _table(df: pd.DataFrame, n: int = 12) -> str:
 
 def compile_run_join(out: Path) -> None:
     """Steps 1-3 on the CNN sample; writes into ``out/cnn``."""
-    from toolkit.compile import Target, compile_model
+    from toolkit.compiler import Target, compile_model
     from toolkit.formats.chrome_trace import write_chrome_trace
     from toolkit.trace import trace_join
     from toolkit.trace.export import to_chrome_trace, to_model_explorer
@@ -93,7 +93,7 @@ def compile_run_join(out: Path) -> None:
 
 def partition_example(out: Path) -> None:
     """Step 4: circle-partitioner's Net_InstanceNorm_003 example; writes ``out/partition``."""
-    from toolkit.partition import partition
+    from toolkit.partitioner import partition
 
     d = out / "partition"
     d.mkdir(parents=True, exist_ok=True)

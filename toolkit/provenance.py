@@ -1,6 +1,6 @@
 """The provenance tables every stage agrees on.
 
-A compiled model (``toolkit.compile``), a partitioned model (``toolkit.partition``) and a Vela
+A compiled model (``toolkit.compiler``), a partitioned model (``toolkit.partitioner``) and a Vela
 output (``toolkit.read_vela``) all describe the same thread::
 
     original layer ──< source op >── compiled op ──< command >── trace event

@@ -367,14 +367,14 @@ def run(model: Any, inputs: Any = None, *, trace: bool = False, repeat: int = 1,
     if isinstance(model, (str, Path)):
         p = Path(model)
         if p.name.endswith((".conn.json", ".conn.ini")):
-            from toolkit.partition.chain import run_connection
+            from toolkit.partitioner.chain import run_connection
 
             return run_connection(p, inputs, trace=trace, repeat=repeat, tracer=tracer)
         from toolkit.formats.flatbuffer_read import load
 
         model = load(p)
     if type(model).__name__ == "PartitionResult":
-        from toolkit.partition.chain import run_connection
+        from toolkit.partitioner.chain import run_connection
 
         return run_connection(model, inputs, trace=trace, repeat=repeat, tracer=tracer)
     it = Interpreter(model)

@@ -116,7 +116,7 @@ def as_provenance(obj: Any) -> Provenance:
     from toolkit.ir import Model
 
     if isinstance(obj, Model):
-        from toolkit.compile import compile_model
+        from toolkit.compiler import compile_model
 
         return compile_model(obj, passes=[])
     if isinstance(obj, (str, os.PathLike)):

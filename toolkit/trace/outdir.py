@@ -25,7 +25,7 @@ def load_provenance(path: str | os.PathLike[str]) -> Provenance:
         ToolkitError: the path does not exist, is not a model or compiled folder, or its files
             do not belong together.
     """
-    from toolkit.compile import compile_model, load_compiled
+    from toolkit.compiler import compile_model, load_compiled
 
     p = Path(path)
     if p.is_dir():

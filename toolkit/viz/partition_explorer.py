@@ -144,7 +144,7 @@ def experiment(model: Model, *, backends: list[str], default: str, comply: str =
     compared with the source model; with ``run=True`` the chain is also run ``repeat`` times
     traced and joined back to the original layers.
     """
-    from toolkit.partition import partition
+    from toolkit.partitioner import partition
     from toolkit.runtime.interpreter import Interpreter
     from toolkit.runtime.interpreter import run as run_model
     from toolkit.trace import trace_join

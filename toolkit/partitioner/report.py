@@ -33,7 +33,7 @@ from toolkit.ir import Op
 from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS
 
 if TYPE_CHECKING:
-    from toolkit.partition import PartitionResult
+    from toolkit.partitioner import PartitionResult
 
 __all__ = ["parts_table", "ops_table", "warnings_table", "source_ops", "layers",
            "optimised_ops", "origins", "commands", "debug_handles", "removed"]

@@ -23,19 +23,19 @@ eliminate_dead_code                remove    drops ops nothing reads
 
 from __future__ import annotations
 
-from toolkit.compile.passes.base import GraphPass, PassResult
-from toolkit.compile.passes.cancel_quantize_pairs import CancelQuantizePairs
-from toolkit.compile.passes.cancel_transposes import CancelTransposes
-from toolkit.compile.passes.eliminate_common_subexpressions import EliminateCommonSubexpressions
-from toolkit.compile.passes.eliminate_dead_code import EliminateDeadCode
-from toolkit.compile.passes.fold_batch_norm import FoldBatchNorm
-from toolkit.compile.passes.fold_constants import FoldConstants
-from toolkit.compile.passes.fuse_activation import FuseActivation
-from toolkit.compile.passes.fuse_bias_add import FuseBiasAdd
-from toolkit.compile.passes.fuse_instance_norm import FuseInstanceNorm
-from toolkit.compile.passes.fuse_layer_norm import FuseLayerNorm
-from toolkit.compile.passes.remove_noop_reshape import RemoveNoopReshape
-from toolkit.compile.passes.strength_reduce import StrengthReduce
+from toolkit.compiler.passes.base import GraphPass, PassResult
+from toolkit.compiler.passes.cancel_quantize_pairs import CancelQuantizePairs
+from toolkit.compiler.passes.cancel_transposes import CancelTransposes
+from toolkit.compiler.passes.eliminate_common_subexpressions import EliminateCommonSubexpressions
+from toolkit.compiler.passes.eliminate_dead_code import EliminateDeadCode
+from toolkit.compiler.passes.fold_batch_norm import FoldBatchNorm
+from toolkit.compiler.passes.fold_constants import FoldConstants
+from toolkit.compiler.passes.fuse_activation import FuseActivation
+from toolkit.compiler.passes.fuse_bias_add import FuseBiasAdd
+from toolkit.compiler.passes.fuse_instance_norm import FuseInstanceNorm
+from toolkit.compiler.passes.fuse_layer_norm import FuseLayerNorm
+from toolkit.compiler.passes.remove_noop_reshape import RemoveNoopReshape
+from toolkit.compiler.passes.strength_reduce import StrengthReduce
 
 __all__ = [
     "GraphPass", "PassResult", "PASSES", "DEFAULT_PASSES", "CancelQuantizePairs",

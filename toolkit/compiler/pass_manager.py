@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from toolkit.compile.passes.base import GraphPass, PassResult
+from toolkit.compiler.passes.base import GraphPass, PassResult
 from toolkit.errors import PassError, ToolkitError
 from toolkit.ir import Model
 

@@ -1,6 +1,6 @@
 """The shared loop of the normalisation fusions: find, accept, fuse.
 
-:class:`NormFusion` runs :func:`~toolkit.compile.passes._norm_pattern.match_norm` from every
+:class:`NormFusion` runs :func:`~toolkit.compiler.passes._norm_pattern.match_norm` from every
 MEAN op, keeps the matches its subclass accepts, adds their gamma and beta as float32
 constants (rounded once from float64) and lets the subclass write the fused op.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.compile.passes._norm_pattern import NormMatch, match_norm
-from toolkit.compile.passes.base import GraphPass
+from toolkit.compiler.passes._norm_pattern import NormMatch, match_norm
+from toolkit.compiler.passes.base import GraphPass
 from toolkit.ir import Graph, Tensor
 
 __all__ = ["NormFusion"]

@@ -2,7 +2,7 @@
 
 The parts come from a connection file (``.conn.json`` / ``.conn.ini``; part files are read
 from its folder), a :class:`~toolkit.formats.conn_file.Connection` or a
-:class:`~toolkit.partition.PartitionResult` (its in-memory part models). Each part runs with a
+:class:`~toolkit.partitioner.PartitionResult` (its in-memory part models). Each part runs with a
 per-model runner ``run(model, inputs) -> {name: array}``: by default the reference runtime;
 :func:`litert_runner` gives one backed by LiteRT.
 """
@@ -64,7 +64,7 @@ def _backend_of(file: str) -> str:
 
 def _stages(conn: Any) -> tuple[list[_Stage], Connection, Model | None]:
     """Return the parts to run, the connection and the source model when at hand."""
-    from toolkit.partition import PartitionResult
+    from toolkit.partitioner import PartitionResult
 
     if isinstance(conn, PartitionResult):
         c = conn.connection()

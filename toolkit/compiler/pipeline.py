@@ -1,9 +1,9 @@
 """``compile_model``: copy, optimise, lower, and collect provenance.
 
 The steps: load the model if given a path; copy it (the caller's model is never changed); run
-the passes with the :class:`~toolkit.compile.pass_manager.PassManager`; lower subgraph 0 to the
+the passes with the :class:`~toolkit.compiler.pass_manager.PassManager`; lower subgraph 0 to the
 command queue for the target; give every compiled op a debug handle. The result is a
-:class:`~toolkit.compile.compiled.CompiledModel`.
+:class:`~toolkit.compiler.compiled.CompiledModel`.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from toolkit.compile.compiled import CompiledModel
-from toolkit.compile.copy_model import copy_model
-from toolkit.compile.lowering import lower
-from toolkit.compile.pass_manager import PassManager
-from toolkit.compile.passes import DEFAULT_PASSES, PASSES, GraphPass
-from toolkit.compile.target import Target
+from toolkit.compiler.compiled import CompiledModel
+from toolkit.compiler.copy_model import copy_model
+from toolkit.compiler.lowering import lower
+from toolkit.compiler.pass_manager import PassManager
+from toolkit.compiler.passes import DEFAULT_PASSES, PASSES, GraphPass
+from toolkit.compiler.target import Target
 from toolkit.errors import ToolkitError
 from toolkit.formats.debug_handles import DelegateMappingBuilder
 from toolkit.ir import Model, Tensor

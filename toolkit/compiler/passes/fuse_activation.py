@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from toolkit.compile.passes._match import (
+from toolkit.compiler.passes._match import (
     ACT,
     is_float32,
     op_is_static,
@@ -24,7 +24,7 @@ from toolkit.compile.passes._match import (
     sole_consumer,
     with_options,
 )
-from toolkit.compile.passes.base import GraphPass
+from toolkit.compiler.passes.base import GraphPass
 from toolkit.ir import Graph, Op
 
 __all__ = ["FuseActivation"]

@@ -58,7 +58,7 @@ def main_partition(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     from toolkit.formats.flatbuffer_read import load
-    from toolkit.partition import partition
+    from toolkit.partitioner import partition
 
     work = Path(args.work_path or ".")
     try:

@@ -35,7 +35,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from toolkit.compile.target import Target
+from toolkit.compiler.target import Target
 from toolkit.costs import nbytes, op_const_bytes, op_input_bytes, op_macs, op_output_bytes
 from toolkit.ir import Op, Tensor
 

@@ -21,8 +21,8 @@ import math
 import numpy as np
 
 from toolkit.builder import options_for
-from toolkit.compile.passes._match import const_array, is_float32, op_is_static
-from toolkit.compile.passes.base import GraphPass
+from toolkit.compiler.passes._match import const_array, is_float32, op_is_static
+from toolkit.compiler.passes.base import GraphPass
 from toolkit.ir import Graph, Op
 
 __all__ = ["StrengthReduce"]

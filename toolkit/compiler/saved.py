@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from toolkit.compile.compiled import CompiledModel
-from toolkit.compile.lowering import lower
-from toolkit.compile.target import Target
+from toolkit.compiler.compiled import CompiledModel
+from toolkit.compiler.lowering import lower
+from toolkit.compiler.target import Target
 from toolkit.errors import ToolkitError
 from toolkit.formats.debug_handles import read_debug_handles
 from toolkit.formats.flatbuffer_read import load

@@ -10,8 +10,8 @@ distinct tensor).
 
 from __future__ import annotations
 
-from toolkit.compile.passes._match import is_graph_output, op_is_static, same_type
-from toolkit.compile.passes.base import GraphPass
+from toolkit.compiler.passes._match import is_graph_output, op_is_static, same_type
+from toolkit.compiler.passes.base import GraphPass
 from toolkit.ir import Graph, Op
 
 __all__ = ["RemoveNoopReshape", "can_bypass"]

@@ -2,7 +2,7 @@
 
 A :class:`Target` is a plain, validated value. The lowering reads ``buffer_bytes`` (when to cut
 an op into stripes), ``command_bytes`` (size of one command in the queue) and the throughput
-figures of the cost model (see :mod:`toolkit.compile.lowering`).
+figures of the cost model (see :mod:`toolkit.compiler.lowering`).
 """
 
 from __future__ import annotations

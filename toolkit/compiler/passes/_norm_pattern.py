@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolkit.compile.passes._match import (
+from toolkit.compiler.passes._match import (
     const_array,
     is_float32,
     is_graph_output,

@@ -14,9 +14,9 @@ output.
 
 from __future__ import annotations
 
-from toolkit.compile.passes._match import is_graph_output, op_is_static, same_type
-from toolkit.compile.passes.base import GraphPass
-from toolkit.compile.passes.remove_noop_reshape import can_bypass
+from toolkit.compiler.passes._match import is_graph_output, op_is_static, same_type
+from toolkit.compiler.passes.base import GraphPass
+from toolkit.compiler.passes.remove_noop_reshape import can_bypass
 from toolkit.ir import Graph, Op
 
 __all__ = ["CancelQuantizePairs"]

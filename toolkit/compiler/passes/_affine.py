@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from toolkit.compile.passes._match import (
+from toolkit.compiler.passes._match import (
     const_array,
     const_name,
     is_float32,

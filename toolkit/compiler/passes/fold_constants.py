@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from toolkit.compile.passes._match import ACT, const_array, is_graph_output, op_is_static
-from toolkit.compile.passes.base import GraphPass
+from toolkit.compiler.passes._match import ACT, const_array, is_graph_output, op_is_static
+from toolkit.compiler.passes.base import GraphPass
 from toolkit.ir import Graph, Op
 
 __all__ = ["FoldConstants", "FOLDERS"]

@@ -7,8 +7,8 @@
     tk.run("work/Net_InstanceNorm_003.conn.json", inputs)   # parts chained in order
 
 Each op is placed on a backend by the ``.part`` rules (:mod:`toolkit.formats.part_file`),
-ops are grouped into parts (:mod:`toolkit.partition.grouping`), and each part becomes a model
-of its own that keeps the source model's origin ids (:mod:`toolkit.partition.build`).
+ops are grouped into parts (:mod:`toolkit.partitioner.grouping`), and each part becomes a model
+of its own that keeps the source model's origin ids (:mod:`toolkit.partitioner.build`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import sys
 import tempfile
-import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +28,9 @@ from toolkit.errors import PartitionError
 from toolkit.formats.conn_file import Connection, ConnPart, format_conn_ini, format_conn_json
 from toolkit.formats.part_file import PartSpec, as_part_spec
 from toolkit.ir import Model
-from toolkit.partition import report
-from toolkit.partition.build import build_part
-from toolkit.partition.grouping import Placement, group_ops, place_ops
+from toolkit.partitioner import report
+from toolkit.partitioner.build import build_part
+from toolkit.partitioner.grouping import Placement, group_ops, place_ops
 
 __all__ = ["partition", "PartitionResult", "Part", "part_file_name"]
 
@@ -149,22 +147,22 @@ class PartitionResult:
 
     # ----------------------------------------------------------- running
     def run(self, inputs: Any = None, **kw: Any) -> Any:
-        """Chain the parts on ``inputs``; see :func:`toolkit.partition.chain.run_connection`."""
-        from toolkit.partition.chain import run_connection
+        """Chain the parts on ``inputs``; see :func:`toolkit.partitioner.chain.run_connection`."""
+        from toolkit.partitioner.chain import run_connection
 
         return run_connection(self, inputs, **kw)
 
     # ------------------------------------------------------------ report
     def parts_table(self) -> pd.DataFrame:
-        """One row per part; see :func:`toolkit.partition.report.parts_table`."""
+        """One row per part; see :func:`toolkit.partitioner.report.parts_table`."""
         return report.parts_table(self)
 
     def ops_table(self) -> pd.DataFrame:
-        """One row per source op; see :func:`toolkit.partition.report.ops_table`."""
+        """One row per source op; see :func:`toolkit.partitioner.report.ops_table`."""
         return report.ops_table(self)
 
     def warnings_table(self) -> pd.DataFrame:
-        """One row per warning; see :func:`toolkit.partition.report.warnings_table`."""
+        """One row per warning; see :func:`toolkit.partitioner.report.warnings_table`."""
         return report.warnings_table(self)
 
     def source_ops(self) -> pd.DataFrame:
@@ -349,18 +347,3 @@ def partition(model: Model | str | os.PathLike[str], part: Any,
     if work_path is not None:
         result.write(work_path)
     return result
-
-
-class _CallablePackage(types.ModuleType):
-    """This package, callable as :func:`partition`.
-
-    ``toolkit.partition`` names the function once ``tk.partition`` has been looked up, but the
-    package itself when a submodule (``toolkit.partition.chain``) was imported first; both
-    spellings of ``tk.partition(model, part)`` then work.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> PartitionResult:
-        return partition(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallablePackage

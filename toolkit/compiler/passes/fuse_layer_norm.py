@@ -2,7 +2,7 @@
 
 Origins: **fuse**. One new op replaces the whole subgraph (as converters write it: MEAN,
 SQUARED_DIFFERENCE, MEAN, ADD, RSQRT, MUL, MUL, SUB, ADD, or with NEG, or without gamma; see
-:mod:`toolkit.compile.passes._norm_pattern`) and inherits the union of their origins.
+:mod:`toolkit.compiler.passes._norm_pattern`) and inherits the union of their origins.
 
 circle has no layer-norm builtin, so the op is a custom op:
 
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import struct
 
-from toolkit.compile.passes._norm_fusion import NormFusion
-from toolkit.compile.passes._norm_pattern import NormMatch
+from toolkit.compiler.passes._norm_fusion import NormFusion
+from toolkit.compiler.passes._norm_pattern import NormMatch
 from toolkit.ir import Graph, Tensor
 
 __all__ = ["FuseLayerNorm", "LAYER_NORM_CODE", "layer_norm_options"]

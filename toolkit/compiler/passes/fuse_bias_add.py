@@ -12,9 +12,9 @@ elsewhere, dynamic shapes.
 
 from __future__ import annotations
 
-from toolkit.compile.passes._affine import channel_const, fold_affine, foldable_producer
-from toolkit.compile.passes._match import is_float32
-from toolkit.compile.passes.base import GraphPass
+from toolkit.compiler.passes._affine import channel_const, fold_affine, foldable_producer
+from toolkit.compiler.passes._match import is_float32
+from toolkit.compiler.passes.base import GraphPass
 from toolkit.ir import Graph, Op
 
 __all__ = ["FuseBiasAdd"]

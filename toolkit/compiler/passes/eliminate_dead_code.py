@@ -5,14 +5,14 @@ Origins: **remove**. Each dead op disappears and its origin is recorded as remov
 run removes whole dead chains in time linear in their size.
 
 Kept: graph outputs and their producers, ops with side effects or state (see
-:func:`~toolkit.compile.passes.eliminate_common_subexpressions.is_pure`).
+:func:`~toolkit.compiler.passes.eliminate_common_subexpressions.is_pure`).
 """
 
 from __future__ import annotations
 
-from toolkit.compile.passes._match import is_graph_output
-from toolkit.compile.passes.base import GraphPass
-from toolkit.compile.passes.eliminate_common_subexpressions import is_pure
+from toolkit.compiler.passes._match import is_graph_output
+from toolkit.compiler.passes.base import GraphPass
+from toolkit.compiler.passes.eliminate_common_subexpressions import is_pure
 from toolkit.ir import Graph, Op
 
 __all__ = ["EliminateDeadCode"]

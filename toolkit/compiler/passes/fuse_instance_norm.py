@@ -7,7 +7,7 @@ inherits the union of their origins.
 Matches both ONE's Net_InstanceNorm_003 arrangement
 (``Div(Sub(x, mean), Pow(var + eps, 0.5)) * gamma + beta``, fused activation on the last ADD)
 and TensorFlow's (``Mean, SquaredDifference, Mean, Add, Rsqrt, Mul, ...``): see
-:mod:`toolkit.compile.passes._norm_pattern`. The input must be rank 4 (NHWC) reduced over
+:mod:`toolkit.compiler.passes._norm_pattern`. The input must be rank 4 (NHWC) reduced over
 axes 1 and 2; gamma and beta become ``[C]`` float32 constants (rounded once from float64).
 
 Left alone: other reduction axes (see :mod:`fuse_layer_norm` for the last axis), non-float32
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.compile.passes._match import ACT
-from toolkit.compile.passes._norm_fusion import NormFusion
-from toolkit.compile.passes._norm_pattern import NormMatch
+from toolkit.compiler.passes._match import ACT
+from toolkit.compiler.passes._norm_fusion import NormFusion
+from toolkit.compiler.passes._norm_pattern import NormMatch
 from toolkit.ir import Graph, Tensor
 from toolkit.schema import OPTIONS_CLASS
 

@@ -11,14 +11,14 @@ a pair from a graph input straight to a graph output.
 
 from __future__ import annotations
 
-from toolkit.compile.passes._match import (
+from toolkit.compiler.passes._match import (
     const_array,
     is_graph_output,
     op_is_static,
     same_type,
 )
-from toolkit.compile.passes.base import GraphPass
-from toolkit.compile.passes.remove_noop_reshape import can_bypass
+from toolkit.compiler.passes.base import GraphPass
+from toolkit.compiler.passes.remove_noop_reshape import can_bypass
 from toolkit.ir import Graph, Op
 
 __all__ = ["CancelTransposes"]

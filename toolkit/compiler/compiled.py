@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from toolkit.compile.lowering import Command
-from toolkit.compile.pass_manager import PassRun
-from toolkit.compile.target import Target
+from toolkit.compiler.lowering import Command
+from toolkit.compiler.pass_manager import PassRun
+from toolkit.compiler.target import Target
 from toolkit.costs import kernel_dims, ofm_dims, op_macs, op_output_bytes
 from toolkit.formats.debug_handles import encode_debug_handles
 from toolkit.formats.flatbuffer_write import atomic_write, write_model
@@ -92,12 +92,12 @@ class CompiledModel:
 
     Attributes:
         source: the model as given (never modified); None for a compiled model read back
-            from files by :func:`~toolkit.compile.saved.load_compiled`.
+            from files by :func:`~toolkit.compiler.saved.load_compiled`.
         model: the compiled model.
         target: the :class:`Target` it was compiled for.
-        command_list: the command queue (:class:`~toolkit.compile.lowering.Command`), in order.
+        command_list: the command queue (:class:`~toolkit.compiler.lowering.Command`), in order.
         handles: debug handle of each compiled op (index = ``optimised_id``).
-        pass_runs: one :class:`~toolkit.compile.pass_manager.PassRun` per pass run.
+        pass_runs: one :class:`~toolkit.compiler.pass_manager.PassRun` per pass run.
     """
 
     source: Model | None
@@ -119,7 +119,7 @@ class CompiledModel:
                  handles: list[int | str], source_ops: pd.DataFrame, removed: pd.DataFrame,
                  source_file: str | None) -> CompiledModel:
         """Return a compiled model rebuilt from saved files: no source model, its source-op
-        and removed tables given as read (see :func:`~toolkit.compile.saved.load_compiled`)."""
+        and removed tables given as read (see :func:`~toolkit.compiler.saved.load_compiled`)."""
         new = cls(None, model, target, command_list, handles)
         new._source_frame = source_ops[SOURCE_COLUMNS].astype(SOURCE_DTYPES)
         new._removed_frame = removed[["source_id", "reason"]].astype(

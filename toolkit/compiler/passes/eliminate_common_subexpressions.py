@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.compile.passes._match import is_graph_output, same_type
-from toolkit.compile.passes.base import GraphPass
+from toolkit.compiler.passes._match import is_graph_output, same_type
+from toolkit.compiler.passes.base import GraphPass
 from toolkit.ir import Graph, Op, Tensor
 
 __all__ = ["EliminateCommonSubexpressions", "IMPURE_OPS", "PURE_CUSTOM_CODES", "is_pure"]
