@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import toolkit as tk
+from toolkit import run
 from toolkit.builder import ModelBuilder
 from toolkit.compiler import CompiledModel, Target, compile_model, load_compiled
 from toolkit.compiler.compiled import uses_circle_only
@@ -28,7 +29,6 @@ from toolkit.formats.flatbuffer_write import write_model
 from toolkit.formats.origin_tables import encode_op_table, encode_source_table
 from toolkit.ir import Model
 from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS, Provenance
-from toolkit.runtime.interpreter import run
 from toolkit.schema import fb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,12 +96,12 @@ def sample(request: pytest.FixtureRequest) -> tuple[Path, Model, CompiledModel]:
 def test_numerics_reference_runtime(sample: tuple[Path, Model, CompiledModel]) -> None:
     _, model, compiled = sample
     ins = _inputs(model)
-    want = run(model, ins)
-    assert_close(run(compiled, ins), want)  # command by command
-    assert_close(run(compiled.model, ins), want)  # op by op
+    want = run(model, ins).outputs
+    assert_close(run(compiled, ins).outputs, want)  # command by command
+    assert_close(run(compiled.model, ins).outputs, want)  # op by op
     striped = compile_model(model, target=Target(buffer_bytes=512))
     assert len(striped.command_list) >= len(compiled.command_list)
-    assert_close(run(striped, ins), want)
+    assert_close(run(striped, ins).outputs, want)
 
 
 def test_numerics_litert(sample: tuple[Path, Model, CompiledModel]) -> None:
@@ -236,7 +236,7 @@ def test_load_compiled_round_trip(sample: tuple[Path, Model, CompiledModel],
         pd.testing.assert_frame_equal(getattr(back, name)(), getattr(c, name)(), obj=name)
     assert back.target == c.target
     ins = _inputs(model)
-    assert_close(run(back, ins), run(c, ins))
+    assert_close(run(back, ins).outputs, run(c, ins).outputs)
 
 
 def test_debug_handles_file(sample: tuple[Path, Model, CompiledModel], tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from toolkit import run
 from toolkit.builder import ModelBuilder
 from toolkit.compiler import Target, compile_model
 from toolkit.compiler.lowering import Command, can_stripe, estimate_cycles, lower, stripe_rows
@@ -14,7 +15,6 @@ from toolkit.costs import op_const_bytes, op_input_bytes, op_macs, op_output_byt
 from toolkit.errors import ToolkitError
 from toolkit.ir import Model
 from toolkit.provenance import COMMAND_COLUMNS
-from toolkit.runtime.interpreter import run
 
 RNG = np.random.default_rng(8)
 
@@ -104,11 +104,11 @@ def test_striped_execution_equals_whole() -> None:
     striped = compile_model(model, passes=[], target=Target(buffer_bytes=256))
     assert len(striped.command_list) > len(whole.command_list)
     x = {"x": RNG.normal(size=(1, 17, 12, 4)).astype(np.float32)}
-    ref = run(model, x)["softmax"]
+    ref = run(model, x).outputs["softmax"]
     # stripes sum in another order (smaller windows), so float32 results may differ in the
     # last bits
-    np.testing.assert_allclose(run(whole, x)["softmax"], ref, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(run(striped, x)["softmax"], ref, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(run(whole, x).outputs["softmax"], ref, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(run(striped, x).outputs["softmax"], ref, rtol=1e-5, atol=1e-7)
 
 
 def test_which_ops_can_stripe() -> None:

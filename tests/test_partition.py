@@ -16,16 +16,16 @@ from support import SAMPLES
 from test_part_file import REFERENCE_INI, REFERENCE_JSON, REFERENCE_PART
 
 import toolkit as tk
+from toolkit import run
 from toolkit.builder import ModelBuilder
 from toolkit.errors import PartitionError, ToolkitError
 from toolkit.formats.conn_file import read_connection
 from toolkit.formats.part_file import PartSpec, format_part
 from toolkit.ir import Graph, Model
 from toolkit.partitioner import PartitionResult, partition
-from toolkit.partitioner.chain import litert_runner, run_connection
 from toolkit.partitioner.cli import main_partition
 from toolkit.partitioner.grouping import group_ops
-from toolkit.runtime.interpreter import run
+from toolkit.runtime.chain import litert_runner, run_connection
 
 STEM = "Net_InstanceNorm_003"
 SAMPLE_MODELS = sorted(p for p in [*SAMPLES.glob("*.tflite"), *SAMPLES.glob("*.circle"),
@@ -109,7 +109,7 @@ def test_reference_example_from_the_sample_file_and_cli(tmp_path: Path) -> None:
     assert (tmp_path / f"{STEM}.conn.ini").read_text() == REFERENCE_INI
     model = tk.load(tmp_path / f"{STEM}.circle")
     x = _inputs(model)
-    got = run_connection(tmp_path / f"{STEM}.conn.ini", x, run=litert_runner())
+    got = run_connection(tmp_path / f"{STEM}.conn.ini", x, run=litert_runner()).outputs
     want = litert_runner()(model, x)
     np.testing.assert_array_equal(got["Add_as_terminal"], want["Add_as_terminal"])
 
@@ -134,7 +134,7 @@ def test_cli_overrides_and_tflite_input(tmp_path: Path, capsys) -> None:
 
 
 def test_tk_partition_is_callable_whatever_was_imported_first() -> None:
-    import toolkit.partitioner.chain  # noqa: F401  (binds toolkit.partitioner to the package)
+    import toolkit.runtime.chain  # noqa: F401  (binds toolkit.partitioner to the package)
 
     result = tk.partition(instance_norm_003(), REFERENCE_PART)
     assert isinstance(result, PartitionResult) and result.conn_json() == REFERENCE_JSON
@@ -150,14 +150,14 @@ def test_opname_gives_the_same_reference_partition() -> None:
 
 # ------------------------------------------------------- chaining = running the source
 def test_chain_is_bit_exact_with_the_reference_runtime(tmp_path: Path) -> None:
-    from toolkit.runtime.interpreter import run
+    from toolkit import run
 
     model = instance_norm_003()
     result = partition(model, REFERENCE_PART, work_path=tmp_path)
     x = _inputs(model)
-    want = run(model, x)
+    want = run(model, x).outputs
     for conn in (result, tmp_path / f"{STEM}.conn.json", tmp_path / f"{STEM}.conn.ini"):
-        for got in (run_connection(conn, x), run(conn, x)):
+        for got in (run_connection(conn, x).outputs, run(conn, x).outputs):
             for k in want:
                 np.testing.assert_array_equal(got[k], want[k])
     traced = run_connection(result, x, trace=True, repeat=2)
@@ -182,7 +182,7 @@ def test_chain_of_tflite_parts_in_litert(tmp_path: Path) -> None:
     x = _inputs(model)
     lr = litert_runner()
     want = lr(model, x)
-    got = run_connection(tmp_path / f"{STEM}.conn.json", x, run=lr)
+    got = run_connection(tmp_path / f"{STEM}.conn.json", x, run=lr).outputs
     np.testing.assert_allclose(got["Add_as_terminal"], want["Add_as_terminal"], rtol=1e-6,
                                atol=1e-6)
     traced = run_connection(result, x, run=lr, trace=True, repeat=2)
@@ -222,7 +222,7 @@ def test_every_sample_model_under_several_part_files(path: Path, tmp_path: Path)
     x = _inputs(model)
     lr = litert_runner()
     want = lr(model, x) if _runnable_in_litert(model) else None
-    ref = run(model, x)
+    ref = run(model, x).outputs
     for case, spec in _part_files(model).items():
         work = tmp_path / case
         (work).mkdir()
@@ -237,12 +237,12 @@ def test_every_sample_model_under_several_part_files(path: Path, tmp_path: Path)
         assert [[o.origins for o in m.graph.ops] for m in reloaded] == \
             [[o.origins for o in p.model.graph.ops] for p in result.parts]
         if ref is not None:
-            got = run_connection(work / f"{path.stem}.conn.json", x)
+            got = run_connection(work / f"{path.stem}.conn.json", x).outputs
             for k in ref:
                 np.testing.assert_array_equal(got[k], ref[k], err_msg=f"{case} {k}")
         if want is not None:
             result.write(work, ext=".tflite")
-            got = run_connection(work / f"{path.stem}.conn.json", x, run=lr)
+            got = run_connection(work / f"{path.stem}.conn.json", x, run=lr).outputs
             for k in want:
                 if np.issubdtype(want[k].dtype, np.floating):
                     np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-5,
@@ -313,12 +313,12 @@ def test_built_models_under_several_part_files(name: str, tmp_path: Path) -> Non
     for case, spec in _part_files(model).items():
         result = partition(model, spec)
         check_invariants(model, result)
-        got = run_connection(result, x, run=lr)
+        got = run_connection(result, x, run=lr).outputs
         for k in want:
             np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6,
                                        err_msg=f"{case} {k}")
-        ref = run(model, x)
-        got = run_connection(result, x)
+        ref = run(model, x).outputs
+        got = run_connection(result, x).outputs
         for k in ref:
             np.testing.assert_array_equal(got[k], ref[k])
 
@@ -446,7 +446,7 @@ def test_grouping_matches_the_merge_loop_and_chains(case: tuple[Model, list[str]
     x = _inputs(model)
     lr = litert_runner()
     want = lr(model, x)
-    got = run_connection(result, x, run=lr)
+    got = run_connection(result, x, run=lr).outputs
     for k in want:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-7)
 
@@ -640,6 +640,6 @@ def test_a_part_with_no_outputs_runs_in_litert_and_the_reference_runtime() -> No
     assert sorted(len(p.model.graph.outputs) for p in result.parts) == [0, 1]
     feed = {"x": np.linspace(-2, 2, 4, dtype=np.float32).reshape(1, 4)}
     want = np.tanh(feed["x"])
-    np.testing.assert_allclose(run_connection(result, feed, run=litert_runner())["y"], want,
+    np.testing.assert_allclose(run_connection(result, feed, run=litert_runner()).outputs["y"], want,
                                rtol=1e-6)
-    np.testing.assert_allclose(run_connection(result, feed)["y"], want, rtol=1e-6)
+    np.testing.assert_allclose(run_connection(result, feed).outputs["y"], want, rtol=1e-6)

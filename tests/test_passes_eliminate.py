@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from toolkit import run
 from toolkit.builder import ModelBuilder
 from toolkit.compiler.copy_model import copy_model
 from toolkit.compiler.pass_manager import PassManager
 from toolkit.compiler.passes import EliminateCommonSubexpressions, EliminateDeadCode
 from toolkit.ir import Model
-from toolkit.runtime.interpreter import run
 
 RNG = np.random.default_rng(6)
 
@@ -22,7 +22,7 @@ def _apply(model: Model) -> Model:
 
 def _same(a: Model, b: Model) -> None:
     ins = {t.name: RNG.normal(size=t.shape).astype(np.float32) for t in a.graph.inputs}
-    ra, rb = run(a, ins), run(b, ins)
+    ra, rb = run(a, ins).outputs, run(b, ins).outputs
     assert list(ra) == list(rb)
     for k in ra:
         np.testing.assert_array_equal(rb[k], ra[k])

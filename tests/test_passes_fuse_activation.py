@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from toolkit import run
 from toolkit.builder import ModelBuilder
 from toolkit.compiler.copy_model import copy_model
 from toolkit.compiler.pass_manager import PassManager
 from toolkit.compiler.passes import FuseActivation
 from toolkit.ir import Model, Quantization
-from toolkit.runtime.interpreter import run
 from toolkit.schema import ACTIVATION_CODES
 
 
@@ -23,7 +23,7 @@ def _apply(model: Model) -> Model:
 def _same_outputs(a: Model, b: Model, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     ins = {t.name: rng.uniform(-3, 3, t.shape).astype(np.float32) for t in a.graph.inputs}
-    ra, rb = run(a, ins), run(b, ins)
+    ra, rb = run(a, ins).outputs, run(b, ins).outputs
     for (ka, va), (kb, vb) in zip(ra.items(), rb.items()):
         assert ka == kb
         np.testing.assert_allclose(vb, va, rtol=1e-6, atol=1e-6)
@@ -126,7 +126,8 @@ def test_int8_fusion_keeps_outputs() -> None:
     out = _apply(model)
     rng = np.random.default_rng(0)
     x = rng.integers(-128, 128, (1, 4, 4, 2)).astype(np.int8)
-    np.testing.assert_array_equal(run(out, {"a": x})["act"], run(model, {"a": x})["act"])
+    np.testing.assert_array_equal(run(out, {"a": x}).outputs["act"],
+                                  run(model, {"a": x}).outputs["act"])
 
 
 def test_unknown_activation_rejected() -> None:

@@ -7,12 +7,12 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from toolkit import run
 from toolkit.builder import ModelBuilder
 from toolkit.compiler.copy_model import copy_model
 from toolkit.compiler.pass_manager import PassManager
 from toolkit.compiler.passes import FuseInstanceNorm, FuseLayerNorm
 from toolkit.ir import Model, Tensor
-from toolkit.runtime.interpreter import run
 from toolkit.schema import ACTIVATION_CODES
 
 C = 6
@@ -29,7 +29,7 @@ def _apply(model: Model) -> Model:
 
 def _check_numerics(a: Model, b: Model) -> None:
     ins = {t.name: RNG.normal(0, 2, t.shape).astype(np.float32) for t in a.graph.inputs}
-    ra, rb = run(a, ins), run(b, ins)
+    ra, rb = run(a, ins).outputs, run(b, ins).outputs
     for k in ra:
         np.testing.assert_allclose(rb[k], ra[k], rtol=1e-5, atol=1e-5 * np.abs(ra[k]).max())
 

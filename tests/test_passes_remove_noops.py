@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from toolkit import run
 from toolkit.builder import ModelBuilder
 from toolkit.compiler.copy_model import copy_model
 from toolkit.compiler.pass_manager import PassManager
 from toolkit.compiler.passes import CancelQuantizePairs, CancelTransposes, RemoveNoopReshape
 from toolkit.ir import Model, Quantization
-from toolkit.runtime.interpreter import run
 
 RNG = np.random.default_rng(2)
 PASSES = [RemoveNoopReshape(), CancelTransposes(), CancelQuantizePairs()]
@@ -30,7 +30,7 @@ def _same(a: Model, b: Model) -> None:
             ins[t.name] = RNG.normal(size=t.shape).astype(np.float32)
         else:
             ins[t.name] = RNG.integers(-128, 128, t.shape).astype(t.dtype)
-    ra, rb = run(a, ins), run(b, ins)
+    ra, rb = run(a, ins).outputs, run(b, ins).outputs
     assert list(ra) == list(rb)
     for k in ra:
         np.testing.assert_array_equal(rb[k], ra[k])

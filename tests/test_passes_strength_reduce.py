@@ -24,7 +24,7 @@ def _model(op: str, c: float, dtype=np.float32) -> tk.Model:
 def test_replaces_and_copies_origins(op, c, new) -> None:
     m = _model(op, c)
     x = {"x": np.random.default_rng(0).uniform(0.1, 2, (1, 3, 5)).astype(np.float32)}
-    before = tk.run(m, x)["out"]
+    before = tk.run(m, x).outputs["out"]
     old = m.graph.op("y")
     res = StrengthReduce()(m)
     assert res.modified
@@ -34,7 +34,7 @@ def test_replaces_and_copies_origins(op, c, new) -> None:
     assert y.origins == old.origins == {0}
     assert [r.relation for r in g.rewrites] == ["replace"]
     m.verify()
-    after = tk.run(m, x)["out"]
+    after = tk.run(m, x).outputs["out"]
     np.testing.assert_allclose(after, before, rtol=1e-6)
     if op == "DIV":
         np.testing.assert_array_equal(after, before)  # exact for powers of two

@@ -10,9 +10,10 @@ from support import ALL_TFLITE, SAMPLES, litert_run
 from test_partition import random_models
 
 import toolkit as tk
+from toolkit import run
 from toolkit.builder import ModelBuilder
 from toolkit.errors import RuntimeInputError, UnsupportedOpError
-from toolkit.runtime.interpreter import Interpreter, run
+from toolkit.runtime.interpreter import Interpreter
 from toolkit.runtime.tracer import EventTracer
 
 
@@ -104,8 +105,8 @@ def test_outputs_by_name_and_input_forms() -> None:
     m = tk.load(SAMPLES / "two_branch.tflite")
     it = Interpreter(m)
     x = it.random_inputs(3)
-    by_dict = run(m, x)
-    by_list = run(m, [x["left"], x["right"]])
+    by_dict = run(m, x).outputs
+    by_list = run(m, [x["left"], x["right"]]).outputs
     assert set(by_dict) == {"features", "scores"}
     for k in by_dict:
         np.testing.assert_array_equal(by_dict[k], by_list[k])
@@ -141,7 +142,7 @@ def test_dynamic_batch_via_shape_signature() -> None:
     y = mb.unary("RELU", x, name="y")
     y.shape_signature = (-1, 4)
     mb.output(y)
-    out = run(mb.build(), {"x": -np.ones((3, 4), np.float32)})
+    out = run(mb.build(), {"x": -np.ones((3, 4), np.float32)}).outputs
     assert out["y"].shape == (3, 4) and (out["y"] == 0).all()
 
 

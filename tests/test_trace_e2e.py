@@ -10,9 +10,10 @@ import pytest
 from support import ALL_TFLITE, SAMPLES
 
 import toolkit as tk
+from toolkit import run
 from toolkit.compiler import compile_model
 from toolkit.formats.chrome_trace import write_chrome_trace, write_trace_csv
-from toolkit.runtime.interpreter import run
+from toolkit.runtime.chain import run_connection
 from toolkit.trace import POLICIES, read_trace, trace_join
 from toolkit.trace.cli import main_trace_join
 
@@ -103,7 +104,7 @@ def test_partitioned_run_joins_back_to_source_layers() -> None:
     spec = {"partition": {"backends": "cpu,npu", "default": "cpu", "comply": "opcode"},
             "OPCODE": {"DIV": "npu", "POW": "npu"}}
     result = tk.partition(model, spec)
-    chained = result.run(None, trace=True, repeat=REPEAT)
+    chained = run_connection(result, None, trace=True, repeat=REPEAT)
     att = trace_join(chained.trace, result, policy="equal")
     att.check()
     assert att.key_used == "part_op"
@@ -115,7 +116,8 @@ def test_partitioned_run_joins_back_to_source_layers() -> None:
     frame = chained.trace.to_frame()
     assert backends.to_dict() == frame.groupby("backend")["dur_ns"].sum().to_dict()
     # another runner records one event per part call: joined by part, split over its ops
-    calls = result.run(None, trace=True, repeat=2, run=lambda m, x: run(m, x))
+    calls = run_connection(result, None, trace=True, repeat=2,
+                           run=lambda m, x: run(m, x).outputs)
     att = trace_join(calls.trace, result)
     att.check()
     assert att.key_used == "part"

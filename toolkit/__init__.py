@@ -3,52 +3,74 @@
     import toolkit as tk
     model = tk.load("sample_models/cnn.tflite")       # .tflite or .circle
     compiled = tk.compile(model)                        # origin-preserving passes + lowering
-    outputs, trace = tk.run(compiled, trace=True, repeat=5)
+    outputs, trace = tk.run(compiled, trace=True, repeat=5, warmup=2)
     att = tk.trace_join(trace, compiled, policy="macs")
     att.by_layer()                                      # time per original layer
 
-The face of the package is this module; everything else lives in sub-packages the user need
-not know (formats, ir, compile, partition, runtime, trace, vela, viz).
+The entry points (``load``, ``save``, ``compile``, ``partition``, ``run``, ``read_trace``,
+``trace_join``, ``read_vela``) are plain functions defined in :mod:`toolkit.api`. The packages
+behind them are nouns: ``formats``, ``ir``, ``compiler``, ``partitioner``, ``runtime``,
+``trace``, ``vela``, ``viz``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from toolkit import formats, schema
+from toolkit.api import (
+    compile,
+    load,
+    partition,
+    read_trace,
+    read_vela,
+    run,
+    save,
+    trace_join,
+)
 from toolkit.errors import ToolkitError
-from toolkit.formats.flatbuffer_read import load
-from toolkit.formats.flatbuffer_write import save
 from toolkit.ir import Graph, Model, Op, Quantization, Tensor
 
+if TYPE_CHECKING:
+    from toolkit.builder import ModelBuilder
+    from toolkit.compiler import CompiledModel, Target
+    from toolkit.partitioner import PartitionResult
+    from toolkit.runtime.result import RunResult
+    from toolkit.runtime.tracer import EventTracer
+    from toolkit.trace.attribution import Attribution
+    from toolkit.trace.read import Trace
+
 __all__ = [
-    "ToolkitError", "load", "save", "compile", "partition", "run", "read_trace",
-    "trace_join", "read_vela", "Graph", "Model", "Op", "Quantization", "Tensor",
-    "formats", "schema",
+    "load", "save", "compile", "partition", "run", "read_trace", "trace_join", "read_vela",
+    "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",
+    "CompiledModel", "Target", "PartitionResult", "RunResult", "EventTracer", "Trace",
+    "Attribution", "ModelBuilder",
 ]
 __version__ = "0.1.0"
 
+# Classes users name often, imported on first use so that `import toolkit` stays fast.
 _LAZY = {
-    "compile": ("toolkit.compiler", "compile_model"),
-    "partition": ("toolkit.partitioner", "partition"),
-    "CompiledModel": ("toolkit.compiler", "CompiledModel"),
-    "Target": ("toolkit.compiler", "Target"),
-    "run": ("toolkit.runtime.interpreter", "run"),
-    "read_trace": ("toolkit.trace", "read_trace"),
-    "trace_join": ("toolkit.trace", "trace_join"),
-    "read_vela": ("toolkit.vela", "read_vela"),
-    "ModelBuilder": ("toolkit.builder", "ModelBuilder"),
-    "EventTracer": ("toolkit.runtime.tracer", "EventTracer"),
+    "CompiledModel": "toolkit.compiler",
+    "Target": "toolkit.compiler",
+    "PartitionResult": "toolkit.partitioner",
+    "RunResult": "toolkit.runtime.result",
+    "EventTracer": "toolkit.runtime.tracer",
+    "Trace": "toolkit.trace.read",
+    "Attribution": "toolkit.trace.attribution",
+    "ModelBuilder": "toolkit.builder",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Import the heavier entry points on first use (``tk.compile``, ``tk.run``, ...)."""
-    spec = _LAZY.get(name)
-    if spec is None:
+    """Import the classes of :data:`_LAZY` on first use (``tk.Target`` ...)."""
+    module = _LAZY.get(name)
+    if module is None:
         raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(spec[0]), spec[1])
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """What tab completion offers: the entry points and classes, not import helpers."""
+    return sorted([*__all__, "__version__"])

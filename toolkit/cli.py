@@ -37,15 +37,15 @@ def _print_frame(df: pd.DataFrame, title: str | None = None) -> None:
 def cmd_inspect(argv: Sequence[str]) -> int:
     """``toolkit inspect MODEL [--tensors] [--origins] [--csv DIR]``."""
     p = argparse.ArgumentParser(prog="toolkit inspect", description=cmd_inspect.__doc__)
-    p.add_argument("model", type=Path)
+    p.add_argument("model", type=Path, help="a .tflite/.circle file or a compiled output folder")
     p.add_argument("--tensors", action="store_true", help="also print the tensors table")
     p.add_argument("--origins", action="store_true", help="also print (op, origin) pairs")
     p.add_argument("--subgraph", type=int, default=0)
     p.add_argument("--csv", type=Path, help="write the tables as CSV files into this folder")
     a = p.parse_args(argv)
-    from toolkit.formats.flatbuffer_read import load
+    from toolkit.model_arg import resolve_model
 
-    m = load(a.model)
+    m = resolve_model(a.model, purpose="toolkit inspect", accept=("model", "compiled")).model
     if not 0 <= a.subgraph < len(m.subgraphs):
         raise ToolkitError(f"subgraph {a.subgraph} does not exist", where=str(a.model),
                            fix=f"the model has {len(m.subgraphs)} subgraph(s)")
@@ -83,24 +83,23 @@ def cmd_run(argv: Sequence[str]) -> int:
     MODEL may be a .tflite/.circle file, a compiled output folder, or a .conn.json/.conn.ini.
     """
     p = argparse.ArgumentParser(prog="toolkit run", description=cmd_run.__doc__)
-    p.add_argument("model", type=Path)
+    p.add_argument("model", type=Path, help="a .tflite/.circle file, a compiled output folder "
+                                            "or a .conn.json/.conn.ini")
     p.add_argument("--inputs", type=Path, help=".npz with one array per input name "
                                               "(default: random inputs, seed 0)")
     p.add_argument("--repeat", type=int, default=1, help="number of inferences to record")
+    p.add_argument("--warmup", type=int, default=0,
+                   help="inferences to run first, untraced (default 0)")
     p.add_argument("--trace", type=Path, help="write a Chrome trace (JSON, .json.gz too)")
     p.add_argument("--csv", type=Path, help="write the trace as CSV")
     p.add_argument("--outputs", type=Path, help="write the outputs to this .npz")
     a = p.parse_args(argv)
-    from toolkit.runtime.interpreter import run
+    from toolkit.api import run
 
-    target: object = a.model
-    if a.model.is_dir():
-        from toolkit.compiler import load_compiled
-
-        target = load_compiled(a.model)
     want_trace = a.trace is not None or a.csv is not None
-    res = run(target, _load_inputs(a.inputs), trace=want_trace, repeat=a.repeat)
-    outputs = res.outputs if want_trace else res
+    res = run(a.model, _load_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
+              warmup=a.warmup)
+    outputs = res.outputs
     for name, arr in outputs.items():
         print(f"{name}: {arr.dtype} {list(arr.shape)} mean={float(np.mean(arr)):.6g}")
     if a.outputs:
@@ -121,17 +120,17 @@ def cmd_run(argv: Sequence[str]) -> int:
 def cmd_compile(argv: Sequence[str]) -> int:
     """``toolkit compile MODEL -o OUTDIR [--buffer-bytes N] [--passes a,b,...]``."""
     p = argparse.ArgumentParser(prog="toolkit compile", description=cmd_compile.__doc__)
-    p.add_argument("model", type=Path)
+    p.add_argument("model", type=Path, help="the .tflite/.circle model to compile")
     p.add_argument("-o", "--output", type=Path, required=True, help="output folder")
     p.add_argument("--buffer-bytes", type=int, help="target buffer size (stripes above it)")
     p.add_argument("--passes", help="comma-separated pass names (default: all)")
     a = p.parse_args(argv)
-    from toolkit.compiler import Target, compile_model
-    from toolkit.formats.flatbuffer_read import load
+    from toolkit.api import compile
+    from toolkit.compiler import Target
 
     target = Target(buffer_bytes=a.buffer_bytes) if a.buffer_bytes else None
     passes = a.passes.split(",") if a.passes else None
-    compiled = compile_model(load(a.model), passes=passes, target=target)
+    compiled = compile(a.model, passes=passes, target=target)
     written = compiled.save(a.output, stem=a.model.stem)
     print(f"{a.model}: {len(compiled.source.graph)} source ops -> "
           f"{len(compiled.model.graph)} compiled ops -> {len(compiled.commands())} commands")
@@ -148,7 +147,7 @@ def cmd_vela(argv: Sequence[str]) -> int:
     p.add_argument("--by", choices=["layer", "source_op"], default="layer")
     p.add_argument("--csv", type=Path)
     a = p.parse_args(argv)
-    from toolkit.vela import read_vela
+    from toolkit.api import read_vela
 
     att = read_vela(a.outdir, model=a.model).attribution()
     df = att.by_layer() if a.by == "layer" else att.by_source_op()

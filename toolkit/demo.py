@@ -67,8 +67,8 @@ def compile_run_join(out: Path) -> None:
         _say(f"          wrote {p}")
     _say(_table(compiled.rewrites()[["relation", "pass", "sources", "result"]], 20))
 
-    outputs, trace = tk.run(compiled, None, trace=True, repeat=10)
-    reference = tk.run(model, None)
+    outputs, trace = tk.run(compiled, None, trace=True, repeat=10, warmup=5)
+    reference = tk.run(model, None).outputs
     for name, arr in reference.items():
         np.testing.assert_allclose(outputs[name], arr, rtol=1e-5, atol=1e-6)
     events = trace.to_frame()
@@ -103,8 +103,8 @@ def partition_example(out: Path) -> None:
                        work_path=d)
     files = result.write(d)
     x = {"Input": np.random.default_rng(0).uniform(-1, 1, (1, 8, 6, 12)).astype(np.float32)}
-    chained = tk.run(d / "Net_InstanceNorm_003.conn.json", x)
-    source = tk.run(result.source, x)
+    chained = tk.run(d / "Net_InstanceNorm_003.conn.json", x).outputs
+    source = tk.run(result.source, x).outputs
     same = all(np.array_equal(chained[k], source[k]) for k in source)
     _say(f"[part]    {len(result.parts)} parts, chained outputs "
          f"{'identical to' if same else 'DIFFER from'} the source model's")

@@ -20,14 +20,20 @@ import pandas as pd
 from toolkit.compiler.lowering import Command
 from toolkit.compiler.pass_manager import PassRun
 from toolkit.compiler.target import Target
-from toolkit.costs import kernel_dims, ofm_dims, op_macs, op_output_bytes
 from toolkit.formats.debug_handles import encode_debug_handles
 from toolkit.formats.flatbuffer_write import atomic_write, write_model
 from toolkit.ir import Model, Op
 from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS
 from toolkit.schema import ACTIVATION_CODES, BUILTIN_CODES
+from toolkit.source_table import (
+    SOURCE_DTYPES,
+    layers_table,
+    op_figures,
+    source_ops_of,
+    source_ops_table,
+)
 
-__all__ = ["CompiledModel", "SourceOp", "DEBUG_DB_TABLES", "uses_circle_only"]
+__all__ = ["CompiledModel", "DEBUG_DB_TABLES", "uses_circle_only"]
 
 #: Tables of the debug database written by :meth:`CompiledModel.save`, with their columns.
 DEBUG_DB_TABLES: dict[str, list[str]] = {
@@ -43,19 +49,6 @@ DEBUG_DB_TABLES: dict[str, list[str]] = {
                "command_bytes"],
 }
 _I64 = "int64"
-SOURCE_DTYPES = {c: _I64 for c in SOURCE_COLUMNS if c not in ("operator", "name")}
-
-
-@dataclass(frozen=True)
-class SourceOp:
-    """One source op: an origin id with the op of the source model that carries it."""
-
-    source_id: int
-    op_index: int
-    op: Op
-    name: str
-    share: int  # how many origins the op carries (its MACs are split between them)
-    rank: int  # position of this origin among the op's sorted origins
 
 
 def uses_circle_only(model: Model) -> list[str]:
@@ -78,12 +71,6 @@ def _frame(rows: Sequence[Sequence[Any]] | Iterator[Sequence[Any]], columns: lis
     """Return a DataFrame of ``rows`` with ``columns`` and dtypes (kept when empty)."""
     df = pd.DataFrame(list(rows), columns=columns)
     return df.astype(dtypes) if dtypes else df
-
-
-def _op_rows(op: Op) -> tuple[int, int, int, int, int, int, int]:
-    kw, kh = kernel_dims(op)
-    w, h, d = ofm_dims(op)
-    return op_macs(op), op_output_bytes(op), kw, kh, w, h, d
 
 
 @dataclass
@@ -137,19 +124,6 @@ class CompiledModel:
         """Return the ``optimised_id`` of a compiled op."""
         return self._index[op]
 
-    def _source_ops(self) -> list[SourceOp]:
-        out: dict[int, SourceOp] = {}
-        assert self.source is not None
-        names = self.source.source_table
-        for gi, g in enumerate(self.source.subgraphs):
-            for i, op in enumerate(g.ops):
-                org = sorted(op.origins)
-                for r, oid in enumerate(org):
-                    if oid not in out:
-                        out[oid] = SourceOp(oid, i if gi == 0 else -1, op,
-                                            names.get(oid) or op.name, len(org), r)
-        return [out[k] for k in sorted(out)]
-
     # ------------------------------------------------------- provenance tables
     def source_ops(self) -> pd.DataFrame:
         """One row per source op (an origin of the input model).
@@ -162,13 +136,8 @@ class CompiledModel:
         sum to the op's figures.
         """
         if self._source_frame is None:
-            rows = []
-            for s in self._source_ops():
-                macs, nbytes, kw, kh, w, h, d = _op_rows(s.op)
-                rows.append((s.source_id, s.op_index, s.op.kind, s.name,
-                             _split(macs, s.share, s.rank), _split(nbytes, s.share, s.rank),
-                             kw, kh, w, h, d))
-            self._source_frame = _frame(rows, SOURCE_COLUMNS, SOURCE_DTYPES)
+            assert self.source is not None
+            self._source_frame = source_ops_table(source_ops_of(self.source))
         return self._source_frame.copy()
 
     def layers(self) -> pd.DataFrame:
@@ -178,22 +147,13 @@ class CompiledModel:
         tensor name), split at ``;`` as TensorFlow's converter joins several layers; empty
         parts are dropped, repeats kept once.
         """
-        rows = []
-        src = self.source_ops()
-        for sid, name in zip(src["source_id"].tolist(), src["name"].tolist()):
-            seen: set[str] = set()
-            for part in str(name).split(";"):
-                part = part.strip()
-                if part and part not in seen:
-                    seen.add(part)
-                    rows.append((sid, part))
-        return _frame(rows, ["source_id", "layer"], {"source_id": _I64, "layer": "str"})
+        return layers_table(self.source_ops())
 
     def optimised_ops(self) -> pd.DataFrame:
         """One row per compiled op: ``optimised_id``, ``operator``, ``name``, ``macs``,
         ``output_bytes``, ``kernel_w``, ``kernel_h``, ``ofm_w``, ``ofm_h``, ``ofm_d`` (int64
         but for the str ``operator``/``name``) and ``backend`` (str, the target name)."""
-        rows = [(i, op.kind, op.name, *_op_rows(op), self.target.name)
+        rows = [(i, op.kind, op.name, *op_figures(op), self.target.name)
                 for i, op in enumerate(self._ops)]
         return _frame(rows, OPTIMISED_COLUMNS, {c: _I64 for c in OPTIMISED_COLUMNS
                                                 if c not in ("operator", "name", "backend")})
@@ -355,8 +315,3 @@ class CompiledModel:
     def __repr__(self) -> str:
         return (f"<CompiledModel {len(self.source_ops())} source ops -> {len(self._ops)} "
                 f"compiled ops, {len(self.command_list)} commands for {self.target.name!r}>")
-
-
-def _split(total: int, parts: int, index: int) -> int:
-    """Integer share ``index`` of ``total`` cut into ``parts`` (shares sum to total)."""
-    return total * (index + 1) // parts - total * index // parts

@@ -145,13 +145,6 @@ class PartitionResult:
             p.model.path = str(path)
         return self.paths
 
-    # ----------------------------------------------------------- running
-    def run(self, inputs: Any = None, **kw: Any) -> Any:
-        """Chain the parts on ``inputs``; see :func:`toolkit.partitioner.chain.run_connection`."""
-        from toolkit.partitioner.chain import run_connection
-
-        return run_connection(self, inputs, **kw)
-
     # ------------------------------------------------------------ report
     def parts_table(self) -> pd.DataFrame:
         """One row per part; see :func:`toolkit.partitioner.report.parts_table`."""

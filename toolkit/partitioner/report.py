@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from toolkit.ir import Op
-from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS
+from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS
+from toolkit.source_table import layers_table, op_figures, source_ops_of, source_ops_table
 
 if TYPE_CHECKING:
     from toolkit.partitioner import PartitionResult
@@ -39,6 +40,7 @@ __all__ = ["parts_table", "ops_table", "warnings_table", "source_ops", "layers",
            "optimised_ops", "origins", "commands", "debug_handles", "removed"]
 
 _I64 = "int64"
+_FIGURES = ("macs", "output_bytes", "kernel_w", "kernel_h", "ofm_w", "ofm_h", "ofm_d")
 
 
 def _frame(rows: list[dict[str, Any]], columns: list[str], ints: list[str]) -> pd.DataFrame:
@@ -112,67 +114,16 @@ def warnings_table(result: PartitionResult) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------- provenance
-def _nhwc(shape: tuple[int, ...]) -> tuple[int, int, int]:
-    s = (1,) * max(0, 4 - len(shape)) + tuple(shape[-4:]) if shape else (1, 1, 1, 1)
-    return s[2], s[1], s[3]
-
-
-def _metrics(op: Op) -> dict[str, int]:
-    """Return ``macs``, ``output_bytes``, ``kernel_w``, ``kernel_h``, ``ofm_w``, ``ofm_h``,
-    ``ofm_d`` of one op (MACs counted for convolutions, fully connected and matmuls)."""
-    out = op.outputs[0] if op.outputs else None
-    ins = op.inputs
-    macs, kw, kh = 0, 1, 1
-    w = ins[1] if len(ins) > 1 else None
-    if out is not None and w is not None:
-        if op.type == "CONV_2D" and len(w.shape) == 4:
-            kh, kw = w.shape[1], w.shape[2]
-            macs = out.size * kh * kw * w.shape[3]
-        elif op.type == "DEPTHWISE_CONV_2D" and len(w.shape) == 4:
-            kh, kw = w.shape[1], w.shape[2]
-            macs = out.size * kh * kw
-        elif op.type == "FULLY_CONNECTED" and len(w.shape) == 2:
-            macs = out.size * w.shape[1]
-        elif op.type == "BATCH_MATMUL" and ins[0] is not None and ins[0].shape:
-            opts = op.options
-            a = ins[0].shape
-            k = a[-2] if getattr(opts, "adjointLhs", False) and len(a) > 1 else a[-1]
-            macs = out.size * k
-    if op.type in ("MAX_POOL_2D", "AVERAGE_POOL_2D", "L2_POOL_2D") and op.options is not None:
-        kw, kh = int(op.options.filterWidth), int(op.options.filterHeight)
-    ow, oh, od = _nhwc(out.shape) if out is not None else (0, 0, 0)
-    return {"macs": int(macs), "output_bytes": sum(t.nbytes for t in op.outputs),
-            "kernel_w": int(kw), "kernel_h": int(kh), "ofm_w": int(ow), "ofm_h": int(oh),
-            "ofm_d": int(od)}
-
-
 def source_ops(result: PartitionResult) -> pd.DataFrame:
     """Return one row per source op (origin id) of the source model
-    (:data:`toolkit.provenance.SOURCE_COLUMNS`)."""
-    names = result.source.source_table
-    rows, seen = [], set()
-    for i, op in enumerate(result.source.graph.ops):
-        m = _metrics(op)
-        for oid in sorted(op.origins):
-            if oid in seen:
-                continue
-            seen.add(oid)
-            rows.append({"source_id": oid, "op_index": i, "operator": op.kind,
-                         "name": names.get(oid, op.name), **m})
-    ints = [c for c in SOURCE_COLUMNS if c not in ("operator", "name")]
-    return _frame(rows, SOURCE_COLUMNS, ints)
+    (:data:`toolkit.provenance.SOURCE_COLUMNS`; :func:`toolkit.source_table.source_ops_table`)."""
+    return source_ops_table(source_ops_of(result.source))
 
 
 def layers(result: PartitionResult) -> pd.DataFrame:
-    """Return one row per (source op, original layer): ``source_id`` (int64), ``layer`` (str,
-    each ``;``-separated part of the origin name)."""
-    rows = []
-    names = result.source.source_table
-    for oid in sorted({o for op in result.source.graph.ops for o in op.origins}):
-        for layer in names.get(oid, "").split(";"):
-            if layer:
-                rows.append({"source_id": oid, "layer": layer})
-    return _frame(rows, ["source_id", "layer"], ["source_id"])
+    """Return one row per (source op, original layer): ``source_id`` (int64), ``layer`` (str;
+    :func:`toolkit.source_table.layer_names` of the origin name)."""
+    return layers_table(source_ops(result))
 
 
 def _part_ops(result: PartitionResult) -> list[tuple[int, Any, int, Op]]:
@@ -190,7 +141,8 @@ def optimised_ops(result: PartitionResult) -> pd.DataFrame:
     (int64) and ``part_op_index`` (int64, index in the part model))."""
     rows = []
     for n, p, k, op in _part_ops(result):
-        rows.append({"optimised_id": n, "operator": op.kind, "name": op.name, **_metrics(op),
+        rows.append({"optimised_id": n, "operator": op.kind, "name": op.name,
+                     **dict(zip(_FIGURES, op_figures(op))),
                      "backend": p.backend, "part": p.index, "part_op_index": k})
     cols = [*OPTIMISED_COLUMNS, "part", "part_op_index"]
     ints = [c for c in cols if c not in ("operator", "name", "backend")]

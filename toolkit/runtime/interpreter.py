@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -19,17 +18,11 @@ from toolkit.ir import Model, Op, Tensor
 from toolkit.runtime.codegen import Line, generate
 from toolkit.runtime.kernels import bind_kernel, get_kernel
 from toolkit.runtime.kernels.common import quiet
+from toolkit.runtime.result import RunResult
 from toolkit.runtime.stripes import stripe_step
 from toolkit.runtime.tracer import EventTracer
 
-__all__ = ["run", "Interpreter", "RunResult"]
-
-
-class RunResult(NamedTuple):
-    """Outputs by name and the trace (an :class:`EventTracer`) of a traced run."""
-
-    outputs: dict[str, np.ndarray]
-    trace: EventTracer
+__all__ = ["run_model", "Interpreter", "RunResult"]
 
 
 @dataclass
@@ -350,41 +343,26 @@ class Interpreter:
                     fix="the model's static shapes disagree with its inputs")
 
 
-def run(model: Any, inputs: Any = None, *, trace: bool = False, repeat: int = 1,
-        tracer: EventTracer | None = None) -> dict[str, np.ndarray] | RunResult:
-    """Run a model with the reference runtime and return its outputs by name.
+def run_model(model: Any, inputs: Any = None, *, trace: bool = False, repeat: int = 1,
+              warmup: int = 0, tracer: EventTracer | None = None) -> RunResult:
+    """Run a Model or a CompiledModel (command by command) with the reference runtime.
 
-    ``model`` is a :class:`Model`, a ``CompiledModel`` (executed command by command), a path
-    to a .tflite/.circle file, or a ``.conn.json``/``.conn.ini`` connection file of a
-    partitioned model (parts chained in order). ``inputs`` is a dict name → array, a list in
-    input order, or one array; ``None`` uses random inputs (seed 0).
-    With ``trace=True`` (or a ``tracer``), returns ``RunResult(outputs, trace)`` where the trace
-    holds one event per op (per command for a compiled model) per inference; ``repeat`` runs
-    that many inferences (the outputs are those of the last).
+    ``inputs`` is a dict name -> array, a list in input order, or one array; ``None`` uses
+    random inputs (seed 0). ``warmup`` inferences run first, untraced; then ``repeat``
+    inferences, each a run of the trace when ``trace=True`` (or a ``tracer`` is given).
+
+    Returns:
+        A :class:`~toolkit.runtime.result.RunResult`: the outputs of the last inference by
+        name, and the :class:`EventTracer` (``None`` when not traced).
     """
-    if repeat < 1:
-        raise ToolkitError(f"repeat must be >= 1, got {repeat}")
-    if isinstance(model, (str, Path)):
-        p = Path(model)
-        if p.name.endswith((".conn.json", ".conn.ini")):
-            from toolkit.partitioner.chain import run_connection
-
-            return run_connection(p, inputs, trace=trace, repeat=repeat, tracer=tracer)
-        from toolkit.formats.flatbuffer_read import load
-
-        model = load(p)
-    if type(model).__name__ == "PartitionResult":
-        from toolkit.partitioner.chain import run_connection
-
-        return run_connection(model, inputs, trace=trace, repeat=repeat, tracer=tracer)
     it = Interpreter(model)
     if inputs is None:
         inputs = it.random_inputs()
     if trace and tracer is None:
         tracer = EventTracer()
     out: dict[str, np.ndarray] = {}
+    for _ in range(warmup):
+        out = it.invoke(inputs)
     for _ in range(repeat):
         out = it.invoke(inputs, tracer, new_run=True)
-    if tracer is not None:
-        return RunResult(out, tracer)
-    return out
+    return RunResult(out, tracer)

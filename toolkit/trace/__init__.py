@@ -14,19 +14,17 @@ Modules, one job each: :mod:`~toolkit.trace.read` (any source -> :class:`Trace`)
 :mod:`~toolkit.trace.split` (exact integer split), :mod:`~toolkit.trace.accumulate` (sums per
 run), :mod:`~toolkit.trace.join` (the pipeline), :mod:`~toolkit.trace.attribution` and
 :mod:`~toolkit.trace.stats` (the DataFrame views), :mod:`~toolkit.trace.export`,
-:mod:`~toolkit.trace.tables` (provenance from DataFrames), :mod:`~toolkit.trace.outdir` and
-:mod:`~toolkit.trace.cli`.
+:mod:`~toolkit.trace.tables` (provenance from DataFrames) and :mod:`~toolkit.trace.cli`.
 """
 
 from toolkit.trace.attribution import STAT_COLUMNS, Attribution
 from toolkit.trace.export import model_explorer_data, to_chrome_trace, to_model_explorer
 from toolkit.trace.join import trace_join
 from toolkit.trace.keys import KEY_KINDS
-from toolkit.trace.outdir import load_provenance
 from toolkit.trace.policies import POLICIES
 from toolkit.trace.read import Trace, read_trace
 from toolkit.trace.tables import ProvenanceTables
 
 __all__ = ["read_trace", "Trace", "trace_join", "Attribution", "POLICIES", "KEY_KINDS",
            "STAT_COLUMNS", "to_chrome_trace", "to_model_explorer", "model_explorer_data",
-           "ProvenanceTables", "load_provenance"]
+           "ProvenanceTables"]

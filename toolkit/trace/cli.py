@@ -56,14 +56,13 @@ def main_trace_join(argv: Sequence[str]) -> int:
     """
     a = _parser().parse_args(list(argv))
     from toolkit.trace.export import to_chrome_trace, to_model_explorer
-    from toolkit.trace.join import trace_join
-    from toolkit.trace.outdir import load_provenance
+    from toolkit.trace.join import as_provenance, trace_join
     from toolkit.trace.read import read_trace
 
     trace = read_trace(a.trace, key_column=a.key_column, start_column=a.start_column,
                        duration_column=a.duration_column, end_column=a.end_column,
                        unit=a.unit, clock_hz=a.clock_hz)
-    provenance = load_provenance(a.compiled)
+    provenance = as_provenance(a.compiled)
     att = trace_join(trace, provenance, policy=a.policy, key=a.key, overlaps=a.overlaps)
     att.check()
     s = att.summary()

@@ -111,22 +111,21 @@ def as_provenance(obj: Any) -> Provenance:
     ``obj`` is a provenance (``CompiledModel``, ``PartitionResult``,
     :class:`~toolkit.trace.tables.ProvenanceTables` ...), a plain
     :class:`~toolkit.ir.Model` (joined as compiled without passes: op i is compiled op i), or a
-    path (see :func:`toolkit.trace.outdir.load_provenance`).
+    path: a compiled output folder, or a model file (one with ``<stem>_debug.xml`` beside it is
+    that compiled output; any other is compiled now with the default passes and target, as
+    ``toolkit compile`` would, so a trace of that compile joins to it). The rules for paths are
+    those of :func:`toolkit.model_arg.resolve_model`.
     """
-    from toolkit.ir import Model
-
-    if isinstance(obj, Model):
-        from toolkit.compiler import compile_model
-
-        return compile_model(obj, passes=[])
-    if isinstance(obj, (str, os.PathLike)):
-        from toolkit.trace.outdir import load_provenance
-
-        return load_provenance(obj)
     if isinstance(obj, Provenance):
         return obj
-    raise ToolkitError(f"cannot join a trace with a {type(obj).__name__}",
-                       fix="pass a CompiledModel, a PartitionResult, a Model or an output folder")
+    from toolkit.compiler import compile_model
+    from toolkit.model_arg import resolve_model
+
+    was_path = isinstance(obj, (str, os.PathLike))
+    arg = resolve_model(obj, purpose="trace_join", accept=("model", "compiled", "partition"))
+    if arg.kind == "model":
+        return compile_model(arg.value, passes=None if was_path else [])
+    return arg.value  # type: ignore[no-any-return]
 
 
 def _problem_reasons(events: pd.DataFrame, reasons: _Reasons) -> None:

@@ -52,6 +52,7 @@ import pandas as pd
 
 from toolkit.errors import VelaError
 from toolkit.formats.vela_db import VelaDebugDB
+from toolkit.source_table import layer_names
 
 if TYPE_CHECKING:
     from toolkit.trace import Attribution
@@ -584,7 +585,7 @@ class VelaAttribution:
         backend = self._backends()
         src = self._joins[self.metric].by_source_op()
         for s, layers in zip(src["source_id"].tolist(), src["layers"].tolist()):
-            for layer in str(layers).split(";"):
+            for layer in layer_names(str(layers)):
                 seen.setdefault(layer, set()).add(backend.get(s, "unknown"))
         order = {"npu": 0, "cpu": 1}
         out = base[["layer"]].copy()

@@ -30,11 +30,12 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from toolkit.costs import kernel_dims, ofm_dims, op_macs, op_output_bytes
+from toolkit.costs import ofm_dims
 from toolkit.errors import VelaError
 from toolkit.formats.vela_db import VelaDebugDB
 from toolkit.ir import Model
 from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS
+from toolkit.source_table import layers_table, op_figures
 from toolkit.vela.estimates import ScheduledEstimates, _int_column, ordered_queue, read_estimates
 
 __all__ = ["VelaProvenance"]
@@ -207,27 +208,13 @@ class VelaProvenance:
         :func:`toolkit.costs.op_macs`), ``output_bytes`` (int64), ``kernel_w``, ``kernel_h``,
         ``ofm_w``, ``ofm_h``, ``ofm_d`` (int64, from the model's shapes).
         """
-        rows = []
-        for i, op in enumerate(self._ops):
-            kw, kh = kernel_dims(op)
-            w, h, d = ofm_dims(op)
-            rows.append((i, i, op.kind, op.name, op_macs(op), op_output_bytes(op), kw, kh,
-                         w, h, d))
+        rows = [(i, i, op.kind, op.name, *op_figures(op)) for i, op in enumerate(self._ops)]
         return _frame(rows, SOURCE_COLUMNS, ("operator", "name"))
 
     def layers(self) -> pd.DataFrame:
         """Return one row per (source op, original layer): ``source_id`` (int64), ``layer``
-        (str). A name is split at ``;`` (TensorFlow's converter joins fused layers so); empty
-        parts are dropped, repeats kept once."""
-        rows = []
-        for i, op in enumerate(self._ops):
-            seen: set[str] = set()
-            for part in op.name.split(";"):
-                part = part.strip()
-                if part and part not in seen:
-                    seen.add(part)
-                    rows.append((i, part))
-        return _frame(rows, ["source_id", "layer"], ("layer",))
+        (str; :func:`toolkit.source_table.layer_names` of the operator's name)."""
+        return layers_table(self.source_ops())
 
     def optimised_ops(self) -> pd.DataFrame:
         """Return one row per row of Vela's ``optimised`` table (the default core repeats an op

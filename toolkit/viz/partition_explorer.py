@@ -145,22 +145,22 @@ def experiment(model: Model, *, backends: list[str], default: str, comply: str =
     traced and joined back to the original layers.
     """
     from toolkit.partitioner import partition
-    from toolkit.runtime.interpreter import Interpreter
-    from toolkit.runtime.interpreter import run as run_model
+    from toolkit.runtime.chain import run_connection
+    from toolkit.runtime.interpreter import Interpreter, run_model
     from toolkit.trace import trace_join
 
     spec = PartSpec(backends=list(backends), default=default, comply=comply,
                     opcode=dict(opcode or {}), opname=dict(opname or {})).validate()
     result = partition(model, spec)
     inputs = Interpreter(model).random_inputs(seed)
-    ref = run_model(model, inputs)
-    chained = result.run(inputs)
+    ref = run_model(model, inputs).outputs
+    chained = run_connection(result, inputs).outputs
     diffs = [float(np.max(np.abs(chained[k].astype(np.float64) - ref[k].astype(np.float64))))
              if ref[k].size else 0.0 for k in ref]
     verified = all(np.array_equal(chained[k], ref[k]) for k in ref)
     att = None
     if run:
-        _, trace = result.run(inputs, trace=True, repeat=repeat)
+        _, trace = run_connection(result, inputs, trace=True, repeat=repeat)
         att = trace_join(trace, result)
         att.check()
     colors = dict(zip(backends, palette(len(backends))))

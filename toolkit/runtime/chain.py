@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,26 +23,11 @@ import pandas as pd
 from toolkit.errors import PartitionError, RuntimeInputError
 from toolkit.formats.conn_file import Connection, read_connection
 from toolkit.ir import Model
+from toolkit.runtime.result import RunResult
 
-__all__ = ["run_connection", "litert_runner", "ChainRun", "Runner"]
+__all__ = ["run_connection", "litert_runner", "Runner"]
 
 Runner = Callable[[Model, dict[str, np.ndarray]], Mapping[str, np.ndarray]]
-
-
-class ChainRun(NamedTuple):
-    """Outputs by name and the trace of a traced chained run.
-
-    With the reference runtime, ``trace`` is its event tracer (one event per part op, keyed by
-    the op's ``optimised_id``: its position over all parts, as in
-    ``PartitionResult.optimised_ops()``; on the track of the part's backend; the event also
-    carries ``part``, ``part_file``, ``backend`` and the runtime's ``op_index`` in the part).
-    With another runner it is a DataFrame with one row per part
-    call: ``run`` (int64), ``part`` (int64, from 1), ``file`` (str), ``backend`` (str),
-    ``ts_us`` (float64, start since the first call), ``dur_us`` (float64).
-    """
-
-    outputs: dict[str, np.ndarray]
-    trace: Any
 
 
 @dataclass
@@ -160,8 +145,8 @@ class _PartTracer:
 
 
 def run_connection(conn: Any, inputs: Any = None, *, run: Runner | None = None,
-                   trace: bool = False, repeat: int = 1, tracer: Any = None
-                   ) -> dict[str, np.ndarray] | ChainRun:
+                   trace: bool = False, repeat: int = 1, warmup: int = 0, tracer: Any = None
+                   ) -> RunResult:
     """Run the parts of ``conn`` in order on ``inputs`` and return the source outputs by name.
 
     ``conn`` is a ``.conn.json``/``.conn.ini`` path, a Connection or a PartitionResult.
@@ -170,20 +155,31 @@ def run_connection(conn: Any, inputs: Any = None, *, run: Runner | None = None,
     the per-model runner (default: the reference runtime). Each part's inputs are taken by
     name from the source inputs and the outputs of earlier parts.
 
-    With ``trace=True`` (or a ``tracer`` for the reference runtime) returns
-    :class:`ChainRun` ``(outputs, trace)``; ``repeat`` runs that many inferences (the outputs
-    are those of the last). Raises :class:`PartitionError` when a part needs a tensor no
+    Returns a :class:`~toolkit.runtime.result.RunResult` ``(outputs, trace)``. ``warmup``
+    inferences run first, untraced; ``repeat`` runs that many inferences (the outputs are those
+    of the last). With ``trace=True`` (or a ``tracer``), the trace of the reference runtime is
+    its event tracer (one event per part op, keyed by the op's ``optimised_id``: its position
+    over all parts, as in ``PartitionResult.optimised_ops()``; on the track of the part's
+    backend; the event also carries ``part``, ``part_file``, ``backend`` and the runtime's
+    ``op_index`` in the part); with another runner, a DataFrame with one row per part call:
+    ``run`` (int64), ``part`` (int64, from 1), ``file`` (str), ``backend`` (str), ``ts_us``
+    (float64, start since the first call), ``dur_us`` (float64); ``None`` when not traced.
+    Raises :class:`PartitionError` when a part needs a tensor no
     earlier part made or a runner does not return a listed output.
     """
-    if repeat < 1:
-        raise PartitionError(f"repeat must be >= 1, got {repeat}")
+    if repeat < 1 or warmup < 0:
+        raise PartitionError(f"repeat must be >= 1 and warmup >= 0, got {repeat}, {warmup}")
     stages, c, source = _stages(conn)
     env0 = _bind(inputs, list(c.source.inputs), source)
     where = c.path or "<connection>"
     if run is None:
-        return _run_reference(stages, c, env0, trace, repeat, tracer, where)
+        return _run_reference(stages, c, env0, trace, repeat, warmup, tracer, where)
     rows: list[dict[str, Any]] = []
     env: dict[str, np.ndarray] = {}
+    for _ in range(warmup):
+        env = dict(env0)
+        for s in stages:
+            _take(s, run(s.model, _feed(s, env, where)), env, where)
     start = time.perf_counter_ns()
     for r in range(repeat):
         env = dict(env0)
@@ -201,13 +197,13 @@ def run_connection(conn: Any, inputs: Any = None, *, run: Runner | None = None,
         df = pd.DataFrame(rows, columns=["run", "part", "file", "backend", "ts_us", "dur_us"])
         df = df.astype({"run": "int64", "part": "int64", "ts_us": "float64",
                         "dur_us": "float64"})
-        return ChainRun(outs, df)
-    return outs
+        return RunResult(outs, df)
+    return RunResult(outs, None)
 
 
 def _run_reference(stages: list[_Stage], c: Connection, env0: dict[str, np.ndarray],
-                   trace: bool, repeat: int, tracer: Any, where: str
-                   ) -> dict[str, np.ndarray] | ChainRun:
+                   trace: bool, repeat: int, warmup: int, tracer: Any, where: str
+                   ) -> RunResult:
     from toolkit.runtime.interpreter import Interpreter
 
     interps = [Interpreter(s.model) for s in stages]
@@ -217,6 +213,10 @@ def _run_reference(stages: list[_Stage], c: Connection, env0: dict[str, np.ndarr
         tracer = EventTracer()
     part_tracers = [None if tracer is None else _PartTracer(tracer, s) for s in stages]
     env: dict[str, np.ndarray] = {}
+    for _ in range(warmup):
+        env = dict(env0)
+        for s, it in zip(stages, interps):
+            _take(s, it.invoke(_feed(s, env, where)), env, where)
     for _ in range(repeat):
         if tracer is not None:
             tracer.new_run()
@@ -226,7 +226,7 @@ def _run_reference(stages: list[_Stage], c: Connection, env0: dict[str, np.ndarr
             out = it.invoke(feed, part_tracer)
             _take(s, out, env, where)
     outs = _outputs(c, env, where)
-    return ChainRun(outs, tracer) if tracer is not None else outs
+    return RunResult(outs, tracer)
 
 
 def _feed(s: _Stage, env: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:

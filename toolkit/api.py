@@ -1,0 +1,286 @@
+"""The face of toolkit: one plain, typed function per entry point.
+
+Every function here is re-exported from :mod:`toolkit` (``tk.load``, ``tk.compile`` ...) with
+``__module__ = "toolkit"``, so ``tk.compile?``, ``help(tk.compile)``, tab completion and type
+checkers see the real signature and docstring. What a "model" argument may be is decided in one
+place, :mod:`toolkit.model_arg`. Heavy modules (pandas, the compiler, the runtime) are imported
+inside the functions, so ``import toolkit`` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from toolkit.compiler import CompiledModel, GraphPass, Target
+    from toolkit.formats.part_file import PartSpec
+    from toolkit.ir import Model
+    from toolkit.partitioner import PartitionResult
+    from toolkit.runtime.result import RunResult
+    from toolkit.runtime.tracer import EventTracer
+    from toolkit.trace.attribution import Attribution
+    from toolkit.trace.read import Trace
+    from toolkit.vela.run import VelaResult
+
+__all__ = ["load", "save", "compile", "partition", "run", "read_trace", "trace_join",
+           "read_vela"]
+
+PathLike = str | os.PathLike[str]
+
+
+def load(path: PathLike | bytes | bytearray | memoryview) -> Model:
+    """Load a ``.tflite`` or ``.circle`` model (memory-mapped) or a model's bytes.
+
+    Args:
+        path: a file path, or the bytes of a model.
+
+    Returns:
+        A :class:`~toolkit.ir.Model` whose ops carry their origins: from ONE's origin tables
+        when the file has them, else op *i* gets origin *i*, named after its first output.
+
+    Raises:
+        ModelFormatError: a missing, empty or undecodable file (the message names the file and
+            what is wrong).
+        ToolkitError: an argument that is neither a path nor bytes.
+    """
+    if not isinstance(path, (str, os.PathLike, bytes, bytearray, memoryview)):
+        from toolkit.errors import ToolkitError
+
+        raise ToolkitError(f"tk.load cannot take a {type(path).__name__}",
+                           fix="pass the path of a .tflite/.circle file, or its bytes")
+    from toolkit.formats.flatbuffer_read import load as _load
+
+    return _load(path)
+
+
+def save(model: Model, path: PathLike, *, origin_tables: bool | None = None) -> os.PathLike[str]:
+    """Write ``model`` to ``path`` atomically; the extension (``.tflite``/``.circle``) picks
+    the format.
+
+    Args:
+        model: the :class:`~toolkit.ir.Model` to write.
+        path: the file to write (written to a temporary file, then renamed into place).
+        origin_tables: write ONE's ``ONE_source_table``/``ONE_op_table``; default: always for
+            ``.circle``, for ``.tflite`` when the origins are not the identity.
+
+    Returns:
+        The path written (a :class:`pathlib.Path`).
+
+    Raises:
+        ToolkitError: an unknown extension, a model that cannot be serialised, an OS error.
+    """
+    from toolkit.formats.flatbuffer_write import save as _save
+    from toolkit.model_arg import as_model
+
+    return _save(as_model(model, purpose="tk.save"), path, origin_tables=origin_tables)
+
+
+def compile(model: Model | PathLike, passes: Sequence[str | GraphPass] | None = None,
+            target: Target | Mapping[str, Any] | None = None, *,
+            debug_identifiers: str = "generated", max_sweeps: int = 8,
+            check: bool = True) -> CompiledModel:
+    """Optimise ``model`` with origin-preserving passes and lower it to a command queue.
+
+    Args:
+        model: a :class:`~toolkit.ir.Model` (never modified) or a ``.tflite``/``.circle`` path.
+        passes: pass names or pass objects, in order; ``None`` runs the default passes, ``[]``
+            none (``toolkit.compiler.PASSES`` lists them).
+        target: a :class:`~toolkit.compiler.Target` or a dict of its fields
+            (``buffer_bytes``, ``macs_per_cycle`` ...); ``None`` uses ``Target()``.
+        debug_identifiers: ``"generated"`` (ints 1, 2, ...) or ``"names"`` (op names) as each
+            compiled op's debug handle.
+        max_sweeps: bound on the pass manager's sweeps over the passes.
+        check: verify the graph and origin conservation after every pass.
+
+    Returns:
+        A :class:`~toolkit.compiler.CompiledModel`: ``.source_ops()``, ``.optimised_ops()``,
+        ``.origins()``, ``.commands()``, ``.rewrites()`` and ``.save(folder)``.
+
+    Raises:
+        ToolkitError: an invalid target, an unknown pass, an unreadable model.
+        PassError: a pass failed (it and the passes before it are named).
+    """
+    from toolkit.compiler import compile_model
+    from toolkit.model_arg import as_model
+
+    return compile_model(as_model(model, purpose="tk.compile"), passes,
+                         dict(target) if isinstance(target, Mapping) else target,
+                         debug_identifiers=debug_identifiers, max_sweeps=max_sweeps,
+                         check=check)
+
+
+def partition(model: Model | PathLike, part: PathLike | PartSpec | Mapping[str, Any] | str,
+              backends: str | Sequence[str] | None = None, default: str | None = None, *,
+              source_file: str | None = None, work_path: PathLike | None = None,
+              ext: str = ".circle") -> PartitionResult:
+    """Split ``model`` across backends by a ``.part`` request, as ONE's circle-partitioner.
+
+    Args:
+        model: a :class:`~toolkit.ir.Model` or a ``.circle``/``.tflite`` path.
+        part: a ``.part`` file path, its text, a :class:`~toolkit.formats.part_file.PartSpec`,
+            or a mapping of its sections (``{"partition": {...}, "OPCODE": {...}}``).
+        backends: overrides ``[partition] backends`` (comma-separated or a list).
+        default: overrides ``[partition] default``.
+        source_file: the source's name in the connection files (default: the model's file
+            name, else ``<graph name>.<format>``).
+        work_path: also write the parts and ``.conn.json``/``.conn.ini`` into this folder.
+        ext: ``.circle`` or ``.tflite``, the format of the part files.
+
+    Returns:
+        A :class:`~toolkit.partitioner.PartitionResult`: ``.parts_table()``, ``.ops_table()``,
+        ``.warnings_table()``, the provenance tables and ``.write(folder)``.
+
+    Raises:
+        PartitionError: a bad request (``file:line``), a model with several subgraphs, names
+            that would escape the work path.
+    """
+    from toolkit.model_arg import as_model
+    from toolkit.partitioner import partition as _partition
+
+    return _partition(as_model(model, purpose="tk.partition"), part,
+                      list(backends) if isinstance(backends, (list, tuple)) else backends,
+                      default, source_file=source_file, work_path=work_path, ext=ext)
+
+
+def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray | None
+        = None, *, trace: bool = False, repeat: int = 1, warmup: int = 0,
+        tracer: EventTracer | None = None) -> RunResult:
+    """Run a model with the reference NumPy runtime (float32 and TFLite-exact int8).
+
+    Args:
+        model: a :class:`~toolkit.ir.Model`, a ``CompiledModel`` (run command by command), a
+            ``PartitionResult`` (its parts chained), or a path: a ``.tflite``/``.circle``, a
+            compiled output folder, a ``.conn.json``/``.conn.ini`` (see
+            :mod:`toolkit.model_arg`).
+        inputs: a dict name -> array, a list in input order, or one array; ``None`` uses
+            random inputs (seed 0).
+        trace: record one event per op (per command for a compiled model) per inference.
+        repeat: inferences to run and record (the outputs are those of the last).
+        warmup: inferences to run first, untraced (the first inference is several times
+            slower than the rest).
+        tracer: record into this :class:`~toolkit.runtime.tracer.EventTracer` (implies
+            ``trace``).
+
+    Returns:
+        A :class:`~toolkit.runtime.result.RunResult` ``(outputs, trace)``, traced or not:
+        ``outputs`` by name, ``trace`` the event tracer or ``None``.
+
+    Raises:
+        ToolkitError: a model argument of another kind, bad ``repeat``/``warmup``, inputs of
+            the wrong names or shapes, an op the runtime lacks.
+    """
+    from toolkit.errors import ToolkitError
+    from toolkit.model_arg import resolve_model
+
+    for name, value, low in (("repeat", repeat, 1), ("warmup", warmup, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ToolkitError(f"{name} must be an integer >= {low}, got {value!r}",
+                               where="tk.run", fix=f"pass {name}={max(low, 1)}")
+    arg = resolve_model(model, purpose="tk.run")
+    if arg.kind in ("connection", "partition"):
+        from toolkit.runtime.chain import run_connection
+
+        return run_connection(arg.value, inputs, trace=trace, repeat=repeat, warmup=warmup,
+                              tracer=tracer)
+    from toolkit.runtime.interpreter import run_model
+
+    return run_model(arg.value, inputs, trace=trace, repeat=repeat, warmup=warmup,
+                     tracer=tracer)
+
+
+def read_trace(source: Any, *, format: str | None = None, key_column: str | None = None,
+               key_kind: str | None = None, start_column: str | None = None,
+               duration_column: str | None = None, end_column: str | None = None,
+               run_column: str | None = None, unit: str | None = None,
+               clock_hz: float | None = None) -> Trace:
+    """Read a runtime trace into one event table (integer nanoseconds).
+
+    Args:
+        source: a path (Chrome/Perfetto ``.json``/``.json.gz``, debug-handle records, CSV),
+            an open file, an ``EventTracer``, a DataFrame, a list of record dicts, or a Trace.
+        format: force ``"chrome"``, ``"csv"``, ``"records"``, ``"frame"`` or ``"tracer"``.
+        key_column, key_kind: the column naming each event and what it holds
+            (``command_id``, ``op_index``, ``debug_handle``, ``name`` ...); default: found by
+            name.
+        start_column, duration_column, end_column, run_column: the time and run columns;
+            default: found by name.
+        unit: ``"ns"``, ``"us"``, ``"ms"``, ``"s"`` or ``"cycles"`` (with ``clock_hz``);
+            default: from each column's suffix.
+        clock_hz: clock frequency for ``unit="cycles"``.
+
+    Returns:
+        A :class:`~toolkit.trace.read.Trace`; ``.events`` has one row per event: ``start_ns``,
+        ``dur_ns`` (int64), ``run``, ``track``, the key columns and ``problem``.
+
+    Raises:
+        TraceError: a file that cannot be opened or parsed.
+        ToolkitError: no start or duration column, an unknown unit or format.
+    """
+    from toolkit.trace.read import read_trace as _read
+
+    return _read(source, format=format, key_column=key_column, key_kind=key_kind,
+                 start_column=start_column, duration_column=duration_column,
+                 end_column=end_column, run_column=run_column, unit=unit, clock_hz=clock_hz)
+
+
+def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = None, *,
+               overlaps: str = "leaves") -> Attribution:
+    """Join a trace with the model it measured and attribute its time to the original layers.
+
+    Args:
+        trace: a :class:`~toolkit.trace.read.Trace` or anything :func:`read_trace` reads.
+        model: the model the trace measured: a ``CompiledModel``, a ``PartitionResult``, a
+            :class:`~toolkit.ir.Model` (joined as compiled with no passes), a compiled output
+            folder or a model path (see :mod:`toolkit.model_arg`), or any provenance tables
+            (:class:`~toolkit.provenance.Provenance`).
+        policy: how an event of a fused op is split over its source ops: ``"equal"``,
+            ``"macs"`` or ``"bytes"``.
+        key: ``None`` to use each event's own key kind, or one kind for every event
+            (``command_id``, ``part_op``, ``op_index``, ``debug_handle``, ``part``, ``name``,
+            ``source_op_index``, ``source_name``).
+        overlaps: ``"leaves"`` (enclosing and partly overlapping events on one track are
+            unattributed) or ``"keep"``.
+
+    Returns:
+        An :class:`~toolkit.trace.attribution.Attribution`: ``.by_layer()``, ``.by_op()``,
+        ``.by_command()``, ``.unattributed()``, ``.summary()``, ``.check()``.
+
+    Raises:
+        ToolkitError: an unknown policy, key kind or overlaps mode; a model argument of
+            another kind.
+    """
+    from toolkit.trace.join import trace_join as _join
+
+    return _join(trace, model, policy=policy, key=key, overlaps=overlaps)
+
+
+def read_vela(outdir: PathLike, model: Model | PathLike | None = None, *,
+              stem: str | None = None) -> VelaResult:
+    """Read the output folder of Arm's Vela compiler for one model.
+
+    Args:
+        outdir: the folder given to ``vela --output-dir``.
+        model: the model given to Vela (a path, or a loaded Model with ``stem``); ``None``
+            takes the path the legacy core's debug database names.
+        stem: the file stem of Vela's outputs (default: the model file's stem).
+
+    Returns:
+        A :class:`~toolkit.vela.run.VelaResult`: ``.attribution()`` (Vela's estimates per
+        original layer), its provenance tables, and ``.npu_trace_join(trace)``.
+
+    Raises:
+        VelaError: no ``<stem>_debug.xml`` in ``outdir`` (the message lists what is there), a
+            database that does not fit the model, unreadable files.
+    """
+    from toolkit.vela.run import read_vela as _read_vela
+
+    return _read_vela(outdir, model, stem=stem)
+
+
+for _name in __all__:
+    globals()[_name].__module__ = "toolkit"
+del _name

@@ -1,0 +1,183 @@
+"""What a "model" argument may be: one set of rules for every library function and CLI verb.
+
+A user passes a model in many spellings: a :class:`~toolkit.ir.Model`, a
+:class:`~toolkit.compiler.CompiledModel`, a :class:`~toolkit.partitioner.PartitionResult`, a
+``.tflite``/``.circle`` path, the output folder of ``toolkit compile -o`` (or the ``.circle``
+inside it, which has ``<stem>_debug.xml`` beside it), or a ``.conn.json``/``.conn.ini``
+connection file of a partitioned model. :func:`resolve_model` tells them apart once and
+returns a :class:`ModelArg`; each entry point says which kinds it takes, and anything else gets
+the same message: what was passed, what the entry point takes, how to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from toolkit.errors import ToolkitError
+from toolkit.ir import Model
+
+if TYPE_CHECKING:
+    from toolkit.compiler import CompiledModel
+    from toolkit.partitioner import PartitionResult
+
+__all__ = ["ModelArg", "Kind", "KINDS", "resolve_model", "as_model", "is_connection_path"]
+
+Kind = Literal["model", "compiled", "partition", "connection"]
+#: Every kind, in the order the messages list them.
+KINDS: tuple[Kind, ...] = ("model", "compiled", "partition", "connection")
+
+MODEL_SUFFIXES = (".tflite", ".circle")
+CONNECTION_SUFFIXES = (".conn.json", ".conn.ini")
+
+_SPELLINGS: dict[Kind, str] = {
+    "model": "a Model or a .tflite/.circle file",
+    "compiled": "a CompiledModel or a compiled output folder (toolkit compile -o)",
+    "partition": "a PartitionResult",
+    "connection": "a .conn.json/.conn.ini connection file of a partitioned model",
+}
+
+
+@dataclass(frozen=True)
+class ModelArg:
+    """A resolved model argument.
+
+    Attributes:
+        kind: ``"model"`` (``value`` is a :class:`Model`), ``"compiled"`` (a
+            ``CompiledModel``), ``"partition"`` (a ``PartitionResult``) or ``"connection"``
+            (the :class:`~pathlib.Path` of a connection file).
+        value: the object of that kind (files are loaded; connection files are not read).
+        where: what the user passed, for messages (a path, or the type's name).
+    """
+
+    kind: Kind
+    value: Any
+    where: str
+
+    @property
+    def model(self) -> Model:
+        """The model to run or inspect: the Model, or a compiled model's compiled graph."""
+        if self.kind == "model":
+            return self.value  # type: ignore[no-any-return]
+        if self.kind == "compiled":
+            return self.value.model  # type: ignore[no-any-return]
+        if self.kind == "partition":
+            return self.value.source  # type: ignore[no-any-return]
+        raise ToolkitError("a connection file holds several part models, not one",
+                           where=self.where, fix="pass one part's .circle file, or the source "
+                                                 "model")
+
+
+def is_connection_path(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` names a ``.conn.json`` or ``.conn.ini`` file (by its name)."""
+    return Path(path).name.lower().endswith(CONNECTION_SUFFIXES)
+
+
+def _accepted(accept: tuple[Kind, ...]) -> str:
+    return "; or ".join(_SPELLINGS[k] for k in accept)
+
+
+def _refuse(what: str, where: str, purpose: str, accept: tuple[Kind, ...]) -> ToolkitError:
+    return ToolkitError(f"{purpose} cannot take {what}", where=where,
+                        fix=f"pass {_accepted(accept)}")
+
+
+def _kind_of_object(obj: Any) -> Kind | None:
+    if isinstance(obj, Model):
+        return "model"
+    from toolkit.compiler.compiled import CompiledModel
+    from toolkit.partitioner import PartitionResult
+
+    if isinstance(obj, CompiledModel):
+        return "compiled"
+    if isinstance(obj, PartitionResult):
+        return "partition"
+    return None
+
+
+def _resolve_path(p: Path, purpose: str, accept: tuple[Kind, ...]) -> ModelArg:
+    where = str(p)
+    if "\0" in where:
+        raise ToolkitError("the path contains a NUL byte", where=repr(where),
+                           fix="pass a real file name")
+    if is_connection_path(p):
+        if "connection" not in accept:
+            raise _refuse("a connection file", where, purpose, accept)
+        if not p.is_file():
+            raise ToolkitError("no such connection file", where=where,
+                               fix="pass the .conn.json written by `toolkit partition`")
+        return ModelArg("connection", p, where)
+    if p.is_dir():
+        if "compiled" not in accept:
+            raise _refuse("a folder", where, purpose, accept)
+        from toolkit.compiler import load_compiled
+
+        return ModelArg("compiled", load_compiled(p), where)
+    if not p.exists():
+        raise ToolkitError("no such file or folder", where=where, fix=f"pass {_accepted(accept)}")
+    if p.suffix.lower() not in MODEL_SUFFIXES:
+        raise _refuse(f"a {p.suffix or 'suffix-less'} file", where, purpose, accept)
+    if "compiled" in accept and (p.parent / f"{p.stem}_debug.xml").is_file():
+        from toolkit.compiler import load_compiled
+
+        return ModelArg("compiled", load_compiled(p.parent, stem=p.stem), where)
+    if "model" not in accept:
+        raise _refuse("a plain model file", where, purpose, accept)
+    from toolkit.formats.flatbuffer_read import load
+
+    return ModelArg("model", load(p), where)
+
+
+def resolve_model(obj: Any, *, purpose: str = "this function",
+                  accept: tuple[Kind, ...] = KINDS) -> ModelArg:
+    """Resolve what the user passed as a model.
+
+    Args:
+        obj: a ``Model``, ``CompiledModel``, ``PartitionResult``, a ``ModelArg``, or a path
+            (``str`` / ``os.PathLike``): a ``.conn.json``/``.conn.ini`` is a connection; a
+            folder is a compiled output folder; a ``.tflite``/``.circle`` with
+            ``<stem>_debug.xml`` beside it is that compiled output when ``"compiled"`` is
+            accepted, else a plain model; any other ``.tflite``/``.circle`` is a model.
+        purpose: the entry point, for messages (``"tk.run"``, ``"toolkit trace-join"`` ...).
+        accept: the kinds the entry point takes.
+
+    Returns:
+        A :class:`ModelArg`.
+
+    Raises:
+        ToolkitError: a kind the entry point does not take, a missing file, an unknown suffix,
+            an object of another type (the message lists what ``purpose`` takes).
+    """
+    if isinstance(obj, ModelArg):
+        if obj.kind not in accept:
+            raise _refuse(_SPELLINGS[obj.kind], obj.where, purpose, accept)
+        return obj
+    if isinstance(obj, (str, os.PathLike)):
+        return _resolve_path(Path(obj), purpose, accept)
+    kind = _kind_of_object(obj)
+    if kind is None:
+        raise _refuse(f"a {type(obj).__name__}", type(obj).__name__, purpose, accept)
+    if kind not in accept:
+        raise _refuse(f"a {type(obj).__name__}", type(obj).__name__, purpose, accept)
+    return ModelArg(kind, obj, type(obj).__name__)
+
+
+def as_model(obj: Any, *, purpose: str = "this function") -> Model:
+    """Return the :class:`Model` that ``obj`` (a Model or a .tflite/.circle path) names.
+
+    Raises:
+        ToolkitError: as :func:`resolve_model` with ``accept=("model",)``.
+    """
+    return resolve_model(obj, purpose=purpose, accept=("model",)).value  # type: ignore[no-any-return]
+
+
+def as_compiled(obj: Any, *, purpose: str = "this function") -> CompiledModel:
+    """Return the ``CompiledModel`` that ``obj`` (a CompiledModel or compiled output) names."""
+    return resolve_model(obj, purpose=purpose, accept=("compiled",)).value  # type: ignore[no-any-return]
+
+
+def as_partition(obj: Any, *, purpose: str = "this function") -> PartitionResult:
+    """Return the ``PartitionResult`` ``obj`` is (no file spelling exists for one)."""
+    return resolve_model(obj, purpose=purpose, accept=("partition",)).value  # type: ignore[no-any-return]

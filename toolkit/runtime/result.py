@@ -1,0 +1,33 @@
+"""The one value every runtime returns: outputs by name, and the trace when one was recorded."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+__all__ = ["RunResult"]
+
+
+class RunResult(NamedTuple):
+    """What ``tk.run`` returns, traced or not: ``outputs, trace = tk.run(...)`` always works.
+
+    Attributes:
+        outputs: the model's outputs by name (those of the last inference).
+        trace: ``None`` when the run was not traced; else the reference runtime's
+            :class:`~toolkit.runtime.tracer.EventTracer` (one event per op, or per command
+            of a compiled model, per inference), or, for a partition chain run by another
+            runner, a DataFrame with one row per part call (see
+            :func:`toolkit.runtime.chain.run_connection`).
+    """
+
+    outputs: dict[str, np.ndarray]
+    trace: Any = None
+
+    def __repr__(self) -> str:
+        outs = ", ".join(f"{k}: {v.dtype}{list(v.shape)}" for k, v in self.outputs.items())
+        if self.trace is None:
+            tr = "not traced"
+        else:
+            tr = f"{len(self.trace)} trace events"
+        return f"RunResult({outs}; {tr})"
