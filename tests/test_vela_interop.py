@@ -574,3 +574,23 @@ def test_match_per_layer_rows() -> None:
     assert match_per_layer_rows(["Conv2DBias", "Mystery", "Add", "MaxPool"], ops).tolist() == \
         [0, -1, 1, 3]
     assert match_per_layer_rows([], ops).tolist() == []
+
+
+def test_vela_compiler_and_partition_agree_per_source_op(int8_run: Run) -> None:
+    """One vocabulary: the real Vela's output, the compiler and the partitioner give the same
+    operator, name, MACs, bytes, kernel/OFM dims and original layers for every source op."""
+    import toolkit as tk
+
+    cols = ["operator", "name", "macs", "output_bytes", "kernel_w", "kernel_h", "ofm_w",
+            "ofm_h", "ofm_d"]
+    model = tk.load(int8_run.model_path)
+    compiled = tk.compile(model)
+    part = tk.partition(model, {"partition": {"backends": "npu,cpu", "default": "npu"},
+                                "OPCODE": {"SOFTMAX": "cpu"}})
+    prov = int8_run.res.provenance
+    want = compiled.source_ops().set_index("source_id")[cols]
+    for other in (prov, part):
+        pd.testing.assert_frame_equal(other.source_ops().set_index("source_id")[cols], want)
+        pd.testing.assert_frame_equal(other.layers().reset_index(drop=True),
+                                      compiled.layers().reset_index(drop=True))
+    assert want["macs"].sum() > 0
