@@ -301,8 +301,9 @@ def test_writer_is_atomic_and_refuses_unwritable_text(tmp_path: Path) -> None:
         write_debug_db(out, {"t": [1, 2]}, "a", "b")  # type: ignore[dict-item]
     assert out.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["db.xml"]  # no temporary file left
-    with pytest.raises(VelaError, match="cannot write"):
-        write_debug_db(tmp_path / "missing_dir" / "db.xml", {"source": good}, "a", "b")
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(ToolkitError, match="cannot write"):
+        write_debug_db(tmp_path / "a_file" / "db.xml", {"source": good}, "a", "b")
 
 
 _xml_text = st.text(

@@ -21,7 +21,7 @@ from toolkit.compiler.lowering import Command
 from toolkit.compiler.pass_manager import PassRun
 from toolkit.compiler.target import Target
 from toolkit.formats.debug_handles import encode_debug_handles
-from toolkit.formats.flatbuffer_write import atomic_write, write_model
+from toolkit.formats.flatbuffer_write import write_model
 from toolkit.ir import Model, Op
 from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS
 from toolkit.schema import ACTIVATION_CODES, BUILTIN_CODES
@@ -32,6 +32,7 @@ from toolkit.source_table import (
     source_ops_of,
     source_ops_table,
 )
+from toolkit.util.atomic import atomic_write
 
 __all__ = ["CompiledModel", "DEBUG_DB_TABLES", "uses_circle_only"]
 

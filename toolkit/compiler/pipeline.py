@@ -8,10 +8,8 @@ command queue for the target; give every compiled op a debug handle. The result 
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from toolkit.compiler.compiled import CompiledModel
@@ -23,6 +21,7 @@ from toolkit.compiler.target import Target
 from toolkit.errors import ToolkitError
 from toolkit.formats.debug_handles import DelegateMappingBuilder
 from toolkit.ir import Model, Tensor
+from toolkit.util.gc_pause import paused_gc
 
 __all__ = ["compile_model", "resolve_passes"]
 
@@ -72,19 +71,6 @@ def _handles(model: Model, identifiers: str) -> list[int | str]:
     raise ToolkitError(f"debug_identifiers must be 'generated' or 'names', got {identifiers!r}")
 
 
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector: compiling creates many small objects and no
-    cycles worth collecting, and full collections over a big graph grow with its size."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def _follow_outputs(model: Model, before: list[list[Tensor]]) -> None:
     """Point signature outputs at the tensors that now hold each graph output (a pass that
     bypasses or absorbs the op producing an output moves the output to another tensor)."""
@@ -124,7 +110,7 @@ def compile_model(model: Model | str | os.PathLike[str],
         from toolkit.formats.flatbuffer_read import load
 
         model = load(model)
-    with _no_gc():
+    with paused_gc():  # compiling builds many small objects and no cycles worth collecting
         work = copy_model(model)
         outputs = [list(g.outputs) for g in work.subgraphs]
         manager = PassManager(pass_objs, max_sweeps=max_sweeps, check=check)

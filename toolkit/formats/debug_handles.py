@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ToolkitError
-from toolkit.formats.flatbuffer_write import atomic_write
 from toolkit.ir import Op
+from toolkit.util.atomic import atomic_write
 
 __all__ = [
     "FORMAT_VERSION", "DelegateMappingBuilder", "DebugHandleMap", "encode_debug_handles",

@@ -7,7 +7,6 @@ options are decoded only when an op's ``options`` is first read.
 
 from __future__ import annotations
 
-import gc
 import itertools
 import math
 import mmap
@@ -38,6 +37,7 @@ from toolkit.schema import (
     fb,
     numpy_dtype,
 )
+from toolkit.util.gc_pause import paused_gc
 
 __all__ = ["read_model", "load", "IDENTIFIERS"]
 
@@ -89,10 +89,9 @@ def read_model(data: Any, where: str = "<bytes>") -> Model:
     # tens of thousands of new objects would trigger the cyclic garbage collector again and
     # again (each pass scanning everything built so far), and every object built here is kept
     # in the result, so a collection would free nothing
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
     try:
-        return _Reader(data, where, fmt).read()
+        with paused_gc():
+            return _Reader(data, where, fmt).read()
     except GraphError as e:
         raise ModelFormatError(e.what, where=where if e.where is None else f"{where}: {e.where}",
                                fix=e.fix) from None
@@ -103,9 +102,6 @@ def read_model(data: Any, where: str = "<bytes>") -> Model:
         raise ModelFormatError(
             f"corrupt FlatBuffer ({type(e).__name__}: {e})", where=where,
             fix="the file is truncated or damaged; export the model again") from None
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 class _OptionsDecoder:

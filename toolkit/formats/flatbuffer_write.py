@@ -7,9 +7,7 @@ tables are written as metadata so that loading the file restores every op's orig
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from toolkit.schema import (
     PLACEHOLDER_FOR_GREATER_OP_CODES,
     fb,
 )
+from toolkit.util.atomic import atomic_write
 
 __all__ = ["save", "write_model", "origin_tables"]
 
@@ -54,27 +53,6 @@ def save(model: Model, path: str | os.PathLike[str], *, origin_tables: bool | No
     data = write_model(model, fmt, origin_tables=origin_tables, where=str(p))
     atomic_write(p, data)
     return p
-
-
-def atomic_write(path: Path, data: bytes | bytearray | memoryview) -> None:
-    """Write bytes to ``path`` through a temp file in the same folder and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _identity_origins(model: Model) -> bool:

@@ -328,7 +328,7 @@ def format_part(spec: PartSpec) -> str:
 
 def write_part(spec: PartSpec, path: str | os.PathLike[str]) -> Path:
     """Write ``spec`` as a ``.part`` file (atomically) and return the path."""
-    from toolkit.formats.flatbuffer_write import atomic_write
+    from toolkit.util.atomic import atomic_write
 
     p = Path(path)
     atomic_write(p, format_part(spec).encode("utf-8"))

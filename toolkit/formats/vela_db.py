@@ -21,12 +21,10 @@ an external entity reference is refused (``VelaError``) before anything is expan
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +37,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser
 
 from toolkit.errors import VelaError
+from toolkit.util.atomic import atomic_write
 
 __all__ = [
     "LEGACY_TABLES",
@@ -415,27 +414,4 @@ def write_debug_db(
     out.append("</debug>\n")
     payload = "".join(out).encode("utf-8")
 
-    target = Path(os.fspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                   dir=target.parent)
-    except OSError as exc:
-        raise VelaError(f"cannot write the debug database ({exc.strerror or exc})",
-                        where=str(target), fix="check that the folder exists and is writable"
-                        ) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        # mkstemp creates the file 0600; give it the mode a plain open() would (or the old one).
-        mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise VelaError(f"cannot write the debug database ({exc.strerror or exc})",
-                            where=str(target)) from None
-        raise
+    atomic_write(Path(os.fspath(path)), payload)

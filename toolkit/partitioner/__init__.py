@@ -13,11 +13,7 @@ of its own that keeps the source model's origin ids (:mod:`toolkit.partitioner.b
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +27,8 @@ from toolkit.ir import Model
 from toolkit.partitioner import report
 from toolkit.partitioner.build import build_part
 from toolkit.partitioner.grouping import Placement, group_ops, place_ops
+from toolkit.util.atomic import write_file_set
+from toolkit.util.gc_pause import paused_gc
 
 __all__ = ["partition", "PartitionResult", "Part", "part_file_name"]
 
@@ -138,7 +136,7 @@ class PartitionResult:
                                                     origin_tables=True, where=str(target)))
             else:
                 payload[target] = content.encode("utf-8")
-        write_files_atomically(payload)
+        write_file_set(payload)
         self.ext = ext
         self.paths = list(payload)
         for p, path in zip(self.parts, self.paths):
@@ -203,55 +201,6 @@ def _inside(work: Path, name: str) -> Path:
     return target
 
 
-def write_files_atomically(payload: dict[Path, bytes]) -> None:
-    """Write every ``{path: bytes}`` or none of them.
-
-    Each file goes to a temporary file beside it; then each existing target is moved aside and
-    the temporary file renamed into place. On any error, files already renamed are removed,
-    moved-aside files restored and temporary files deleted, then the error is raised again.
-    """
-    temps: dict[Path, str] = {}
-    backups: dict[Path, str] = {}
-    placed: list[Path] = []
-    try:
-        for path, data in payload.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            temps[path] = tmp
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o644)
-        for path, tmp in temps.items():
-            if path.exists():
-                fd, bak = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".bak",
-                                           dir=path.parent)
-                os.close(fd)
-                try:
-                    os.replace(path, bak)
-                except BaseException:
-                    _quiet_unlink(bak)
-                    raise
-                backups[path] = bak
-            os.replace(tmp, path)
-            placed.append(path)
-    except BaseException:
-        for path in placed:
-            _quiet_unlink(path)
-        for path, bak in backups.items():
-            with contextlib.suppress(OSError):
-                os.replace(bak, path)
-        for tmp in temps.values():
-            _quiet_unlink(tmp)
-        raise
-    for bak in backups.values():
-        _quiet_unlink(bak)
-
-
-def _quiet_unlink(path: str | Path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-
-
 def _check_unique_names(model: Model, groups: list[Any]) -> None:
     """Raise PartitionError when two tensors that connect parts share a name (parts are
     connected by tensor name, as circle-partitioner requires unique names)."""
@@ -264,23 +213,6 @@ def _check_unique_names(model: Model, groups: list[Any]) -> None:
                 raise PartitionError(
                     f"two tensors are named {t.name!r}; parts are connected by tensor name",
                     where=model.path or "<model>", fix="give the model's tensors unique names")
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building many small objects.
-
-    Building thousands of part models allocates objects that all stay alive; without the pause
-    the collector rescans the growing heap again and again, which made partitioning grow
-    faster than linearly. Nothing built here is garbage, so nothing is lost by waiting.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _source_name(model: Model) -> str:
@@ -325,7 +257,7 @@ def partition(model: Model | str | os.PathLike[str], part: Any,
     ops = graph.ops
     placements, notes = place_ops(ops, spec)
     parts: list[Part] = []
-    with _collector_paused():
+    with paused_gc():  # thousands of part objects, all kept: no collection would free any
         groups = group_ops(graph, [p.backend for p in placements])
         _check_unique_names(model, groups)
         base = graph.name or "main"

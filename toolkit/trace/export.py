@@ -141,7 +141,7 @@ def to_model_explorer(att: Attribution, path: str | os.PathLike[str], *,
     Written atomically. Load it in Model Explorer with "Add per-node data" or
     ``model_explorer.visualize(..., node_data_paths=[path])``.
     """
-    from toolkit.formats.flatbuffer_write import atomic_write
+    from toolkit.util.atomic import atomic_write
 
     data = model_explorer_data(att, graph_id=graph_id, level=level, value=value)
     out = Path(path)

@@ -1,0 +1,1 @@
+"""Small helpers every layer may use: atomic file writes and a paused garbage collector."""

@@ -1,0 +1,138 @@
+"""Atomic file writes: a file (or a set of files) appears whole at its final name, or not at all.
+
+Every writer of the package goes through these helpers. A file is written to a temporary name
+in the target folder, flushed to disk, then renamed over its final name (``os.replace``), so a
+reader or a crash never sees a half-written file; the temporary file is removed on every error
+path. Permissions are those a plain ``open()`` would give (or the replaced file's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO
+
+from toolkit.errors import ToolkitError
+
+__all__ = ["atomic_write", "atomic_open", "write_file_set"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _write_error(path: Path, exc: OSError) -> ToolkitError:
+    return ToolkitError(f"cannot write the file ({exc.strerror or exc})", where=str(path),
+                        fix="check that the folder exists, is writable and has space")
+
+
+def _quiet_unlink(path: str | Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def _temp_beside(path: Path, suffix: str = ".tmp") -> tuple[int, str]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """Yield a binary file whose content appears at ``path`` only when the block ends
+    without error (temporary file beside it, fsync, then ``os.replace``).
+
+    Raises:
+        ToolkitError: the folder cannot be created or written (an ``OSError``, named with the
+            path); any other error of the block is raised as it is, with nothing left behind.
+    """
+    p = Path(path)
+    try:
+        fd, tmp = _temp_beside(p)
+    except OSError as exc:
+        raise _write_error(p, exc) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _mode_for(p))
+        os.replace(tmp, p)
+    except OSError as exc:
+        _quiet_unlink(tmp)
+        raise _write_error(p, exc) from None
+    except BaseException:
+        _quiet_unlink(tmp)
+        raise
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | bytearray | memoryview) -> Path:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_open`); return the path."""
+    p = Path(path)
+    with atomic_open(p) as f:
+        f.write(data)
+    return p
+
+
+def write_file_set(payload: Mapping[Path, bytes]) -> list[Path]:
+    """Write every ``{path: bytes}`` or none of them; return the paths in order.
+
+    Every file is first written in full to a temporary name beside its target and flushed;
+    only then is each renamed over its final name (never deleted first). When a rename fails,
+    the targets already replaced get their previous content back and every temporary file is
+    removed, so the set on disk is the old one or the new one.
+
+    Raises:
+        ToolkitError: an ``OSError`` while writing (named with the path).
+    """
+    temps: dict[Path, str] = {}
+    backups: dict[Path, str] = {}
+    placed: list[Path] = []
+    current: Path | None = None
+    try:
+        for path, data in payload.items():
+            current = path
+            fd, tmp = _temp_beside(path)
+            temps[path] = tmp
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, _mode_for(path))
+        for path, tmp in temps.items():
+            current = path
+            if path.exists():
+                fd, bak = _temp_beside(path, ".bak")
+                os.close(fd)
+                backups[path] = bak
+                shutil.copyfile(path, bak)  # the name keeps its old content until replaced
+            os.replace(tmp, path)
+            placed.append(path)
+    except BaseException as exc:
+        for path in placed:
+            if path in backups:
+                with contextlib.suppress(OSError):
+                    os.replace(backups.pop(path), path)
+            else:
+                _quiet_unlink(path)
+        for leftover in (*temps.values(), *backups.values()):
+            _quiet_unlink(leftover)
+        if isinstance(exc, OSError):
+            raise _write_error(current or Path("."), exc) from None
+        raise
+    for bak in backups.values():
+        _quiet_unlink(bak)
+    return list(payload)
+
