@@ -22,13 +22,17 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.demo-installed
 	$(BIN)/toolkit demo --out $(OUT)
 
-## test: ruff and the whole test suite (notebooks included)
+## test: ruff, the type checker, the layer contracts and the whole test suite (notebooks too)
 test: $(VENV)/.dev-installed
 	$(BIN)/ruff check toolkit tests bench sample_models
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n 2 -q
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check toolkit tests bench sample_models
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 ## lab: JupyterLab on notebooks/
 lab: $(VENV)/.demo-installed

@@ -469,7 +469,7 @@ def test_failure_while_renaming_leaves_nothing_and_restores(tmp_path: Path, monk
         return real(src, dst)
 
     monkeypatch.setattr(os, "replace", flaky)
-    with pytest.raises(ToolkitError, match="cannot write the file .disk full."):
+    with pytest.raises(ToolkitError, match=r"cannot write the file \(disk full\)"):
         result.write(tmp_path)
     monkeypatch.undo()
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -142,7 +142,8 @@ def partition(model: Model | PathLike, part: PathLike | PartSpec | Mapping[str, 
     from toolkit.partitioner import partition as _partition
 
     return _partition(as_model(model, purpose="tk.partition"), part,
-                      list(backends) if isinstance(backends, (list, tuple)) else backends,
+                      backends if backends is None or isinstance(backends, str)
+                      else list(backends),
                       default, source_file=source_file, work_path=work_path, ext=ext)
 
 

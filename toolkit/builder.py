@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -123,6 +123,20 @@ class ModelBuilder:
         return self.model
 
     # ------------------------------------------------------------------ ops
+    @overload
+    def op(self, type: str, inputs: Sequence[Tensor | None], shape: Sequence[int] | None = None,
+           *, name: str | None = None, dtype: Any = None, options: Any = None,
+           quant: Quantization | None = None, outputs: None = None,
+           custom_code: str | None = None, custom_options: bytes | None = None,
+           **fields: Any) -> Tensor: ...
+
+    @overload
+    def op(self, type: str, inputs: Sequence[Tensor | None], shape: Sequence[int] | None = None,
+           *, name: str | None = None, dtype: Any = None, options: Any = None,
+           quant: Quantization | None = None, outputs: Sequence[tuple[str, Sequence[int]]],
+           custom_code: str | None = None, custom_options: bytes | None = None,
+           **fields: Any) -> list[Tensor]: ...
+
     def op(self, type: str, inputs: Sequence[Tensor | None], shape: Sequence[int] | None = None,
            *, name: str | None = None, dtype: Any = None, options: Any = None,
            quant: Quantization | None = None, outputs: Sequence[tuple[str, Sequence[int]]] |
@@ -200,7 +214,7 @@ class ModelBuilder:
     def binary(self, type: str, a: Tensor, b: Tensor, *, activation: str | None = None,
                name: str | None = None, quant: Quantization | None = None) -> Tensor:
         """Elementwise binary op with broadcasting (ADD, SUB, MUL, DIV, POW, ...)."""
-        fields = {}
+        fields: dict[str, Any] = {}
         if type in ("ADD", "SUB", "MUL", "DIV"):
             fields["fusedActivationFunction"] = _act(activation)
         elif activation:

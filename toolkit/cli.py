@@ -103,7 +103,7 @@ def cmd_run(argv: Sequence[str]) -> int:
     for name, arr in outputs.items():
         print(f"{name}: {arr.dtype} {list(arr.shape)} mean={float(np.mean(arr)):.6g}")
     if a.outputs:
-        np.savez(a.outputs, **outputs)
+        np.savez(a.outputs, **outputs)  # type: ignore[arg-type]
     if want_trace:
         from toolkit.formats.chrome_trace import write_chrome_trace, write_trace_csv
 
@@ -132,7 +132,8 @@ def cmd_compile(argv: Sequence[str]) -> int:
     passes = a.passes.split(",") if a.passes else None
     compiled = compile(a.model, passes=passes, target=target)
     written = compiled.save(a.output, stem=a.model.stem)
-    print(f"{a.model}: {len(compiled.source.graph)} source ops -> "
+    source_ops = len(compiled.source.graph) if compiled.source is not None else 0
+    print(f"{a.model}: {source_ops} source ops -> "
           f"{len(compiled.model.graph)} compiled ops -> {len(compiled.commands())} commands")
     for f in written or []:
         print(f"  wrote {f}")

@@ -637,8 +637,8 @@ class Graph:
         # remaining key is ready), so it is returned without running the heap.
         ordered = sorted(self._ops, key=lambda o: (o._seq, o.extra["_created"], id(o)))
         pos = {o: i for i, o in enumerate(ordered)}
-        if all(pos.get(t.producer, -1) < i for i, o in enumerate(ordered)
-               for t in o.inputs if t is not None):
+        if all(t.producer is None or pos.get(t.producer, -1) < i
+               for i, o in enumerate(ordered) for t in o.inputs if t is not None):
             for i, o in enumerate(ordered):
                 o._seq = float(i)
             return ordered

@@ -60,11 +60,11 @@ class ModelArg:
     def model(self) -> Model:
         """The model to run or inspect: the Model, or a compiled model's compiled graph."""
         if self.kind == "model":
-            return self.value  # type: ignore[no-any-return]
+            return self.value
         if self.kind == "compiled":
-            return self.value.model  # type: ignore[no-any-return]
+            return self.value.model
         if self.kind == "partition":
-            return self.value.source  # type: ignore[no-any-return]
+            return self.value.source
         raise ToolkitError("a connection file holds several part models, not one",
                            where=self.where, fix="pass one part's .circle file, or the source "
                                                  "model")
@@ -170,14 +170,14 @@ def as_model(obj: Any, *, purpose: str = "this function") -> Model:
     Raises:
         ToolkitError: as :func:`resolve_model` with ``accept=("model",)``.
     """
-    return resolve_model(obj, purpose=purpose, accept=("model",)).value  # type: ignore[no-any-return]
+    return resolve_model(obj, purpose=purpose, accept=("model",)).value
 
 
 def as_compiled(obj: Any, *, purpose: str = "this function") -> CompiledModel:
     """Return the ``CompiledModel`` that ``obj`` (a CompiledModel or compiled output) names."""
-    return resolve_model(obj, purpose=purpose, accept=("compiled",)).value  # type: ignore[no-any-return]
+    return resolve_model(obj, purpose=purpose, accept=("compiled",)).value
 
 
 def as_partition(obj: Any, *, purpose: str = "this function") -> PartitionResult:
     """Return the ``PartitionResult`` ``obj`` is (no file spelling exists for one)."""
-    return resolve_model(obj, purpose=purpose, accept=("partition",)).value  # type: ignore[no-any-return]
+    return resolve_model(obj, purpose=purpose, accept=("partition",)).value

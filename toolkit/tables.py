@@ -5,10 +5,13 @@ Empty results keep their columns and dtypes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
-from toolkit.ir import Model
+if TYPE_CHECKING:
+    from toolkit.ir import Model
 
 __all__ = ["ops_table", "tensors_table", "origins_table"]
 

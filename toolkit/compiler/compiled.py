@@ -213,7 +213,7 @@ class CompiledModel:
         (object: tuple of sorted origin-id tuples, one per source op), ``result`` (str or None:
         the op after), ``result_type`` (str or None), ``result_ids`` (object: sorted tuple).
         """
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for gi, g in enumerate(self.model.subgraphs):
             for r in g.rewrites:
                 rows.append((len(rows), gi, r.relation, r.pass_name, tuple(r.sources),
@@ -230,7 +230,7 @@ class CompiledModel:
         ``seconds`` (float64)."""
         rows = [(r.sweep, r.name, r.modified, r.seconds) for r in self.pass_runs]
         return _frame(rows, ["sweep", "pass", "modified", "seconds"],
-                      {"sweep": _I64, "modified": bool, "seconds": "float64"})
+                      {"sweep": _I64, "modified": "bool", "seconds": "float64"})
 
     # ------------------------------------------------------------ debug db
     def debug_db_tables(self) -> dict[str, pd.DataFrame]:

@@ -138,9 +138,9 @@ class PassManager:
                 model.verify()
                 check_origins(model, expected)
         except Exception as e:
-            before = _compact(history) if history else "none"
+            ran = _compact(history) if history else "none"
             what = e.what if isinstance(e, ToolkitError) else f"{type(e).__name__}: {e}"
-            err = PassError(f"{what} (sweep {sweep + 1}; passes run before it: {before})",
+            err = PassError(f"{what} (sweep {sweep + 1}; passes run before it: {ran})",
                             where=f"pass {p.name!r}",
                             fix="compile with passes=[...] without this pass, and report it")
             err.pass_name = p.name  # type: ignore[attr-defined]

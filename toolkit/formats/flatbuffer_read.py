@@ -104,6 +104,11 @@ def read_model(data: Any, where: str = "<bytes>") -> Model:
             fix="the file is truncated or damaged; export the model again") from None
 
 
+def _present(tensors: list[Tensor | None]) -> list[Tensor]:
+    """The tensors of a list that may not hold absent (-1) entries, typed as such."""
+    return [t for t in tensors if t is not None]
+
+
 class _OptionsDecoder:
     """Decodes one op's builtin options on first access (see ``Op.options``)."""
 
@@ -388,8 +393,10 @@ class _Reader:
                                 f"subgraph has {nt} tensors")
             return [None if x < 0 else tensors[x] for x in arr.tolist()]
 
-        g.inputs = tlist(sg.InputsAsNumpy() if sg.InputsLength() else (), "graph inputs")
-        g.outputs = tlist(sg.OutputsAsNumpy() if sg.OutputsLength() else (), "graph outputs")
+        g.inputs = _present(tlist(sg.InputsAsNumpy() if sg.InputsLength() else (),
+                                  "graph inputs"))
+        g.outputs = _present(tlist(sg.OutputsAsNumpy() if sg.OutputsLength() else (),
+                                   "graph outputs"))
         # circle keeps a deprecated data_format in the slot where TFLite has
         # debug_metadata_index; read each format's own slot.
         tab = sg._tab
@@ -404,9 +411,9 @@ class _Reader:
                 g.extra["debug_metadata_index"] = sg.DebugMetadataIndex()
         file_ops = self._read_ops(sg, sidx, tlist)
         for op in file_ops:  # Graph.attach_op's linking, inlined for speed
-            for t in op.inputs:
-                if t is not None:
-                    t.consumers.append(op)
+            for used in op.inputs:
+                if used is not None:
+                    used.consumers.append(op)
             for t in op.outputs:
                 if t.producer is not None:
                     raise self._err(f"subgraph {sidx}: tensor {t.name!r} already has a producer "

@@ -162,7 +162,7 @@ class _Writer:
         q = t.quant
         if q is None:
             return None
-        qt = fb.QuantizationParameters.QuantizationParametersT()
+        qt: Any = fb.QuantizationParameters.QuantizationParametersT()
         qt.scale = np.asarray(q.scale, dtype=np.float32) if q.scale.size else None
         qt.zeroPoint = np.asarray(q.zero_point, dtype=np.int64) if q.zero_point.size else None
         qt.min = None if q.min is None else np.asarray(q.min, dtype=np.float32)

@@ -337,7 +337,7 @@ def _cell_values(df: pd.DataFrame, col: Any, table: str) -> list[Any]:
         return [int(bool(v)) for v in s.to_numpy()]
     if kind == "f":
         return [float(v) for v in s.to_numpy()]
-    out = []
+    out: list[str | int] = []
     for v in s.tolist():
         if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA:
             out.append("")

@@ -223,7 +223,7 @@ def _run_reference(stages: list[_Stage], c: Connection, env0: dict[str, np.ndarr
         env = dict(env0)
         for s, it, part_tracer in zip(stages, interps, part_tracers):
             feed = _feed(s, env, where)
-            out = it.invoke(feed, part_tracer)
+            out = it.invoke(feed, part_tracer)  # type: ignore[arg-type]  # records alike
             _take(s, out, env, where)
     outs = _outputs(c, env, where)
     return RunResult(outs, tracer)

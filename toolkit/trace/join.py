@@ -125,7 +125,7 @@ def as_provenance(obj: Any) -> Provenance:
     arg = resolve_model(obj, purpose="trace_join", accept=("model", "compiled", "partition"))
     if arg.kind == "model":
         return compile_model(arg.value, passes=None if was_path else [])
-    return arg.value  # type: ignore[no-any-return]
+    return arg.value
 
 
 def _problem_reasons(events: pd.DataFrame, reasons: _Reasons) -> None:

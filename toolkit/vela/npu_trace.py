@@ -36,7 +36,7 @@ import os
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
@@ -127,7 +127,7 @@ def _map_events(trace: pd.DataFrame, queue: pd.DataFrame, point: str
                                          dtype=object))
     ev_out: list[np.ndarray] = []
     row_out: list[np.ndarray] = []
-    side = "right" if point == "at" else "left"
+    side: Literal["left", "right"] = "right" if point == "at" else "left"
     offsets = queue["offset"].to_numpy(dtype=_I64)
     stream_of = queue["cmdstream_id"].to_numpy(dtype=_I64)
     for s in streams.tolist():

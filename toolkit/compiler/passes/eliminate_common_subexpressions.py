@@ -80,7 +80,7 @@ def _same_input(a: Tensor | None, b: Tensor | None) -> bool:
         return True
     if not (_small_const(a) and _small_const(b)):
         return False
-    assert a is not None and b is not None
+    assert a is not None and b is not None and a.data is not None and b.data is not None
     return _quant_key(a) == _quant_key(b) and bool(np.array_equal(a.data, b.data))
 
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from toolkit.compiler.passes._match import is_graph_output, op_is_static, same_type
 from toolkit.compiler.passes.base import GraphPass
-from toolkit.ir import Graph, Op
+from toolkit.ir import Graph, Op, Tensor
 
 __all__ = ["RemoveNoopReshape", "can_bypass"]
 
 
-def can_bypass(graph: Graph, op: Op, keep: object) -> bool:
+def can_bypass(graph: Graph, op: Op, keep: Tensor) -> bool:
     """True when ``op``'s single output can be replaced by ``keep`` everywhere."""
     out = op.outputs[0]
     if not is_graph_output(graph, out):

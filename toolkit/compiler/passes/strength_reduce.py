@@ -75,7 +75,7 @@ class StrengthReduce(GraphPass):
                     continue
             elif _power_of_two(c):
                 inv = graph.add_const(graph.unique_name(f"{out.name}/reciprocal"),
-                                      np.float32(1.0 / c))
+                                      np.array(1.0 / c, dtype=np.float32))
                 graph.replace(op, "MUL", [x, inv], [out],
                               options_for("MUL", fusedActivationFunction=op.activation))
             else:
