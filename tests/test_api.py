@@ -188,3 +188,28 @@ def test_layer_names_split_converter_names() -> None:
     assert layer_names("model/conv/Relu;model/conv/BiasAdd;model/conv/Relu; ;") == [
         "model/conv/Relu", "model/conv/BiasAdd"]
     assert layer_names("") == []
+
+
+def test_running_a_model_leaves_its_ops_untouched() -> None:
+    """Per-run caches live in the runtime, not in the IR: running a model and compiling it
+    afterwards sees the ops exactly as loaded."""
+    model = tk.load(SAMPLES / "cnn.tflite")
+    before = [dict(op.extra) for op in model.graph.ops]
+    tk.run(model, repeat=3)
+    assert [dict(op.extra) for op in model.graph.ops] == before
+    compiled = tk.compile(model)
+    assert all("plan" not in str(k) and "cache" not in str(k)
+               for op in compiled.model.graph.ops for k in op.extra)
+
+
+def test_loader_builds_graphs_through_the_ir() -> None:
+    """Graph.adopt links what the reader builds; the result is a normal, verifiable graph."""
+    model = tk.load(SAMPLES / "transformer.tflite")
+    g = model.graph
+    g.verify() if hasattr(g, "verify") else model.verify()
+    for op in g.ops:
+        assert op.graph is g
+        for t in op.outputs:
+            assert t.producer is op and t.graph is g
+        for t in op.inputs:
+            assert t is None or op in t.consumers

@@ -30,6 +30,8 @@ from toolkit.schema import TENSOR_TYPE_NAMES, numpy_dtype, tensor_type_of
 
 __all__ = ["Quantization", "Tensor", "Op", "Graph", "Model", "Rewrite", "SignatureDef"]
 
+_NO_ORIGINS: frozenset[int] = frozenset()
+
 
 @dataclass(eq=False)
 class Quantization:
@@ -148,6 +150,20 @@ class Tensor:
         return f"<Tensor {kind}{self.name!r} {self.type_name}{list(self.shape)}>"
 
 
+    @classmethod
+    def trusted(cls, name: str, shape: tuple[int, ...], type_code: int, quant: Quantization | None,
+                data: np.ndarray | None, shape_signature: tuple[int, ...] | None,
+                is_variable: bool, has_rank: bool, extra: dict[str, Any]) -> Tensor:
+        """Return a detached tensor built from already-checked fields (a model reader's hot
+        loop: the constructor's work without its argument checks and conversions)."""
+        t = object.__new__(cls)
+        t.name, t.shape, t.type_code, t.quant, t.data = name, shape, type_code, quant, data
+        t.shape_signature, t.is_variable, t.has_rank, t.extra = (shape_signature, is_variable,
+                                                                 has_rank, extra)
+        t.producer, t.consumers, t.graph = None, [], None
+        return t
+
+
 class Op:
     """An operator: a type name (``CONV_2D``, ``INSTANCE_NORM``, ``CUSTOM``), options and
     input/output tensors, plus the set of origin ids of the source ops it came from.
@@ -192,6 +208,23 @@ class Op:
         self.extra = extra or {}
         self.graph: Graph | None = None
         self._seq: float = 0.0
+
+    @classmethod
+    def trusted(cls, type: str, inputs: tuple[Tensor | None, ...], outputs: tuple[Tensor, ...],
+                *, options_src: Any, options_type: str | None, custom_code: str | None,
+                version: int, index: int) -> Op:
+        """Return a detached op built from already-checked fields, for a model reader: the
+        options are decoded from ``options_src()`` on first access, ``index`` is the op's
+        position in the file (its creation order), and its origins are empty until the reader
+        sets them."""
+        op = object.__new__(cls)
+        op.type, op.custom_code, op.version = type, custom_code, version
+        op._options = op.custom_options = op.graph = None
+        op._options_src = options_src
+        op.options_type = options_type
+        op.inputs, op.outputs = inputs, outputs
+        op.origins, op.extra, op._seq = _NO_ORIGINS, {"_created": index}, float(index)
+        return op
 
     @property
     def options(self) -> Any:
@@ -290,6 +323,44 @@ class Graph:
         self._seq = itertools.count()
         self._origin_stack: list[frozenset[int]] = []
         self._names: dict[str, Tensor] | None = None
+
+    @classmethod
+    def adopt(cls, name: str | None, tensors: list[Tensor], ops: list[Op], inputs: list[Tensor],
+              outputs: list[Tensor]) -> Graph:
+        """Return a graph made of detached ``tensors`` and ``ops`` (as a model reader builds
+        them), linking producers and consumers as :meth:`attach_op` does, in one pass.
+
+        The ops' list order is their creation order; it is the execution order when every op
+        reads only earlier ops' outputs (else the graph orders them on first use of
+        :attr:`ops`).
+
+        Raises:
+            GraphError: a tensor written by two ops, or ops that form a cycle.
+        """
+        g = cls(name)
+        for t in tensors:
+            t.graph = g
+        g._tensors = dict.fromkeys(tensors)
+        g.inputs, g.outputs = list(inputs), list(outputs)
+        for op in ops:
+            for used in op.inputs:
+                if used is not None:
+                    used.consumers.append(op)
+            for t in op.outputs:
+                if t.producer is not None:
+                    raise GraphError(f"tensor {t.name!r} already has a producer "
+                                     f"({t.producer.kind} {t.producer.name!r}), and {op.kind} "
+                                     "writes it too")
+                t.producer = op
+            op.graph = g
+        g._ops = dict.fromkeys(ops)
+        g._seq = itertools.count(len(ops))
+        pos = {op: i for i, op in enumerate(ops)}
+        in_order = all(t is None or t.producer is None or pos[t.producer] < i
+                       for i, op in enumerate(ops) for t in op.inputs)
+        g._order = list(ops) if in_order else None
+        g.ops  # noqa: B018  (orders the ops now; raises GraphError on a cycle)
+        return g
 
     # ---------------------------------------------------------------- views
     @property

@@ -43,7 +43,6 @@ __all__ = ["read_model", "load", "IDENTIFIERS"]
 
 IDENTIFIERS = {b"TFL3": "tflite", b"CIR0": "circle"}
 _options_creator = fb.BuiltinOptions.BuiltinOptionsCreator
-_PLACEHOLDER = frozenset((-1,))
 _KNOWN_OPTIONS = np.array(sorted(OPTIONS_TYPE_NAMES), dtype=np.int64)
 _options2_creator = fb.BuiltinOptions2.BuiltinOptions2Creator
 
@@ -331,7 +330,7 @@ class _Reader:
         compression_l = compression.tolist()
         is_var_l, has_rank_l = (is_var > 0).tolist(), (has_rank > 0).tolist()
         rare_l = ((sparse > 0) | (variants > 0) | (compression != 0)).tolist()
-        new = object.__new__
+        trusted_tensor = Tensor.trusted
         buffers, buffer_pos = self.buffers, self.buffer_pos
         for i in range(nt):
             shape = flat_shapes[sb[i]:sb[i + 1]]
@@ -367,23 +366,16 @@ class _Reader:
                     extra["variant_tensors"] = full.variantTensors
                 if compression_l[i]:
                     extra["compression_type"] = compression_l[i]
-            # the Tensor constructor's work, without its argument checks (hot loop)
-            t = new(Tensor)
-            t.name, t.shape, t.type_code, t.quant, t.data = (name, tuple(shape), type_code,
-                                                             quants[i], data)
-            t.shape_signature = tuple(flat_sigs[sigb[i]:sigb[i + 1]]) if has_sig[i] else None
-            t.is_variable, t.has_rank, t.extra = is_var_l[i], has_rank_l[i], extra
-            t.producer, t.consumers, t.graph = None, [], None
-            out.append(t)
+            out.append(trusted_tensor(
+                name, tuple(shape), type_code, quants[i], data,
+                tuple(flat_sigs[sigb[i]:sigb[i + 1]]) if has_sig[i] else None,
+                is_var_l[i], has_rank_l[i], extra))
         return out
 
     def _read_subgraph(self, sg: Any, sidx: int) -> Graph:
-        g = Graph(self._str(sg.Name()))
+        extra: dict[str, Any] = {}
         tensors = self._tensors = self._read_tensors(sg, sidx)
         nt = len(tensors)
-        for t in tensors:
-            t.graph = g
-        g._tensors = dict.fromkeys(tensors)
 
         def tlist(arr: Any, what: str, allow_absent: bool = False) -> list[Tensor | None]:
             arr = np.asarray(arr, dtype=np.int64)
@@ -393,44 +385,29 @@ class _Reader:
                                 f"subgraph has {nt} tensors")
             return [None if x < 0 else tensors[x] for x in arr.tolist()]
 
-        g.inputs = _present(tlist(sg.InputsAsNumpy() if sg.InputsLength() else (),
-                                  "graph inputs"))
-        g.outputs = _present(tlist(sg.OutputsAsNumpy() if sg.OutputsLength() else (),
-                                   "graph outputs"))
+        inputs = _present(tlist(sg.InputsAsNumpy() if sg.InputsLength() else (),
+                                "graph inputs"))
+        outputs = _present(tlist(sg.OutputsAsNumpy() if sg.OutputsLength() else (),
+                                 "graph outputs"))
         # circle keeps a deprecated data_format in the slot where TFLite has
         # debug_metadata_index; read each format's own slot.
         tab = sg._tab
         o = tab.Offset(14)
         if self.fmt == "tflite":
             if o:
-                g.extra["debug_metadata_index"] = tab.Get(Int32Flags, o + tab.Pos)
+                extra["debug_metadata_index"] = tab.Get(Int32Flags, o + tab.Pos)
         else:
             if o:
-                g.extra["data_format"] = tab.Get(Int8Flags, o + tab.Pos)
+                extra["data_format"] = tab.Get(Int8Flags, o + tab.Pos)
             if sg.DebugMetadataIndex() != -1:
-                g.extra["debug_metadata_index"] = sg.DebugMetadataIndex()
+                extra["debug_metadata_index"] = sg.DebugMetadataIndex()
         file_ops = self._read_ops(sg, sidx, tlist)
-        for op in file_ops:  # Graph.attach_op's linking, inlined for speed
-            for used in op.inputs:
-                if used is not None:
-                    used.consumers.append(op)
-            for t in op.outputs:
-                if t.producer is not None:
-                    raise self._err(f"subgraph {sidx}: tensor {t.name!r} already has a producer "
-                                    f"({t.producer.kind} {t.producer.name!r}), and {op.kind} "
-                                    "writes it too")
-                t.producer = op
-            op.graph = g
-        g._ops = dict.fromkeys(file_ops)
-        g._order = None
-        g._seq = itertools.count(len(file_ops))
-        # file order is execution order unless an op reads a later op's output (or a cycle)
-        in_order = all(t is None or t.producer is None or t.producer._seq < op._seq
-                       for op in file_ops for t in op.inputs)
         self.file_ops.append(file_ops)
-        if in_order:
-            g._order = list(file_ops)
-        g.ops  # noqa: B018  (orders the ops; raises GraphError on a cycle)
+        try:
+            g = Graph.adopt(self._str(sg.Name()), tensors, file_ops, inputs, outputs)
+        except GraphError as e:
+            raise self._err(f"subgraph {sidx}: {e.what}") from None
+        g.extra.update(extra)
         return g
 
     def _read_ops(self, sg: Any, sidx: int, tlist: Callable[..., list[Tensor | None]]
@@ -466,26 +443,23 @@ class _Reader:
         opcode_l, opt_type_l = opcode.tolist(), opt_type.tolist()
         opt_tab_l, rare_l, tabs_l = opt_tab.tolist(), rare.tolist(), tabs.tolist()
         data = self.data
-        new = object.__new__
+        trusted_op = Op.trusted
         for i in range(tabs.size):
             type_name, custom, version = self.opcodes[opcode_l[i]]
             o_ins = ins_l[ib[i]:ib[i + 1]]
             o_outs = outs_l[ob[i]:ob[i + 1]]
             t = opt_type_l[i]
-            # the Op constructor's work, without its argument checks (hot loop); the origins
-            # are a placeholder until _assign_origins
-            op = new(Op)
-            op.type, op.custom_code, op.version = type_name, custom, version
-            op._options = op._options_src = op.custom_options = op.graph = None
-            op.options_type = OPTIONS_TYPE_NAMES.get(t) if t else None
-            op.inputs, op.outputs = tuple(o_ins), tuple(o_outs)
-            op.origins, op.extra, op._seq = _PLACEHOLDER, {"_created": i}, float(i)
+            options_src = None
             if t:
                 if opt_tab_l[i] == 0:
                     raise self._err(f"subgraph {sidx} operator {i} ({type_name}) names options "
                                     f"type {t} but has no options table")
-                op._options_src = _OptionsDecoder(t, data, opt_tab_l[i], where,
-                                                  (sidx, i, type_name))
+                options_src = _OptionsDecoder(t, data, opt_tab_l[i], where,
+                                              (sidx, i, type_name))
+            # origins are set by _assign_origins once every subgraph is read
+            op = trusted_op(type_name, tuple(o_ins), tuple(o_outs), options_src=options_src,
+                            options_type=OPTIONS_TYPE_NAMES.get(t) if t else None,
+                            custom_code=custom, version=version, index=i)
             if rare_l[i]:
                 self._read_rare_fields(op, tabs_l[i], i, sidx, tlist)
             ops.append(op)

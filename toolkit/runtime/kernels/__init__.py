@@ -22,8 +22,8 @@ DEQUANTIZE), :mod:`.norm` (INSTANCE_NORM, custom LAYER_NORM). Helpers: :mod:`.co
 (options, quantization parameters, fused activations, padding, the per-op cache of prepared
 constants), :mod:`.fixedpoint` and :mod:`.blocks` (constant operands for fast ufunc calls).
 
-Kernels prepare what they derive from an op and its constant inputs once and keep it on the
-op (``op.extra["_kernel_cache"]``, keyed by the op's options, tensors and input shapes), so
+Kernels prepare what they derive from an op and its constant inputs once and keep it in the
+runtime's plan cache (weakly keyed by the op; keyed by its options, tensors and input shapes), so
 that repeated calls cost little more than the arithmetic. For models with static shapes the
 interpreter goes one step further: :func:`bind_kernel` returns the kernel bound to one op and
 one set of input shapes (:mod:`.binders`), with no per-call lookup at all and, for the float

@@ -2,8 +2,9 @@
 the per-op cache of prepared constants.
 
 Per-op cache: a kernel derives constants from its op and its constant inputs (padding,
-reshaped filters, fixed-point multipliers, activation bounds) once and keeps them in
-``op.extra["_kernel_cache"]`` as ``(key, plan)``. The key holds the op's options object and
+reshaped filters, fixed-point multipliers, activation bounds) once and keeps them as
+``(key, plan)`` in a cache of the runtime keyed weakly by the op (never in the op itself, so a
+run leaves the model as it found it, and the plan goes when the op goes). The key holds the op's options object and
 its input and output tensor tuples (compared by identity: the toolkit replaces these rather
 than editing them) and the shapes and dtypes of the input arrays; a plan also checks that
 its constant inputs are the same array objects, so a different input shape, a rewired op or
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -300,8 +302,8 @@ def int_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ per-op cache
-CACHE_KEY = "_kernel_cache"
-"""Key of the prepared-constants cache in ``op.extra`` (see the module docstring)."""
+_PLANS: weakref.WeakKeyDictionary[Op, tuple[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
+"""The prepared-constants cache: op -> (key, plan) (see the module docstring)."""
 
 GENERAL = "general"
 """The plan of an op whose inputs take the general (unprepared) path."""
@@ -311,7 +313,7 @@ P = TypeVar("P")
 
 def cached_plan(op: Op, key: tuple[Any, ...]) -> Any:
     """The plan cached on ``op`` for ``key``, or None."""
-    entry = op.extra.get(CACHE_KEY)
+    entry = _PLANS.get(op)
     if entry is not None and entry[0] == key:
         return entry[1]
     return None
@@ -319,7 +321,7 @@ def cached_plan(op: Op, key: tuple[Any, ...]) -> Any:
 
 def store_plan(op: Op, key: tuple[Any, ...], plan: P) -> P:
     """Cache ``plan`` on ``op`` for ``key`` (replacing any other) and return it."""
-    op.extra[CACHE_KEY] = (key, plan)
+    _PLANS[op] = (key, plan)
     return plan
 
 
