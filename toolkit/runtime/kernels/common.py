@@ -6,9 +6,9 @@ reshaped filters, fixed-point multipliers, activation bounds) once and keeps the
 ``(key, plan)`` in a cache of the runtime keyed weakly by the op (never in the op itself, so a
 run leaves the model as it found it, and the plan goes when the op goes). The key holds the
 op's options object and its input and output tensor tuples (compared by identity: the toolkit
-replaces these rather than editing them) and the shapes and dtypes of the input arrays; a plan also checks that
-its constant inputs are the same array objects, so a different input shape, a rewired op or
-new weights prepare a new plan. Tensors' quantization parameters are read when a plan is
+replaces these rather than editing them) and the shapes and dtypes of the input arrays; a
+plan also checks that its constant inputs are the same array objects, so a different input
+shape, a rewired op or new weights prepare a new plan. Tensors' quantization parameters are read when a plan is
 made; give an op new tensors rather than editing the quantization of tensors it has used.
 """
 
