@@ -8,8 +8,9 @@ run leaves the model as it found it, and the plan goes when the op goes). The ke
 op's options object and its input and output tensor tuples (compared by identity: the toolkit
 replaces these rather than editing them) and the shapes and dtypes of the input arrays; a
 plan also checks that its constant inputs are the same array objects, so a different input
-shape, a rewired op or new weights prepare a new plan. Tensors' quantization parameters are read when a plan is
-made; give an op new tensors rather than editing the quantization of tensors it has used.
+shape, a rewired op or new weights prepare a new plan. Tensors' quantization parameters are
+read when a plan is made; give an op new tensors rather than editing the quantization of
+tensors it has used.
 """
 
 from __future__ import annotations
