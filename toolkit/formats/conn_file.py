@@ -20,10 +20,18 @@ circle-partitioner (crew's writers)::
 
 and the INI form has ``[source]`` (``file``, ``i1``.., ``o1``..), ``[models]`` (``m1``..) and
 one section per part file.
+
+Written by the partitioner, each part entry also carries ``"size"`` (bytes) and ``"sha256"``
+of the part file: the connection file is the manifest of the set, written last, and a reader
+refuses parts that do not match it (a set left mixed by a crash, or edited by hand). ONE's
+readers ignore the two keys. Files are named relative to the connection file's folder and
+must stay inside it (:func:`member_path`); names the INI form cannot carry (line breaks,
+surrounding blanks, a leading ``[``, ``;`` or ``#``) are refused when writing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -33,8 +41,11 @@ from pathlib import Path
 from toolkit.errors import PartitionError
 from toolkit.formats.part_file import ini_lines
 
+_MAX_CONN_BYTES = 64 << 20
+"""A connection file names a few models; anything larger is not one."""
+
 __all__ = ["ConnPart", "Connection", "format_conn_json", "format_conn_ini", "parse_conn_json",
-           "parse_conn_ini", "read_connection"]
+           "parse_conn_ini", "read_connection", "member_path", "check_ini_name", "file_digest"]
 
 
 @dataclass
@@ -44,6 +55,8 @@ class ConnPart:
     file: str
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    size: int | None = None
+    sha256: str | None = None
 
 
 @dataclass
@@ -62,6 +75,47 @@ class Connection:
         """Folder that holds the part files: the connection file's folder (or the CWD)."""
         return Path(self.path).parent if self.path else Path(".")
 
+    def member(self, file: str) -> Path:
+        """The path of ``file`` (a part or the source) inside :attr:`folder`; see
+        :func:`member_path`."""
+        return member_path(self.folder, file, where=self.path or "<connection>")
+
+
+def member_path(folder: Path, name: str, *, where: str) -> Path:
+    """Return ``folder / name`` for a plain file name that stays inside ``folder``.
+
+    Raises:
+        PartitionError: an absolute name, a name with a folder part or ``..``, a NUL, or a
+            symbolic link that leads out of ``folder``.
+    """
+    if (not name or "\0" in name or "/" in name or "\\" in name or name in (".", "..")
+            or Path(name).is_absolute()):
+        raise PartitionError(f"the connection names {name!r}, which is not a plain file name "
+                             "in its folder", where=where,
+                             fix="connection files may only name files beside them")
+    path = folder / name
+    if path.is_symlink() and path.resolve().parent != folder.resolve():
+        raise PartitionError(f"{name!r} is a link that leads out of the connection's folder",
+                             where=where, fix="copy the file into the folder instead")
+    return path
+
+
+def file_digest(data: bytes) -> str:
+    """The ``sha256`` of a part file's bytes, as the manifest records it (hex)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+_INI_BAD = re.compile(r"[\r\n\0]")
+
+
+def check_ini_name(name: str, what: str) -> None:
+    """Raise :class:`PartitionError` when ``name`` cannot be written as an INI value."""
+    if (_INI_BAD.search(name) or name != name.strip() or name[:1] in ("[", ";", "#")
+            or not name):
+        raise PartitionError(f"{what} {name!r} cannot be written to a .conn.ini (line breaks, "
+                             "NULs, surrounding blanks and a leading '[', ';' or '#' would "
+                             "change its meaning)", fix="rename it in the model")
+
 
 # ------------------------------------------------------------------ JSON
 def _q(s: str) -> str:
@@ -73,9 +127,13 @@ def _names(items: list[str]) -> str:
 
 
 def _json_part(p: ConnPart, pad: str) -> list[str]:
-    return [f'{pad}"file" : {_q(p.file)},',
-            f'{pad}"inputs" : {_names(p.inputs)},',
-            f'{pad}"outputs" : {_names(p.outputs)}']
+    lines = [f'{pad}"file" : {_q(p.file)},',
+             f'{pad}"inputs" : {_names(p.inputs)},',
+             f'{pad}"outputs" : {_names(p.outputs)}']
+    if p.size is not None and p.sha256 is not None:
+        lines[-1] += ","
+        lines += [f'{pad}"size" : {int(p.size)},', f'{pad}"sha256" : {_q(p.sha256)}']
+    return lines
 
 
 def format_conn_json(conn: Connection) -> str:
@@ -101,8 +159,16 @@ def _str_list(v: object, what: str, where: str) -> list[str]:
 def _json_conn_part(obj: object, what: str, where: str) -> ConnPart:
     if not isinstance(obj, dict) or not isinstance(obj.get("file"), str) or not obj["file"]:
         raise PartitionError(f"{what} has no \"file\"", where=where)
+    size, digest = obj.get("size"), obj.get("sha256")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+        raise PartitionError(f"{what} size is not a byte count", where=where)
+    if digest is not None and not (isinstance(digest, str) and _HEX64.fullmatch(digest)):
+        raise PartitionError(f"{what} sha256 is not 64 hex digits", where=where)
     return ConnPart(obj["file"], _str_list(obj.get("inputs", []), f"{what} inputs", where),
-                    _str_list(obj.get("outputs", []), f"{what} outputs", where))
+                    _str_list(obj.get("outputs", []), f"{what} outputs", where), size, digest)
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def parse_conn_json(text: str, where: str = "<conn.json>") -> Connection:
@@ -112,6 +178,9 @@ def parse_conn_json(text: str, where: str = "<conn.json>") -> Connection:
         obj = json.loads(_TRAILING_COMMA.sub(r"\1", text))
     except json.JSONDecodeError as e:
         raise PartitionError(f"not JSON: {e.msg}", where=f"{where}:{e.lineno}") from None
+    except (RecursionError, ValueError) as e:  # nesting too deep, an integer too long
+        raise PartitionError(f"not a connection file ({type(e).__name__})", where=where,
+                             fix="pass the .conn.json written by `toolkit partition`") from None
     if not isinstance(obj, dict) or "source" not in obj or "parts" not in obj:
         raise PartitionError('expected an object with "source" and "parts"', where=where)
     parts = obj["parts"]
@@ -124,9 +193,15 @@ def parse_conn_json(text: str, where: str = "<conn.json>") -> Connection:
 
 # ------------------------------------------------------------------ INI
 def _ini_section(name: str, p: ConnPart) -> list[str]:
-    return [f"[{name}]", f"file={p.file}",
-            *(f"i{i}={s}" for i, s in enumerate(p.inputs, start=1)),
-            *(f"o{i}={s}" for i, s in enumerate(p.outputs, start=1))]
+    for what, names in (("file name", [p.file]), ("tensor name", [*p.inputs, *p.outputs])):
+        for n in names:
+            check_ini_name(n, what)
+    lines = [f"[{name}]", f"file={p.file}",
+             *(f"i{i}={s}" for i, s in enumerate(p.inputs, start=1)),
+             *(f"o{i}={s}" for i, s in enumerate(p.outputs, start=1))]
+    if p.size is not None and p.sha256 is not None:
+        lines += [f"size={int(p.size)}", f"sha256={p.sha256}"]
+    return lines
 
 
 def format_conn_ini(conn: Connection) -> str:
@@ -164,7 +239,13 @@ def parse_conn_ini(text: str, where: str = "<conn.ini>") -> Connection:
         items = sections.get(name)
         if items is None or not items.get("file"):
             raise PartitionError(f"section [{name}] is missing or has no file=", where=where)
-        return ConnPart(items["file"], _numbered(items, "i"), _numbered(items, "o"))
+        size, digest = items.get("size"), items.get("sha256")
+        if size is not None and not size.isdigit():
+            raise PartitionError(f"section [{name}] size is not a byte count", where=where)
+        if digest is not None and not _HEX64.fullmatch(digest):
+            raise PartitionError(f"section [{name}] sha256 is not 64 hex digits", where=where)
+        return ConnPart(items["file"], _numbered(items, "i"), _numbered(items, "o"),
+                        None if size is None else int(size), digest)
 
     if "models" not in sections:
         raise PartitionError("section [models] is missing", where=where)
@@ -177,11 +258,20 @@ def read_connection(path: str | os.PathLike[str]) -> Connection:
     """Read a ``.conn.json`` or ``.conn.ini`` file (by extension) into a :class:`Connection`."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        if p.stat().st_size > _MAX_CONN_BYTES:
+            raise PartitionError(f"{p.stat().st_size} bytes is too large for a connection file",
+                                 where=str(p), fix="pass the .conn.json of a partition")
+        text = p.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise PartitionError("connection file not found", where=str(p)) from None
+    except IsADirectoryError:
+        raise PartitionError("is a folder, not a connection file", where=str(p)) from None
     except UnicodeDecodeError as e:
-        raise PartitionError(f"not UTF-8 text ({e})", where=str(p)) from None
+        raise PartitionError(f"not UTF-8 text ({e.reason} at byte {e.start})",
+                             where=str(p)) from None
+    except OSError as e:
+        raise PartitionError(f"cannot read the connection file ({e.strerror or e})",
+                             where=str(p)) from None
     if p.suffix.lower() == ".json":
         return parse_conn_json(text, where=str(p))
     if p.suffix.lower() == ".ini":

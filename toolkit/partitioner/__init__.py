@@ -21,13 +21,19 @@ from typing import Any
 import pandas as pd
 
 from toolkit.errors import PartitionError
-from toolkit.formats.conn_file import Connection, ConnPart, format_conn_ini, format_conn_json
+from toolkit.formats.conn_file import (
+    Connection,
+    ConnPart,
+    file_digest,
+    format_conn_ini,
+    format_conn_json,
+)
 from toolkit.formats.part_file import PartSpec, as_part_spec
 from toolkit.ir import Model
 from toolkit.partitioner import report
 from toolkit.partitioner.build import build_part
 from toolkit.partitioner.grouping import Placement, group_ops, place_ops
-from toolkit.util.atomic import write_file_set
+from toolkit.util.atomic import folder_lock, remove_stale_temps, write_file_set
 from toolkit.util.gc_pause import paused_gc
 
 __all__ = ["partition", "PartitionResult", "Part", "part_file_name"]
@@ -128,15 +134,24 @@ class PartitionResult:
         if ext not in _FORMATS:
             raise PartitionError(f"unknown part extension {ext!r}", fix="use .circle or .tflite")
         work = Path(work_path)
+        if work.exists() and not work.is_dir():
+            raise PartitionError("the work path is a file, not a folder", where=str(work),
+                                 fix="pass a folder (it is created when missing)")
         payload: dict[Path, bytes] = {}
-        for name, content in self.files(ext).items():
-            target = _inside(work, name)
-            if isinstance(content, Model):
-                payload[target] = bytes(write_model(content, _FORMATS[ext],
-                                                    origin_tables=True, where=str(target)))
-            else:
-                payload[target] = content.encode("utf-8")
-        write_file_set(payload)
+        conn = self.connection(ext)
+        for p, cp in zip(self.parts, conn.parts):
+            target = _inside(work, cp.file)
+            data = bytes(write_model(p.model, _FORMATS[ext], origin_tables=True,
+                                     where=str(target)))
+            cp.size, cp.sha256 = len(data), file_digest(data)
+            payload[target] = data
+        # the connection files are the set's manifest: written last, naming each part's
+        # size and digest, so a reader can tell a complete set from a mixed one
+        payload[_inside(work, f"{self.stem}.conn.json")] = format_conn_json(conn).encode()
+        payload[_inside(work, f"{self.stem}.conn.ini")] = format_conn_ini(conn).encode()
+        with folder_lock(work):
+            remove_stale_temps(work, [p.name for p in payload])
+            write_file_set(payload)
         self.ext = ext
         self.paths = list(payload)
         for p, path in zip(self.parts, self.paths):

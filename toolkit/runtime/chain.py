@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import PartitionError, RuntimeInputError
-from toolkit.formats.conn_file import Connection, read_connection
+from toolkit.formats.conn_file import Connection, ConnPart, file_digest, read_connection
 from toolkit.ir import Model
 from toolkit.runtime.result import RunResult
 
@@ -69,19 +69,36 @@ def _stages(conn: Any) -> tuple[list[_Stage], Connection, Model | None]:
         folder = c.folder
         models = []
         for p in c.parts:
-            path = folder / p.file
+            path = c.member(p.file)
             if not path.is_file():
                 raise PartitionError(f"part file {p.file!r} not found in {str(folder)!r}",
                                      where=c.path or "<connection>")
-            models.append(load(path))
+            models.append(load(_checked_part(path, p, c.path or "<connection>")))
         backends = [_backend_of(p.file) for p in c.parts]
-        src_path = folder / c.source.file
+        src_path = c.member(c.source.file)
         source = load(src_path) if src_path.is_file() else None
     stages, offset = [], 0
     for i, (p, m, b) in enumerate(zip(c.parts, models, backends), start=1):
         stages.append(_Stage(i, p.file, b, m, list(p.inputs), list(p.outputs), offset))
         offset += len(m.graph)
     return stages, c, source
+
+
+def _checked_part(path: Path, part: ConnPart, where: str) -> bytes:
+    """The bytes of a part file, checked against the connection's manifest when it has one."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise PartitionError(f"cannot read part file {part.file!r} ({e.strerror or e})",
+                             where=where) from None
+    if part.size is not None and part.sha256 is not None and (
+            len(data) != part.size or file_digest(data) != part.sha256):
+        raise PartitionError(
+            f"part file {part.file!r} does not match the connection file ({len(data)} bytes, "
+            f"sha256 {file_digest(data)[:12]}..; the connection lists {part.size} bytes, "
+            f"{part.sha256[:12]}..): the set was left mixed or edited", where=where,
+            fix="partition the model again into this folder")
+    return data
 
 
 def _bind(inputs: Any, names: list[str], source: Model | None) -> dict[str, np.ndarray]:

@@ -18,7 +18,9 @@ from typing import IO
 
 from toolkit.errors import ToolkitError
 
-__all__ = ["atomic_write", "atomic_open", "write_file_set"]
+__all__ = ["atomic_write", "atomic_open", "write_file_set", "folder_lock", "remove_stale_temps"]
+
+LOCK_NAME = ".toolkit.lock"
 
 
 def _umask() -> int:
@@ -136,3 +138,66 @@ def write_file_set(payload: Mapping[Path, bytes]) -> list[Path]:
         _quiet_unlink(bak)
     return list(payload)
 
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold ``<folder>/.toolkit.lock`` for the block, so two runs never write one set of files
+    into a folder at once. A lock whose process is gone (a killed run) is taken over.
+
+    Raises:
+        ToolkitError: another live process holds the lock, or the folder is not writable.
+    """
+    root = Path(folder)
+    lock = root / LOCK_NAME
+    for _attempt in range(2):
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text(encoding="ascii").split()[0])
+            except (OSError, ValueError, IndexError):
+                pid = -1
+            if pid > 0 and _pid_alive(pid):
+                raise ToolkitError(f"another toolkit run (process {pid}) is writing into this "
+                                   "folder", where=str(root),
+                                   fix=f"wait for it to finish, or remove {lock} if no such "
+                                       "process is running") from None
+            _quiet_unlink(lock)  # stale: its process is gone
+            continue
+        except OSError as exc:
+            raise _write_error(lock, exc) from None
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(f"{os.getpid()}\n")
+        try:
+            yield lock
+        finally:
+            _quiet_unlink(lock)
+        return
+    raise ToolkitError("could not take the folder's lock", where=str(lock),
+                       fix=f"remove {lock} if no toolkit run is writing there")
+
+
+def remove_stale_temps(folder: str | os.PathLike[str], names: Iterator[str] | list[str]) -> int:
+    """Remove the temporary files that killed writers of ``names`` left in ``folder``
+    (``.<name>.*.tmp`` and ``.bak``); call it while holding :func:`folder_lock`. Returns how
+    many were removed."""
+    root = Path(folder)
+    removed = 0
+    for name in names:
+        for pattern in (f".{name}.*.tmp", f".{name}.*.bak"):
+            for stale in root.glob(pattern):
+                _quiet_unlink(stale)
+                removed += 1
+    return removed
