@@ -205,3 +205,65 @@ def test_killed_partition_writes_leave_an_old_or_new_set(tmp_path: Path) -> None
             assert not name.endswith(".circle") or (work / name).stat().st_size > 0
     assert outcomes["ok"] + outcomes["refused"] == tries
     print(f"kill test: {tries} kills, {outcomes}")
+
+
+# ---------------------------------------------------------------- bounded work
+def _tiny_model(shape: tuple[int, ...], ops: int = 1) -> tk.Model:
+    from toolkit.builder import ModelBuilder
+
+    mb = ModelBuilder()
+    y = mb.input("x", (1, 8, 1, 1))
+    for i in range(ops):
+        y = mb.op("RELU", [y], (1, 8, 1, 1), name=f"y{i}")
+    mb.output(y)
+    model = mb.build()
+    for t in model.graph.tensors:
+        t.shape = shape
+    return model
+
+
+def test_a_shared_shape_vector_bomb_fails_fast(tmp_path: Path, monkeypatch) -> None:
+    """Tensors whose shape vectors all point at one long vector: refused before decoding."""
+    import toolkit.formats.flatbuffer_write as fw
+    from toolkit.errors import LimitError
+    from toolkit.limits import limits
+
+    real = fw._Writer._int_vector
+    shared: dict[tuple[int, ...], int] = {}
+
+    def one_vector(self, values, dtype=np.int32):  # type: ignore[no-untyped-def]
+        key = tuple(np.asarray(values).reshape(-1).tolist())
+        if len(key) < 1000:
+            return real(self, values, dtype)
+        if key not in shared:
+            shared[key] = real(self, values, dtype)
+        return shared[key]
+
+    monkeypatch.setattr(fw._Writer, "_int_vector", one_vector)
+    model = _tiny_model((1,) * 250_000, ops=40)  # 41 tensors share one shape vector
+    tk.save(model, tmp_path / "bomb.tflite")
+    size = (tmp_path / "bomb.tflite").stat().st_size
+    assert size < 2_000_000
+    t0 = time.perf_counter()
+    with pytest.raises(LimitError, match=r"max_tensor_rank.*limits\(max_tensor_rank="):
+        tk.load(tmp_path / "bomb.tflite")
+    assert time.perf_counter() - t0 < 5  # fails fast (not a timing target: a hang guard)
+    with limits(max_tensor_rank=300_000), pytest.raises(LimitError, match="entries"):
+        tk.load(tmp_path / "bomb.tflite")
+
+
+def test_element_and_stripe_claims_fail_fast(tmp_path: Path) -> None:
+    from toolkit.errors import LimitError
+    from toolkit.limits import limits
+
+    tk.save(_tiny_model((1 << 20, 1 << 20)), tmp_path / "huge.tflite")
+    with pytest.raises(LimitError, match="max_tensor_elements"):
+        tk.load(tmp_path / "huge.tflite")
+    with pytest.raises(ToolkitError, match="does not fit"):
+        tk.save(_tiny_model((1, 1 << 31, 1, 1)), tmp_path / "rows.tflite")
+    tk.save(_tiny_model((1, (1 << 31) - 1, 1, 1)), tmp_path / "rows.tflite")
+    model = tk.load(tmp_path / "rows.tflite")  # 2**31-1 elements: under the element bound
+    with pytest.raises(LimitError, match="max_stripes_per_op"):
+        tk.compile(model, passes=[], target={"buffer_bytes": 1024})
+    with pytest.raises(ToolkitError, match="positive integer"), limits(max_stripes_per_op=0):
+        pass

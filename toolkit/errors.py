@@ -56,3 +56,8 @@ class PassError(ToolkitError):
 
 class VelaError(ToolkitError):
     """A Vela output (debug database, per-layer CSV) cannot be read or joined."""
+
+
+class LimitError(ToolkitError):
+    """What a file claims exceeds a bound of :mod:`toolkit.limits` (the message names the
+    bound and how to raise it)."""

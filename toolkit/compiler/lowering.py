@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from toolkit.compiler.target import Target
 from toolkit.costs import nbytes, op_const_bytes, op_input_bytes, op_macs, op_output_bytes
 from toolkit.ir import Op, Tensor
+from toolkit.limits import check as check_limit
 
 __all__ = ["Command", "lower", "stripe_rows", "can_stripe", "estimate_cycles",
            "STRIPE_ELEMENTWISE", "STRIPE_WINDOWED", "ROW_AXIS"]
@@ -119,6 +120,9 @@ def stripe_rows(op: Op, target: Target) -> list[tuple[int, int]]:
     row_bytes = math.ceil(out_bytes / rows)
     per = max(1, target.buffer_bytes // row_bytes)
     n = math.ceil(rows / per)
+    check_limit("max_stripes_per_op", n, where=f"op {op.kind} {op.name!r}",
+                what=f"{rows:,} output rows of {row_bytes:,} bytes in a "
+                     f"{target.buffer_bytes:,}-byte buffer make {n:,} stripes")
     per = math.ceil(rows / n)
     return [(r, min(rows, r + per)) for r in range(0, rows, per)]
 

@@ -30,6 +30,8 @@ from toolkit.formats.origin_tables import (
     decode_source_table,
 )
 from toolkit.ir import Graph, Model, Op, Quantization, SignatureDef, Tensor
+from toolkit.limits import check as check_limit
+from toolkit.limits import current as current_limits
 from toolkit.schema import (
     BUILTIN_NAMES,
     OPTIONS_TYPE_NAMES,
@@ -257,6 +259,45 @@ class _Reader:
         vals, bounds, length = self._flat_lists(tables, slot, what, dtype)
         return [vals[a:b] for a, b in itertools.pairwise(bounds)], length
 
+    def _check_vectors(self, tables: np.ndarray, slot: int, what: str) -> None:
+        """Check what the ``slot`` vectors of ``tables`` claim before decoding them: no vector
+        longer than :data:`~toolkit.limits.Limits.max_tensor_rank` and no more entries in all
+        than the file could hold (vectors shared by many tables would multiply the work)."""
+        cols = self.cols
+        _, length = cols.vectors(cols.fields(tables, slot, what), what)
+        if not length.size:
+            return
+        limits = current_limits()
+        longest = int(length.max())
+        if longest > limits.max_tensor_rank:
+            i = int(np.argmax(length))
+            check_limit("max_tensor_rank", longest, what=f"{what} {i} has {longest} dimensions",
+                        where=self.where)
+        total = int(np.maximum(length, 0).sum())
+        check_limit("max_shape_entries_per_file_byte", total // max(self.cols.size, 1),
+                    what=f"{total:,} {what} entries in a {self.cols.size:,}-byte file",
+                    where=self.where)
+
+    def _check_elements(self, shape_vals: np.ndarray, bounds: list[int],
+                        names: list[str | None], sidx: int) -> None:
+        """Check every tensor's element count (activations included) against
+        :data:`~toolkit.limits.Limits.max_tensor_elements` before any work follows it."""
+        n = len(bounds) - 1
+        if not shape_vals.size or n <= 0:
+            return
+        starts = np.asarray(bounds[:-1], dtype=np.int64)
+        nonempty = np.asarray(bounds[1:], dtype=np.int64) > starts
+        dims = np.abs(shape_vals.astype(np.float64))
+        counts = np.ones(n, dtype=np.float64)
+        counts[nonempty] = np.multiply.reduceat(dims, starts[nonempty])
+        worst = int(np.argmax(counts))
+        bound = current_limits().max_tensor_elements
+        if counts[worst] > bound:
+            shape = shape_vals[bounds[worst]:bounds[worst + 1]].tolist()
+            check_limit("max_tensor_elements", int(min(counts[worst], 2.0**62)),
+                        where=self.where, what=f"subgraph {sidx} tensor {worst} "
+                                               f"({names[worst]!r}) has shape {shape}")
+
     def _flat_lists(self, tables: np.ndarray, slot: int, what: str, dtype: str = "<i4"
                     ) -> tuple[np.ndarray, list[int], np.ndarray]:
         """Vector field of every table as one flat array and bounds (list of n+1 ints)."""
@@ -304,6 +345,8 @@ class _Reader:
         what = f"subgraph {sidx} tensor"
         tabs = self._vector_of_tables(sg._tab.Pos, 0, f"subgraph {sidx} tensor list")
         nt = int(tabs.size)
+        self._check_vectors(tabs, 0, f"{what} shape")
+        self._check_vectors(tabs, 7, f"{what} shape signature")
         shape_vals, sb, _ = self._flat_lists(tabs, 0, f"{what} shape")
         flat_shapes = shape_vals.tolist()
         types = cols.scalar(cols.fields(tabs, 1, what), "i8", 0, f"{what} type")
@@ -331,6 +374,7 @@ class _Reader:
         is_var_l, has_rank_l = (is_var > 0).tolist(), (has_rank > 0).tolist()
         rare_l = ((sparse > 0) | (variants > 0) | (compression != 0)).tolist()
         trusted_tensor = Tensor.trusted
+        self._check_elements(shape_vals, sb, names, sidx)
         buffers, buffer_pos = self.buffers, self.buffer_pos
         for i in range(nt):
             shape = flat_shapes[sb[i]:sb[i + 1]]

@@ -147,7 +147,13 @@ class _Writer:
         return len(self.buffers) - 1
 
     def _int_vector(self, values: Any, dtype: Any = np.int32) -> int:
-        return self.b.CreateNumpyVector(np.asarray(values, dtype=dtype).reshape(-1))
+        try:
+            arr = np.asarray(values, dtype=dtype).reshape(-1)
+        except (OverflowError, ValueError) as e:
+            raise self._err(f"a value does not fit the file's {np.dtype(dtype).name} vector "
+                            f"({e})", fix="shapes and indices must fit 32-bit integers"
+                            ) from None
+        return self.b.CreateNumpyVector(arr)
 
     def _table_vector(self, offsets: list[int]) -> int:
         b = self.b
