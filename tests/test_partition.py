@@ -613,7 +613,7 @@ def test_cli_rejects_files_outside_the_work_path(tmp_path: Path, capsys, flag: s
     (work / "m.part").write_text(REFERENCE_PART)
     args = {"--part_file": "m.part", "--input_file": "m.circle", flag: value}
     argv = [x for kv in args.items() for x in kv] + ["--work_path", str(work)]
-    assert main_partition(argv) == 1
+    assert main_partition(argv) == 2  # a bad request exits 2, as every verb does
     err = capsys.readouterr().err
     assert "outside the work path" in err
     assert sorted(os.listdir(work)) == ["m.circle", "m.part"]
@@ -623,7 +623,7 @@ def test_cli_reports_part_file_errors_with_line(tmp_path: Path, capsys) -> None:
     tk.save(instance_norm_003(), tmp_path / "m.circle")
     (tmp_path / "m.part").write_text(REFERENCE_PART.replace("DIV=acl_cl", "DIV=gpu"))
     assert main_partition(["--part_file", "m.part", "--input_file", "m.circle",
-                           "--work_path", str(tmp_path)]) == 1
+                           "--work_path", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "m.part:7" in err and "'gpu'" in err
     assert sorted(os.listdir(tmp_path)) == ["m.circle", "m.part"]

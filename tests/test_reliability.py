@@ -267,3 +267,60 @@ def test_element_and_stripe_claims_fail_fast(tmp_path: Path) -> None:
         tk.compile(model, passes=[], target={"buffer_bytes": 1024})
     with pytest.raises(ToolkitError, match="positive integer"), limits(max_stripes_per_op=0):
         pass
+
+
+# ---------------------------------------------------------------- the command line
+def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "toolkit.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+def test_ordinary_cli_mistakes_exit_2_with_a_fix_and_no_traceback(tmp_path: Path) -> None:
+    model = str(SAMPLES / "cnn.tflite")
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "bad.npz").write_text("garbage")
+    cases = [
+        ["compile", model, "-o", "afile"],
+        ["compile", model, "-o", "out", "--buffer-bytes", "0"],
+        ["compile", model, "-o", "out", "--buffer-bytes", "-5"],
+        ["run", model, "--csv", "adir"],
+        ["run", model, "--trace", "adir"],
+        ["run", model, "--outputs", "adir"],
+        ["run", model, "--inputs", "bad.npz"],
+        ["run", model, "--repeat", "0"],
+        ["run", "adir"],
+        ["inspect", model, "--csv", "afile"],
+        ["trace-join", "missing.json", "--compiled", model],
+        ["partition", "--part_file", "x.part", "--input_file", "y.circle", "--work_path",
+         "nodir"],
+        ["no-such-verb"],
+    ]
+    for args in cases:
+        done = _cli(args, tmp_path)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "Traceback" not in done.stderr, (args, done.stderr)
+        assert "error" in done.stderr, (args, done.stderr)
+    assert sorted(os.listdir(tmp_path)) == ["adir", "afile", "bad.npz"]  # nothing written
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    done = _cli(["--debug", "run", str(tmp_path / "missing.tflite")], tmp_path)
+    assert done.returncode != 0 and "Traceback" in done.stderr
+
+
+def test_outputs_and_csv_are_written_whole(tmp_path: Path) -> None:
+    done = _cli(["run", str(SAMPLES / "cnn.tflite"), "--outputs", "o.npz", "--csv", "t.csv"],
+                tmp_path)
+    assert done.returncode == 0, done.stderr
+    with np.load(tmp_path / "o.npz") as z:
+        assert z.files
+    assert (tmp_path / "t.csv").read_text().count("\n") > 1
+    assert sorted(os.listdir(tmp_path)) == ["o.npz", "t.csv"]  # no temporary file left
+
+
+def test_api_arguments_are_checked() -> None:
+    for call in (lambda: tk.load(123), lambda: tk.run(SAMPLES / "cnn.tflite", repeat=2.5),
+                 lambda: tk.read_trace(123)):
+        with pytest.raises(ToolkitError):
+            call()  # type: ignore[no-untyped-call]

@@ -8,7 +8,8 @@
     toolkit vela OUTDIR --model M.tflite       Vela's estimates per original layer
     toolkit demo [--out out]                   the end-to-end demo on the sample models
 
-A bad input prints ``error: ...`` (what, where, how to fix) and exits with status 2.
+A bad input prints ``error: ...`` (what, where, how to fix) and exits with status 2;
+``toolkit --debug <command> ...`` shows the traceback as well. Every file is written atomically.
 """
 
 from __future__ import annotations
@@ -24,6 +25,49 @@ import pandas as pd
 from toolkit.errors import ToolkitError
 
 __all__ = ["main"]
+
+
+def out_file(path: Path, flag: str) -> Path:
+    """Check that ``path`` (given with ``flag``) can be an output file: not a folder."""
+    if path.is_dir():
+        raise ToolkitError(f"{flag} names a folder, a file is expected", where=str(path),
+                           fix=f"give {flag} a file name, e.g. {path / 'out'}")
+    return path
+
+
+def out_dir(path: Path, flag: str) -> Path:
+    """Check that ``path`` (given with ``flag``) can be an output folder: not a file."""
+    if path.exists() and not path.is_dir():
+        raise ToolkitError(f"{flag} names a file, a folder is expected", where=str(path),
+                           fix=f"give {flag} a folder name (it is created when missing)")
+    return path
+
+
+def write_csv(df: pd.DataFrame, path: Path, flag: str) -> None:
+    """Write ``df`` as CSV to ``path`` atomically (the ``flag`` names it in messages)."""
+    from toolkit.util.atomic import atomic_write
+
+    atomic_write(out_file(path, flag), df.to_csv(index=False).encode("utf-8"))
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
 
 
 def _print_frame(df: pd.DataFrame, title: str | None = None) -> None:
@@ -45,6 +89,9 @@ def cmd_inspect(argv: Sequence[str]) -> int:
     a = p.parse_args(argv)
     from toolkit.model_arg import resolve_model
 
+    if a.csv:
+        out_dir(a.csv, "--csv")
+
     m = resolve_model(a.model, purpose="toolkit inspect", accept=("model", "compiled")).model
     if not 0 <= a.subgraph < len(m.subgraphs):
         raise ToolkitError(f"subgraph {a.subgraph} does not exist", where=str(a.model),
@@ -60,8 +107,7 @@ def cmd_inspect(argv: Sequence[str]) -> int:
     for name, df in tables.items():
         _print_frame(df, name)
         if a.csv:
-            a.csv.mkdir(parents=True, exist_ok=True)
-            df.to_csv(a.csv / f"{a.model.stem}.{name}.csv", index=False)
+            write_csv(df, a.csv / f"{a.model.stem}.{name}.csv", "--csv")
     return 0
 
 
@@ -71,8 +117,8 @@ def _load_inputs(path: Path | None) -> dict[str, np.ndarray] | None:
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
-    except (OSError, ValueError) as e:
-        raise ToolkitError(f"cannot read inputs: {e}", where=str(path),
+    except (OSError, ValueError, EOFError) as e:
+        raise ToolkitError(f"cannot read inputs ({type(e).__name__})", where=str(path),
                            fix="pass an .npz written by numpy.savez with one array per "
                                "input name") from None
 
@@ -87,8 +133,9 @@ def cmd_run(argv: Sequence[str]) -> int:
                                             "or a .conn.json/.conn.ini")
     p.add_argument("--inputs", type=Path, help=".npz with one array per input name "
                                               "(default: random inputs, seed 0)")
-    p.add_argument("--repeat", type=int, default=1, help="number of inferences to record")
-    p.add_argument("--warmup", type=int, default=0,
+    p.add_argument("--repeat", type=_positive, default=1,
+                   help="number of inferences to record")
+    p.add_argument("--warmup", type=_count, default=0,
                    help="inferences to run first, untraced (default 0)")
     p.add_argument("--trace", type=Path, help="write a Chrome trace (JSON, .json.gz too)")
     p.add_argument("--csv", type=Path, help="write the trace as CSV")
@@ -96,6 +143,9 @@ def cmd_run(argv: Sequence[str]) -> int:
     a = p.parse_args(argv)
     from toolkit.api import run
 
+    for flag, path in (("--trace", a.trace), ("--csv", a.csv), ("--outputs", a.outputs)):
+        if path is not None:
+            out_file(path, flag)
     want_trace = a.trace is not None or a.csv is not None
     res = run(a.model, _load_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
               warmup=a.warmup)
@@ -103,7 +153,13 @@ def cmd_run(argv: Sequence[str]) -> int:
     for name, arr in outputs.items():
         print(f"{name}: {arr.dtype} {list(arr.shape)} mean={float(np.mean(arr)):.6g}")
     if a.outputs:
-        np.savez(a.outputs, **outputs)  # type: ignore[arg-type]
+        import io
+
+        from toolkit.util.atomic import atomic_write
+
+        buf = io.BytesIO()
+        np.savez(buf, **outputs)  # type: ignore[arg-type]
+        atomic_write(a.outputs, buf.getvalue())
     if want_trace:
         from toolkit.formats.chrome_trace import write_chrome_trace, write_trace_csv
 
@@ -122,12 +178,14 @@ def cmd_compile(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="toolkit compile", description=cmd_compile.__doc__)
     p.add_argument("model", type=Path, help="the .tflite/.circle model to compile")
     p.add_argument("-o", "--output", type=Path, required=True, help="output folder")
-    p.add_argument("--buffer-bytes", type=int, help="target buffer size (stripes above it)")
+    p.add_argument("--buffer-bytes", type=_positive,
+                   help="target buffer size in bytes (ops above it are cut into stripes)")
     p.add_argument("--passes", help="comma-separated pass names (default: all)")
     a = p.parse_args(argv)
     from toolkit.api import compile
     from toolkit.compiler import Target
 
+    out_dir(a.output, "-o/--output")
     target = Target(buffer_bytes=a.buffer_bytes) if a.buffer_bytes else None
     passes = a.passes.split(",") if a.passes else None
     compiled = compile(a.model, passes=passes, target=target)
@@ -157,7 +215,7 @@ def cmd_vela(argv: Sequence[str]) -> int:
     if len(un):
         _print_frame(un, "unattributed")
     if a.csv:
-        df.to_csv(a.csv, index=False)
+        write_csv(df, a.csv, "--csv")
     return 0
 
 
@@ -191,8 +249,15 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``toolkit`` console script; returns the exit status."""
+    """Entry point of the ``toolkit`` console script; returns the exit status.
+
+    0 on success; 2 on a bad input, a bad flag or an OS error (``error: <where>: <what>.
+    Fix: <how>``, no traceback unless ``--debug`` comes first).
+    """
     args = list(sys.argv[1:] if argv is None else argv)
+    debug = bool(args) and args[0] == "--debug"
+    if debug:
+        args = args[1:]
     if not args or args[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if args else 2
@@ -203,14 +268,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     cmd = COMMANDS.get(args[0])
     if cmd is None:
-        print(f"error: unknown command {args[0]!r}; one of {', '.join(COMMANDS)}",
+        print(f"error: unknown command {args[0]!r}. Fix: use one of {', '.join(COMMANDS)}",
               file=sys.stderr)
         return 2
     try:
         return cmd(args[1:])
     except ToolkitError as e:
+        if debug:
+            raise
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        if debug:
+            raise
+        where = e.filename if e.filename is not None else args[0]
+        print(f"error: {where}: {e.strerror or e}. Fix: check the path and its permissions",
+              file=sys.stderr)
+        return 2
+    except SystemExit as e:  # argparse: bad flags (it printed the usage and the reason)
+        return 2 if e.code not in (0, None) else 0
 
 
 if __name__ == "__main__":

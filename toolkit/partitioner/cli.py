@@ -51,7 +51,7 @@ def _in_work(work: Path, name: str, flag: str) -> Path:
 
 def main_partition(argv: Sequence[str] | None = None) -> int:
     """Run the ``partition`` command with ``argv`` (without the command name); return the exit
-    status: 0 on success, 1 on a :class:`ToolkitError` (printed to stderr), 2 on bad flags."""
+    status: 0 on success, 2 on a :class:`ToolkitError` (printed to stderr) or bad flags."""
     ap = build_parser()
     try:
         args = ap.parse_args(list(argv) if argv is not None else None)
@@ -76,7 +76,7 @@ def main_partition(argv: Sequence[str] | None = None) -> int:
             print(f"warning: {w.message}", file=sys.stderr)
     except ToolkitError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return 2
     for p, path in zip(result.parts, paths):
         print(f"{path}: {p.backend}, {len(p.op_indices)} op(s), inputs {p.inputs}, "
               f"outputs {p.outputs}")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from toolkit.errors import ToolkitError
 from toolkit.trace.join import POLICIES
 from toolkit.trace.keys import KEY_KINDS
 
@@ -58,6 +59,13 @@ def main_trace_join(argv: Sequence[str]) -> int:
     from toolkit.trace.export import to_chrome_trace, to_model_explorer
     from toolkit.trace.join import as_provenance, trace_join
     from toolkit.trace.read import read_trace
+    from toolkit.util.atomic import atomic_write
+
+    for flag, path in (("--csv", a.csv), ("--unattributed-csv", a.unattributed_csv),
+                       ("--chrome", a.chrome), ("--model-explorer", a.model_explorer)):
+        if path is not None and path.is_dir():
+            raise ToolkitError(f"{flag} names a folder, a file is expected", where=str(path),
+                               fix=f"give {flag} a file name")
 
     trace = read_trace(a.trace, key_column=a.key_column, start_column=a.start_column,
                        duration_column=a.duration_column, end_column=a.end_column,
@@ -86,12 +94,10 @@ def main_trace_join(argv: Sequence[str]) -> int:
             print("\n== unattributed by reason")
             print(why.rename(columns={"count": "events", "sum": "dur_ns"}).to_string())
     if a.csv:
-        a.csv.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(a.csv, index=False)
+        atomic_write(a.csv, table.to_csv(index=False).encode("utf-8"))
         print(f"wrote {a.csv}")
     if a.unattributed_csv:
-        a.unattributed_csv.parent.mkdir(parents=True, exist_ok=True)
-        att.unattributed().to_csv(a.unattributed_csv, index=False)
+        atomic_write(a.unattributed_csv, att.unattributed().to_csv(index=False).encode("utf-8"))
         print(f"wrote {a.unattributed_csv}")
     if a.chrome:
         print(f"wrote {to_chrome_trace(att, a.chrome)}")
