@@ -235,8 +235,7 @@ def activations(v1: bool = False) -> NetBuilder:
     n = _Net("activations", v1, 7)
     x = n.input("data", [1, 6, 9, 11])
     # rectangular kernel, per-axis stride and pad, dilation
-    x = n.conv("conv_rect", x, 8, 3, top="conv_rect", dilation=[2],
-               **({} if v1 else {}))
+    x = n.conv("conv_dilated", x, 8, 3, dilation=[2])
     x = n.relu("leaky", x, slope=0.1)
     n.nb.layer("slice", "Slice", [x], ["s1", "s2", "s3"],
                slice_param={"axis": 1, "slice_point": [2, 5]})

@@ -23,11 +23,9 @@ pooling as PAD/PADV2 + a VALID pool (with Caffe's average divisor).
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -141,6 +139,18 @@ def _included(msg: Any) -> bool:
     return not any(matches(r) for r in msg.exclude)
 
 
+def _text(v: Any, where: str) -> str:
+    """A string field's value; protobuf returns invalid UTF-8 of proto2 strings as bytes."""
+    if isinstance(v, str):
+        return v
+    raise ModelFormatError(f"a name is not valid UTF-8 text: {bytes(v)[:40]!r}", where=where,
+                           fix="the file is damaged")
+
+
+def _texts(vs: Any, where: str) -> list[str]:
+    return [_text(v, where) for v in vs]
+
+
 def _layers_of(net: Any, where: str) -> list[tuple[str, str, list[str], list[str], Any]]:
     if len(net.layer) and len(net.layers):
         raise ModelFormatError("net mixes new `layer` and legacy V1 `layers` entries",
@@ -148,18 +158,20 @@ def _layers_of(net: Any, where: str) -> list[tuple[str, str, list[str], list[str
     out = []
     for m in net.layer:
         if _included(m):
-            out.append((m.name, m.type, list(m.bottom), list(m.top), m))
+            out.append((_text(m.name, where), _text(m.type, where), _texts(m.bottom, where),
+                        _texts(m.top, where), m))
     for m in net.layers:
         if _included(m):
             t = cf.V1_TYPE_NAMES.get(int(m.type), f"V1 type {int(m.type)}")
-            out.append((m.name, t, list(m.bottom), list(m.top), m))
+            out.append((_text(m.name, where), t, _texts(m.bottom, where),
+                        _texts(m.top, where), m))
     return out
 
 
 def _weights_by_name(wnet: Any) -> dict[str, list[Any]]:
     found: dict[str, list[Any]] = {}
     for m in list(wnet.layer) + list(wnet.layers):
-        if len(m.blobs):
+        if len(m.blobs) and isinstance(m.name, str):
             found.setdefault(m.name, list(m.blobs))
     return found
 
@@ -206,7 +218,7 @@ class _Importer:
         layers: list[_Layer] = []
         if len(net.input):
             # net-level inputs become one Input layer named "input", as Caffe's upgrade does
-            layers.append(_Layer(0, "input", "Input", [], list(net.input), None, []))
+            layers.append(_Layer(0, "input", "Input", [], _texts(net.input, where), None, []))
         for name, typ, bottom, top, msg in raw:
             blobs = wts.get(name) or list(msg.blobs)
             layers.append(_Layer(len(layers), name, typ, bottom, top, msg, blobs))
@@ -426,7 +438,7 @@ class _Importer:
             if b.nhwc:
                 t = self.transpose(t, _TO_NCHW, self._exact(name) if name not in
                                    self.used_names else self._name(name))
-            elif t in seen or t in g.inputs and name not in [x.name for x in g.inputs] \
+            elif t in seen or (t in g.inputs and name not in [x.name for x in g.inputs]) \
                     or t.name != name:
                 # an alias (Split, Dropout) or a second output of one tensor: copy it
                 nm = self._exact(name) if name not in self.used_names else self._name(name)
@@ -548,8 +560,8 @@ def _conv_core(im: _Importer, x: Tensor, w: np.ndarray, bias: np.ndarray, stride
     if oh <= 0 or ow <= 0:
         raise ToolkitError(f"kernel {kh}x{kw} (dilation {dh}x{dw}) does not fit the "
                            f"{h}x{wd} input", fix="check kernel, pad and dilation")
-    fields = dict(padding=1, strideH=sh, strideW=sw, dilationHFactor=dh, dilationWFactor=dw,
-                  fusedActivationFunction=0)
+    fields: dict[str, Any] = dict(padding=1, strideH=sh, strideW=sw, dilationHFactor=dh,
+                                  dilationWFactor=dw, fusedActivationFunction=0)
     if cg * group != c or o % group:
         raise ToolkitError(f"weights [{o}, {cg}, {kh}, {kw}] with group {group} do not fit "
                            f"{c} input channels")
@@ -677,7 +689,7 @@ def _deconvolution(im: _Importer) -> None:
 
 def _pool_size(size: int, k: int, s: int, p: int, ceil: bool) -> int:
     if ceil:
-        out = int(math.ceil((size + 2 * p - k) / s)) + 1
+        out = -(-(size + 2 * p - k) // s) + 1
     else:
         out = (size + 2 * p - k) // s + 1
     if p > 0 and (out - 1) * s >= size + p:
@@ -712,8 +724,8 @@ def _pooling(im: _Importer) -> None:
     bottom_pad = (oh - 1) * sh + kh - h - ph
     right_pad = (ow - 1) * sw + kw - w - pw
     name = im.out_name(lay.top[0], True)
-    fields = dict(padding=1, strideH=sh, strideW=sw, filterHeight=kh, filterWidth=kw,
-                  fusedActivationFunction=0)
+    fields: dict[str, Any] = dict(padding=1, strideH=sh, strideW=sw, filterHeight=kh,
+                                  filterWidth=kw, fusedActivationFunction=0)
     if p.pool == cf.caffe_pb2.PoolingParameter.MAX:
         xp = _pad(im, x, ph, bottom_pad, pw, right_pad, _F32_MIN)
         y = im.op("MAX_POOL_2D", [xp], (n, oh, ow, c), name=name, **fields)
@@ -920,7 +932,7 @@ def _lrn(im: _Importer) -> None:
     if size <= 0 or size % 2 == 0:
         raise ToolkitError(f"local_size {size} must be odd and positive", where=lay.where)
     x = im.nhwc(im.bottom())
-    n, h, w, c = x.shape
+    c = x.shape[3]
     pre = (size - 1) // 2
     band = np.zeros((c, 1, 1, c), np.float32)
     for o in range(c):

@@ -1,0 +1,309 @@
+"""The Caffe importer against OpenCV's DNN Caffe reader, LiteRT and Caffe's own formulas.
+
+Networks are written in code (tests/caffe_nets.py) with the toolkit's own writer, in the new
+and the V1 format, as deploy prototxt + caffemodel and as a self-contained caffemodel.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from toolkit.errors import ToolkitError
+from toolkit.formats.caffe import (
+    caffe_pb2,
+    parse_binary,
+    parse_text,
+    write_binary,
+    write_text,
+)
+from toolkit.formats.caffe.writer import NetBuilder
+from toolkit.formats.flatbuffer_read import load
+from toolkit.formats.flatbuffer_write import save
+from toolkit.importers.caffe import SUPPORTED_LAYERS, import_net, load_caffe
+from toolkit.ir import Model
+from toolkit.runtime.interpreter import run
+
+sys.path.insert(0, str(Path(__file__).parent))
+from caffe_nets import NETS, V1_NETS  # noqa: E402
+from support import litert_run  # noqa: E402
+
+CASES = [(n, False) for n in NETS] + [(n, True) for n in V1_NETS]
+
+
+def _close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5) -> None:
+    """Equal shapes and values within ``rtol`` of the reference's largest magnitude."""
+    assert got.shape == want.shape
+    scale = float(np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=0, atol=rtol * max(scale, 1e-30))
+
+
+def _inputs(model: Model, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {t.name: rng.uniform(-1, 1, t.shape).astype(np.float32) for t in model.graph.inputs}
+
+
+def _outputs(model: Model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    out = run(model, inputs)
+    assert isinstance(out, dict)
+    return out
+
+
+def _layers(net: Any) -> list[Any]:
+    return list(net.layer) + list(net.layers)
+
+
+def _opencv(prototxt: Path, caffemodel: Path, net: Any, inputs: dict[str, np.ndarray],
+            outputs: list[str]) -> dict[str, np.ndarray]:
+    """OpenCV's outputs for the named blobs (OpenCV names outputs by their layer)."""
+    cv2 = pytest.importorskip("cv2")
+    writer = {t: lay.name for lay in _layers(net) for t in lay.top}
+    cvnet = cv2.dnn.readNetFromCaffe(str(prototxt), str(caffemodel))
+    for name, x in inputs.items():
+        cvnet.setInput(x, name)
+    res = cvnet.forward([writer[o] for o in outputs])
+    return dict(zip(outputs, res))
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[f"{n}{'_v1' if v else ''}" for n, v in CASES])
+def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+         ) -> dict[str, Any]:
+    name, v1 = request.param
+    nb = NETS[name](v1)
+    d = tmp_path_factory.mktemp(f"caffe_{name}_{int(v1)}")
+    pt, cm = d / f"{name}.prototxt", d / f"{name}.caffemodel"
+    nb.save(pt, cm)
+    model = load_caffe(pt, weights=cm)
+    inputs = _inputs(model)
+    outs = _outputs(model, inputs)
+    return dict(name=name, v1=v1, nb=nb, net=nb.net(), dir=d, prototxt=pt, caffemodel=cm,
+                model=model, inputs=inputs, outputs=outs)
+
+
+def test_matches_opencv(case: dict[str, Any]) -> None:
+    ref = _opencv(case["prototxt"], case["caffemodel"], case["net"], case["inputs"],
+                  list(case["outputs"]))
+    assert ref
+    for name, want in ref.items():
+        _close(case["outputs"][name], want)
+
+
+def test_names_and_shapes_are_caffe_blobs(case: dict[str, Any]) -> None:
+    g = case["model"].graph
+    net = case["net"]
+    inputs = list(net.input) or [lay.top[0] for lay in net.layer if lay.type == "Input"]
+    assert [t.name for t in g.inputs] == inputs
+    for t in g.inputs:
+        assert len(t.shape) != 4 or t.shape[1] < 32  # N, C, H, W: channels second
+    tops = {t for lay in _layers(net) for t in lay.top}
+    assert {t.name for t in g.outputs} <= tops
+    if case["name"] == "squeezenet":
+        assert case["outputs"]["prob"].shape == (1, 10, 1, 1)
+
+
+def test_self_contained_caffemodel(case: dict[str, Any]) -> None:
+    """The caffemodel alone (layers and blobs) gives the same model and outputs."""
+    alone = load_caffe(case["caffemodel"])
+    outs = _outputs(alone, case["inputs"])
+    assert outs.keys() == case["outputs"].keys()
+    for k, v in outs.items():
+        np.testing.assert_array_equal(v, case["outputs"][k])
+
+
+def _layer_names(net: Any) -> list[str]:
+    names = [lay.name for lay in _layers(net)]
+    return (["input"] if len(net.input) else []) + names
+
+
+def test_every_layer_is_an_origin(case: dict[str, Any], tmp_path: Path) -> None:
+    model: Model = case["model"]
+    g = model.graph
+    layers = _layer_names(case["net"])
+    assert sorted(model.source_table.values()) == sorted(layers)
+    live = {oid for op in g.ops for oid in op.origins}
+    removed = set(g.removed_origins)
+    assert live | removed == set(model.source_table)
+    assert not live & removed
+    types = {lay.name: lay.type for lay in case["net"].layer}
+    for oid in removed:  # only layers that compute nothing at inference
+        assert types.get(model.source_table[oid], "V1") in ("Dropout", "Split", "V1")
+        assert "Dropout" in g.removed_origins[oid] or "Split" in g.removed_origins[oid]
+    # in-place layers own ops of their own
+    for lay in case["net"].layer:
+        if list(lay.bottom) == list(lay.top) and lay.type in ("ReLU", "BatchNorm", "Scale"):
+            oid = layers.index(lay.name)
+            assert oid in live, lay.name
+    # the thread survives writing and reading a .circle file
+    path = save(model, tmp_path / "m.circle")
+    back = load(path)
+    assert sorted(back.source_table.values()) == sorted(layers)
+    back_live = {back.source_table[o] for op in back.graph.ops for o in op.origins}
+    assert back_live == {model.source_table[o] for o in live}
+    outs = _outputs(back, case["inputs"])
+    for k, v in case["outputs"].items():
+        np.testing.assert_array_equal(outs[k], v)
+
+
+def test_litert_runs_the_saved_tflite(case: dict[str, Any], tmp_path: Path) -> None:
+    path = save(case["model"], tmp_path / "m.tflite")
+    got = litert_run(path, dict(case["inputs"]))
+    assert got.keys() == case["outputs"].keys()
+    for k, v in case["outputs"].items():
+        _close(got[k], v)
+
+
+# ----------------------------------------------------------- Caffe's own formulas
+def _single(layer_type: str, shape: list[int], blobs: list[np.ndarray] = (),  # type: ignore[assignment]
+            **params: Any) -> Model:
+    nb = NetBuilder("one")
+    nb.input("data", shape)
+    nb.layer("the_layer", layer_type, ["data"], ["out"], blobs=list(blobs), **params)
+    return import_net(nb.net())
+
+
+def test_lrn_with_k_follows_caffe() -> None:
+    """OpenCV ignores LRN's ``k``; check it against Caffe's formula."""
+    x = np.random.default_rng(1).uniform(-2, 2, (1, 7, 3, 4)).astype(np.float32)
+    m = _single("LRN", list(x.shape),
+                lrn_param={"local_size": 3, "alpha": 0.3, "beta": 0.6, "k": 2.5})
+    got = _outputs(m, {"data": x})["out"]
+    sq = np.pad(x.astype(np.float64) ** 2, ((0, 0), (1, 1), (0, 0), (0, 0)))
+    window = sum(sq[:, i:i + 7] for i in range(3))
+    want = x / (2.5 + 0.3 / 3 * window) ** 0.6
+    _close(got, want.astype(np.float32))
+
+
+def test_argmax_follows_caffe() -> None:
+    x = np.random.default_rng(2).standard_normal((2, 5, 3, 4)).astype(np.float32)
+    m = _single("ArgMax", list(x.shape), argmax_param={"axis": 1})
+    got = _outputs(m, {"data": x})["out"]
+    np.testing.assert_array_equal(got, np.argmax(x, axis=1)[:, None].astype(np.float32))
+    m = _single("ArgMax", list(x.shape))  # no axis: over C*H*W, output [N, 1, 1]
+    got = _outputs(m, {"data": x})["out"]
+    np.testing.assert_array_equal(got, np.argmax(x.reshape(2, -1), 1).reshape(2, 1, 1)
+                                  .astype(np.float32))
+
+
+def test_pooling_ceil_rounding_and_divisor() -> None:
+    """AVE pooling with pad: Caffe divides by the window clipped to the padded input."""
+    x = np.random.default_rng(3).standard_normal((1, 2, 6, 6)).astype(np.float32)
+    m = _single("Pooling", list(x.shape),
+                pooling_param={"pool": "AVE", "kernel_size": 3, "stride": 2, "pad": 1})
+    got = _outputs(m, {"data": x})["out"]
+    assert got.shape == (1, 2, 4, 4)  # ceil((6 + 2 - 3) / 2) + 1 = 4
+    want = np.zeros_like(got)
+    for i in range(4):
+        for j in range(4):
+            h0, w0 = i * 2 - 1, j * 2 - 1
+            h1, w1 = min(h0 + 3, 6 + 1), min(w0 + 3, 6 + 1)
+            size = (h1 - h0) * (w1 - w0)
+            win = x[:, :, max(h0, 0):min(h1, 6), max(w0, 0):min(w1, 6)]
+            want[:, :, i, j] = win.sum(axis=(2, 3)) / size
+    _close(got, want)
+
+
+def test_training_snapshot_weights_matched_by_name(tmp_path: Path) -> None:
+    """A caffemodel with extra (Data, loss) layers and another layer order still fits."""
+    nb = NETS["lenet"](False)
+    deploy = nb.deploy()
+    snap = caffe_pb2.NetParameter()
+    data = snap.layer.add()
+    data.name, data.type = "mnist", "Data"
+    data.top.extend(["data", "label"])
+    for lay in reversed(list(nb.net().layer)[1:]):
+        snap.layer.add().CopyFrom(lay)
+    loss = snap.layer.add()
+    loss.name, loss.type = "loss", "SoftmaxWithLoss"
+    loss.bottom.extend(["ip2", "label"])
+    (tmp_path / "deploy.prototxt").write_text(write_text(deploy))
+    (tmp_path / "snap.caffemodel").write_bytes(write_binary(snap))
+    nb.save(tmp_path / "a.prototxt", tmp_path / "a.caffemodel")
+    a = load_caffe(tmp_path / "a.prototxt", weights=tmp_path / "a.caffemodel")
+    b = load_caffe(tmp_path / "deploy.prototxt", weights=tmp_path / "snap.caffemodel")
+    x = _inputs(a)
+    np.testing.assert_array_equal(_outputs(a, x)["prob"], _outputs(b, x)["prob"])
+    with pytest.raises(ToolkitError, match=r"'mnist' \(Data\).*deploy prototxt"):
+        load_caffe(tmp_path / "snap.caffemodel")
+
+
+def test_train_phase_layers_are_skipped() -> None:
+    nb = NetBuilder("phases")
+    nb.input("data", [1, 2, 3, 3])
+    nb.layer("train_only", "Dropout", ["data"], ["data"], include=[{"phase": "TRAIN"}])
+    nb.layer("relu", "ReLU", ["data"], ["out"], include=[{"phase": "TEST"}])
+    m = import_net(nb.net())
+    assert sorted(m.source_table.values()) == ["data", "relu"]
+
+
+def test_errors_name_the_layer(tmp_path: Path) -> None:
+    with pytest.raises(ToolkitError, match=r"'the_layer' \(Threshold\).*not supported"):
+        _single("Threshold", [1, 2, 3, 3])
+    with pytest.raises(ToolkitError, match=r"'the_layer' \(Convolution\).*no weights blob"):
+        _single("Convolution", [1, 2, 5, 5],
+                convolution_param={"num_output": 2, "kernel_size": [3]})
+    with pytest.raises(ToolkitError, match=r"bottom blob 'nope'"):
+        nb = NetBuilder()
+        nb.input("data", [1, 2])
+        nb.layer("r", "ReLU", ["nope"], ["r"])
+        import_net(nb.net())
+    with pytest.raises(ToolkitError, match="syntax error"):
+        p = tmp_path / "bad.prototxt"
+        p.write_text("layer { name: 'x' type: ")
+        load_caffe(p)
+    assert "Convolution" in SUPPORTED_LAYERS and "Permute" in SUPPORTED_LAYERS
+
+
+# ------------------------------------------------------------------------ fuzzing
+def _fuzz_one(data: bytes) -> None:
+    try:
+        m = import_net(parse_binary(data))
+    except ToolkitError:
+        return
+    m.verify()
+
+
+def test_fuzz_caffemodel_bytes() -> None:
+    """Truncated and mutated caffemodels raise ToolkitError or give a valid model."""
+    rng = np.random.default_rng(20)
+    sources = [write_binary(NETS[n](v1).net()) for n, v1 in
+               (("lenet", False), ("cifar_quick", True), ("modern_layers", False),
+                ("activations", False))]
+    for i in range(240):
+        src = bytearray(sources[i % len(sources)])
+        kind = i % 3
+        if kind == 0:
+            cut = int(rng.integers(0, len(src)))
+            data = bytes(src[:cut])
+        elif kind == 1:
+            for _ in range(int(rng.integers(1, 6))):
+                src[int(rng.integers(0, len(src)))] = int(rng.integers(0, 256))
+            data = bytes(src)
+        else:  # mutate the network structure (not the float payload): first 2 kB
+            for _ in range(int(rng.integers(1, 4))):
+                pos = int(rng.integers(0, min(len(src), 2048)))
+                src[pos] = int(rng.integers(0, 256))
+            data = bytes(src)
+        _fuzz_one(data)
+
+
+def test_fuzz_prototxt_text() -> None:
+    rng = np.random.default_rng(21)
+    text = write_text(NETS["alexnet"](False).deploy())
+    tokens = ["{", "}", ":", '"', "layer", "-1", "0", "99999999999", "kernel_size: 0",
+              "pool: AVE", "top: \"data\"", "bottom: \"nowhere\"", "group: 3", "\n", "#"]
+    for i in range(120):
+        t = list(text)
+        if i % 2:
+            t = t[:int(rng.integers(0, len(t)))]
+        for _ in range(int(rng.integers(1, 4))):
+            pos = int(rng.integers(0, len(t) + 1))
+            t.insert(pos, tokens[int(rng.integers(0, len(tokens)))])
+        try:
+            m = import_net(parse_text("".join(t)))
+        except ToolkitError:
+            continue
+        m.verify()
