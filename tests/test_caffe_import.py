@@ -29,8 +29,8 @@ from toolkit.ir import Model
 from toolkit.runtime.interpreter import run
 
 sys.path.insert(0, str(Path(__file__).parent))
-from caffe_nets import NETS, V1_NETS  # noqa: E402
-from support import litert_run  # noqa: E402
+from caffe_nets import NETS, V1_NETS
+from support import litert_run
 
 CASES = [(n, False) for n in NETS] + [(n, True) for n in V1_NETS]
 
@@ -304,6 +304,74 @@ def test_fuzz_prototxt_text() -> None:
             t.insert(pos, tokens[int(rng.integers(0, len(tokens)))])
         try:
             m = import_net(parse_text("".join(t)))
+        except ToolkitError:
+            continue
+        m.verify()
+
+
+def test_fuzz_structure_bytes() -> None:
+    """Mutated bytes of the network structure (deploy net, weights from the intact file)."""
+    rng = np.random.default_rng(22)
+    nets = [NETS[n](False) for n in ("alexnet", "modern_layers", "activations", "inception")]
+    for i in range(160):
+        nb = nets[i % len(nets)]
+        src = bytearray(write_binary(nb.deploy()))
+        for _ in range(int(rng.integers(1, 4))):
+            src[int(rng.integers(0, len(src)))] = int(rng.integers(0, 256))
+        try:
+            m = import_net(parse_binary(bytes(src)), nb.net())
+        except ToolkitError:
+            continue
+        m.verify()
+
+
+def _mutate_field(msg: Any, rng: np.random.Generator) -> None:
+    """Set one scalar field of ``msg`` or of one of its set sub-messages to an odd value."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    subs = [f for f, _ in msg.ListFields() if f.type == F.TYPE_MESSAGE
+            and not f.is_repeated]
+    if subs and rng.random() < 0.8:
+        msg = getattr(msg, subs[int(rng.integers(0, len(subs)))].name)
+    scalars = [f for f in msg.DESCRIPTOR.fields if f.type != F.TYPE_MESSAGE]
+    if not scalars:
+        return
+    f = scalars[int(rng.integers(0, len(scalars)))]
+    odd: dict[int, list[Any]] = {
+        F.TYPE_UINT32: [0, 1, 2, 3, 7, 1000, 2**31],
+        F.TYPE_INT32: [-5, -1, 0, 1, 2, 4, 9, 2**30],
+        F.TYPE_INT64: [-1, 0, 1, 3, 2**40],
+        F.TYPE_FLOAT: [0.0, -1.0, 1e30, float("nan"), 0.5],
+        F.TYPE_BOOL: [True, False],
+        F.TYPE_STRING: ["", "data", "Convolution", "nowhere", "Pooling"],
+    }
+    if f.type == F.TYPE_ENUM:
+        values = [v.number for v in f.enum_type.values] + [99]
+    else:
+        values = odd.get(f.type, [])
+    if not values:
+        return
+    v = values[int(rng.integers(0, len(values)))]
+    try:
+        if f.is_repeated:
+            getattr(msg, f.name).append(v)
+        else:
+            setattr(msg, f.name, v)
+    except (ValueError, TypeError):  # a value the field cannot hold
+        return
+
+
+def test_fuzz_layer_parameters() -> None:
+    """Odd parameter values (kernel 0, pad 2**31, unknown enums, ...) raise ToolkitError."""
+    rng = np.random.default_rng(23)
+    names = list(NETS)
+    for i in range(240):
+        net = NETS[names[i % len(names)]](False).net()
+        for _ in range(int(rng.integers(1, 3))):
+            lay = net.layer[int(rng.integers(0, len(net.layer)))]
+            _mutate_field(lay, rng)
+        try:
+            m = import_net(parse_binary(write_binary(net)))
         except ToolkitError:
             continue
         m.verify()
