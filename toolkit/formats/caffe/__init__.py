@@ -144,16 +144,12 @@ def write_text(net: Any) -> str:
 def write_net(net: Any, path: str | os.PathLike[str]) -> Path:
     """Write ``net`` to ``path`` (binary for ``.caffemodel``, else text) through a temporary
     file renamed into place; return the path."""
+    from toolkit.formats.flatbuffer_write import atomic_write
+
     p = Path(path)
     data = write_binary(net) if p.suffix.lower() in (".caffemodel", ".binaryproto") \
         else write_text(net).encode()
-    tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, p)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    atomic_write(p, data)
     return p
 
 
