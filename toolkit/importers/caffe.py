@@ -548,20 +548,34 @@ def _check_conv_param(p: Any, layer: _Layer) -> None:
                                  where=layer.where)
 
 
+def _same_pads(size: int, k_eff: int, s: int, before: int, after: int) -> bool:
+    """True when TFLite's SAME padding pads ``before``/``after`` and gives the same output
+    size as explicit padding (Caffe's symmetric pad, odd kernels)."""
+    out = -(-size // s)
+    total = max((out - 1) * s + k_eff - size, 0)
+    explicit = (size + before + after - k_eff) // s + 1
+    return total // 2 == before and total - total // 2 == after and explicit == out
+
+
 def _conv_core(im: _Importer, x: Tensor, w: np.ndarray, bias: np.ndarray, stride: tuple[int, int],
-               dil: tuple[int, int], group: int, name: str) -> Tensor:
-    """VALID convolution of NHWC ``x`` with Caffe weights ``w`` [O, C/group, kh, kw]."""
+               dil: tuple[int, int], group: int, name: str, same: bool = False) -> Tensor:
+    """Convolution of NHWC ``x`` with Caffe weights ``w`` [O, C/group, kh, kw]: VALID, or
+    SAME when ``same`` (the caller checked it pads as Caffe does)."""
     n, h, wd, c = x.shape
     o, cg, kh, kw = w.shape
     sh, sw = stride
     dh, dw = dil
-    oh = (h - ((kh - 1) * dh + 1)) // sh + 1
-    ow = (wd - ((kw - 1) * dw + 1)) // sw + 1
+    if same:
+        oh, ow = -(-h // sh), -(-wd // sw)
+    else:
+        oh = (h - ((kh - 1) * dh + 1)) // sh + 1
+        ow = (wd - ((kw - 1) * dw + 1)) // sw + 1
     if oh <= 0 or ow <= 0:
         raise ToolkitError(f"kernel {kh}x{kw} (dilation {dh}x{dw}) does not fit the "
                            f"{h}x{wd} input", fix="check kernel, pad and dilation")
-    fields: dict[str, Any] = dict(padding=1, strideH=sh, strideW=sw, dilationHFactor=dh,
-                                  dilationWFactor=dw, fusedActivationFunction=0)
+    fields: dict[str, Any] = dict(padding=0 if same else 1, strideH=sh, strideW=sw,
+                                  dilationHFactor=dh, dilationWFactor=dw,
+                                  fusedActivationFunction=0)
     if cg * group != c or o % group:
         raise ToolkitError(f"weights [{o}, {cg}, {kh}, {kw}] with group {group} do not fit "
                            f"{c} input channels")
@@ -632,8 +646,11 @@ def _convolution(im: _Importer) -> None:
                            "input channels", where=lay.where)
     w = im.weight(0, (o, c // group, kh, kw), "weights")
     bias = im.weight(1, (o,), "bias") if p.bias_term else np.zeros(o, np.float32)
-    xp = _pad(im, x, ph, ph, pw, pw)
-    y = _conv_core(im, xp, w, bias, (sh, sw), (dh, dw), group, im.out_name(lay.top[0], True))
+    same = (_same_pads(x.shape[1], (kh - 1) * dh + 1, sh, ph, ph)
+            and _same_pads(x.shape[2], (kw - 1) * dw + 1, sw, pw, pw))
+    xp = x if same else _pad(im, x, ph, ph, pw, pw)
+    y = _conv_core(im, xp, w, bias, (sh, sw), (dh, dw), group, im.out_name(lay.top[0], True),
+                   same=same and (ph or pw) > 0)
     im.set_top(y, True)
 
 
@@ -727,7 +744,13 @@ def _pooling(im: _Importer) -> None:
     fields: dict[str, Any] = dict(padding=1, strideH=sh, strideW=sw, filterHeight=kh,
                                   filterWidth=kw, fusedActivationFunction=0)
     if p.pool == cf.caffe_pb2.PoolingParameter.MAX:
-        xp = _pad(im, x, ph, bottom_pad, pw, right_pad, _F32_MIN)
+        if (ph or pw or bottom_pad or right_pad) and _same_pads(h, kh, sh, ph, bottom_pad) \
+                and _same_pads(w, kw, sw, pw, right_pad):
+            # TFLite's SAME max pool skips the padding, as Caffe's does
+            fields["padding"] = 0
+            xp = x
+        else:
+            xp = _pad(im, x, ph, bottom_pad, pw, right_pad, _F32_MIN)
         y = im.op("MAX_POOL_2D", [xp], (n, oh, ow, c), name=name, **fields)
     elif p.pool == cf.caffe_pb2.PoolingParameter.AVE:
         xp = _pad(im, x, ph, bottom_pad, pw, right_pad)
