@@ -375,3 +375,29 @@ def test_fuzz_layer_parameters() -> None:
         except ToolkitError:
             continue
         m.verify()
+
+
+@pytest.mark.parametrize("name", ["alexnet", "resnet_bottleneck", "activations"])
+def test_compile_run_and_trace_join_speak_caffe_layers(name: str) -> None:
+    """Compiled Caffe models compute the same outputs and attribute time to Caffe layers."""
+    import toolkit as tk
+
+    net = NETS[name](False).net()
+    model = import_net(net)
+    x = _inputs(model)
+    ref = _outputs(model, x)
+    compiled = tk.compile(model, target=tk.Target(buffer_bytes=4096))
+    out = _outputs(compiled, x)  # type: ignore[arg-type]
+    for k, v in ref.items():
+        _close(out[k], v)
+    live = set(compiled.origins()["source_id"])
+    removed = set(compiled.removed()["source_id"]) | set(model.graph.removed_origins)
+    assert live | removed == set(model.source_table)
+    res = tk.run(compiled, x, trace=True)
+    att = tk.trace_join(res[1], compiled, policy="macs")
+    att.check()
+    by_layer = att.by_layer()
+    timed = set(by_layer.loc[by_layer["total_ns"] > 0, "layer"])
+    computing = {lay.name for lay in net.layer if lay.type not in ("Dropout", "Split")}
+    assert timed == computing
+    assert len(by_layer) - len(timed) == len(model.graph.removed_origins)
