@@ -401,3 +401,26 @@ def test_compile_run_and_trace_join_speak_caffe_layers(name: str) -> None:
     computing = {lay.name for lay in net.layer if lay.type not in ("Dropout", "Split")}
     assert timed == computing
     assert len(by_layer) - len(timed) == len(model.graph.removed_origins)
+
+
+def test_net_level_input_shape_and_aliased_outputs() -> None:
+    """``input`` + ``input_shape`` fields; a Split top and Slice tops as net outputs."""
+    net = caffe_pb2.NetParameter()
+    net.input.append("data")
+    net.input_shape.add().dim.extend([1, 6, 2, 3])
+    nb = NetBuilder()
+    nb.layer("split", "Split", ["data"], ["a", "b"])
+    nb.layer("slice", "Slice", ["a"], ["s1", "s2"], slice_param={"slice_point": [2]})
+    nb.layer("relu", "ReLU", ["s2"], ["s2"])
+    net.layer.extend(nb.net().layer)
+    m = import_net(net)
+    assert [t.name for t in m.graph.outputs] == ["b", "s1", "s2"]
+    x = np.random.default_rng(4).standard_normal((1, 6, 2, 3)).astype(np.float32)
+    out = _outputs(m, {"data": x})
+    np.testing.assert_array_equal(out["b"], x)
+    np.testing.assert_array_equal(out["s1"], x[:, :2])
+    np.testing.assert_array_equal(out["s2"], np.maximum(x[:, 2:], 0))
+    assert m.source_table[0] == "input"  # net-level inputs: an Input layer named "input"
+    split_id = [k for k, v in m.source_table.items() if v == "split"][0]
+    # the Split top that is a net output needs a copy, made by the Split layer
+    assert any(split_id in op.origins for op in m.graph.ops)

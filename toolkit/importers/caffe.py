@@ -438,16 +438,17 @@ class _Importer:
             if b.nhwc:
                 t = self.transpose(t, _TO_NCHW, self._exact(name) if name not in
                                    self.used_names else self._name(name))
-            elif t in seen or (t in g.inputs and name not in [x.name for x in g.inputs]) \
-                    or t.name != name:
+            elif t in seen or t.name != name:
                 # an alias (Split, Dropout) or a second output of one tensor: copy it
                 nm = self._exact(name) if name not in self.used_names else self._name(name)
                 t = self.reshape(t, t.shape, nm)
             seen.add(t)
             g.outputs.append(t)
+        live = g.live_origins()
         for lay in self.layers:
-            live = any(lay.index in op.origins for op in g.ops)
-            if not live and lay.index not in g.removed_origins:
+            if lay.index in live:  # e.g. a Split whose top is a net output owns its copy
+                g.removed_origins.pop(lay.index, None)
+            elif lay.index not in g.removed_origins:
                 g.removed_origins[lay.index] = f"{lay.type} layer: no op at inference"
 
 
@@ -909,7 +910,7 @@ def _power(im: _Importer) -> None:
     if p.power != 1.0:
         steps.append(("POW", float(p.power)))
     if not steps:
-        im.blobs[lay.top[0]] = _Blob(x, b.nhwc, b.writer)
+        im.blobs[lay.top[0]] = _Blob(x, b.nhwc, im.oid)
         im.graph.removed_origins[im.oid] = "Power layer with power 1, scale 1, shift 0: " \
                                            "the identity"
         return
@@ -1143,7 +1144,7 @@ def _alias(im: _Importer, reason: str) -> None:
     assert lay is not None
     b = im.bottom()
     for top in lay.top:
-        im.blobs[top] = _Blob(b.tensor, b.nhwc, b.writer)
+        im.blobs[top] = _Blob(b.tensor, b.nhwc, im.oid)
     im.graph.removed_origins[im.oid] = reason
 
 
