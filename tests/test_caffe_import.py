@@ -266,6 +266,7 @@ def _fuzz_one(data: bytes) -> None:
     m.verify()
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
 def test_fuzz_caffemodel_bytes() -> None:
     """Truncated and mutated caffemodels raise ToolkitError or give a valid model."""
     rng = np.random.default_rng(20)
@@ -290,6 +291,7 @@ def test_fuzz_caffemodel_bytes() -> None:
         _fuzz_one(data)
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
 def test_fuzz_prototxt_text() -> None:
     rng = np.random.default_rng(21)
     text = write_text(NETS["alexnet"](False).deploy())
@@ -309,6 +311,7 @@ def test_fuzz_prototxt_text() -> None:
         m.verify()
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
 def test_fuzz_structure_bytes() -> None:
     """Mutated bytes of the network structure (deploy net, weights from the intact file)."""
     rng = np.random.default_rng(22)
@@ -361,6 +364,7 @@ def _mutate_field(msg: Any, rng: np.random.Generator) -> None:
         return
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
 def test_fuzz_layer_parameters() -> None:
     """Odd parameter values (kernel 0, pad 2**31, unknown enums, ...) raise ToolkitError."""
     rng = np.random.default_rng(23)
@@ -421,6 +425,35 @@ def test_net_level_input_shape_and_aliased_outputs() -> None:
     np.testing.assert_array_equal(out["s1"], x[:, :2])
     np.testing.assert_array_equal(out["s2"], np.maximum(x[:, 2:], 0))
     assert m.source_table[0] == "input"  # net-level inputs: an Input layer named "input"
-    split_id = [k for k, v in m.source_table.items() if v == "split"][0]
+    split_id = next(k for k, v in m.source_table.items() if v == "split")
     # the Split top that is a net output needs a copy, made by the Split layer
     assert any(split_id in op.origins for op in m.graph.ops)
+
+
+def test_fields_the_toolkit_does_not_read_warn() -> None:
+    """A fork's pooling field (OpenCV's ceil_mode) is skipped with a warning, never silently."""
+    text = ('input: "data" input_shape { dim: 1 dim: 1 dim: 4 dim: 4 }\n'
+            'layer { name: "p" type: "Pooling" bottom: "data" top: "p"\n'
+            '  pooling_param { pool: MAX kernel_size: 3 stride: 2 ceil_mode: false } }')
+    with pytest.warns(UserWarning, match="ceil_mode"):
+        net = parse_text(text)
+    assert import_net(net).graph.outputs[0].shape == (1, 1, 2, 2)  # Caffe's ceil rounding
+    net.layer[0].pooling_param.MergeFromString(b"\xa0\x01\x05")  # field 20, unknown
+    with pytest.warns(UserWarning, match=r"'p' \(Pooling\): fields \[20\]"):
+        import_net(parse_binary(write_binary(net)))
+
+
+def test_inner_product_transpose_and_concat_axis() -> None:
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    w = rng.standard_normal((60, 7)).astype(np.float32)  # transpose: [K, num_output]
+    nb = NetBuilder()
+    nb.input("data", list(x.shape))
+    nb.layer("ip", "InnerProduct", ["data"], ["ip"], blobs=[w, np.zeros(7, np.float32)],
+             inner_product_param={"num_output": 7, "transpose": True})
+    nb.layer("cat", "Concat", ["data", "data"], ["cat"], concat_param={"axis": 2})
+    nb.layer("cat3", "Concat", ["data", "data"], ["cat3"], concat_param={"axis": -1})
+    out = _outputs(import_net(nb.net()), {"data": x})
+    _close(out["ip"], x.reshape(2, 60) @ w)
+    np.testing.assert_array_equal(out["cat"], np.concatenate([x, x], axis=2))
+    np.testing.assert_array_equal(out["cat3"], np.concatenate([x, x], axis=3))

@@ -24,6 +24,7 @@ pooling as PAD/PADV2 + a VALID pool (with Caffe's average divisor).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -391,6 +392,9 @@ class _Importer:
                        f"supported layer types: {', '.join(sorted(_CONVERTERS))}")
                 raise UnsupportedOpError(f"layer type {lay.type!r} is not supported",
                                          where=f"{self.where}: {lay.where}", fix=fix)
+            if lay.msg is not None and (unknown := cf.unknown_fields(lay.msg)):
+                warnings.warn(f"{self.where}: {lay.where}: fields {unknown} are not read by "
+                              "the toolkit and were ignored", stacklevel=3)
             try:
                 conv(self)
             except ToolkitError as e:

@@ -16,6 +16,7 @@ subset of Caffe's (:file:`caffe.proto`, same field numbers), compiled to ``caffe
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "write_net",
     "blob_array",
     "blob_proto",
+    "unknown_fields",
     "V1_TYPE_NAMES",
     "MAX_ELEMENTS",
 ]
@@ -90,8 +92,8 @@ def parse_binary(data: bytes | bytearray | memoryview, where: str = "<bytes>") -
 def parse_text(text: str | bytes, where: str = "<text>") -> Any:
     """Return the ``NetParameter`` written in protobuf text format (a ``.prototxt``).
 
-    Fields that the toolkit's message subset does not describe (data-layer and solver
-    settings, for example) are skipped by the parser. Raises :class:`ModelFormatError` with
+    Fields that the toolkit's message subset does not describe (data-layer settings, for
+    example) are skipped with a warning naming the first one. Raises :class:`ModelFormatError` with
     the line and column of a syntax error.
     """
     from google.protobuf import text_format
@@ -104,7 +106,15 @@ def parse_text(text: str | bytes, where: str = "<text>") -> Any:
                                    fix="pass a Caffe .prototxt file") from None
     net = caffe_pb2.NetParameter()
     try:
-        text_format.Parse(text, net, allow_unknown_field=True)
+        try:
+            text_format.Parse(text, net)
+        except text_format.ParseError as e:
+            if "no field named" not in str(e):
+                raise
+            net = caffe_pb2.NetParameter()
+            text_format.Parse(text, net, allow_unknown_field=True)
+            warnings.warn(f"{where}: the prototxt has fields the toolkit does not read; they "
+                          f"were skipped (the first: {e})", stacklevel=2)
     except text_format.ParseError as e:
         raise ModelFormatError(f"prototxt syntax error: {e}", where=where,
                                fix="check the text at that line and column") from None
@@ -151,6 +161,18 @@ def write_net(net: Any, path: str | os.PathLike[str]) -> Path:
         else write_text(net).encode()
     atomic_write(p, data)
     return p
+
+
+def unknown_fields(msg: Any) -> list[int]:
+    """Field numbers that ``msg`` or its set sub-messages (one level) hold without the
+    toolkit's message description knowing them (binary files only), sorted."""
+    from google.protobuf import unknown_fields as uf
+
+    found = {f.field_number for f in uf.UnknownFieldSet(msg)}
+    for fd, value in msg.ListFields():
+        if fd.message_type is not None and not fd.is_repeated:
+            found |= {f.field_number for f in uf.UnknownFieldSet(value)}
+    return sorted(found)
 
 
 def _dims(blob: Any, where: str) -> list[int]:
