@@ -182,9 +182,9 @@ def test_argmax_follows_caffe() -> None:
     m = _single("ArgMax", list(x.shape), argmax_param={"axis": 1})
     got = _outputs(m, {"data": x})["out"]
     np.testing.assert_array_equal(got, np.argmax(x, axis=1)[:, None].astype(np.float32))
-    m = _single("ArgMax", list(x.shape))  # no axis: over C*H*W, output [N, 1, 1]
+    m = _single("ArgMax", list(x.shape))  # no axis: over C*H*W, output [N, 1, 1, 1]
     got = _outputs(m, {"data": x})["out"]
-    np.testing.assert_array_equal(got, np.argmax(x.reshape(2, -1), 1).reshape(2, 1, 1)
+    np.testing.assert_array_equal(got, np.argmax(x.reshape(2, -1), 1).reshape(2, 1, 1, 1)
                                   .astype(np.float32))
 
 
@@ -457,3 +457,23 @@ def test_inner_product_transpose_and_concat_axis() -> None:
     _close(out["ip"], x.reshape(2, 60) @ w)
     np.testing.assert_array_equal(out["cat"], np.concatenate([x, x], axis=2))
     np.testing.assert_array_equal(out["cat3"], np.concatenate([x, x], axis=3))
+
+
+def test_v1_flatten_and_pooling_with_one_padded_axis() -> None:
+    """V1 Flatten (no flatten_param in V1); Caffe's pooled-size check applies to both axes
+    when either is padded (here a stride above the kernel on the unpadded W)."""
+    x = np.random.default_rng(7).standard_normal((1, 2, 5, 6)).astype(np.float32)
+    nb = NetBuilder(v1=True)
+    nb.input("data", list(x.shape))
+    nb.layer("pool", "Pooling", ["data"], ["pool"],
+             pooling_param={"pool": "MAX", "kernel_h": 2, "kernel_w": 1, "stride_h": 3,
+                            "stride_w": 3, "pad_h": 1, "pad_w": 0})
+    nb.layer("flat", "Flatten", ["pool"], ["flat"])
+    out = _outputs(import_net(nb.net()), {"data": x})["flat"]
+    # H: ceil((5 + 2 - 2) / 3) + 1 = 3, the last window starts at 6 >= 5 + 1: 2 rows;
+    # W: ceil((6 - 1) / 3) + 1 = 3, the last window starts at 6 >= 6 + 0: 2 columns
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (0, 0)), constant_values=-np.inf)
+    want = np.stack([np.stack([xp[:, :, 3 * i:3 * i + 2, 3 * j].max(axis=2)
+                               for j in range(2)], axis=-1) for i in range(2)], axis=2)
+    assert out.shape == (1, 2 * 2 * 2)
+    np.testing.assert_array_equal(out, want.reshape(1, -1))

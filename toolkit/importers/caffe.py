@@ -43,6 +43,7 @@ _TO_NHWC = (0, 2, 3, 1)
 _TO_NCHW = (0, 3, 1, 2)
 _AXIS_NHWC = {0: 0, 1: 3, 2: 1, 3: 2}  # Caffe (NCHW) axis -> axis of the NHWC tensor
 
+_DEFAULT_LAYER = cf.caffe_pb2.LayerParameter()
 _DATA_LAYERS = frozenset({"Data", "ImageData", "HDF5Data", "MemoryData", "WindowData",
                           "DummyData", "Python"})
 
@@ -117,7 +118,9 @@ class _Layer:
 
     def param(self, field: str) -> Any:
         """The layer's ``<field>`` parameter message (defaults when absent or not in V1)."""
-        return getattr(self.msg, field, None) if hasattr(self.msg, field) else None
+        if self.msg is not None and field in self.msg.DESCRIPTOR.fields_by_name:
+            return getattr(self.msg, field)
+        return getattr(_DEFAULT_LAYER, field)
 
     @property
     def where(self) -> str:
@@ -709,12 +712,14 @@ def _deconvolution(im: _Importer) -> None:
     im.set_top(y, True)
 
 
-def _pool_size(size: int, k: int, s: int, p: int, ceil: bool) -> int:
+def _pool_size(size: int, k: int, s: int, p: int, ceil: bool, any_pad: bool) -> int:
+    """Caffe's pooled size: rounded up (or down), then one less when the last window would
+    start in the padding (checked when either axis has padding, as Caffe does)."""
     if ceil:
         out = -(-(size + 2 * p - k) // s) + 1
     else:
         out = (size + 2 * p - k) // s + 1
-    if p > 0 and (out - 1) * s >= size + p:
+    if any_pad and (out - 1) * s >= size + p:
         out -= 1
     return out
 
@@ -740,7 +745,8 @@ def _pooling(im: _Importer) -> None:
         raise ToolkitError(f"invalid pooling: kernel {kh}x{kw}, stride {sh}x{sw}, pad "
                            f"{ph}x{pw}", where=lay.where, fix="the pad must be below the kernel")
     ceil = p.round_mode == cf.caffe_pb2.PoolingParameter.CEIL
-    oh, ow = _pool_size(h, kh, sh, ph, ceil), _pool_size(w, kw, sw, pw, ceil)
+    any_pad = ph > 0 or pw > 0
+    oh, ow = _pool_size(h, kh, sh, ph, ceil, any_pad), _pool_size(w, kw, sw, pw, ceil, any_pad)
     if oh <= 0 or ow <= 0:
         raise ToolkitError(f"kernel {kh}x{kw} does not fit the {h}x{w} input", where=lay.where)
     bottom_pad = (oh - 1) * sh + kh - h - ph
@@ -1258,11 +1264,12 @@ def _argmax(im: _Importer) -> None:
         nhwc = b.nhwc
         keep = list(x.shape)
         keep[ax] = 1
-    else:  # over all but the first axis: output [N, 1, 1]
+    else:  # over all but the first axis: output [N, 1, 1] (one more 1 per axis beyond 3)
         x = im.nchw(b)
         n = shape[0]
         x = im.reshape(x, (n, int(np.prod(shape[1:], dtype=np.int64))))
-        ax, out_shape, keep, nhwc = 1, [n], [n, 1, 1], False
+        ax, out_shape, nhwc = 1, [n], False
+        keep = [n] + [1] * (max(len(shape), 3) - 1)
     idx = im.op("ARG_MAX", [x, im.const("axis", np.asarray([ax], np.int32), np.int32)],
                 out_shape, dtype=np.int32, outputType=2)
     f = im.op("CAST", [idx], out_shape, inDataType=2, outDataType=0)
