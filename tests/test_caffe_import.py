@@ -26,7 +26,7 @@ from toolkit.formats.flatbuffer_read import load
 from toolkit.formats.flatbuffer_write import save
 from toolkit.importers.caffe import SUPPORTED_LAYERS, import_net, load_caffe
 from toolkit.ir import Model
-from toolkit.runtime.interpreter import run
+from toolkit.runtime.interpreter import run_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 from caffe_nets import NETS, V1_NETS
@@ -47,10 +47,8 @@ def _inputs(model: Model, seed: int = 0) -> dict[str, np.ndarray]:
     return {t.name: rng.uniform(-1, 1, t.shape).astype(np.float32) for t in model.graph.inputs}
 
 
-def _outputs(model: Model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    out = run(model, inputs)
-    assert isinstance(out, dict)
-    return out
+def _outputs(model: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return run_model(model, inputs).outputs
 
 
 def _layers(net: Any) -> list[Any]:
@@ -391,14 +389,14 @@ def test_compile_run_and_trace_join_speak_caffe_layers(name: str) -> None:
     x = _inputs(model)
     ref = _outputs(model, x)
     compiled = tk.compile(model, target=tk.Target(buffer_bytes=4096))
-    out = _outputs(compiled, x)  # type: ignore[arg-type]
+    out = _outputs(compiled, x)
     for k, v in ref.items():
         _close(out[k], v)
     live = set(compiled.origins()["source_id"])
     removed = set(compiled.removed()["source_id"]) | set(model.graph.removed_origins)
     assert live | removed == set(model.source_table)
     res = tk.run(compiled, x, trace=True)
-    att = tk.trace_join(res[1], compiled, policy="macs")
+    att = tk.trace_join(res.trace, compiled, policy="macs")
     att.check()
     by_layer = att.by_layer()
     timed = set(by_layer.loc[by_layer["total_ns"] > 0, "layer"])

@@ -12,7 +12,7 @@ import pytest
 from toolkit.cli import main
 from toolkit.formats.flatbuffer_write import save
 from toolkit.importers.caffe import load_caffe
-from toolkit.runtime.interpreter import run
+from toolkit.runtime.interpreter import run_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 from caffe_nets import NETS
@@ -36,9 +36,7 @@ def lenet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _expected(lenet: dict[str, Path]) -> np.ndarray:
     m = load_caffe(lenet["prototxt"], weights=lenet["caffemodel"])
     x = np.fromfile(lenet["bin"], "<f4").reshape(1, 1, 28, 28)
-    out = run(m, {"data": x})
-    assert isinstance(out, dict)
-    return out["prob"]
+    return run_model(m, {"data": x}).outputs["prob"]
 
 
 def test_help_lists_nnc_options(capsys: pytest.CaptureFixture[str]) -> None:

@@ -116,7 +116,7 @@ def run_interpreter(model: Model, input_data: Path, *, input_node: str | None = 
                     output_nodes: Sequence[str] | None = None) -> dict[str, np.ndarray]:
     """Run ``model`` with the reference runtime on the float data of ``input_data``; return
     the graph outputs named ``output_nodes`` (default: all of them) by name, as float32."""
-    from toolkit.runtime.interpreter import run
+    from toolkit.runtime.interpreter import run_model
 
     g = model.graph
     names = [t.name for t in g.inputs]
@@ -139,13 +139,12 @@ def run_interpreter(model: Model, input_data: Path, *, input_node: str | None = 
         if w not in outs:
             raise ToolkitError(f"no output node {w!r}", where="--output-node",
                                fix=f"outputs are: {', '.join(outs)}")
-    res = run(model, {input_node: x})
-    assert isinstance(res, dict)
+    res = run_model(model, {input_node: x}).outputs
     return {w: np.asarray(res[w], dtype=np.float32) for w in wanted}
 
 
 def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    from toolkit.formats.flatbuffer_write import atomic_write
+    from toolkit.util.atomic import atomic_write
 
     buf = io.BytesIO()
     np.savez(buf, **arrays)  # type: ignore[arg-type]

@@ -154,7 +154,7 @@ def write_text(net: Any) -> str:
 def write_net(net: Any, path: str | os.PathLike[str]) -> Path:
     """Write ``net`` to ``path`` (binary for ``.caffemodel``, else text) through a temporary
     file renamed into place; return the path."""
-    from toolkit.formats.flatbuffer_write import atomic_write
+    from toolkit.util.atomic import atomic_write
 
     p = Path(path)
     data = write_binary(net) if p.suffix.lower() in (".caffemodel", ".binaryproto") \

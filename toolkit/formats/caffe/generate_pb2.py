@@ -15,7 +15,7 @@ HERE = Path(__file__).resolve().parent
 
 def main() -> int:
     """Run protoc on caffe.proto into this folder; return protoc's exit status."""
-    from grpc_tools import protoc  # type: ignore[import-not-found]
+    from grpc_tools import protoc
 
     return int(protoc.main(["protoc", f"-I{HERE}", f"--python_out={HERE}",
                             f"--pyi_out={HERE}", str(HERE / "caffe.proto")]))
