@@ -205,6 +205,9 @@ def _norm_axis(axis: int, rank: int, layer: _Layer, what: str = "axis") -> int:
 
 
 class _Importer:
+    """One conversion: walks the layers in order, keeps each blob's current tensor (in-place
+    layers replace it), and names tensors so that net inputs and outputs keep blob names."""
+
     def __init__(self, net: Any, weights: Any, where: str) -> None:
         self.net = net
         self.where = where
