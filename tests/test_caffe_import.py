@@ -33,6 +33,7 @@ from caffe_nets import NETS, V1_NETS
 from support import litert_run
 
 CASES = [(n, False) for n in NETS] + [(n, True) for n in V1_NETS]
+OPENCV_OUTPUTS = Path(__file__).parent / "fixtures" / "caffe" / "opencv_outputs.npz"
 
 
 def _close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5) -> None:
@@ -83,9 +84,20 @@ def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 
 def test_matches_opencv(case: dict[str, Any]) -> None:
+    """Live: OpenCV's DNN module reads the same files and computes the same outputs."""
     ref = _opencv(case["prototxt"], case["caffemodel"], case["net"], case["inputs"],
                   list(case["outputs"]))
     assert ref
+    for name, want in ref.items():
+        _close(case["outputs"][name], want)
+
+
+def test_matches_committed_opencv_outputs(case: dict[str, Any]) -> None:
+    """OpenCV's outputs, committed by tests/fixtures/caffe/make_opencv_outputs.py."""
+    tag = f"{case['name']}{'_v1' if case['v1'] else ''}"
+    with np.load(OPENCV_OUTPUTS) as z:
+        ref = {k.split("/", 1)[1]: z[k] for k in z.files if k.split("/", 1)[0] == tag}
+    assert ref.keys() == case["outputs"].keys()
     for name, want in ref.items():
         _close(case["outputs"][name], want)
 
