@@ -187,11 +187,14 @@ def test_lrn_with_k_follows_caffe() -> None:
     _close(got, want.astype(np.float32))
 
 
-def test_argmax_follows_caffe() -> None:
+def test_argmax_follows_caffe(tmp_path: Path) -> None:
+    """ArgMax (OpenCV's Caffe reader has none): indices as floats, in the runtime and LiteRT."""
     x = np.random.default_rng(2).standard_normal((2, 5, 3, 4)).astype(np.float32)
     m = _single("ArgMax", list(x.shape), argmax_param={"axis": 1})
     got = _outputs(m, {"data": x})["out"]
     np.testing.assert_array_equal(got, np.argmax(x, axis=1)[:, None].astype(np.float32))
+    lite = litert_run(save(m, tmp_path / "argmax.tflite"), {"data": x})
+    np.testing.assert_array_equal(lite["out"], got)
     m = _single("ArgMax", list(x.shape))  # no axis: over C*H*W, output [N, 1, 1, 1]
     got = _outputs(m, {"data": x})["out"]
     np.testing.assert_array_equal(got, np.argmax(x.reshape(2, -1), 1).reshape(2, 1, 1, 1)

@@ -19,7 +19,7 @@ from caffe_nets import NETS
 
 NNC_OPTIONS = ["--caffe", "--tflite", "--target", "--nnmodel", "-m", "--output", "-o",
                "--output-dir", "-d", "--input-model-data", "--input-node", "--output-node",
-               "--res-filename"]
+               "--res-filename", "--debug", "--debug-area"]
 
 
 @pytest.fixture(scope="module")

@@ -73,6 +73,9 @@ def parser() -> argparse.ArgumentParser:
                    help="interpreter option: file for result tensor (.npz; default: "
                         "OUTPUT_DIR/OUTPUT.npz)")
     p.add_argument("--debug", action="store_true", help="turn debugging on (log messages)")
+    p.add_argument("--debug-area", metavar="AREAS",
+                   help="if specified, debug messages are shown only in given areas "
+                        "(comma-separated toolkit packages, e.g. importers,runtime)")
     return p
 
 
@@ -165,7 +168,11 @@ def _codegen(model: Model, out_dir: Path, name: str) -> Any:
 def main_nnc(argv: Sequence[str]) -> int:
     """``toolkit nnc OPTIONS``: returns the exit status (ToolkitError propagates)."""
     a = parser().parse_args(list(argv))
-    if a.debug:
+    if a.debug_area:
+        logging.basicConfig()
+        for area in a.debug_area.split(","):
+            logging.getLogger(f"toolkit.{area.strip()}").setLevel(logging.DEBUG)
+    elif a.debug:
         logging.basicConfig(level=logging.DEBUG)
     caffe = True if a.caffe else False if a.tflite else None
     model = load_nn_model(a.nnmodel, caffe=caffe, weights=a.weights)
