@@ -294,10 +294,30 @@ def modern_layers(v1: bool = False) -> NetBuilder:
     return n.nb
 
 
+def se_block(v1: bool = False) -> NetBuilder:
+    """A squeeze-and-excitation block: global pool, two InnerProducts, Sigmoid, and a Scale
+    whose scale is its second bottom (axis 0: one factor per image and channel)."""
+    if v1:
+        raise ValueError("Scale does not exist in the V1 format")
+    n = _Net("SE_block", False, 9)
+    x = n.input("data", [2, 8, 6, 6])
+    x = n.relu("conv_relu", n.conv("conv", x, 16, 3, pad=1))
+    sq = n.pool("squeeze", x, "AVE", global_=True)
+    e = n.relu("fc1_relu", n.ip("fc1", sq, 4, 16))
+    e = n.ip("fc2", e, 16, 4)
+    n.nb.layer("gate", "Sigmoid", [e], ["gate"])
+    n.nb.layer("excite", "Scale", [x, "gate"], ["excite"],
+               scale_param={"axis": 0})
+    n.ch["excite"] = 16
+    x = n.pool("pool", "excite", "MAX", 2, 2)
+    n.nb.layer("prob", "Softmax", [x], ["prob"])
+    return n.nb
+
+
 NETS: dict[str, Callable[[bool], NetBuilder]] = {
     "lenet": lenet, "cifar_quick": cifar_quick, "alexnet": alexnet, "inception": inception,
     "squeezenet": squeezenet, "resnet_bottleneck": resnet_bottleneck,
-    "activations": activations, "modern_layers": modern_layers,
+    "activations": activations, "modern_layers": modern_layers, "se_block": se_block,
 }
 """Every test network by name."""
 

@@ -1018,25 +1018,39 @@ def _scale(im: _Importer) -> None:
     lay = im.layer
     assert lay is not None
     im.need_tops(1)
-    if len(lay.bottom) != 1:
-        raise UnsupportedOpError("Scale with a second bottom (the scale as an input) is not "
-                                 "supported", where=lay.where, fix="store the scale as a blob")
+    if len(lay.bottom) not in (1, 2):
+        raise ToolkitError(f"Scale takes one or two bottoms, got {len(lay.bottom)}",
+                           where=lay.where)
     p = lay.param("scale_param")
     b = im.bottom()
     rank = len(b.shape)
     axis = _norm_axis(int(p.axis), rank, lay)
-    end = rank if p.num_axes == -1 else axis + int(p.num_axes)
-    if not axis <= end <= rank:
-        raise ToolkitError(f"num_axes {p.num_axes} does not fit a {rank}-D blob",
-                           where=lay.where)
-    pshape = b.shape[axis:end]
-    scale = im.weight(0, pshape, "scale")
-    y = im.binary("MUL", b.tensor, im.channel_const(b, scale, "scale", axis),
-                  name=None if p.bias_term else im.out_name(lay.top[0], b.nhwc))
+    name = im.out_name(lay.top[0], b.nhwc)
+    if len(lay.bottom) == 2:  # the scale is the second bottom, over axes axis..
+        s_blob = im.bottom(1)
+        pshape = s_blob.shape
+        if tuple(b.shape[axis:axis + len(pshape)]) != tuple(pshape):
+            raise ToolkitError(f"scale shape {list(pshape)} does not match input axes "
+                               f"{axis}.. of {list(b.shape)}", where=lay.where)
+        full = [1] * axis + list(pshape) + [1] * (rank - axis - len(pshape))
+        factor = im.reshape(im.nchw(s_blob), full)
+        if b.nhwc:
+            factor = im.transpose(factor, _TO_NHWC)
+        y = im.binary("MUL", b.tensor, factor, name=None if p.bias_term else name)
+        bias_index = 0
+    else:
+        end = rank if p.num_axes == -1 else axis + int(p.num_axes)
+        if not axis <= end <= rank:
+            raise ToolkitError(f"num_axes {p.num_axes} does not fit a {rank}-D blob",
+                               where=lay.where)
+        pshape = b.shape[axis:end]
+        scale = im.weight(0, pshape, "scale")
+        y = im.binary("MUL", b.tensor, im.channel_const(b, scale, "scale", axis),
+                      name=None if p.bias_term else name)
+        bias_index = 1
     if p.bias_term:
-        bias = im.weight(1, pshape, "bias")
-        y = im.binary("ADD", y, im.channel_const(b, bias, "bias", axis),
-                      name=im.out_name(lay.top[0], b.nhwc))
+        bias = im.weight(bias_index, pshape, "bias")
+        y = im.binary("ADD", y, im.channel_const(b, bias, "bias", axis), name=name)
     im.set_top(y, b.nhwc)
 
 
