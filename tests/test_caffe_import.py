@@ -490,3 +490,21 @@ def test_v1_flatten_and_pooling_with_one_padded_axis() -> None:
                                for j in range(2)], axis=-1) for i in range(2)], axis=2)
     assert out.shape == (1, 2 * 2 * 2)
     np.testing.assert_array_equal(out, want.reshape(1, -1))
+
+
+def test_partition_keeps_caffe_layers() -> None:
+    """Partitioned Caffe models chain to the same outputs; every part op names its layer."""
+    import toolkit as tk
+
+    model = import_net(NETS["inception"](False).net())
+    x = _inputs(model)
+    ref = _outputs(model, x)
+    parts = tk.partition(model, {"partition": {"backends": "cpu,npu", "default": "cpu",
+                                               "comply": "opcode"},
+                                 "OPCODE": {"CONV_2D": "npu"}})
+    assert len(parts.parts_table()) > 2
+    out = tk.run(parts, x).outputs
+    for k, v in ref.items():
+        np.testing.assert_array_equal(out[k], v)
+    ids = {i for ids in parts.ops_table()["source_ids"] for i in ids}
+    assert ids == {o for op in model.graph.ops for o in op.origins}

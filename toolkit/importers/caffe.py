@@ -505,7 +505,7 @@ def _input(im: _Importer) -> None:
     if len(shapes) != len(lay.top):
         raise ToolkitError(f"{len(lay.top)} input blob(s) but {len(shapes)} shape(s)",
                            where=lay.where, fix="give one shape per top blob")
-    for i, (top, shape) in enumerate(zip(lay.top, shapes)):
+    for top, shape in zip(lay.top, shapes):
         if int(np.prod(shape, dtype=np.float64)) > cf.MAX_ELEMENTS:
             raise ToolkitError(f"input shape {shape} is too large", where=lay.where)
         if top in im.blobs:
@@ -516,11 +516,12 @@ def _input(im: _Importer) -> None:
         if len(shape) == 4:
             b = _Blob(im.nhwc(b), True, im.oid)
         im.blobs[top] = b
-        del i
 
 
 @dataclass
 class _Dims:
+    """Four ``input_dim`` values in the shape of a ``BlobShape``."""
+
     dim: list[int]
 
 
