@@ -44,6 +44,7 @@ _TO_NCHW = (0, 3, 1, 2)
 _AXIS_NHWC = {0: 0, 1: 3, 2: 1, 3: 2}  # Caffe (NCHW) axis -> axis of the NHWC tensor
 
 _DEFAULT_LAYER = cf.caffe_pb2.LayerParameter()
+_MAX_DERIVED = 1 << 24  # elements of a constant the importer derives (not read from a blob)
 _DATA_LAYERS = frozenset({"Data", "ImageData", "HDF5Data", "MemoryData", "WindowData",
                           "DummyData", "Python"})
 
@@ -770,6 +771,9 @@ def _pooling(im: _Importer) -> None:
     elif p.pool == cf.caffe_pb2.PoolingParameter.AVE:
         xp = _pad(im, x, ph, bottom_pad, pw, right_pad)
         # Caffe divides by the window clipped to the padded input (not to the data)
+        if oh * ow > _MAX_DERIVED:
+            raise UnsupportedOpError(f"padded AVE pooling to {oh}x{ow} is too large",
+                                     where=lay.where)
         rows = np.array([min(i * sh - ph + kh, h + ph) - (i * sh - ph) for i in range(oh)])
         cols = np.array([min(j * sw - pw + kw, w + pw) - (j * sw - pw) for j in range(ow)])
         corr = (kh * kw) / np.outer(rows, cols).astype(np.float64)
@@ -971,6 +975,9 @@ def _lrn(im: _Importer) -> None:
         raise ToolkitError(f"local_size {size} must be odd and positive", where=lay.where)
     x = im.nhwc(im.bottom())
     c = x.shape[3]
+    if c * c > _MAX_DERIVED:
+        raise UnsupportedOpError(f"LRN over {c} channels is too wide for the channel-window "
+                                 "convolution", where=lay.where)
     pre = (size - 1) // 2
     band = np.zeros((c, 1, 1, c), np.float32)
     for o in range(c):
