@@ -231,7 +231,8 @@ def resnet_bottleneck(v1: bool = False) -> NetBuilder:
 
 
 def activations(v1: bool = False) -> NetBuilder:
-    """Every elementwise layer, Eltwise PROD/MAX, Slice, Deconvolution, odd conv spellings."""
+    """Every elementwise layer, Eltwise PROD/MAX, Slice, Deconvolution, dilation, LRN within
+    channels."""
     n = _Net("activations", v1, 7)
     x = n.input("data", [1, 6, 9, 11])
     # rectangular kernel, per-axis stride and pad, dilation
@@ -257,7 +258,10 @@ def activations(v1: bool = False) -> NetBuilder:
                                   "pad": [1], "group": 2})
     n.ch["deconv"] = 4
     y = n.conv("conv_hw", "deconv", 4, 3, stride=2, pad=1)
-    n.softmax("prob", y)
+    n.nb.layer("lrn_within", "LRN", [y], ["lrn_within"],
+               lrn_param={"local_size": 3, "alpha": 0.7, "beta": 0.75,
+                          "norm_region": "WITHIN_CHANNEL"})
+    n.softmax("prob", "lrn_within")
     return n.nb
 
 

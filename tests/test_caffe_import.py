@@ -187,6 +187,16 @@ def test_lrn_with_k_follows_caffe() -> None:
     _close(got, want.astype(np.float32))
 
 
+def test_lrn_within_channel_follows_caffe() -> None:
+    x = np.random.default_rng(8).uniform(-2, 2, (1, 3, 7, 6)).astype(np.float32)
+    m = _single("LRN", list(x.shape), lrn_param={"local_size": 3, "alpha": 0.7, "beta": 0.75,
+                                                 "k": 3.0, "norm_region": "WITHIN_CHANNEL"})
+    got = _outputs(m, {"data": x})["out"]
+    sq = np.pad(x.astype(np.float64) ** 2, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    mean = sum(sq[:, :, i:i + 7, j:j + 6] for i in range(3) for j in range(3)) / 9
+    _close(got, (x / (1 + 0.7 * mean) ** 0.75).astype(np.float32))  # Caffe ignores k here
+
+
 def test_argmax_follows_caffe(tmp_path: Path) -> None:
     """ArgMax (OpenCV's Caffe reader has none): indices as floats, in the runtime and LiteRT."""
     x = np.random.default_rng(2).standard_normal((2, 5, 3, 4)).astype(np.float32)

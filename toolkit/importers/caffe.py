@@ -967,13 +967,16 @@ def _lrn(im: _Importer) -> None:
     assert lay is not None
     im.need_tops(1)
     p = lay.param("lrn_param")
-    if p.norm_region != cf.caffe_pb2.LRNParameter.ACROSS_CHANNELS:
-        raise UnsupportedOpError("LRN WITHIN_CHANNEL is not supported", where=lay.where,
-                                 fix="use norm_region: ACROSS_CHANNELS")
     size = int(p.local_size)
     if size <= 0 or size % 2 == 0:
         raise ToolkitError(f"local_size {size} must be odd and positive", where=lay.where)
     x = im.nhwc(im.bottom())
+    if p.norm_region == cf.caffe_pb2.LRNParameter.WITHIN_CHANNEL:
+        _lrn_within_channel(im, x, size, float(p.alpha), float(p.beta))
+        return
+    if p.norm_region != cf.caffe_pb2.LRNParameter.ACROSS_CHANNELS:
+        raise UnsupportedOpError(f"LRN norm_region {p.norm_region} is not supported",
+                                 where=lay.where)
     c = x.shape[3]
     if c * c > _MAX_DERIVED:
         raise UnsupportedOpError(f"LRN over {c} channels is too wide for the channel-window "
@@ -990,6 +993,23 @@ def _lrn(im: _Importer) -> None:
     pw = im.binary("POW", s, im.scalar("neg_beta", -float(p.beta)))
     y = im.binary("MUL", x, pw, name=im.out_name(lay.top[0], True))
     im.set_top(y, True)
+
+
+def _lrn_within_channel(im: _Importer, x: Tensor, size: int, alpha: float, beta: float
+                        ) -> None:
+    """Caffe's WITHIN_CHANNEL LRN: ``x * (1 + alpha * mean(x^2 over a size x size window,
+    zero-padded))^-beta`` (Caffe ignores ``k`` here; with stride 1 and this padding its
+    average always divides by ``size * size``)."""
+    lay = im.layer
+    assert lay is not None
+    pre = (size - 1) // 2
+    sq = _pad(im, im.binary("MUL", x, x), pre, pre, pre, pre)
+    avg = im.op("AVERAGE_POOL_2D", [sq], x.shape, padding=1, strideH=1, strideW=1,
+                filterHeight=size, filterWidth=size, fusedActivationFunction=0)
+    s = im.binary("ADD", im.binary("MUL", avg, im.scalar("alpha", alpha)),
+                  im.scalar("one", 1.0))
+    pw = im.binary("POW", s, im.scalar("neg_beta", -beta))
+    im.set_top(im.binary("MUL", x, pw, name=im.out_name(lay.top[0], True)), True)
 
 
 @_converter("BatchNorm")
