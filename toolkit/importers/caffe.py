@@ -15,7 +15,9 @@ in-place layers included, carries that origin. Layers that compute nothing at in
 
 Layers with no single TFLite builtin are written as a few primitive ops (all with the layer's
 origin), so that the reference runtime, LiteRT and the compiler's passes handle them as they
-are: PReLU and ELU from RELU/MINIMUM/MUL/EXP, LRN as a 1x1 convolution of squares and POW,
+are: PReLU and ELU from RELU/MINIMUM/MUL/EXP, LRN as a 1x1 convolution of squares and POW
+(within channels: an average pool of squares), BNLL from RELU/ABS/EXP/LOG, ArgMax as
+ARG_MAX + CAST,
 BatchNorm as MUL + ADD, Deconvolution as zero insertion + a convolution with the flipped
 kernel, a grouped convolution as SPLIT + CONV_2D per group + CONCATENATION, Caffe's padded
 pooling as PAD/PADV2 + a VALID pool (with Caffe's average divisor).
