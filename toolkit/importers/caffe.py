@@ -17,10 +17,11 @@ Layers with no single TFLite builtin are written as a few primitive ops (all wit
 origin), so that the reference runtime, LiteRT and the compiler's passes handle them as they
 are: PReLU and ELU from RELU/MINIMUM/MUL/EXP, LRN as a 1x1 convolution of squares and POW
 (within channels: an average pool of squares), BNLL from RELU/ABS/EXP/LOG, ArgMax as
-ARG_MAX + CAST,
-BatchNorm as MUL + ADD, Deconvolution as zero insertion + a convolution with the flipped
-kernel, a grouped convolution as SPLIT + CONV_2D per group + CONCATENATION, Caffe's padded
-pooling as PAD/PADV2 + a VALID pool (with Caffe's average divisor).
+ARG_MAX + CAST, BatchNorm as MUL + ADD, Deconvolution as zero insertion + a convolution with
+the flipped kernel, a grouped convolution as SPLIT + CONV_2D per group + CONCATENATION (one
+input channel per group: DEPTHWISE_CONV_2D). Caffe's symmetric padding becomes SAME where
+TFLite's SAME pads the same way, else PAD/PADV2 + a VALID op; AVE pooling over padding
+multiplies by Caffe's divisor correction (Caffe counts the padding, TFLite does not).
 """
 
 from __future__ import annotations
