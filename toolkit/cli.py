@@ -6,6 +6,7 @@
     toolkit run MODEL [--inputs X.npz] [--repeat N] [--trace OUT.json]
     toolkit trace-join TRACE --compiled OUTDIR [--policy macs] ...
     toolkit vela OUTDIR --model M.tflite       Vela's estimates per original layer
+    toolkit nnc --caffe|--tflite -m MODEL --target interpreter|cpp ...   nnc's command line
     toolkit demo [--out out]                   the end-to-end demo on the sample models
 
 A bad input prints ``error: ...`` (what, where, how to fix) and exits with status 2;
@@ -231,6 +232,12 @@ def _trace_join(argv: Sequence[str]) -> int:
     return main_trace_join(list(argv))
 
 
+def _nnc(argv: Sequence[str]) -> int:
+    from toolkit.nnc_cli import main_nnc
+
+    return main_nnc(list(argv))
+
+
 def _demo(argv: Sequence[str]) -> int:
     from toolkit.demo import main_demo
 
@@ -244,6 +251,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "run": cmd_run,
     "trace-join": _trace_join,
     "vela": cmd_vela,
+    "nnc": _nnc,
     "demo": _demo,
 }
 

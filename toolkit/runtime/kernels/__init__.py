@@ -13,9 +13,9 @@ kernels, so int8 results are bit-exact with LiteRT's builtin kernels for the ops
 
 Modules: :mod:`.conv` (CONV_2D, DEPTHWISE_CONV_2D), :mod:`.matmul` (FULLY_CONNECTED,
 BATCH_MATMUL), :mod:`.elementwise` (ADD, SUB, MUL, DIV, SQUARED_DIFFERENCE, POW, MINIMUM,
-MAXIMUM, RSQRT, SQRT, EXP, NEG, ABS), :mod:`.activation` (RELU, RELU6, RELU_N1_TO_1,
+MAXIMUM, RSQRT, SQRT, EXP, LOG, NEG, ABS), :mod:`.activation` (RELU, RELU6, RELU_N1_TO_1,
 RELU_0_TO_1, LEAKY_RELU, HARD_SWISH, GELU, TANH, LOGISTIC, SOFTMAX), :mod:`.reduce` (MEAN,
-SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD), :mod:`.pool` (MAX_POOL_2D, AVERAGE_POOL_2D),
+SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD, ARG_MAX), :mod:`.pool` (MAX_POOL_2D, AVERAGE_POOL_2D),
 :mod:`.shape_ops` (RESHAPE, TRANSPOSE, SQUEEZE, EXPAND_DIMS, CONCATENATION, SPLIT, SPLIT_V,
 UNPACK, PACK, PAD, PADV2, STRIDED_SLICE, SLICE, GATHER, CAST), :mod:`.quant` (QUANTIZE,
 DEQUANTIZE), :mod:`.norm` (INSTANCE_NORM, custom LAYER_NORM). Helpers: :mod:`.common`

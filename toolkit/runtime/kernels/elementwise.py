@@ -543,6 +543,12 @@ def exp(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     return unary(op, args, np.exp)
 
 
+@register("LOG")
+def log(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """LOG (natural logarithm)."""
+    return unary(op, args, np.log)
+
+
 @register("NEG")
 def neg(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """NEG; integer (also quantized) values are negated raw, wrapping as LiteRT does."""

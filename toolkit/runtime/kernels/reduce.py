@@ -13,6 +13,8 @@ Quantized, as TFLite computes them:
   ``zp_out``.
 * SUM: ``round(sum * (s_in / s_out) - zp_in (s_in / s_out) n) + zp_out`` in float32.
 * REDUCE_MAX / REDUCE_MIN on raw values (TFLite requires equal input/output parameters).
+
+ARG_MAX (axis tensor, first index of equal maxima) works on raw values of any dtype.
 """
 
 from __future__ import annotations
@@ -216,6 +218,15 @@ def reduce_max(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
 def reduce_min(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """REDUCE_MIN over the axes of input 1."""
     return _extreme(op, args, np.minimum)
+
+
+@register("ARG_MAX")
+def arg_max(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
+    """ARG_MAX over the single axis of input 1; the first index of equal maxima, as the
+    output dtype (int32 or int64)."""
+    x = need(op, args, 0)
+    axis = norm_axis(op, int(np.asarray(need(op, args, 1)).reshape(-1)[0]), x.ndim)
+    return [np.argmax(x, axis=axis).astype(out_dtype(op))]
 
 
 @register("REDUCE_PROD")

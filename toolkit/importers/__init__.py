@@ -1,0 +1,4 @@
+"""Importers: other frameworks' model files -> the toolkit's IR (:mod:`toolkit.ir`).
+
+:mod:`.caffe` reads Caffe networks (``.prototxt`` + ``.caffemodel``).
+"""
