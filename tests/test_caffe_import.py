@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import toolkit as tk
 from toolkit.errors import ToolkitError
 from toolkit.formats.caffe import (
     caffe_pb2,
@@ -76,7 +77,7 @@ def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     d = tmp_path_factory.mktemp(f"caffe_{name}_{int(v1)}")
     pt, cm = d / f"{name}.prototxt", d / f"{name}.caffemodel"
     nb.save(pt, cm)
-    model = load_caffe(pt, weights=cm)
+    model = tk.load(pt, weights=cm)  # the front door routes Caffe files to the importer
     inputs = _inputs(model)
     outs = _outputs(model, inputs)
     return dict(name=name, v1=v1, nb=nb, net=nb.net(), dir=d, prototxt=pt, caffemodel=cm,
@@ -117,7 +118,7 @@ def test_names_and_shapes_are_caffe_blobs(case: dict[str, Any]) -> None:
 
 def test_self_contained_caffemodel(case: dict[str, Any]) -> None:
     """The caffemodel alone (layers and blobs) gives the same model and outputs."""
-    alone = load_caffe(case["caffemodel"])
+    alone = tk.load(case["caffemodel"])
     outs = _outputs(alone, case["inputs"])
     assert outs.keys() == case["outputs"].keys()
     for k, v in outs.items():

@@ -32,26 +32,40 @@ __all__ = ["load", "save", "compile", "partition", "run", "read_trace", "trace_j
 PathLike = str | os.PathLike[str]
 
 
-def load(path: PathLike | bytes | bytearray | memoryview) -> Model:
-    """Load a ``.tflite`` or ``.circle`` model (memory-mapped) or a model's bytes.
+def load(path: PathLike | bytes | bytearray | memoryview, *,
+         weights: PathLike | None = None) -> Model:
+    """Load a model: ``.tflite`` / ``.circle`` (memory-mapped), a model's bytes, or a Caffe
+    network (``.prototxt`` with ``weights=`` a ``.caffemodel``, or a self-contained
+    ``.caffemodel``).
 
     Args:
-        path: a file path, or the bytes of a model.
+        path: a file path, or the bytes of a ``.tflite``/``.circle`` model.
+        weights: for a Caffe ``.prototxt``, the ``.caffemodel`` holding its blobs (matched to
+            the layers by name).
 
     Returns:
         A :class:`~toolkit.ir.Model` whose ops carry their origins: from ONE's origin tables
-        when the file has them, else op *i* gets origin *i*, named after its first output.
+        when the file has them, else op *i* gets origin *i*, named after its first output; a
+        Caffe model's origins are its layers.
 
     Raises:
         ModelFormatError: a missing, empty or undecodable file (the message names the file and
             what is wrong).
-        ToolkitError: an argument that is neither a path nor bytes.
+        ToolkitError: an argument that is neither a path nor bytes; ``weights`` for a file
+            that takes none.
     """
-    if not isinstance(path, (str, os.PathLike, bytes, bytearray, memoryview)):
-        from toolkit.errors import ToolkitError
+    from toolkit.errors import ToolkitError
 
+    if not isinstance(path, (str, os.PathLike, bytes, bytearray, memoryview)):
         raise ToolkitError(f"tk.load cannot take a {type(path).__name__}",
                            fix="pass the path of a .tflite/.circle file, or its bytes")
+    if isinstance(path, (str, os.PathLike)):
+        from toolkit.model_arg import load_model_file
+
+        return load_model_file(path, weights=weights)
+    if weights is not None:
+        raise ToolkitError("weights= is for a Caffe .prototxt",
+                           fix="pass the .prototxt path with weights=")
     from toolkit.formats.flatbuffer_read import load as _load
 
     return _load(path)

@@ -23,17 +23,19 @@ if TYPE_CHECKING:
     from toolkit.compiler import CompiledModel
     from toolkit.partitioner import PartitionResult
 
-__all__ = ["ModelArg", "Kind", "KINDS", "resolve_model", "as_model", "is_connection_path"]
+__all__ = ["ModelArg", "Kind", "KINDS", "resolve_model", "as_model", "as_compiled", "as_partition",
+           "is_connection_path", "load_model_file"]
 
 Kind = Literal["model", "compiled", "partition", "connection"]
 #: Every kind, in the order the messages list them.
 KINDS: tuple[Kind, ...] = ("model", "compiled", "partition", "connection")
 
-MODEL_SUFFIXES = (".tflite", ".circle")
+MODEL_SUFFIXES = (".tflite", ".circle", ".prototxt", ".caffemodel")
+_CAFFE_SUFFIXES = (".prototxt", ".caffemodel")
 CONNECTION_SUFFIXES = (".conn.json", ".conn.ini")
 
 _SPELLINGS: dict[Kind, str] = {
-    "model": "a Model or a .tflite/.circle file",
+    "model": "a Model or a model file (.tflite, .circle, .prototxt, .caffemodel)",
     "compiled": "a CompiledModel or a compiled output folder (toolkit compile -o)",
     "partition": "a PartitionResult",
     "connection": "a .conn.json/.conn.ini connection file of a partitioned model",
@@ -125,9 +127,30 @@ def _resolve_path(p: Path, purpose: str, accept: tuple[Kind, ...]) -> ModelArg:
         return ModelArg("compiled", load_compiled(p.parent, stem=p.stem), where)
     if "model" not in accept:
         raise _refuse("a plain model file", where, purpose, accept)
+    return ModelArg("model", load_model_file(p), where)
+
+
+def load_model_file(path: str | os.PathLike[str], *,
+                    weights: str | os.PathLike[str] | None = None) -> Model:
+    """Load a model file by its suffix: ``.tflite``/``.circle`` (FlatBuffers), ``.prototxt``
+    (Caffe text, blobs from ``weights``) or ``.caffemodel`` (Caffe binary).
+
+    Raises:
+        ToolkitError: an unknown suffix, ``weights`` for a file that takes none, or what the
+            reader raises for a bad file.
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix in _CAFFE_SUFFIXES:
+        from toolkit.importers.caffe import load_caffe
+
+        return load_caffe(p, weights)
+    if weights is not None:
+        raise ToolkitError(f"weights= is for a Caffe .prototxt, not a {suffix or 'suffix-less'}"
+                           " file", where=str(p), fix="leave weights out")
     from toolkit.formats.flatbuffer_read import load
 
-    return ModelArg("model", load(p), where)
+    return load(p)
 
 
 def resolve_model(obj: Any, *, purpose: str = "this function",
