@@ -142,7 +142,8 @@ def test_one_message_for_what_an_entry_point_cannot_take(tmp_path: Path) -> None
         msg = str(info.value)
         assert text in msg, msg
     # the fix lists what the entry point takes
-    with pytest.raises(tk.ToolkitError, match=r"Fix: pass a Model or a model file \(\.tflite, \.circle"):
+    with pytest.raises(tk.ToolkitError,
+                       match=r"Fix: pass a Model or a model file \(\.tflite, \.circle"):
         tk.compile(compiled)
 
 
