@@ -806,6 +806,7 @@ class Model:
         self.had_origin_tables = False
         self.format = format
         self.path: str | None = None
+        self.extra: dict[str, Any] = {}
 
     @property
     def graph(self) -> Graph:

@@ -1,4 +1,5 @@
 """Importers: other frameworks' model files -> the toolkit's IR (:mod:`toolkit.ir`).
 
-:mod:`.caffe` reads Caffe networks (``.prototxt`` + ``.caffemodel``).
+:mod:`.caffe` reads Caffe networks (``.prototxt`` + ``.caffemodel``); :mod:`.onnx` reads ONNX
+models, each node with its PyTorch layer.
 """

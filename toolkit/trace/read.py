@@ -51,7 +51,7 @@ _NAME_COLUMNS = ("name", "op_name", "arg_op_name")
 _RECORD_HINT = re.compile(r'"(delegate_debug_identifier|delegate_debug_id_(int|str)|'
                           r'start_time|debug_handle)"\s*:')
 _PHASE_HINT = re.compile(r'"ph"\s*:')
-_FORMATS = ("chrome", "csv", "records", "frame", "tracer")
+_FORMATS = ("chrome", "csv", "records", "frame", "tracer", "ort")
 
 
 @dataclass
@@ -129,7 +129,9 @@ def read_trace(
             apart by content; ``.csv``, ``.csv.gz``), an open binary/text file (Chrome JSON),
             an ``EventTracer`` (anything with ``to_frame()``), a DataFrame, a list of record
             dicts, or a :class:`Trace` (returned as is).
-        format: force ``"chrome"``, ``"csv"``, ``"records"``, ``"frame"`` or ``"tracer"``.
+        format: force ``"chrome"``, ``"csv"``, ``"records"``, ``"frame"``, ``"tracer"`` or
+            ``"ort"`` (an ONNX Runtime profile, also found by content: see
+            :func:`toolkit.trace.ort.read_ort_profile`; the other arguments do not apply).
         key_column: the column naming each event; default: found by name (see
             :mod:`toolkit.trace.keys`).
         key_kind: what ``key_column`` holds (a kind of :data:`toolkit.trace.keys.KEY_KINDS`);
@@ -211,6 +213,10 @@ def _from_path(path: Path, format: str | None, opts: _Options) -> Trace:
             format = "csv"
         else:
             format = _sniff_json(path)
+    if format == "ort":
+        from toolkit.trace.ort import read_ort_profile
+
+        return read_ort_profile(path)
     if format == "csv":
         frame, used = _read_csv(path, opts)
         return _from_frame(frame, used, {"source": str(path), "format": "csv",
@@ -236,12 +242,16 @@ def _open_bytes(path: Path) -> Any:
 
 
 def _sniff_json(path: Path) -> str:
-    """``"chrome"`` or ``"records"`` from the first 64 kB of a JSON file."""
+    """``"ort"``, ``"chrome"`` or ``"records"`` from the first 64 kB of a JSON file."""
     try:
         with _open_bytes(path) as f:
             head = f.read(1 << 16)
     except (OSError, EOFError) as exc:
         raise TraceError(f"cannot read the trace ({exc})", where=str(path)) from None
+    from toolkit.formats.ort_profile import looks_like_ort_profile
+
+    if looks_like_ort_profile(head):
+        return "ort"
     text = head.decode("utf-8", "replace")
     phase, record = _PHASE_HINT.search(text), _RECORD_HINT.search(text)
     if record and (not phase or record.start() < phase.start()):
