@@ -26,12 +26,14 @@ event of a node saved without a name is placed by that index; otherwise it is un
 span, of a node that is not in the graph or whose group replaced no original node are
 unattributed with the reason.
 
-**Second tier.** An event's time goes to its group's original nodes, split by the policy's
-integer weights exactly (:func:`toolkit.trace.split.split_targets`): ``equal`` (every original
-node of the group the same) or ``compute`` (convolutions, matrix products, recurrent and
+**Second tier.** In a group of several optimized nodes, each optimized node owns part of the
+group's original nodes (:func:`owned_nodes`: anchored by the original node or value its name
+derives from, then the rest of the group by dataflow), so a fused Conv owns its Conv, the Add
+of its sum input and its activation. An event's time goes to its node's owned original nodes,
+split by the policy's integer weights exactly (:func:`toolkit.trace.split.split_targets`):
+``equal`` (each the same) or ``compute`` (convolutions, matrix products, recurrent and
 normalisation ops weigh 8, other arithmetic 1, data movement such as ``Reshape`` or
-``Transpose`` 0; a group whose weights are all 0 splits equally). A fused Conv thus owns its
-Conv, the Add of its sum input and its activation.
+``Transpose`` 0; all 0 splits equally).
 """
 
 from __future__ import annotations
@@ -99,7 +101,9 @@ class OrtGroups:
     ``original`` / ``optimized``: the ops in file order. ``group_of`` (``int64`` per optimized
     op): its group. ``members``: per group, the original op positions it replaced (ascending).
     ``owners``: per original op position, the groups that reach it. ``unmapped``: original op
-    position -> reason, for those no group reaches.
+    position -> reason, for those no group reaches. ``owned``: per optimized op, the original
+    op positions its own events go to (second tier, see :func:`owned_nodes`); ``anchor``: per
+    optimized op, the original op position its name derives from (-1 when none).
     """
 
     original: list[Op]
@@ -109,6 +113,8 @@ class OrtGroups:
     members: list[list[int]]
     owners: list[list[int]]
     unmapped: dict[int, str]
+    owned: list[list[int]]
+    anchor: list[int]
 
 
 def _names(g: Any) -> set[str]:
@@ -167,7 +173,8 @@ def group_mapping(model: Model, optimized: Model | None = None) -> OrtGroups:
         n = len(o0)
         members = [[i] for i in range(n)]
         return OrtGroups(o0, o0, np.arange(n, dtype=np.int64), [[i] for i in range(n)],
-                         members, [[i] for i in range(n)], {})
+                         members, [[i] for i in range(n)], {}, [[i] for i in range(n)],
+                         list(range(n)))
     check_pair(model, optimized)
     o1 = _ordered(optimized)
     g0, g1 = model.graph, optimized.graph
@@ -234,7 +241,119 @@ def group_mapping(model: Model, optimized: Model | None = None) -> OrtGroups:
             unmapped[j] = "removed: its outputs are not used"
         else:
             unmapped[j] = "reached by no optimized node"
-    return OrtGroups(o0, o1, group_of, groups, members, owners, unmapped)
+    owned, anchor = owned_nodes(o0, o1, groups, members)
+    return OrtGroups(o0, o1, group_of, groups, members, owners, unmapped, owned, anchor)
+
+
+def _anchor(name: str, candidates: dict[str, int]) -> int:
+    """The original op whose node name or output value name is the longest prefix of
+    ``name`` ending at a boundary (the rest empty or starting with a non-alphanumeric
+    character other than ``.``), or -1."""
+    best, best_len = -1, 0
+    for text, j in candidates.items():
+        if len(text) > best_len and name.startswith(text):
+            rest = name[len(text):]
+            if not rest or (not rest[0].isalnum() and rest[0] != "."):
+                best, best_len = j, len(text)
+    return best
+
+
+def _nearest(start: int, step: Any, targets: set[int], allowed: set[int]) -> int:
+    """Breadth-first from ``start`` along ``step`` (op position -> neighbour positions, in
+    input or consumer order) within ``allowed``: the first position in ``targets`` met (ties:
+    the one reached through the earlier input), or -1."""
+    frontier, seen = [start], {start}
+    while frontier:
+        hits = [j for j in frontier if j in targets and j != start]
+        if hits:
+            return hits[0]
+        nxt: list[int] = []
+        for j in frontier:
+            for k in step(j):
+                if k in allowed and k not in seen:
+                    seen.add(k)
+                    nxt.append(k)
+        frontier = nxt
+    return -1
+
+
+def owned_nodes(o0: list[Op], o1: list[Op], groups: list[list[int]],
+                members: list[list[int]]) -> tuple[list[list[int]], list[int]]:
+    """Second tier: which original ops each optimized op's events go to.
+
+    A single-node group's op owns all the group's original ops. In a larger group, an
+    optimized op whose name derives from an original op of the group (``<node name>/...``,
+    ``<value name>_nchwc``) is *anchored* to it; every other original op of the group goes
+    to the anchored op nearest upstream of it in the original graph (else nearest
+    downstream), and an anchored optimized op owns those. An optimized op without an anchor
+    (``ReorderOutput``, a reshape ORT added) owns what the nearest anchored optimized op
+    upstream of it owns (else downstream); with no anchor in the group at all, every op owns
+    the whole group.
+
+    Returns ``(owned, anchor)``: per optimized op, the original op positions (ascending),
+    and the anchor position (-1 when none).
+    """
+    pos0 = {op: i for i, op in enumerate(o0)}
+    pos1 = {op: i for i, op in enumerate(o1)}
+    owned: list[list[int]] = [[] for _ in o1]
+    anchor = [-1] * len(o1)
+
+    def up0(j: int) -> list[int]:
+        return [pos0[t.producer] for t in o0[j].inputs
+                if t is not None and t.producer in pos0]
+
+    def down0(j: int) -> list[int]:
+        return [pos0[c] for t in o0[j].outputs for c in t.consumers if c in pos0]
+
+    def up1(i: int) -> list[int]:
+        return [pos1[t.producer] for t in o1[i].inputs
+                if t is not None and t.producer in pos1]
+
+    def down1(i: int) -> list[int]:
+        return [pos1[c] for t in o1[i].outputs for c in t.consumers if c in pos1]
+
+    for nodes, mem in zip(groups, members):
+        if len(nodes) == 1 or not mem:
+            for i in nodes:
+                owned[i] = list(mem)
+            continue
+        names: dict[str, int] = {}
+        for j in mem:
+            for t in o0[j].outputs:
+                names.setdefault(t.name, j)
+            if o0[j].extra.get("node_name"):
+                names.setdefault(o0[j].extra["node_name"], j)
+        for i in nodes:
+            anchor[i] = _anchor(str(o1[i].extra.get("node_name") or ""), names)
+        anchored = {anchor[i] for i in nodes if anchor[i] >= 0}
+        if not anchored:
+            for i in nodes:
+                owned[i] = list(mem)
+            continue
+        allowed = set(mem)
+        home: dict[int, int] = {j: j for j in anchored}
+        for j in mem:
+            if j in home:
+                continue
+            k = _nearest(j, up0, anchored, allowed)
+            if k < 0:
+                k = _nearest(j, down0, anchored, allowed)
+            if k >= 0:
+                home[j] = k
+        by_anchor: dict[int, list[int]] = defaultdict(list)
+        for j, k in home.items():
+            by_anchor[k].append(j)
+        group_nodes = set(nodes)
+        with_anchor = {i for i in nodes if anchor[i] >= 0}
+        for i in nodes:
+            a = anchor[i]
+            if a < 0:
+                k = _nearest(i, up1, with_anchor, group_nodes)
+                if k < 0:
+                    k = _nearest(i, down1, with_anchor, group_nodes)
+                a = anchor[k] if k >= 0 else -1
+            owned[i] = sorted(by_anchor[a]) if a >= 0 else list(mem)
+    return owned, anchor
 
 
 def _policy_weight(op: Op, policy: str) -> int:
@@ -376,11 +495,11 @@ class OrtAttribution:
         run = ev["run"].to_numpy(dtype=np.int64)
         n_runs = len(trace.meta.get("runs", ())) or (int(run.max()) + 1 if len(run) else 0)
         self.runs = max(n_runs, int(run.max()) + 1 if len(run) else 0)
-        # member layout: group-major slots
-        counts = np.array([len(m) for m in mapping.members], dtype=np.int64)
+        # member layout: slots per optimized op (its owned original ops)
+        counts = np.array([len(m) for m in mapping.owned], dtype=np.int64)
         first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if len(counts) \
             else np.zeros(0, np.int64)
-        slot_node = np.array([j for m in mapping.members for j in m], dtype=np.int64)
+        slot_node = np.array([j for m in mapping.owned for j in m], dtype=np.int64)
         weight = np.array([_policy_weight(mapping.original[j], policy) for j in
                            slot_node.tolist()], dtype=np.int64)
         totals = np.zeros(len(counts), dtype=np.int64)
@@ -391,8 +510,7 @@ class OrtAttribution:
             totals[g] = weight[a:b].sum()
         self._slot_node = slot_node
         self._weights = TargetWeights(first, counts, weight, totals)
-        group = np.where(node >= 0, mapping.group_of[np.maximum(node, 0)]
-                         if len(mapping.group_of) else -1, -1)
+        group = node.copy()  # the split's target: the optimized op
         empty_group = (group >= 0) & (counts[np.maximum(group, 0)] == 0 if len(counts)
                                       else True)
         reasons.add(empty_group, "its optimized node replaced no node of the model")
@@ -403,7 +521,7 @@ class OrtAttribution:
         reasons.add(run < 0, "outside every model_run span")
         reasons.add(dur < 0, "negative duration")
         ok = reasons.code == 0
-        self._group = np.where(ok, group, -1)
+        self._target = np.where(ok, group, -1)
         self.total_ns = int(dur.sum())
         self.unattributed_ns = int(dur[~ok].sum())
         # split and accumulate (run, slot) sums
@@ -411,10 +529,10 @@ class OrtAttribution:
         n_slots = len(slot_node)
         cells = np.zeros(n_slots * max(self.runs, 1), dtype=np.int64)
         self._event_slots = np.zeros(n_slots, dtype=np.int64)
-        for rows_k, share in split_targets(dur[rows], self._group[rows], self._weights):
+        for rows_k, share in split_targets(dur[rows], self._target[rows], self._weights):
             k = share.shape[0]
             ev_rows = rows[rows_k]
-            slots = first[self._group[ev_rows]][None, :] + np.arange(k)[:, None]
+            slots = first[self._target[ev_rows]][None, :] + np.arange(k)[:, None]
             keys = (slots * max(self.runs, 1) + run[ev_rows][None, :]).ravel()
             cells += group_sum(keys, share.ravel(), len(cells))
             self._event_slots += np.bincount(slots.ravel(), minlength=n_slots)
@@ -436,11 +554,11 @@ class OrtAttribution:
         if keep.any():
             np.add.at(matrix, slot_row[keep], self._cells[keep])
         events = np.zeros(n_rows, dtype=np.int64)
-        ok = self._group >= 0
+        ok = self._target >= 0
         if ok.any() and n_rows:
             # an event counts once per row it gives time to
             first = self._weights.first
-            groups, counts = np.unique(self._group[ok], return_counts=True)
+            groups, counts = np.unique(self._target[ok], return_counts=True)
             for g, c in zip(groups.tolist(), counts.tolist()):
                 a = int(first[g])
                 rows = {int(slot_row[s]) for s in range(a, a + int(self._weights.count[g]))
@@ -489,7 +607,7 @@ class OrtAttribution:
         of the events attributed to it (``total_ns`` sums to :attr:`attributed_ns`)."""
         o1 = self.mapping.optimized
         n1 = len(o1)
-        ok = self._group >= 0
+        ok = self._target >= 0
         node = self._node
         matrix = np.zeros((n1, self.runs), dtype=np.int64)
         if ok.any():
@@ -513,6 +631,7 @@ class OrtAttribution:
         ``node_index`` (int64), ``name``, ``op`` (str), ``group`` (int64), ``group_size``
         (int64, optimized nodes in the group), ``original`` (tuple of original node names),
         ``original_ops`` (tuple of str), ``layers`` (tuple of distinct layers, in node order),
+        ``owned`` (tuple of the original node names its own events go to, second tier),
         ``fused`` (bool: the group replaced other than exactly one node of the same op)."""
         o0, o1 = self.mapping.original, self.mapping.optimized
         rows = []
@@ -525,11 +644,12 @@ class OrtAttribution:
                 "original": tuple(_node_label(o0[j]) for j in members),
                 "original_ops": tuple(o0[j].type for j in members),
                 "layers": tuple(dict.fromkeys(self._layer_of(j) for j in members)),
+                "owned": tuple(_node_label(o0[j]) for j in self.mapping.owned[i]),
                 "fused": not (len(members) == 1 and len(self.mapping.groups[g]) == 1
                               and o0[members[0]].type == op.type),
             })
         cols = ["node_index", "name", "op", "group", "group_size", "original",
-                "original_ops", "layers", "fused"]
+                "original_ops", "layers", "owned", "fused"]
         return pd.DataFrame(rows, columns=cols).astype({"node_index": np.int64,
                                                        "group": np.int64,
                                                        "group_size": np.int64})
@@ -603,9 +723,9 @@ class OrtAttribution:
         if self.attributed_ns + self.unattributed_ns != self.total_ns:
             raise ToolkitError(f"attributed {self.attributed_ns} + unattributed "
                                f"{self.unattributed_ns} != total {self.total_ns} ns")
-        ok = np.flatnonzero(self._group >= 0)
+        ok = np.flatnonzero(self._target >= 0)
         again = 0
-        for rows_k, share in split_targets(self._dur[ok], self._group[ok], self._weights):
+        for rows_k, share in split_targets(self._dur[ok], self._target[ok], self._weights):
             if share.size and int(share.min()) < 0:
                 raise ToolkitError("a negative share was attributed")
             sums = share.sum(axis=0)
