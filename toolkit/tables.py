@@ -22,7 +22,9 @@ def ops_table(model: Model, subgraph: int = 0) -> pd.DataFrame:
     Columns: ``op_index`` (int64), ``op_type`` (str; the custom code for CUSTOM ops),
     ``name`` (str, first output tensor), ``inputs`` / ``outputs`` (list of tensor names, None
     for an absent optional input), ``activation`` (str, fused activation or ``NONE``),
-    ``origins`` (tuple of int origin ids), ``origin_names`` (tuple of str).
+    ``origins`` (tuple of int origin ids), ``origin_names`` (tuple of str), ``layer`` (str:
+    the op's original layer when the format records one, e.g. the PyTorch module of an ONNX
+    node; ``""`` otherwise).
     """
     g = model.subgraphs[subgraph]
     names = model.source_table
@@ -37,9 +39,10 @@ def ops_table(model: Model, subgraph: int = 0) -> pd.DataFrame:
         "activation": ACTIVATIONS.get(op.activation, str(op.activation)),
         "origins": tuple(sorted(op.origins)),
         "origin_names": tuple(names.get(o, "") for o in sorted(op.origins)),
+        "layer": str(op.extra.get("layer") or ""),
     } for i, op in enumerate(g.ops)]
     df = pd.DataFrame(rows, columns=["op_index", "op_type", "name", "inputs", "outputs",
-                                     "activation", "origins", "origin_names"])
+                                     "activation", "origins", "origin_names", "layer"])
     return df.astype({"op_index": np.int64})
 
 

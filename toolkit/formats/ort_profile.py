@@ -44,7 +44,7 @@ __all__ = ["read_ort_profile_events", "looks_like_ort_profile", "ORT_EVENT_CAP",
 #: ORT stops recording after this many events (and logs one error line).
 ORT_EVENT_CAP = 1_000_000
 #: Columns of :func:`read_ort_profile_events`.
-ORT_COLUMNS = ("cat", "name", "pid", "tid", "ts_us", "dur_us", "op_name", "provider",
+ORT_COLUMNS = ("cat", "name", "pid", "tid", "ts_ns", "dur_ns", "op_name", "provider",
                "node_index", "input_type_shape", "output_type_shape", "problem")
 
 _BLOCK = 8 << 20
@@ -99,17 +99,19 @@ class _Columns:
         p["cat"].extend([r.cat for r in records])
         p["pid"].append(np.fromiter([r.pid for r in records], np.int64, n))
         p["tid"].append(np.fromiter([r.tid for r in records], np.int64, n))
-        p["dur_us"].append(np.fromiter([r.dur for r in records], np.int64, n))
-        p["ts_us"].append(np.fromiter([r.ts for r in records], np.int64, n))
+        p["dur_ns"].append(np.fromiter([r.dur for r in records], np.int64, n) * 1000)
+        p["ts_ns"].append(np.fromiter([r.ts for r in records], np.int64, n) * 1000)
         p["name"].extend([r.name for r in records])
         args = [r.args for r in records]
         p["op_name"].extend([a.op_name for a in args])
         p["provider"].extend([a.provider for a in args])
         p["node_index"].extend([a.node_index for a in args])
-        # the raw shape texts hold no newline: one join and one split instead of n copies
+        # valid JSON text never holds a NUL byte: one join and one split instead of n copies;
+        # shapes hold no text with spaces, so dropping whitespace gives the compact form
         for key in ("input_type_shape", "output_type_shape"):
             raws = [getattr(a, key) for a in args]
-            p[key].extend(b"\n".join(raws).split(b"\n") if n else [])
+            p[key].extend(b"\0".join(raws).translate(None, b" \t\r\n").split(b"\0")
+                          if n else [])
         p["problem"].extend([""] * n)
         self.fast_blocks += 1
 
@@ -131,7 +133,7 @@ class _Columns:
             p["cat"].append(_text(e.get("cat")))
             pid.append(_int(e.get("pid")))
             tid.append(_int(e.get("tid")))
-            dur, ts = _int(e.get("dur")), _int(e.get("ts"))
+            dur, ts = _us_to_ns(e.get("dur")), _us_to_ns(e.get("ts"))
             if dur is None or ts is None:
                 problem = problem or "missing or invalid ts/dur"
             durs.append(-1 if dur is None else dur)
@@ -148,8 +150,8 @@ class _Columns:
             p["problem"].append(problem)
         p["pid"].append(np.array([-1 if v is None else v for v in pid], dtype=np.int64))
         p["tid"].append(np.array([-1 if v is None else v for v in tid], dtype=np.int64))
-        p["dur_us"].append(np.array(durs, dtype=np.int64))
-        p["ts_us"].append(np.array(tss, dtype=np.int64))
+        p["dur_ns"].append(np.array(durs, dtype=np.int64))
+        p["ts_ns"].append(np.array(tss, dtype=np.int64))
         self.json_blocks += 1
 
 
@@ -169,6 +171,25 @@ def _int(value: Any) -> int | None:
             return None
     if isinstance(value, int) and -(1 << 52) < value < (1 << 52):
         return value
+    return None
+
+
+def _us_to_ns(value: Any) -> int | None:
+    """Nanoseconds of a time in microseconds (int, float or decimal text), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            try:
+                value = float(value)
+            except ValueError:
+                return None
+    if isinstance(value, int):
+        return value * 1000 if abs(value) < (1 << 52) else None
+    if isinstance(value, float) and np.isfinite(value) and abs(value) < 2.0**52:
+        return int(round(value * 1000))
     return None
 
 
@@ -221,7 +242,7 @@ def _fast_decode(body: bytes) -> list[Any] | None:
     decoder, error = _decoder()
     try:
         records = decoder.decode(body)
-    except (error, RecursionError):
+    except (error, RecursionError, UnicodeDecodeError, ValueError):
         return None
     if any(r.ph != "X" for r in records):
         return None
@@ -234,8 +255,8 @@ def read_ort_profile_events(source: str | os.PathLike[str] | IO[bytes]
 
     Returns ``(events, info)``. ``events`` has one row per event in file order: ``cat``,
     ``name``, ``op_name``, ``provider`` (categorical of ``str``, ``""`` when absent), ``pid``,
-    ``tid`` (``int64``), ``ts_us``, ``dur_us`` (``int64`` microseconds as written; ``-1`` where
-    missing or not an integer), ``node_index`` (``int64``, ``-1`` when absent),
+    ``tid`` (``int64``), ``ts_ns``, ``dur_ns`` (``int64`` nanoseconds: ORT's microseconds x
+    1000, a fractional value rounded half to even at 1 ns; ``-1`` where missing or invalid), ``node_index`` (``int64``, ``-1`` when absent),
     ``input_type_shape`` / ``output_type_shape`` (categorical of ``str``: the JSON text of the
     shapes, ``""`` when absent), ``problem`` (categorical ``str``: ``""`` or what is wrong).
     ``info``: ``source``, ``events``, ``fast_blocks`` / ``json_blocks`` (how blocks were read).
@@ -327,8 +348,8 @@ def _frame(cols: _Columns) -> pd.DataFrame:
     return pd.DataFrame({
         "cat": _categorical(p["cat"]),
         "name": _categorical(p["name"]),
-        "pid": ints("pid"), "tid": ints("tid"), "ts_us": ints("ts_us"),
-        "dur_us": ints("dur_us"),
+        "pid": ints("pid"), "tid": ints("tid"), "ts_ns": ints("ts_ns"),
+        "dur_ns": ints("dur_ns"),
         "op_name": _categorical(p["op_name"]),
         "provider": _categorical(p["provider"]),
         "node_index": _index_values(p["node_index"]),

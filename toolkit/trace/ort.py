@@ -54,8 +54,8 @@ def _spans(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({
         "event_id": rows.astype(np.int64),
         "name": pd.Series([str(x) for x in sub["name"].tolist()], dtype=_STR),
-        "start_ns": sub["ts_us"].to_numpy(dtype=np.int64) * 1000,
-        "dur_ns": sub["dur_us"].to_numpy(dtype=np.int64) * 1000,
+        "start_ns": sub["ts_ns"].to_numpy(dtype=np.int64),
+        "dur_ns": sub["dur_ns"].to_numpy(dtype=np.int64),
         "tid": sub["tid"].to_numpy(dtype=np.int64),
     })
 
@@ -102,8 +102,8 @@ def read_ort_profile(source: str | os.PathLike[str] | IO[bytes]) -> Trace:
     other_session = session & ~run_span
     other = ~(kernel | fence | session)
 
-    ts = frame["ts_us"].to_numpy(dtype=np.int64)
-    dur = frame["dur_us"].to_numpy(dtype=np.int64)
+    ts = frame["ts_ns"].to_numpy(dtype=np.int64)
+    dur = frame["dur_ns"].to_numpy(dtype=np.int64)
     truncated = n >= ORT_EVENT_CAP
 
     # runs: model_run spans in start order
@@ -165,8 +165,8 @@ def read_ort_profile(source: str | os.PathLike[str] | IO[bytes]) -> Trace:
         "key": key,
         "key_kind": key_kind,
         "name": name_cat,
-        "start_ns": k_start * 1000,
-        "dur_ns": dur[rows] * 1000,
+        "start_ns": k_start,
+        "dur_ns": dur[rows],
         "problem": pd.Categorical.from_codes(pcodes, categories=pd.Index(problems, dtype=_STR)),
         "op": sub_cat("op_name"),
         "provider": sub_cat("provider"),
@@ -179,13 +179,13 @@ def read_ort_profile(source: str | os.PathLike[str] | IO[bytes]) -> Trace:
     n_runs = len(span_rows)
     good = run >= 0
     kernel_ns = np.bincount(run[good], weights=dur[rows][good].astype(np.float64),
-                            minlength=n_runs).astype(np.int64) * 1000 if n_runs else \
+                            minlength=n_runs).astype(np.int64) if n_runs else \
         np.zeros(0, np.int64)
     runs = pd.DataFrame({
         "run": np.arange(n_runs, dtype=np.int64),
         "event_id": span_rows.astype(np.int64),
-        "start_ns": span_start * 1000,
-        "dur_ns": dur[span_rows] * 1000,
+        "start_ns": span_start,
+        "dur_ns": dur[span_rows],
         "kernel_ns": kernel_ns,
         "kernel_events": np.bincount(run[good], minlength=n_runs).astype(np.int64),
     })

@@ -1,0 +1,523 @@
+"""ONNX models and ONNX Runtime profiles: layers, profile reading, the exact group mapping and
+the attribution of kernel time, on fixtures made by ``sample_models/onnx/make_fixtures.py``
+(real exports by torch 2.13 and real ORT 1.32 profiles; these tests need neither torch nor
+ORT, except the last one, which runs ORT when it is installed)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+from support import SAMPLES
+
+from toolkit.errors import ModelFormatError, ToolkitError
+from toolkit.importers.onnx import load_onnx, scope_layers
+from toolkit.trace.ort import OUTSIDE_RUN_TRUNCATED, read_ort_profile
+from toolkit.trace.ort_join import group_mapping, join_ort
+from toolkit.trace.read import read_trace
+
+D = SAMPLES / "onnx"
+MODELS = ("cnn", "transformer", "mlp", "lstm")
+EXPORTERS = ("ts", "dynamo")
+LEVELS = ("disable", "basic", "extended", "all")
+CASES = [(m, e) for m in MODELS for e in EXPORTERS]
+PROFILES = sorted(D.glob("*.prof.json.gz"))
+_MODEL_CACHE: dict[Path, object] = {}
+
+
+def _load(path: Path):
+    if path not in _MODEL_CACHE:
+        _MODEL_CACHE[path] = load_onnx(path)
+    return _MODEL_CACHE[path]
+
+
+def _plain(path: Path) -> list[dict]:
+    with gzip.open(path, "rb") as f:
+        return json.load(f)
+
+
+# ------------------------------------------------------------------------------------ models
+
+
+@pytest.mark.parametrize(("name", "exporter"), CASES)
+def test_every_node_has_a_layer(name: str, exporter: str) -> None:
+    model = _load(D / f"{name}.{exporter}.onnx")
+    proto = onnx.load(str(D / f"{name}.{exporter}.onnx"))
+    ops = sorted(model.graph.ops, key=lambda o: o.extra["node_index"])
+    assert [o.type for o in ops] == [n.op_type for n in proto.graph.node]
+    assert [o.extra["node_name"] for o in ops] == [n.name for n in proto.graph.node]
+    assert model.extra["nodes_without_layer"] == []
+    for op in ops:
+        assert op.extra["layer_from"] in ("scope", "name_scopes", "consumers", "producers")
+        layer = op.extra["layer"]
+        if op.extra["layer_from"] == "scope":  # the module path is in the node name
+            assert op.extra["node_name"].startswith("/" + layer.split(".")[0]) or layer == ""
+    layers = {o.extra["layer"] for o in ops if o.type != "Constant"}
+    expected = {
+        "mlp": {"fc1", "act1", "fc2", "act2", "out"},
+        "lstm": {"lstm", "head", ""},
+    }
+    if name in expected:
+        assert layers == expected[name]
+    assert model.format == "onnx"
+    assert "layer" in model.ops_table().columns
+
+
+def test_torchscript_layers_fold_repeated_calls() -> None:
+    model = _load(D / "cnn.ts.onnx")
+    layer = {o.extra["node_name"]: o.extra["layer"] for o in model.graph.ops}
+    assert layer["/layer1/layer1.0/conv1/Conv"] == "layer1.0.conv1"
+    assert layer["/layer1/layer1.0/relu/Relu"] == "layer1.0.relu"
+    assert layer["/layer1/layer1.0/relu_1/Relu"] == "layer1.0.relu"  # second call of relu
+    assert layer["/layer1/layer1.0/Add"] == "layer1.0"
+    assert layer["/Flatten"] == ""
+    # the exporter folded each BatchNorm into its Conv's weights
+    conv = next(o for o in model.graph.ops if o.extra["node_name"] == "/stem/conv/Conv")
+    assert "computed by the exporter" in conv.extra["exporter_fused"]
+    relu = next(o for o in model.graph.ops if o.extra["node_name"] == "/stem/relu/Relu")
+    assert relu.extra["exporter_fused"] == ""
+    modules = {m["module"]: m["reason"] for m in model.extra["modules_without_nodes"]}
+    assert modules["layer1"].startswith("container")
+
+
+def test_scope_layers_rules() -> None:
+    names = ["/a/relu/Relu", "/a/relu_1/Relu", "/block_1/Conv", "/b/b.0/c/Conv", "Identity_3",
+             "/Add"]
+    assert scope_layers(names) == ["a.relu", "a.relu", "block_1", "b.0.c", None, ""]
+
+
+def test_dynamo_layers_and_exporter_fusion() -> None:
+    model = _load(D / "cnn.dynamo.onnx")
+    by_name = {o.extra["node_name"]: o for o in model.graph.ops}
+    conv = by_name["node_Conv_50"]
+    assert conv.extra["layer"] == "layer1.0.bn1"  # the dynamo optimizer gave it bn1's metadata
+    assert "BatchNorm2d" in conv.extra["exporter_fused"]
+    assert by_name["node_relu_2"].extra["layer"] == "layer1.0.relu"
+    assert by_name["node_view"].extra["layer"] == ""
+    modules = {m["module"]: m["reason"] for m in model.extra["modules_without_nodes"]}
+    assert "node_Conv_50" in modules["layer1.0.conv1"]
+    assert modules["layer1.0.conv1"].startswith("folded by the exporter")
+    # nodes without metadata take their readers' layer
+    t = _load(D / "transformer.dynamo.onnx")
+    split = next(o for o in t.graph.ops if o.extra["node_name"] == "node_Split_69")
+    assert split.extra["layer_from"] == "consumers"
+    assert split.extra["layer"] == "blocks.0"
+
+
+def test_external_data_and_initializers() -> None:
+    inline = _load(D / "mlp.ts.onnx")
+    ext = load_onnx(D / "mlp.ts.ext.onnx")
+    rows = ext.extra["external_data"]
+    assert len(rows) == len([t for t in inline.graph.tensors if t.is_const])
+    assert {r["location"] for r in rows} == {"mlp.ts.ext.onnx.data"}
+    for t in inline.graph.tensors:
+        if t.is_const:
+            other = ext.graph.tensor(t.name)
+            assert np.array_equal(other.data, t.data)
+            assert other.extra["external_data"]["length"] == t.data.nbytes
+
+
+def test_missing_or_escaping_external_data_is_refused(tmp_path: Path) -> None:
+    shutil.copy(D / "mlp.ts.ext.onnx", tmp_path / "m.onnx")
+    with pytest.raises(ModelFormatError, match="not found"):
+        load_onnx(tmp_path / "m.onnx")
+    proto = onnx.load(str(D / "mlp.ts.ext.onnx"), load_external_data=False)
+    for entry in proto.graph.initializer[0].external_data:
+        if entry.key == "location":
+            entry.value = "../outside.data"
+    (tmp_path / "e.onnx").write_bytes(proto.SerializeToString())
+    with pytest.raises(ModelFormatError, match="leaves the model's folder"):
+        load_onnx(tmp_path / "e.onnx")
+
+
+def test_subgraphs_are_listed() -> None:
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])
+    c = helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="/then/Relu")],
+                             "then", [], [helper.make_tensor_value_info(
+                                 "t", onnx.TensorProto.FLOAT, [2])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="/else/Neg")],
+                              "else", [], [helper.make_tensor_value_info(
+                                  "e", onnx.TensorProto.FLOAT, [2])])
+    node = helper.make_node("If", ["c"], ["y"], name="/if/If", then_branch=then,
+                            else_branch=other)
+    graph = helper.make_graph([node], "g", [x, c], [y])
+    model = load_onnx(helper.make_model(graph).SerializeToString())
+    assert len(model.subgraphs) == 3
+    op = model.graph.ops[0]
+    subs = op.extra["subgraphs"]
+    assert sorted(subs) == ["else_branch", "then_branch"]
+    assert sorted(subs.values()) == [1, 2]
+    then_graph = model.subgraphs[subs["then_branch"]]
+    assert [o.type for o in then_graph.ops] == ["Relu"]
+    assert then_graph.extra["outer_scope"] == ["x"]
+    assert [o.type for o in model.subgraphs[subs["else_branch"]].ops] == ["Neg"]
+
+
+# ---------------------------------------------------------------------------------- profiles
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name.split(".prof")[0])
+def test_profile_matches_a_plain_json_reading(path: Path) -> None:
+    plain = _plain(path)
+    trace = read_ort_profile(path)
+    kernels = [(i, e) for i, e in enumerate(plain)
+               if e["cat"] == "Node" and e["name"].endswith("_kernel_time")]
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in plain
+                   if e["cat"] == "Session" and e["name"] == "model_run")
+    ev = trace.events
+    assert len(ev) == len(kernels)
+    assert ev["event_id"].tolist() == [i for i, _ in kernels]
+    assert ev["name"].astype(str).tolist() == [e["name"][: -len("_kernel_time")]
+                                               for _, e in kernels]
+    assert ev["op"].astype(str).tolist() == [e["args"]["op_name"] for _, e in kernels]
+    assert ev["node_index"].tolist() == [int(e["args"]["node_index"]) for _, e in kernels]
+    assert ev["dur_ns"].tolist() == [e["dur"] * 1000 for _, e in kernels]
+    assert ev["start_ns"].tolist() == [e["ts"] * 1000 for _, e in kernels]
+    assert int(ev["dur_ns"].sum()) == 1000 * sum(e["dur"] for _, e in kernels)
+    runs = [next(k for k, (a, b) in enumerate(spans) if a <= e["ts"] and e["ts"] + e["dur"] <= b)
+            for _, e in kernels]
+    assert ev["run"].tolist() == runs
+    assert trace.runs == len(spans) == 4
+    assert trace.meta["runs"]["kernel_events"].tolist() == [runs.count(k) for k in range(4)]
+    assert len(trace.meta["session"]) == sum(1 for e in plain if e["cat"] == "Session") - 4
+    assert not trace.meta["truncated"]
+    assert set(ev["problem"].astype(str)) == {""}
+    assert trace.meta["json_blocks"] == 0  # ORT's own layout is read by the typed decoder
+
+
+def test_read_trace_detects_ort_layout() -> None:
+    path = D / "cnn.ts.all.prof.json.gz"
+    trace = read_trace(path)
+    assert trace.meta["format"] == "ort"
+    assert trace.runs == 4
+    assert len(trace) == 52
+    assert "_kernel_time" not in "".join(trace.events["name"].astype(str))
+
+
+def test_other_layouts_read_the_same(tmp_path: Path) -> None:
+    path = D / "transformer.dynamo.all.prof.json.gz"
+    plain = _plain(path)
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps(plain, indent=2))
+    floats = tmp_path / "floats.json"  # numbers as floats / ints: not the typed layout
+    for e in plain:
+        e["dur"] = float(e["dur"])
+        if "node_index" in e["args"]:
+            e["args"]["node_index"] = int(e["args"]["node_index"])
+    floats.write_text("[\n" + ",\n".join(json.dumps(e) for e in plain) + "\n]\n")
+    base = read_ort_profile(path).events
+    for other in (pretty, floats):
+        trace = read_ort_profile(other)
+        assert trace.meta["json_blocks"] == (other is floats)
+        for column in ("event_id", "run", "start_ns", "dur_ns", "node_index", "tid"):
+            assert trace.events[column].tolist() == base[column].tolist(), column
+        for column in ("name", "op", "provider", "input_shapes", "output_shapes"):
+            assert trace.events[column].astype(str).tolist() == \
+                base[column].astype(str).tolist()
+
+
+def test_truncated_profile_is_flagged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = _plain(D / "mlp.ts.disable.prof.json.gz")
+    cut = plain[:-1]  # the last model_run span is lost, as when ORT hits its cap
+    path = tmp_path / "cut.json"
+    path.write_text("[\n" + ",\n".join(json.dumps(e) for e in cut) + "\n]\n")
+    import toolkit.trace.ort as ort_module
+
+    monkeypatch.setattr(ort_module, "ORT_EVENT_CAP", len(cut))
+    trace = read_ort_profile(path)
+    assert trace.meta["truncated"]
+    late = trace.events[trace.events["run"] < 0]
+    assert len(late) == 5
+    assert set(late["problem"].astype(str)) == {OUTSIDE_RUN_TRUNCATED}
+    att = join_ort(trace, _load(D / "mlp.ts.onnx"))
+    att.check()
+    assert int(att.unattributed()["dur_ns"].sum()) == int(late["dur_ns"].sum())
+
+
+# ------------------------------------------------------------------------------------ groups
+
+
+def _reference_groups(original: Path, optimized: Path) -> tuple[dict[int, set[int]], int]:
+    """The method written out on the raw protos: optimized node -> original node positions
+    of its group (Constant nodes not walked), and the number of groups."""
+    g0, g1 = onnx.load(str(original)).graph, onnx.load(str(optimized)).graph
+
+    def names(g: onnx.GraphProto) -> set[str]:
+        out = {v.name for v in g.input} | {v.name for v in g.output}
+        out |= {t.name for t in g.initializer}
+        for n in g.node:
+            out |= {x for x in n.input if x} | {x for x in n.output if x}
+        return out
+
+    shared = names(g0) & names(g1)
+    inits1 = {t.name for t in g1.initializer}
+    prod0 = {o: j for j, n in enumerate(g0.node) for o in n.output if o}
+    stop = shared - (inits1 & set(prod0))
+    prod1 = {o: i for i, n in enumerate(g1.node) for o in n.output if o}
+    parent = list(range(len(g1.node)))
+
+    def find(a: int) -> int:
+        while parent[a] != a:
+            a = parent[a]
+        return a
+
+    for i, n in enumerate(g1.node):
+        for x in n.input:
+            if x and x not in shared and x in prod1:
+                parent[find(i)] = find(prod1[x])
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i in range(len(g1.node)):
+        groups[find(i)].append(i)
+    out: dict[int, set[int]] = {}
+    for nodes in groups.values():
+        seen: set[int] = set()
+        stack = [prod0[o] for i in nodes for o in g1.node[i].output if o in shared and o in prod0]
+        while stack:
+            j = stack.pop()
+            if j in seen or g0.node[j].op_type == "Constant":
+                continue
+            seen.add(j)
+            stack += [prod0[x] for x in g0.node[j].input if x and x not in stop and x in prod0]
+        for i in nodes:
+            out[i] = seen
+    return out, len(groups)
+
+
+@pytest.mark.parametrize(("name", "exporter"), CASES)
+def test_groups_at_every_level(name: str, exporter: str) -> None:
+    original = D / f"{name}.{exporter}.onnx"
+    model = _load(original)
+    for level in LEVELS:
+        optimized = D / f"{name}.{exporter}.{level}.opt.onnx"
+        mapping = group_mapping(model, _load(optimized))
+        reference, count = _reference_groups(original, optimized)
+        assert len(mapping.groups) == count
+        for i in range(len(mapping.optimized)):
+            assert set(mapping.members[int(mapping.group_of[i])]) == reference[i]
+        # every original node exactly once, but Constant nodes (ORT never runs them)
+        for j, op in enumerate(mapping.original):
+            if op.type == "Constant":
+                assert mapping.owners[j] == []
+                assert mapping.unmapped[j].startswith("Constant")
+            else:
+                assert len(mapping.owners[j]) == 1, (level, op)
+        # the second tier gives every original node of a group to one of its nodes' owners
+        for g, nodes in enumerate(mapping.groups):
+            owned = set().union(*(mapping.owned[i] for i in nodes))
+            assert owned == set(mapping.members[g])
+        if level == "disable":
+            assert all(len(m) == 1 for m in mapping.members if m)
+
+
+def test_fused_conv_owns_its_conv_add_and_activation() -> None:
+    att = join_ort(D / "cnn.ts.all.opt.prof.json.gz", _load(D / "cnn.ts.onnx"),
+                   _load(D / "cnn.ts.all.opt.onnx"))
+    origins = att.origins().set_index("name")
+    fused = origins.loc["/layer1/layer1.0/conv2/Conv_output_0_nchwc"]
+    assert fused["op"] == "Conv"
+    assert fused["owned"] == ("/layer1/layer1.0/conv2/Conv", "/layer1/layer1.0/Add",
+                              "/layer1/layer1.0/relu_1/Relu")
+    assert origins.loc["ReorderOutput_token_15", "owned"] == fused["owned"]
+    assert origins.loc["/stem/relu/Relu_output_0_nchwc", "owned"] == (
+        "/stem/conv/Conv", "/stem/relu/Relu")
+    assert origins.loc["/fc/Gemm", "fused"] == np.False_
+    t = join_ort(D / "transformer.ts.all.opt.prof.json.gz", _load(D / "transformer.ts.onnx"),
+                 _load(D / "transformer.ts.all.opt.onnx"))
+    gelu = t.origins().set_index("name").loc["Gelu"]
+    assert gelu["original_ops"] == ("Div", "Erf", "Add", "Mul", "Mul")
+    assert gelu["layers"] == ("blocks.0.act",)
+
+
+# ------------------------------------------------------------------------------- attribution
+
+
+@pytest.mark.parametrize(("name", "exporter"), CASES)
+def test_attribution_at_every_level(name: str, exporter: str) -> None:
+    model = _load(D / f"{name}.{exporter}.onnx")
+    compute_layers = {o.extra["layer"] for o in model.graph.ops if o.type != "Constant"}
+    for level in LEVELS:
+        optimized = _load(D / f"{name}.{exporter}.{level}.opt.onnx")
+        for suffix in ("prof", "opt.prof"):
+            path = D / f"{name}.{exporter}.{level}.{suffix}.json.gz"
+            plain = _plain(path)
+            kernel_us = sum(e["dur"] for e in plain if e["name"].endswith("_kernel_time"))
+            for policy in ("equal", "compute"):
+                att = join_ort(path, model, optimized, policy=policy)
+                att.check()
+                assert att.total_ns == att.attributed_ns == 1000 * kernel_us
+                assert len(att.unattributed()) == 0
+                assert att.index_exact == (suffix == "opt.prof" or level in ("disable", "basic")
+                                           and att.index_exact)
+                layers = att.by_layer()
+                assert set(layers["layer"]) == compute_layers
+                assert (layers["events"] > 0).all()
+                by_op = att.by_op()
+                assert int(by_op["total_ns"].sum()) == att.attributed_ns
+            if level in ("disable", "all"):
+                # every layer owning a compute node gets time (equal split)
+                eq = join_ort(path, model, optimized).by_layer()
+                heavy = {o.extra["layer"] for o in model.graph.ops
+                         if o.type in ("Conv", "Gemm", "MatMul", "LSTM", "LayerNormalization")}
+                got = dict(zip(eq["layer"], eq["total_ns"]))
+                assert all(got[layer] > 0 for layer in heavy), got
+
+
+def test_profile_of_the_model_itself_at_disable() -> None:
+    model = _load(D / "cnn.dynamo.onnx")
+    att = join_ort(D / "cnn.dynamo.disable.prof.json.gz", model)
+    att.check()
+    assert att.index_exact
+    assert att.attributed_ns == att.total_ns
+    by_node = att.by_node()
+    assert (by_node["total_ns"] > 0).sum() >= 12
+
+
+def test_unnamed_nodes_placed_by_index_only_in_the_optimized_profile(tmp_path: Path) -> None:
+    opt = onnx.load(str(D / "mlp.ts.all.opt.onnx"))
+    opt.graph.node[1].name = ""  # a node saved without a name
+    (tmp_path / "opt.onnx").write_bytes(opt.SerializeToString())
+    plain = _plain(D / "mlp.ts.all.opt.prof.json.gz")
+    target = opt.graph.node[1].op_type
+    for e in plain:
+        if e["cat"] == "Node" and e["args"].get("node_index") == "1":
+            e["name"] = f"{target}_1_kernel_time"
+    path = tmp_path / "prof.json"
+    path.write_text("[\n" + ",\n".join(json.dumps(e) for e in plain) + "\n]\n")
+    model = _load(D / "mlp.ts.onnx")
+    att = join_ort(path, model, tmp_path / "opt.onnx")
+    att.check()
+    assert att.index_exact and att.attributed_ns == att.total_ns
+    # the same events in a profile whose indices are not positions in the file
+    for e in plain:
+        if e["cat"] == "Node":
+            e["args"]["node_index"] = str(int(e["args"]["node_index"]) + 7)
+    path.write_text("[\n" + ",\n".join(json.dumps(e) for e in plain) + "\n]\n")
+    att = join_ort(path, model, tmp_path / "opt.onnx")
+    att.check()
+    assert not att.index_exact
+    reasons = set(att.unattributed()["reason"].astype(str))
+    assert reasons == {"a node ORT created without a name cannot be placed by index here: "
+                       "profile the saved optimized model at ORT_DISABLE_ALL"}
+    assert len(att.unattributed()) == 4
+
+
+@pytest.mark.parametrize(("model", "optimized"), [
+    ("cnn.ts.onnx", "transformer.ts.all.opt.onnx"),
+    ("mlp.ts.onnx", "mlp.dynamo.all.opt.onnx"),
+    ("cnn.ts.onnx", "cnn.dynamo.extended.opt.onnx"),
+])
+def test_mismatched_pair_is_refused(model: str, optimized: str) -> None:
+    with pytest.raises(ToolkitError, match="optimized_model_filepath"):
+        group_mapping(_load(D / model), _load(D / optimized))
+
+
+def test_tampered_optimized_graph_is_refused(tmp_path: Path) -> None:
+    opt = onnx.load(str(D / "mlp.ts.basic.opt.onnx"))
+    init = opt.graph.initializer[0]
+    arr = onnx.numpy_helper.to_array(init).copy()
+    arr.flat[0] += 1
+    init.CopyFrom(onnx.numpy_helper.from_array(arr, init.name))
+    (tmp_path / "t.onnx").write_bytes(opt.SerializeToString())
+    with pytest.raises(ToolkitError, match="holds other values"):
+        join_ort(D / "mlp.ts.basic.prof.json.gz", _load(D / "mlp.ts.onnx"), tmp_path / "t.onnx")
+
+
+def test_foreign_profile_is_refused() -> None:
+    with pytest.raises(ToolkitError, match="not in the graph"):
+        join_ort(D / "transformer.ts.disable.prof.json.gz", _load(D / "cnn.ts.onnx"))
+    with pytest.raises(ToolkitError, match="optimized="):
+        join_ort(D / "cnn.ts.all.prof.json.gz", _load(D / "cnn.ts.onnx"))
+    with pytest.raises(ToolkitError, match="not an ORT profile"):
+        join_ort(_chrome_trace(), _load(D / "mlp.ts.onnx"))
+
+
+def _chrome_trace():
+    import pandas as pd
+
+    return read_trace(pd.DataFrame({"name": ["a"], "start_ns": [0], "dur_ns": [5]}))
+
+
+# ------------------------------------------------------------------------------------- fuzz
+
+
+def _mutate(data: bytes, rng: random.Random) -> bytes:
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 8)):
+        kind = rng.random()
+        i = rng.randrange(len(b)) if b else 0
+        if kind < 0.5 and b:
+            b[i] = rng.randrange(256)
+        elif kind < 0.7:
+            del b[i: i + rng.randint(1, 64)]
+        elif kind < 0.85:
+            b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+        else:
+            b = b[: rng.randrange(len(b) + 1)]
+    return bytes(b)
+
+
+def test_fuzzed_profiles_raise_only_toolkit_errors(tmp_path: Path) -> None:
+    with gzip.open(D / "mlp.ts.all.opt.prof.json.gz", "rb") as f:
+        data = f.read()
+    model, opt = _load(D / "mlp.ts.onnx"), _load(D / "mlp.ts.all.opt.onnx")
+    rng = random.Random(21)
+    ok = 0
+    for k in range(150):
+        path = tmp_path / f"p{k % 3}.json"
+        path.write_bytes(_mutate(data, rng))
+        try:
+            att = join_ort(path, model, opt)
+            att.check()
+            ok += 1
+        except ToolkitError:
+            pass
+    assert ok > 0  # some mutations keep a readable profile
+
+
+def test_fuzzed_onnx_files_raise_only_toolkit_errors(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    loaded = 0
+    for name in ("mlp.ts.onnx", "cnn.dynamo.all.opt.onnx", "lstm.ts.onnx"):
+        data = (D / name).read_bytes()
+        for k in range(60):
+            path = tmp_path / f"m{k % 2}.onnx"
+            path.write_bytes(_mutate(data, rng))
+            try:
+                load_onnx(path)
+                loaded += 1
+            except ToolkitError:
+                pass
+    assert loaded > 0
+
+
+# --------------------------------------------------------------------------- onnxruntime
+
+
+def test_onnxruntime_profile_end_to_end(tmp_path: Path) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    inputs = np.load(D / "inputs.npz")
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = 1
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "prof")
+    sess = ort.InferenceSession(str(D / "cnn.ts.onnx"), so, providers=["CPUExecutionProvider"])
+    for _ in range(3):
+        sess.run(None, {"input": inputs["cnn"]})
+    profile = sess.end_profiling()
+    att = join_ort(profile, _load(D / "cnn.ts.onnx"), tmp_path / "opt.onnx")
+    att.check()
+    assert att.runs == 3
+    assert att.attributed_ns == att.total_ns > 0
+    assert set(att.by_layer()["layer"]) >= {"stem.conv", "layer1.0.conv2", "fc"}
