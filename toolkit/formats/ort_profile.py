@@ -189,7 +189,7 @@ def _us_to_ns(value: Any) -> int | None:
     if isinstance(value, int):
         return value * 1000 if abs(value) < (1 << 52) else None
     if isinstance(value, float) and np.isfinite(value) and abs(value) < 2.0**52:
-        return int(round(value * 1000))
+        return round(value * 1000)
     return None
 
 
@@ -233,7 +233,8 @@ def _decoder() -> Any:
             ("cat", str), ("name", str), ("ph", str), ("pid", int), ("tid", int),
             ("dur", int), ("ts", int), ("args", args, args()),
         ], gc=False)
-        _DECODER = (msgspec.json.Decoder(list[event]), msgspec.DecodeError)
+        _DECODER = (msgspec.json.Decoder(list[event]),  # type: ignore[valid-type]
+                    msgspec.DecodeError)
     return _DECODER
 
 
@@ -256,7 +257,8 @@ def read_ort_profile_events(source: str | os.PathLike[str] | IO[bytes]
     Returns ``(events, info)``. ``events`` has one row per event in file order: ``cat``,
     ``name``, ``op_name``, ``provider`` (categorical of ``str``, ``""`` when absent), ``pid``,
     ``tid`` (``int64``), ``ts_ns``, ``dur_ns`` (``int64`` nanoseconds: ORT's microseconds x
-    1000, a fractional value rounded half to even at 1 ns; ``-1`` where missing or invalid), ``node_index`` (``int64``, ``-1`` when absent),
+    1000, a fractional value rounded half to even at 1 ns; ``-1`` where missing or invalid),
+    ``node_index`` (``int64``, ``-1`` when absent),
     ``input_type_shape`` / ``output_type_shape`` (categorical of ``str``: the JSON text of the
     shapes, ``""`` when absent), ``problem`` (categorical ``str``: ``""`` or what is wrong).
     ``info``: ``source``, ``events``, ``fast_blocks`` / ``json_blocks`` (how blocks were read).

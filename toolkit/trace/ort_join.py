@@ -50,7 +50,7 @@ from toolkit.errors import ToolkitError
 from toolkit.ir import Model, Op
 from toolkit.trace.read import Trace
 from toolkit.trace.split import TargetWeights, group_sum, split_targets
-from toolkit.trace.stats import STAT_COLUMNS, matrix_stats_frame
+from toolkit.trace.stats import matrix_stats_frame
 
 __all__ = ["join_ort", "OrtAttribution", "OrtGroups", "group_mapping", "ORT_POLICIES"]
 
@@ -147,9 +147,10 @@ def check_pair(model: Model, optimized: Model) -> None:
                                where=where, fix=fix)
     consts1 = {t.name: t for t in g1.tensors if t.is_const}
     for t0 in g0.tensors:
-        t1 = consts1.get(t0.name)
-        if t1 is None or not t0.is_const:
+        c1 = consts1.get(t0.name)
+        if c1 is None or not t0.is_const:
             continue
+        t1 = c1
         assert t0.data is not None and t1.data is not None
         if t0.data.shape != t1.data.shape or t0.data.dtype != t1.data.dtype or \
                 not np.array_equal(t0.data, t1.data, equal_nan=t0.data.dtype.kind == "f"):
@@ -171,9 +172,9 @@ def group_mapping(model: Model, optimized: Model | None = None) -> OrtGroups:
     o0 = _ordered(model)
     if optimized is None:
         n = len(o0)
-        members = [[i] for i in range(n)]
         return OrtGroups(o0, o0, np.arange(n, dtype=np.int64), [[i] for i in range(n)],
-                         members, [[i] for i in range(n)], {}, [[i] for i in range(n)],
+                         [[i] for i in range(n)], [[i] for i in range(n)], {},
+                         [[i] for i in range(n)],
                          list(range(n)))
     check_pair(model, optimized)
     o1 = _ordered(optimized)
