@@ -1,0 +1,162 @@
+"""Benchmark of reading and attributing an ONNX Runtime profile of 1,000,000 events.
+
+Run: ``python bench/bench_onnx.py [--events N] [--skip-plain]``. The profile is generated from
+the kernels of a real one (``sample_models/onnx/transformer.ts.all.opt.prof.json.gz``, the
+saved ORT_ENABLE_ALL graph of a small transformer) repeated run after run in ORT's own layout,
+with every ``args`` field ORT 1.32 writes, until it holds N events (ORT's cap is 1,000,000,
+so the last run is cut as ORT would cut it). Then, in this process:
+
+1. the toolkit: :func:`toolkit.trace.ort.read_ort_profile` + :func:`toolkit.trace.ort_join.
+   join_ort` (groups, second tier, exact split) + ``by_layer()``;
+2. the plain way: ``json.load`` + one Python loop that maps each kernel event to its layers
+   through the same node -> layers table and splits its time equally.
+
+Prints seconds, peak extra resident memory (Linux) and the ratio of the two, and checks that
+both give the same nanoseconds per layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import gzip
+import json
+import random
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_chrome_trace import PeakMemory  # noqa: E402
+
+from toolkit.importers.onnx import load_onnx  # noqa: E402
+from toolkit.trace.ort import read_ort_profile  # noqa: E402
+from toolkit.trace.ort_join import join_ort  # noqa: E402
+
+D = Path(__file__).resolve().parents[1] / "sample_models" / "onnx"
+SOURCE = D / "transformer.ts.all.opt.prof.json.gz"
+MODEL = D / "transformer.ts.onnx"
+OPTIMIZED = D / "transformer.ts.all.opt.onnx"
+
+
+def _line(event: dict[str, Any]) -> tuple[str, str, str]:
+    """One event as ORT prints it (its spacing, args values as strings), cut around its
+    ``dur`` and ``ts`` values: ``head + dur + middle + ts + tail``."""
+    args = ",".join(f'"{k}" : {json.dumps(v, separators=(",", ":"))}'
+                    for k, v in event["args"].items())
+    head = (f'{{"cat" : "{event["cat"]}","pid" :{event["pid"]},"tid" :{event["tid"]},'
+            '"dur" :')
+    tail = f',"ph" : "X","name" :"{event["name"]}","args" : {{{args}}}}}'
+    return head, ',"ts" :', tail
+
+
+def _fill(t: tuple[str, str, str], dur: int, ts: int) -> str:
+    return f"{t[0]}{dur}{t[1]}{ts}{t[2]}"
+
+
+def generate(path: Path, n: int) -> None:
+    """Write an ORT profile of ``n`` events to ``path``."""
+    with gzip.open(SOURCE, "rb") as f:
+        plain = json.load(f)
+    runs = [e for e in plain if e["cat"] == "Session" and e["name"] == "model_run"]
+    last = runs[-1]
+    kernels = [e for e in plain if e["cat"] == "Node" and last["ts"] <= e["ts"]
+               and e["ts"] + e["dur"] <= last["ts"] + last["dur"]]
+    execute = next(e for e in plain if e["name"] == "SequentialExecutor::Execute")
+    templates = [_line(e) for e in kernels]
+    run_template = _line(last)
+    exec_template = _line(execute)
+    rng = random.Random(0)
+    head = [e for e in plain if e["name"] in ("model_loading_uri", "session_initialization")]
+    lines = [_fill(_line(e), e["dur"], e["ts"]) for e in head]
+    ts = head[-1]["ts"] + head[-1]["dur"] + 10
+    while len(lines) < n:
+        start = ts
+        for t in templates:
+            d = rng.randint(1, 40)
+            lines.append(_fill(t, d, ts))
+            ts += d + 1
+        lines.append(_fill(exec_template, ts - start, start))
+        lines.append(_fill(run_template, ts - start + 2, start - 1))
+        ts += 5
+    lines = lines[:n]
+    with open(path, "w") as f:
+        f.write("[\n" + ",\n".join(lines) + "\n]\n")
+
+
+def plain_way(path: Path, table: dict[str, tuple[str, ...]]) -> dict[str, int]:
+    """json.load + a loop: ns per layer, each kernel event split equally over its layers'
+    nodes (the same table the toolkit uses)."""
+    with open(path, "rb") as f:
+        events = json.load(f)
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                   if e["cat"] == "Session" and e["name"] == "model_run")
+    last_end = spans[-1][1] if spans else -1
+    out: dict[str, int] = defaultdict(int)
+    for e in events:
+        if e["cat"] != "Node" or not e["name"].endswith("_kernel_time"):
+            continue
+        if e["ts"] + e["dur"] > last_end:
+            continue
+        layers = table.get(e["name"][: -len("_kernel_time")])
+        if not layers:
+            continue
+        dur = e["dur"] * 1000
+        q, r = divmod(dur, len(layers))
+        for i, layer in enumerate(layers):
+            out[layer] += q + (1 if i < r else 0)
+    return dict(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--skip-plain", action="store_true")
+    a = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "profile.json"
+        t = time.perf_counter()
+        generate(path, a.events)
+        size = path.stat().st_size
+        print(f"generated {a.events:,} events ({size / 2**20:.0f} MiB) in "
+              f"{time.perf_counter() - t:.1f} s")
+        model, optimized = load_onnx(MODEL), load_onnx(OPTIMIZED)
+        gc.collect()
+        with PeakMemory() as mem:
+            t = time.perf_counter()
+            trace = read_ort_profile(path)
+            t_read = time.perf_counter() - t
+            att = join_ort(trace, model, optimized)
+            layers = att.by_layer()
+            t_tool = time.perf_counter() - t
+        att.check()
+        ours = {r.layer: int(r.total_ns) for r in layers.itertuples() if r.total_ns}
+        print(f"toolkit: read {t_read:.2f} s, read + join + by_layer {t_tool:.2f} s, peak extra "
+              f"RSS {mem.extra_mb:.0f} MiB; {len(trace):,} kernel events, {trace.runs:,} runs, "
+              f"truncated={trace.meta['truncated']}, "
+              f"{len(att.unattributed()):,} unattributed")
+        if a.skip_plain:
+            return
+        # the same node -> owned original nodes' layers table, one entry per owned node
+        o0, o1 = att.mapping.original, att.mapping.optimized
+        table = {op.extra["node_name"]: tuple(str(o0[j].extra["layer"])
+                                              for j in att.mapping.owned[i])
+                 for i, op in enumerate(o1)}
+        del trace, att, layers
+        gc.collect()
+        with PeakMemory() as mem2:
+            t = time.perf_counter()
+            plain = plain_way(path, table)
+            t_plain = time.perf_counter() - t
+        print(f"json.load + loop: {t_plain:.2f} s, peak extra RSS {mem2.extra_mb:.0f} MiB")
+        print(f"ratio: toolkit is {t_plain / t_tool:.1f}x faster; same ns per layer: "
+              f"{plain == ours}")
+
+
+if __name__ == "__main__":
+    main()
