@@ -505,19 +505,30 @@ def test_fuzzed_onnx_files_raise_only_toolkit_errors(tmp_path: Path) -> None:
 
 def test_onnxruntime_profile_end_to_end(tmp_path: Path) -> None:
     ort = pytest.importorskip("onnxruntime")
+    import warnings
+
+    from toolkit.runtime.onnxruntime import run_onnxruntime
+
     inputs = np.load(D / "inputs.npz")
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.intra_op_num_threads = 1
-    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
-    so.enable_profiling = True
-    so.profile_file_prefix = str(tmp_path / "prof")
-    sess = ort.InferenceSession(str(D / "cnn.ts.onnx"), so, providers=["CPUExecutionProvider"])
-    for _ in range(3):
-        sess.run(None, {"input": inputs["cnn"]})
-    profile = sess.end_profiling()
-    att = join_ort(profile, _load(D / "cnn.ts.onnx"), tmp_path / "opt.onnx")
+    model = _load(D / "cnn.ts.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the profiler's overhead on a tiny model
+        r = run_onnxruntime(model, {"input": inputs["cnn"]}, optimization="all", repeat=3,
+                            warmup=1, workdir=tmp_path)
+    assert r.optimized_path.is_file() and r.profile_path is not None
+    assert list(r.timings.columns) == ["run", "unprofiled_ns", "profiled_ns", "kernel_ns"]
+    assert len(r.timings) == 3 and (r.timings[["unprofiled_ns", "profiled_ns",
+                                                "kernel_ns"]] > 0).all().all()
+    plain = ort.InferenceSession(str(D / "cnn.ts.onnx"), providers=["CPUExecutionProvider"])
+    want = plain.run(None, {"input": inputs["cnn"]})[0]
+    assert np.allclose(r.outputs["output"], want, atol=1e-5)
+    att = join_ort(r.profile_path, model, r.optimized_path)
     att.check()
-    assert att.runs == 3
+    assert att.index_exact
+    assert att.runs == 4
     assert att.attributed_ns == att.total_ns > 0
+    per_run = att.trace.meta["runs"]["kernel_ns"].tolist()
+    assert per_run[1:] == r.timings["kernel_ns"].tolist()
     assert set(att.by_layer()["layer"]) >= {"stem.conv", "layer1.0.conv2", "fc"}
+    with pytest.raises(ToolkitError, match="unknown optimization"):
+        run_onnxruntime(model, optimization="max")
