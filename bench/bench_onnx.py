@@ -32,11 +32,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_chrome_trace import PeakMemory  # noqa: E402
+from bench_chrome_trace import PeakMemory
 
-from toolkit.importers.onnx import load_onnx  # noqa: E402
-from toolkit.trace.ort import read_ort_profile  # noqa: E402
-from toolkit.trace.ort_join import join_ort  # noqa: E402
+from toolkit.importers.onnx import load_onnx
+from toolkit.trace.ort import read_ort_profile
+from toolkit.trace.ort_join import join_ort
 
 D = Path(__file__).resolve().parents[1] / "sample_models" / "onnx"
 SOURCE = D / "transformer.ts.all.opt.prof.json.gz"

@@ -79,7 +79,7 @@ def _feeds(session: Any, inputs: Any) -> dict[str, np.ndarray]:
     specs = session.get_inputs()
     if inputs is None:
         rng = np.random.default_rng(0)
-        feeds = {}
+        feeds: dict[str, np.ndarray] = {}
         for s in specs:
             dtype = _NUMPY_OF.get(s.type)
             if dtype is None:
