@@ -11,10 +11,11 @@ from nbclient import NotebookClient
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 
 
-def test_there_are_three_notebooks() -> None:
+def test_the_notebooks_are_there() -> None:
     assert [p.name for p in NOTEBOOKS] == ["01_provenance_tables.ipynb",
                                            "02_runtime_attribution.ipynb",
-                                           "03_partition_experiments.ipynb"]
+                                           "03_partition_experiments.ipynb",
+                                           "05_onnx.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
