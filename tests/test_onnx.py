@@ -218,7 +218,7 @@ def test_other_layouts_read_the_same(tmp_path: Path) -> None:
     base = read_ort_profile(path).events
     for other in (pretty, floats):
         trace = read_ort_profile(other)
-        assert trace.meta["json_blocks"] == (other is floats)
+        assert trace.meta["json_blocks"] == (other is floats)  # floats do not fit the types
         for column in ("event_id", "run", "start_ns", "dur_ns", "node_index", "tid"):
             assert trace.events[column].tolist() == base[column].tolist(), column
         for column in ("name", "op", "provider", "input_shapes", "output_shapes"):

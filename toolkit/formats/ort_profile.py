@@ -25,13 +25,14 @@ from __future__ import annotations
 import gc
 import gzip
 import io
+import itertools
 import json
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -66,9 +67,27 @@ def _open(path: Path) -> IO[bytes]:
     return raw
 
 
-def _blocks(f: IO[bytes], where: str) -> Iterator[bytes]:
-    """Blocks of whole lines (each ends with a newline)."""
+def _array(rest: bytes, lines: Any) -> bytearray:
+    """The events in ``rest + lines`` (whole lines of the file's array) as a JSON array of
+    their own, built with one copy: ``[`` + first ``{`` .. last ``}`` + ``]``."""
+    buf = bytearray(b"[")
+    buf += rest
+    buf += lines
+    start = buf.find(b"{")
+    if start < 0:
+        return bytearray(b"[]")
+    if start > 1:
+        del buf[1:start]
+    end = buf.rfind(b"}") + 1
+    del buf[end:]
+    buf += b"]"
+    return buf
+
+
+def _blocks(f: IO[bytes], where: str) -> Iterator[bytearray]:
+    """The file's events, a block of whole lines at a time, each block a JSON array."""
     rest = b""
+    first = True
     while True:
         try:
             chunk = f.read(_BLOCK)
@@ -76,51 +95,80 @@ def _blocks(f: IO[bytes], where: str) -> Iterator[bytes]:
             raise TraceError(f"cannot read the profile ({exc})", where=where) from None
         if not chunk:
             break
-        chunk = rest + chunk
+        if first:
+            head = (rest + chunk).lstrip()
+            if not head:
+                rest += chunk
+                continue
+            if not head.startswith(b"["):
+                raise TraceError("not an ORT profile: the file does not start with a JSON "
+                                 "array", where=where,
+                                 fix="pass the .json file ORT's profiler wrote")
+            first = False
         cut = chunk.rfind(b"\n") + 1
         if cut == 0:
-            rest = chunk
+            rest += chunk
             continue
-        yield chunk[:cut]
+        yield _array(rest, memoryview(chunk)[:cut])
         rest = chunk[cut:]
-    if rest:
-        yield rest + b"\n"
+    if first:
+        raise TraceError("the profile is empty", where=where,
+                         fix="pass the .json file ORT's profiler wrote")
+    if rest.strip():
+        yield _array(rest, b"")
+
+
+_TEXT_FIELDS = ("cat", "name", "op_name", "provider", "node_index", "input_type_shape",
+                "output_type_shape", "problem")
 
 
 class _Columns:
+    """Events gathered block by block: numbers as ``int64`` arrays; the text fields of each
+    event as one code into a table of distinct field tuples (a profile repeats the same
+    node's fields run after run, so the table stays small)."""
+
     def __init__(self) -> None:
-        self.parts: dict[str, list[Any]] = {k: [] for k in ORT_COLUMNS}
+        self.numbers: dict[str, list[np.ndarray]] = {k: [] for k in ("pid", "tid", "ts_ns",
+                                                                     "dur_ns")}
+        self.codes: list[np.ndarray] = []
+        self.table: dict[tuple[Any, ...], int] = {}
+        self.counter = itertools.count()
         self.fast_blocks = 0
         self.json_blocks = 0
 
+    def _add_keys(self, keys: Iterable[tuple[Any, ...]], n: int) -> None:
+        # setdefault with a running counter: one C call per event; codes are the counter value
+        # at the first occurrence of each key (made dense in frame())
+        codes = list(map(self.table.setdefault, keys, self.counter))
+        self.codes.append(np.fromiter(codes, np.int64, n))
+
     def add_fast(self, records: list[Any]) -> None:
-        p = self.parts
         n = len(records)
-        p["cat"].extend([r.cat for r in records])
-        p["pid"].append(np.fromiter([r.pid for r in records], np.int64, n))
-        p["tid"].append(np.fromiter([r.tid for r in records], np.int64, n))
-        p["dur_ns"].append(np.fromiter([r.dur for r in records], np.int64, n) * 1000)
-        p["ts_ns"].append(np.fromiter([r.ts for r in records], np.int64, n) * 1000)
-        p["name"].extend([r.name for r in records])
+        num = self.numbers
+        num["pid"].append(np.fromiter([r.pid for r in records], np.int64, n))
+        num["tid"].append(np.fromiter([r.tid for r in records], np.int64, n))
+        num["dur_ns"].append(np.fromiter([r.dur for r in records], np.int64, n) * 1000)
+        num["ts_ns"].append(np.fromiter([r.ts for r in records], np.int64, n) * 1000)
         args = [r.args for r in records]
-        p["op_name"].extend([a.op_name for a in args])
-        p["provider"].extend([a.provider for a in args])
-        p["node_index"].extend([a.node_index for a in args])
         # valid JSON text never holds a NUL byte: one join and one split instead of n copies;
         # shapes hold no text with spaces, so dropping whitespace gives the compact form
-        for key in ("input_type_shape", "output_type_shape"):
-            raws = [getattr(a, key) for a in args]
-            p[key].extend(b"\0".join(raws).translate(None, b" \t\r\n").split(b"\0")
+        shapes = []
+        for raws in ([a.input_type_shape for a in args], [a.output_type_shape for a in args]):
+            shapes.append(b"\0".join(raws).translate(None, b" \t\r\n").split(b"\0")
                           if n else [])
-        p["problem"].extend([""] * n)
+        keys = zip([r.cat for r in records], [r.name for r in records],
+                   [a.op_name for a in args], [a.provider for a in args],
+                   [a.node_index for a in args], shapes[0], shapes[1],
+                   itertools.repeat(""))
+        self._add_keys(keys, n)
         self.fast_blocks += 1
 
     def add_json(self, events: list[Any], where: str) -> None:
-        p = self.parts
-        pid: list[int | None] = []
-        tid: list[int | None] = []
+        pid: list[int] = []
+        tid: list[int] = []
         durs: list[int] = []
         tss: list[int] = []
+        keys: list[tuple[Any, ...]] = []
         for i, e in enumerate(events):
             if not isinstance(e, dict):
                 raise TraceError(f"event {i} of a block is a {type(e).__name__}, not an object",
@@ -130,28 +178,27 @@ class _Columns:
             problem = ""
             if e.get("ph", "X") != "X":
                 problem = f"phase {e.get('ph')!r} is not a complete event"
-            p["cat"].append(_text(e.get("cat")))
-            pid.append(_int(e.get("pid")))
-            tid.append(_int(e.get("tid")))
+            p_, t_ = _int(e.get("pid")), _int(e.get("tid"))
+            pid.append(-1 if p_ is None else p_)
+            tid.append(-1 if t_ is None else t_)
             dur, ts = _us_to_ns(e.get("dur")), _us_to_ns(e.get("ts"))
             if dur is None or ts is None:
                 problem = problem or "missing or invalid ts/dur"
             durs.append(-1 if dur is None else dur)
             tss.append(-1 if ts is None else ts)
-            p["name"].append(_text(e.get("name")))
-            p["op_name"].append(_text(args.get("op_name")))
-            p["provider"].append(_text(args.get("provider")))
             idx = _int(args.get("node_index"))
-            p["node_index"].append("" if idx is None else str(idx))
-            for key in ("input_type_shape", "output_type_shape"):
-                value = args.get(key)
-                p[key].append("" if value is None else
-                              json.dumps(value, separators=(",", ":")))
-            p["problem"].append(problem)
-        p["pid"].append(np.array([-1 if v is None else v for v in pid], dtype=np.int64))
-        p["tid"].append(np.array([-1 if v is None else v for v in tid], dtype=np.int64))
-        p["dur_ns"].append(np.array(durs, dtype=np.int64))
-        p["ts_ns"].append(np.array(tss, dtype=np.int64))
+            shapes = ["" if args.get(k) is None else
+                      json.dumps(args.get(k), separators=(",", ":"))
+                      for k in ("input_type_shape", "output_type_shape")]
+            keys.append((_text(e.get("cat")), _text(e.get("name")),
+                         _text(args.get("op_name")), _text(args.get("provider")),
+                         "" if idx is None else str(idx), shapes[0], shapes[1], problem))
+        num = self.numbers
+        num["pid"].append(np.array(pid, dtype=np.int64))
+        num["tid"].append(np.array(tid, dtype=np.int64))
+        num["dur_ns"].append(np.array(durs, dtype=np.int64))
+        num["ts_ns"].append(np.array(tss, dtype=np.int64))
+        self._add_keys(keys, len(keys))
         self.json_blocks += 1
 
 
@@ -193,17 +240,7 @@ def _us_to_ns(value: Any) -> int | None:
     return None
 
 
-def _array_text(block: bytes) -> bytes:
-    """A block of lines of the array as a JSON array of its own (``[]`` when it has no
-    object)."""
-    start = block.find(b"{")
-    end = block.rfind(b"}") + 1
-    if start < 0 or end <= start:
-        return b"[]"
-    return b"".join((b"[", memoryview(block)[start:end], b"]"))
-
-
-def _decode_block(body: bytes, where: str) -> list[Any]:
+def _decode_block(body: bytearray, where: str) -> list[Any]:
     try:
         value = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -230,7 +267,7 @@ def _decoder() -> Any:
             ("input_type_shape", msgspec.Raw, raw), ("output_type_shape", msgspec.Raw, raw),
         ], gc=False, frozen=True)
         event = msgspec.defstruct("Event", [
-            ("cat", str), ("name", str), ("ph", str), ("pid", int), ("tid", int),
+            ("cat", str), ("name", str), ("ph", Literal["X"]), ("pid", int), ("tid", int),
             ("dur", int), ("ts", int), ("args", args, args()),
         ], gc=False)
         _DECODER = (msgspec.json.Decoder(list[event]),  # type: ignore[valid-type]
@@ -238,14 +275,13 @@ def _decoder() -> Any:
     return _DECODER
 
 
-def _fast_decode(body: bytes) -> list[Any] | None:
-    """Typed records of a block, or None when the block does not fit the types."""
+def _fast_decode(body: bytearray) -> list[Any] | None:
+    """Typed records of a block, or None when the block does not fit the types (or holds an
+    event whose ``ph`` is not ``"X"``)."""
     decoder, error = _decoder()
     try:
         records = decoder.decode(body)
     except (error, RecursionError, UnicodeDecodeError, ValueError):
-        return None
-    if any(r.ph != "X" for r in records):
         return None
     return records
 
@@ -285,26 +321,12 @@ def read_ort_profile_events(source: str | os.PathLike[str] | IO[bytes]
     enabled = gc.isenabled()
     gc.disable()  # millions of small objects: the collector would dominate
     try:
-        first = True
-        saw_open = False
-        for block in _blocks(f, where):
-            if first:
-                stripped = block.lstrip()
-                if not stripped.startswith(b"["):
-                    raise TraceError("not an ORT profile: the file does not start with a JSON "
-                                     "array", where=where,
-                                     fix="pass the .json file ORT's profiler wrote")
-                saw_open = True
-                first = False
-            body = _array_text(block)
+        for body in _blocks(f, where):
             records = _fast_decode(body) if decoder is not None else None
             if records is not None:
                 cols.add_fast(records)
             else:
                 cols.add_json(_decode_block(body, where), where)
-        if not saw_open:
-            raise TraceError("the profile is empty", where=where,
-                             fix="pass the .json file ORT's profiler wrote")
     finally:
         if close:
             f.close()
@@ -316,49 +338,42 @@ def read_ort_profile_events(source: str | os.PathLike[str] | IO[bytes]
     return frame, info
 
 
-def _index_values(values: list[str]) -> np.ndarray:
-    """``int64`` of decimal texts, -1 where a text is empty or not an integer."""
-    if not values:
-        return np.zeros(0, np.int64)
-    codes, uniques = pd.factorize(np.array(values, dtype=object), use_na_sentinel=False)
-    table = np.array([-1 if (v := _int(u)) is None else v for u in uniques.tolist()],
-                     dtype=np.int64)
-    return table[codes]
-
-
-def _categorical(values: list[Any]) -> pd.Categorical:
-    if not values:
-        return pd.Categorical.from_codes(np.zeros(0, np.int64),
-                                         categories=pd.Index([], dtype=object))
-    codes, uniques = pd.factorize(np.array(values, dtype=object), use_na_sentinel=False)
-    texts = [u.decode("utf-8", "replace") if isinstance(u, bytes) else str(u)
-             for u in uniques.tolist()]
-    if len(set(texts)) != len(texts):  # b"x" and "x" from different blocks
-        fixed = {t: i for i, t in enumerate(dict.fromkeys(texts))}
-        table = np.array([fixed[t] for t in texts], dtype=np.int64)
-        return pd.Categorical.from_codes(table[codes], categories=pd.Index(list(fixed),
-                                                                           dtype=object))
-    return pd.Categorical.from_codes(np.asarray(codes), categories=pd.Index(texts, dtype=object))
+def _column(texts: list[str], codes: np.ndarray) -> pd.Categorical:
+    """A categorical of ``texts[codes]`` whose categories are the distinct texts."""
+    uniq = list(dict.fromkeys(texts))
+    where = {t: k for k, t in enumerate(uniq)}
+    table = np.array([where[t] for t in texts], dtype=np.int64)
+    return pd.Categorical.from_codes(table[codes] if len(table) else codes,
+                                     categories=pd.Index(uniq, dtype=object))
 
 
 def _frame(cols: _Columns) -> pd.DataFrame:
-    p = cols.parts
-
     def ints(key: str) -> np.ndarray:
-        return np.concatenate(p[key]) if p[key] else np.zeros(0, np.int64)
+        parts = cols.numbers[key]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
-    return pd.DataFrame({
-        "cat": _categorical(p["cat"]),
-        "name": _categorical(p["name"]),
+    first = np.concatenate(cols.codes) if cols.codes else np.zeros(0, np.int64)
+    keys = list(cols.table)  # in order of first occurrence, i.e. of increasing code
+    starts = np.fromiter(cols.table.values(), np.int64, len(keys))
+    codes = np.searchsorted(starts, first)  # dense: index of the key in ``keys``
+    fields = list(zip(*keys)) if keys else [()] * len(_TEXT_FIELDS)
+    texts = {name: [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+                    for v in values] for name, values in zip(_TEXT_FIELDS, fields)}
+    index_table = np.array([-1 if (v := _int(t)) is None else v
+                            for t in texts["node_index"]], dtype=np.int64)
+    out: dict[str, Any] = {
+        "cat": _column(texts["cat"], codes),
+        "name": _column(texts["name"], codes),
         "pid": ints("pid"), "tid": ints("tid"), "ts_ns": ints("ts_ns"),
         "dur_ns": ints("dur_ns"),
-        "op_name": _categorical(p["op_name"]),
-        "provider": _categorical(p["provider"]),
-        "node_index": _index_values(p["node_index"]),
-        "input_type_shape": _categorical(p["input_type_shape"]),
-        "output_type_shape": _categorical(p["output_type_shape"]),
-        "problem": _categorical(p["problem"]),
-    })
+        "op_name": _column(texts["op_name"], codes),
+        "provider": _column(texts["provider"], codes),
+        "node_index": index_table[codes] if len(index_table) else codes,
+        "input_type_shape": _column(texts["input_type_shape"], codes),
+        "output_type_shape": _column(texts["output_type_shape"], codes),
+        "problem": _column(texts["problem"], codes),
+    }
+    return pd.DataFrame(out)
 
 
 def read_ort_profile_bytes(data: bytes) -> tuple[pd.DataFrame, dict[str, Any]]:

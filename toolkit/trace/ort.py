@@ -87,15 +87,17 @@ def read_ort_profile(source: str | os.PathLike[str] | IO[bytes]) -> Trace:
     """
     frame, info = read_ort_profile_events(source)
     n = len(frame)
-    cat = frame["cat"].astype(object).to_numpy()
+    cat_values = frame["cat"].array
+    cat_codes = np.asarray(cat_values.codes, dtype=np.int64)
+    cat_names = [str(c) for c in cat_values.categories]
     names = frame["name"].array
     name_text = np.asarray(names.categories.astype(str), dtype=object)
     codes = np.asarray(names.codes, dtype=np.int64)
     is_kernel_name = np.array([c.endswith(KERNEL_SUFFIX) for c in name_text], dtype=bool)
     is_fence_name = np.array([c.endswith(FENCE_SUFFIXES) for c in name_text], dtype=bool)
     is_run_name = name_text == "model_run"
-    node = cat == "Node"
-    session = cat == "Session"
+    node = cat_codes == (cat_names.index("Node") if "Node" in cat_names else -2)
+    session = cat_codes == (cat_names.index("Session") if "Session" in cat_names else -2)
     kernel = node & is_kernel_name[codes] if len(name_text) else np.zeros(n, bool)
     fence = node & is_fence_name[codes] if len(name_text) else np.zeros(n, bool)
     run_span = session & is_run_name[codes] if len(name_text) else np.zeros(n, bool)
