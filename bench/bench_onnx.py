@@ -11,17 +11,20 @@ so the last run is cut as ORT would cut it). Then, in this process:
 2. the plain way: ``json.load`` + one Python loop that maps each kernel event to its layers
    through the same node -> layers table and splits its time equally.
 
-Prints seconds, peak extra resident memory (Linux) and the ratio of the two, and checks that
-both give the same nanoseconds per layer.
+Each runs in a fresh child process (so that memory freed by the generator does not hide its
+peak); prints seconds, the child's peak resident memory (``ru_maxrss``: interpreter, NumPy and
+pandas included) and the ratio of the two, and checks that both give the same nanoseconds per
+layer.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import gzip
 import json
 import random
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +35,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_chrome_trace import PeakMemory
 
 from toolkit.importers.onnx import load_onnx
 from toolkit.trace.ort import read_ort_profile
@@ -113,11 +115,54 @@ def plain_way(path: Path, table: dict[str, tuple[str, ...]]) -> dict[str, int]:
     return dict(out)
 
 
+def measure_toolkit(path: Path) -> dict[str, Any]:
+    """Read, join and group by layer; seconds and the layer totals."""
+    model, optimized = load_onnx(MODEL), load_onnx(OPTIMIZED)
+    t = time.perf_counter()
+    trace = read_ort_profile(path)
+    t_read = time.perf_counter() - t
+    att = join_ort(trace, model, optimized)
+    layers = att.by_layer()
+    seconds = time.perf_counter() - t
+    att.check()
+    table = {op.extra["node_name"]: [str(att.mapping.original[j].extra["layer"])
+                                     for j in att.mapping.owned[i]]
+             for i, op in enumerate(att.mapping.optimized)}
+    return {"read_s": t_read, "seconds": seconds, "events": len(trace), "runs": trace.runs,
+            "truncated": bool(trace.meta["truncated"]),
+            "unattributed": len(att.unattributed()),
+            "layers": {r.layer: int(r.total_ns) for r in layers.itertuples() if r.total_ns},
+            "table": table}
+
+
+def measure_plain(path: Path, table_path: Path) -> dict[str, Any]:
+    table = {k: tuple(v) for k, v in json.loads(table_path.read_text()).items()}
+    t = time.perf_counter()
+    layers = plain_way(path, table)
+    return {"seconds": time.perf_counter() - t, "layers": layers}
+
+
+def _child(kind: str, path: Path, extra: Path | None = None) -> dict[str, Any]:
+    args = [sys.executable, __file__, "--child", kind, str(path)]
+    if extra is not None:
+        args.append(str(extra))
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--skip-plain", action="store_true")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = parser.parse_args()
+    if a.child:
+        kind, path = a.child[0], Path(a.child[1])
+        result = measure_toolkit(path) if kind == "toolkit" else \
+            measure_plain(path, Path(a.child[2]))
+        result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(result))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "profile.json"
         t = time.perf_counter()
@@ -125,37 +170,20 @@ def main() -> None:
         size = path.stat().st_size
         print(f"generated {a.events:,} events ({size / 2**20:.0f} MiB) in "
               f"{time.perf_counter() - t:.1f} s")
-        model, optimized = load_onnx(MODEL), load_onnx(OPTIMIZED)
-        gc.collect()
-        with PeakMemory() as mem:
-            t = time.perf_counter()
-            trace = read_ort_profile(path)
-            t_read = time.perf_counter() - t
-            att = join_ort(trace, model, optimized)
-            layers = att.by_layer()
-            t_tool = time.perf_counter() - t
-        att.check()
-        ours = {r.layer: int(r.total_ns) for r in layers.itertuples() if r.total_ns}
-        print(f"toolkit: read {t_read:.2f} s, read + join + by_layer {t_tool:.2f} s, peak extra "
-              f"RSS {mem.extra_mb:.0f} MiB; {len(trace):,} kernel events, {trace.runs:,} runs, "
-              f"truncated={trace.meta['truncated']}, "
-              f"{len(att.unattributed()):,} unattributed")
+        ours = _child("toolkit", path)
+        print(f"toolkit: read {ours['read_s']:.2f} s, read + join + by_layer "
+              f"{ours['seconds']:.2f} s, peak RSS {ours['peak_rss_mib']:.0f} MiB; "
+              f"{ours['events']:,} kernel events, {ours['runs']:,} runs, "
+              f"truncated={ours['truncated']}, {ours['unattributed']:,} unattributed")
         if a.skip_plain:
             return
-        # the same node -> owned original nodes' layers table, one entry per owned node
-        o0, o1 = att.mapping.original, att.mapping.optimized
-        table = {op.extra["node_name"]: tuple(str(o0[j].extra["layer"])
-                                              for j in att.mapping.owned[i])
-                 for i, op in enumerate(o1)}
-        del trace, att, layers
-        gc.collect()
-        with PeakMemory() as mem2:
-            t = time.perf_counter()
-            plain = plain_way(path, table)
-            t_plain = time.perf_counter() - t
-        print(f"json.load + loop: {t_plain:.2f} s, peak extra RSS {mem2.extra_mb:.0f} MiB")
-        print(f"ratio: toolkit is {t_plain / t_tool:.1f}x faster; same ns per layer: "
-              f"{plain == ours}")
+        table_path = Path(tmp) / "table.json"
+        table_path.write_text(json.dumps(ours["table"]))
+        plain = _child("plain", path, table_path)
+        print(f"json.load + loop: {plain['seconds']:.2f} s, peak RSS "
+              f"{plain['peak_rss_mib']:.0f} MiB")
+        print(f"ratio: toolkit is {plain['seconds'] / ours['seconds']:.1f}x faster; same ns "
+              f"per layer: {plain['layers'] == ours['layers']}")
 
 
 if __name__ == "__main__":
