@@ -142,6 +142,19 @@ def measure_plain(path: Path, table_path: Path) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - t, "layers": layers}
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident memory in MiB: ``VmHWM`` (reset by exec, unlike
+    ``ru_maxrss``, which would count the parent's memory at fork time)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _child(kind: str, path: Path, extra: Path | None = None) -> dict[str, Any]:
     args = [sys.executable, __file__, "--child", kind, str(path)]
     if extra is not None:
@@ -160,7 +173,7 @@ def main() -> None:
         kind, path = a.child[0], Path(a.child[1])
         result = measure_toolkit(path) if kind == "toolkit" else \
             measure_plain(path, Path(a.child[2]))
-        result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        result["peak_rss_mib"] = peak_rss_mib()
         print(json.dumps(result))
         return
     with tempfile.TemporaryDirectory() as tmp:
