@@ -20,11 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.api import (
     compile,
+    join_ort,
     load,
+    load_onnx,
     partition,
     read_trace,
     read_vela,
     run,
+    run_onnxruntime,
     save,
     trace_join,
 )
@@ -42,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "load", "save", "compile", "partition", "run", "read_trace", "trace_join", "read_vela",
-    "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",
+    "load_onnx", "join_ort", "run_onnxruntime", "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",
     "CompiledModel", "Target", "PartitionResult", "RunResult", "EventTracer", "Trace",
     "Attribution", "ModelBuilder",
 ]

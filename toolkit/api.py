@@ -20,14 +20,16 @@ if TYPE_CHECKING:
     from toolkit.formats.part_file import PartSpec
     from toolkit.ir import Model
     from toolkit.partitioner import PartitionResult
+    from toolkit.runtime.onnxruntime import OrtRun
     from toolkit.runtime.result import RunResult
     from toolkit.runtime.tracer import EventTracer
     from toolkit.trace.attribution import Attribution
+    from toolkit.trace.ort_join import OrtAttribution
     from toolkit.trace.read import Trace
     from toolkit.vela.run import VelaResult
 
 __all__ = ["load", "save", "compile", "partition", "run", "read_trace", "trace_join",
-           "read_vela"]
+           "read_vela", "load_onnx", "join_ort", "run_onnxruntime"]
 
 PathLike = str | os.PathLike[str]
 
@@ -217,7 +219,8 @@ def read_trace(source: Any, *, format: str | None = None, key_column: str | None
     Args:
         source: a path (Chrome/Perfetto ``.json``/``.json.gz``, debug-handle records, CSV),
             an open file, an ``EventTracer``, a DataFrame, a list of record dicts, or a Trace.
-        format: force ``"chrome"``, ``"csv"``, ``"records"``, ``"frame"`` or ``"tracer"``.
+        format: force ``"chrome"``, ``"csv"``, ``"records"``, ``"frame"``, ``"tracer"`` or
+            ``"ort"`` (an ONNX Runtime profile, also recognised by its content).
         key_column, key_kind: the column naming each event and what it holds
             (``command_id``, ``op_index``, ``debug_handle``, ``name`` ...); default: found by
             name.
@@ -294,6 +297,90 @@ def read_vela(outdir: PathLike, model: Model | PathLike | None = None, *,
     from toolkit.vela.run import read_vela as _read_vela
 
     return _read_vela(outdir, model, stem=stem)
+
+
+def load_onnx(path: PathLike | bytes) -> Model:
+    """Load an ONNX model (``.onnx``, or its bytes), each node with its PyTorch layer.
+
+    Args:
+        path: a file path (external data files are read from its folder), or the bytes.
+
+    Returns:
+        A :class:`~toolkit.ir.Model` (``format == "onnx"``): op kinds are ONNX op types; each
+        op's ``extra`` holds ``layer`` (the module path, from TorchScript scope names or the
+        dynamo exporter's ``name_scopes``), ``node_name``, ``domain``, ``exporter_fused``;
+        ``model.extra`` lists ``external_data``, ``modules_without_nodes`` (with the reason)
+        and ``nodes_without_layer``. Needs ``pip install 'toolkit[onnx]'``.
+
+    Raises:
+        ModelFormatError: a missing, empty or undecodable file, missing external data.
+        GraphError: a cycle, a value written twice or read but never written.
+    """
+    from toolkit.importers.onnx import load_onnx as _load_onnx
+
+    return _load_onnx(path)
+
+
+def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | None = None,
+             *, policy: str = "equal") -> OrtAttribution:
+    """Attribute an ONNX Runtime profile's kernel time to the original nodes and layers.
+
+    Args:
+        trace: ORT's profile (a path, or the Trace :func:`read_trace` made of it).
+        model: the exported ``.onnx`` model (path or :func:`load_onnx`).
+        optimized: the graph ORT saved for the profiled session
+            (``optimized_model_filepath``); None when the profile is of ``model`` itself at
+            ``ORT_DISABLE_ALL``.
+        policy: how an optimized node's time is split over the original nodes it owns:
+            ``"equal"`` or ``"compute"``.
+
+    Returns:
+        An :class:`~toolkit.trace.ort_join.OrtAttribution`: ``.by_layer()``, ``.by_node()``,
+        ``.by_op()``, ``.origins()`` (optimized node -> original nodes), ``.groups()``,
+        ``.unmapped()``, ``.unattributed()``, ``.check()``.
+
+    Raises:
+        ToolkitError: an optimized graph that is not ORT's optimization of the model, a profile
+            most of whose nodes are not in the graph, a trace that is not an ORT profile, an
+            unknown policy.
+    """
+    from toolkit.trace.ort_join import join_ort as _join_ort
+
+    return _join_ort(trace, model, optimized, policy=policy)
+
+
+def run_onnxruntime(model: Model | PathLike,
+                    inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray | None
+                    = None, *, optimization: str = "all", trace: bool = True,
+                    repeat: int = 10, warmup: int = 2, threads: int = 1,
+                    workdir: PathLike | None = None) -> OrtRun:
+    """Run an ONNX model in ONNX Runtime (CPU) at an optimization level and profile it.
+
+    Args:
+        model: an ``.onnx`` path or a model from :func:`load_onnx`.
+        inputs: dict name -> array, list in input order, one array, or None (random, seed 0).
+        optimization: ``"disable"``, ``"basic"``, ``"extended"`` or ``"all"``.
+        trace: profile the graph ORT saved at that level, run at ``ORT_DISABLE_ALL`` (every
+            event then names its node exactly).
+        repeat: measured runs; warmup: runs before them; threads: ORT's intra-op threads.
+        workdir: where the optimized graph and the profile go (default: a new temporary
+            folder).
+
+    Returns:
+        An :class:`~toolkit.runtime.onnxruntime.OrtRun`: ``outputs``, ``optimized_path``,
+        ``profile_path``, ``timings`` (unprofiled vs profiled run time and kernel time per
+        run); a warning when kernel time exceeds 1.5x the unprofiled run time. Join with
+        ``join_ort(r.profile_path, model, r.optimized_path)``. Needs
+        ``pip install 'toolkit[onnxruntime]'``.
+
+    Raises:
+        ToolkitError: onnxruntime missing, an unknown level, a model ORT refuses.
+        RuntimeInputError: inputs that do not match the model.
+    """
+    from toolkit.runtime.onnxruntime import run_onnxruntime as _run
+
+    return _run(model, inputs, optimization=optimization, trace=trace, repeat=repeat,
+                warmup=warmup, threads=threads, workdir=workdir)
 
 
 for _name in __all__:

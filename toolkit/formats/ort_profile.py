@@ -22,7 +22,6 @@ only the fields used (the shapes as their raw JSON text); a block that does not 
 
 from __future__ import annotations
 
-import gc
 import gzip
 import io
 import itertools
@@ -38,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import TraceError
+from toolkit.util.gc_pause import paused_gc
 
 __all__ = ["read_ort_profile_events", "looks_like_ort_profile", "ORT_EVENT_CAP",
            "ORT_COLUMNS"]
@@ -318,20 +318,17 @@ def read_ort_profile_events(source: str | os.PathLike[str] | IO[bytes]
         close = True
     cols = _Columns()
     decoder = _decoder()
-    enabled = gc.isenabled()
-    gc.disable()  # millions of small objects: the collector would dominate
     try:
-        for body in _blocks(f, where):
-            records = _fast_decode(body) if decoder is not None else None
-            if records is not None:
-                cols.add_fast(records)
-            else:
-                cols.add_json(_decode_block(body, where), where)
+        with paused_gc():  # millions of small objects: the collector would dominate
+            for body in _blocks(f, where):
+                records = _fast_decode(body) if decoder is not None else None
+                if records is not None:
+                    cols.add_fast(records)
+                else:
+                    cols.add_json(_decode_block(body, where), where)
     finally:
         if close:
             f.close()
-        if enabled:
-            gc.enable()
     frame = _frame(cols)
     info = {"source": where, "events": len(frame), "fast_blocks": cols.fast_blocks,
             "json_blocks": cols.json_blocks}
