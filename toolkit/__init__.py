@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "load", "save", "compile", "partition", "run", "read_trace", "trace_join", "read_vela",
-    "load_onnx", "join_ort", "run_onnxruntime", "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",
+    "load_onnx", "join_ort", "run_onnxruntime",
+    "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",
     "CompiledModel", "Target", "PartitionResult", "RunResult", "EventTracer", "Trace",
     "Attribution", "ModelBuilder",
 ]
