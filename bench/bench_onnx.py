@@ -11,7 +11,8 @@ so the last run is cut as ORT would cut it). Then, in this process:
 2. the plain way: ``json.load`` + one Python loop that maps each kernel event to its layers
    through the same node -> layers table and splits its time equally.
 
-Each runs in a fresh child process (so that memory freed by the generator does not hide its
+Wall and CPU seconds are both printed (on a shared machine the CPU time is the steadier
+figure). Each runs in a fresh child process (so that memory freed by the generator does not hide its
 peak); prints seconds, the child's peak resident memory (``ru_maxrss``: interpreter, NumPy and
 pandas included) and the ratio of the two, and checks that both give the same nanoseconds per
 layer.
@@ -118,17 +119,18 @@ def plain_way(path: Path, table: dict[str, tuple[str, ...]]) -> dict[str, int]:
 def measure_toolkit(path: Path) -> dict[str, Any]:
     """Read, join and group by layer; seconds and the layer totals."""
     model, optimized = load_onnx(MODEL), load_onnx(OPTIMIZED)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     trace = read_ort_profile(path)
     t_read = time.perf_counter() - t
     att = join_ort(trace, model, optimized)
     layers = att.by_layer()
-    seconds = time.perf_counter() - t
+    seconds, cpu = time.perf_counter() - t, time.process_time() - c
     att.check()
     table = {op.extra["node_name"]: [str(att.mapping.original[j].extra["layer"])
                                      for j in att.mapping.owned[i]]
              for i, op in enumerate(att.mapping.optimized)}
-    return {"read_s": t_read, "seconds": seconds, "events": len(trace), "runs": trace.runs,
+    return {"read_s": t_read, "seconds": seconds, "cpu_s": cpu, "events": len(trace),
+            "runs": trace.runs,
             "truncated": bool(trace.meta["truncated"]),
             "unattributed": len(att.unattributed()),
             "layers": {r.layer: int(r.total_ns) for r in layers.itertuples() if r.total_ns},
@@ -137,9 +139,10 @@ def measure_toolkit(path: Path) -> dict[str, Any]:
 
 def measure_plain(path: Path, table_path: Path) -> dict[str, Any]:
     table = {k: tuple(v) for k, v in json.loads(table_path.read_text()).items()}
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     layers = plain_way(path, table)
-    return {"seconds": time.perf_counter() - t, "layers": layers}
+    return {"seconds": time.perf_counter() - t, "cpu_s": time.process_time() - c,
+            "layers": layers}
 
 
 def peak_rss_mib() -> float:
@@ -185,7 +188,7 @@ def main() -> None:
               f"{time.perf_counter() - t:.1f} s")
         ours = _child("toolkit", path)
         print(f"toolkit: read {ours['read_s']:.2f} s, read + join + by_layer "
-              f"{ours['seconds']:.2f} s, peak RSS {ours['peak_rss_mib']:.0f} MiB; "
+              f"{ours['seconds']:.2f} s (CPU {ours['cpu_s']:.2f} s), peak RSS {ours['peak_rss_mib']:.0f} MiB; "
               f"{ours['events']:,} kernel events, {ours['runs']:,} runs, "
               f"truncated={ours['truncated']}, {ours['unattributed']:,} unattributed")
         if a.skip_plain:
@@ -193,10 +196,13 @@ def main() -> None:
         table_path = Path(tmp) / "table.json"
         table_path.write_text(json.dumps(ours["table"]))
         plain = _child("plain", path, table_path)
-        print(f"json.load + loop: {plain['seconds']:.2f} s, peak RSS "
-              f"{plain['peak_rss_mib']:.0f} MiB")
-        print(f"ratio: toolkit is {plain['seconds'] / ours['seconds']:.1f}x faster; same ns "
-              f"per layer: {plain['layers'] == ours['layers']}")
+        print(f"json.load + loop: {plain['seconds']:.2f} s (CPU {plain['cpu_s']:.2f} s), "
+              f"peak RSS {plain['peak_rss_mib']:.0f} MiB")
+        print(f"ratio: toolkit is {plain['seconds'] / ours['seconds']:.1f}x faster "
+              f"({plain['cpu_s'] / ours['cpu_s']:.1f}x in CPU time); same ns per layer: "
+              f"{plain['layers'] == ours['layers']}")
+        with open("/proc/loadavg") as f:
+            print(f"load average during the run: {f.read().split()[0]}")
 
 
 if __name__ == "__main__":
