@@ -188,7 +188,8 @@ def main() -> None:
               f"{time.perf_counter() - t:.1f} s")
         ours = _child("toolkit", path)
         print(f"toolkit: read {ours['read_s']:.2f} s, read + join + by_layer "
-              f"{ours['seconds']:.2f} s (CPU {ours['cpu_s']:.2f} s), peak RSS {ours['peak_rss_mib']:.0f} MiB; "
+              f"{ours['seconds']:.2f} s (CPU {ours['cpu_s']:.2f} s), "
+              f"peak RSS {ours['peak_rss_mib']:.0f} MiB; "
               f"{ours['events']:,} kernel events, {ours['runs']:,} runs, "
               f"truncated={ours['truncated']}, {ours['unattributed']:,} unattributed")
         if a.skip_plain:
