@@ -530,3 +530,24 @@ def test_onnxruntime_profile_end_to_end(tmp_path: Path) -> None:
     assert set(att.by_layer()["layer"]) >= {"stem.conv", "layer1.0.conv2", "fc"}
     with pytest.raises(ToolkitError, match="unknown optimization"):
         run_onnxruntime(model, optimization="max")
+
+
+def test_command_line_trace_join(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from toolkit.cli import main
+
+    csv = tmp_path / "layers.csv"
+    code = main(["trace-join", str(D / "cnn.ts.all.opt.prof.json.gz"), "--model",
+                 str(D / "cnn.ts.onnx"), "--optimized", str(D / "cnn.ts.all.opt.onnx"),
+                 "--by", "layer", "--csv", str(csv)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "attributed 429000 of 429000 ns (100.0%)" in out
+    import pandas as pd
+
+    table = pd.read_csv(csv, keep_default_na=False)
+    assert int(table["total_ns"].sum()) == 429000
+    assert "layer1.0.conv2" in set(table["layer"])
+    code = main(["trace-join", str(D / "cnn.ts.all.prof.json.gz"), "--model",
+                 str(D / "cnn.ts.onnx")])
+    assert code == 2
+    assert "optimized=" in capsys.readouterr().err

@@ -4,7 +4,9 @@
     toolkit compile MODEL -o OUTDIR            compiled model + provenance files
     toolkit partition --part_file P.part --input_file M.circle [--work_path DIR] ...
     toolkit run MODEL [--inputs X.npz] [--repeat N] [--trace OUT.json]
+    toolkit run M.onnx --runtime onnxruntime [--optimization all] [--repeat N]
     toolkit trace-join TRACE --compiled OUTDIR [--policy macs] ...
+    toolkit trace-join PROFILE --model M.onnx [--optimized M.opt.onnx] [--by layer]
     toolkit vela OUTDIR --model M.tflite       Vela's estimates per original layer
     toolkit nnc --caffe|--tflite -m MODEL --target interpreter|cpp ...   nnc's command line
     toolkit demo [--out out]                   the end-to-end demo on the sample models
@@ -127,8 +129,13 @@ def _load_inputs(path: Path | None) -> dict[str, np.ndarray] | None:
 def cmd_run(argv: Sequence[str]) -> int:
     """``toolkit run MODEL [--inputs X.npz] [--repeat N] [--trace OUT.json] [--csv OUT.csv]``.
 
-    MODEL may be a .tflite/.circle file, a compiled output folder, or a .conn.json/.conn.ini.
+    MODEL may be a .tflite/.circle file, a compiled output folder, or a .conn.json/.conn.ini;
+    ``--runtime onnxruntime`` runs an .onnx model in ONNX Runtime instead.
     """
+    if any(a == "--runtime" or a.startswith("--runtime=") for a in argv):
+        from toolkit.trace.ort_cli import main_ort_run
+
+        return main_ort_run(list(argv))
     p = argparse.ArgumentParser(prog="toolkit run", description=cmd_run.__doc__)
     p.add_argument("model", type=Path, help="a .tflite/.circle file, a compiled output folder "
                                             "or a .conn.json/.conn.ini")
@@ -227,6 +234,10 @@ def _partition(argv: Sequence[str]) -> int:
 
 
 def _trace_join(argv: Sequence[str]) -> int:
+    if any(a == "--model" or a.startswith("--model=") for a in argv):
+        from toolkit.trace.ort_cli import main_ort_join
+
+        return main_ort_join(list(argv))
     from toolkit.trace.cli import main_trace_join
 
     return main_trace_join(list(argv))

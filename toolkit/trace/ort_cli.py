@@ -1,0 +1,125 @@
+"""Command lines for ONNX Runtime: ``toolkit trace-join PROFILE --model M.onnx ...`` and
+``toolkit run M.onnx --runtime onnxruntime ...``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["main_ort_join", "main_ort_run"]
+
+_VIEWS = ("layer", "node", "op", "origins", "groups", "unmapped")
+
+
+def _show(table: pd.DataFrame, title: str, top: int) -> None:
+    shown = table
+    if "total_ns" in table.columns:
+        shown = table.sort_values("total_ns", ascending=False, kind="stable")
+    if top > 0:
+        shown = shown.head(top)
+    with pd.option_context("display.max_rows", None, "display.max_columns", 20,
+                           "display.width", 200, "display.max_colwidth", 60):
+        print(f"\n== {title} ({len(table)} rows, {len(shown)} shown)")
+        print(shown.to_string(index=False) if len(shown) else "(empty)")
+
+
+def _report(att: object, by: str, top: int, csv: Path | None) -> None:
+    from toolkit.trace.ort_join import OrtAttribution
+
+    assert isinstance(att, OrtAttribution)
+    att.check()
+    s = att.summary()
+    share = s["attributed_ns"] / s["total_ns"] if s["total_ns"] else 0.0
+    print(f"{s['events']} kernel events, {s['runs']} run(s), {s['groups']} group(s) "
+          f"({s['fused_groups']} fused), policy {s['policy']}, "
+          f"index exact: {s['index_exact']}")
+    print(f"attributed {s['attributed_ns']} of {s['total_ns']} ns ({share:.1%})")
+    view = {"layer": att.by_layer, "node": att.by_node, "op": att.by_op,
+            "origins": att.origins, "groups": att.groups, "unmapped": att.unmapped}[by]
+    table = view()
+    _show(table, f"by {by}" if by in ("layer", "node", "op") else by, top)
+    un = att.unattributed()
+    if len(un):
+        why = un.groupby("reason", observed=True)["dur_ns"].agg(["count", "sum"])
+        print("\n== unattributed by reason")
+        print(why.rename(columns={"count": "events", "sum": "dur_ns"}).to_string())
+    if csv is not None:
+        csv.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(csv, index=False)
+        print(f"wrote {csv}")
+    sys.stdout.flush()
+
+
+def main_ort_join(argv: Sequence[str]) -> int:
+    """``toolkit trace-join PROFILE --model M.onnx [--optimized M.opt.onnx] [--by layer]``:
+    attribute an ONNX Runtime profile to the layers of an ONNX model; return 0.
+    Bad input raises :class:`~toolkit.errors.ToolkitError` (printed by the main command)."""
+    p = argparse.ArgumentParser(
+        prog="toolkit trace-join",
+        description="Attribute an ONNX Runtime profile's kernel time to the layers of the "
+                    "exported ONNX model, through the graph ORT optimized.")
+    p.add_argument("trace", type=Path, help="ORT profile (.json, .json.gz)")
+    p.add_argument("--model", type=Path, required=True, help="the exported .onnx model")
+    p.add_argument("--optimized", type=Path,
+                   help="the graph ORT saved for the session (optimized_model_filepath)")
+    p.add_argument("--policy", choices=("equal", "compute"), default="equal")
+    p.add_argument("--by", choices=_VIEWS, default="layer", help="table to print and write")
+    p.add_argument("--csv", type=Path, help="write the --by table as CSV")
+    p.add_argument("--top", type=int, default=40, help="rows to print (0: all)")
+    a = p.parse_args(list(argv))
+    from toolkit.trace.ort_join import join_ort
+
+    att = join_ort(a.trace, a.model, a.optimized, policy=a.policy)
+    print(f"{a.trace} on {a.model}" + (f" via {a.optimized}" if a.optimized else ""))
+    _report(att, a.by, a.top, a.csv)
+    return 0
+
+
+def main_ort_run(argv: Sequence[str]) -> int:
+    """``toolkit run M.onnx --runtime onnxruntime [--optimization all] [--repeat N]
+    [--warmup N] [--inputs X.npz] [--out DIR] [--by layer]``: run in ONNX Runtime, profile
+    the optimized graph exactly and print the time per layer; return 0."""
+    p = argparse.ArgumentParser(prog="toolkit run --runtime onnxruntime",
+                                description=main_ort_run.__doc__)
+    p.add_argument("model", type=Path, help="an .onnx model")
+    p.add_argument("--runtime", choices=("onnxruntime",), required=True)
+    p.add_argument("--optimization", choices=("disable", "basic", "extended", "all"),
+                   default="all")
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--inputs", type=Path, help=".npz with one array per input name")
+    p.add_argument("--out", type=Path, help="folder for the optimized graph and the profile")
+    p.add_argument("--no-trace", action="store_true", help="time only, no profile")
+    p.add_argument("--by", choices=_VIEWS, default="layer")
+    p.add_argument("--top", type=int, default=40)
+    p.add_argument("--csv", type=Path)
+    a = p.parse_args(list(argv))
+    import numpy as np
+
+    from toolkit.runtime.onnxruntime import run_onnxruntime
+
+    inputs = None
+    if a.inputs is not None:
+        with np.load(a.inputs) as data:
+            inputs = {k: data[k] for k in data.files}
+    r = run_onnxruntime(a.model, inputs, optimization=a.optimization, trace=not a.no_trace,
+                        repeat=a.repeat, warmup=a.warmup, threads=a.threads, workdir=a.out)
+    for name, arr in r.outputs.items():
+        print(f"{name}: {arr.dtype} {list(arr.shape)} mean={float(np.mean(arr)):.6g}")
+    t = r.timings
+    print(f"optimized graph: {r.optimized_path}")
+    print(f"unprofiled run: median {t['unprofiled_ns'].median() / 1e3:.1f} us over "
+          f"{len(t)} run(s)")
+    if r.profile_path is None:
+        return 0
+    print(f"profiled run: median {t['profiled_ns'].median() / 1e3:.1f} us, kernel time "
+          f"median {t['kernel_ns'].median() / 1e3:.1f} us; profile: {r.profile_path}")
+    from toolkit.trace.ort_join import join_ort
+
+    _report(join_ort(r.profile_path, a.model, r.optimized_path), a.by, a.top, a.csv)
+    return 0
