@@ -551,3 +551,23 @@ def test_command_line_trace_join(capsys: pytest.CaptureFixture[str], tmp_path: P
                  str(D / "cnn.ts.onnx")])
     assert code == 2
     assert "optimized=" in capsys.readouterr().err
+
+
+def test_fences_and_other_events_are_kept_apart(tmp_path: Path) -> None:
+    plain = _plain(D / "mlp.ts.disable.prof.json.gz")
+    kernel = next(e for e in plain if e["name"].endswith("_kernel_time"))
+    node = kernel["name"][: -len("_kernel_time")]
+    fences = [dict(kernel, name=f"{node}_fence_before", dur=1, args={}),
+              dict(kernel, name=f"{node}_fence_after", dur=2, args={})]
+    other = dict(kernel, cat="Api", name="something", args={})
+    events = [*fences, other, *plain]
+    path = tmp_path / "fenced.json"
+    path.write_text("[\n" + ",\n".join(json.dumps(e) for e in events) + "\n]\n")
+    trace = read_ort_profile(path)
+    base = read_ort_profile(D / "mlp.ts.disable.prof.json.gz")
+    assert len(trace.events) == len(base.events)
+    assert trace.meta["fences"]["name"].tolist() == [f"{node}_fence_before",
+                                                     f"{node}_fence_after"]
+    assert trace.meta["fences"]["dur_ns"].tolist() == [1000, 2000]
+    assert trace.meta["other_events"] == 1
+    assert trace.events["dur_ns"].tolist() == base.events["dur_ns"].tolist()
