@@ -456,9 +456,9 @@ def _event_nodes(trace: Trace, mapping: OrtGroups, reasons: _Reasons,
     if cat_dup.any():
         dup = (codes >= 0) & cat_dup[np.maximum(codes, 0)]
     reasons.add(dup & (node < 0), "ambiguous: several nodes of the graph have this name")
-    generated = (node < 0) & np.array(
-        [bool(_ort_generated(cats[c])) for c in codes.tolist()], dtype=bool) if n else \
-        np.zeros(0, bool)
+    cat_generated = np.array([_ort_generated(c) for c in cats], dtype=bool)
+    generated = (node < 0) & (codes >= 0) & (cat_generated[np.maximum(codes, 0)]
+                                             if len(cats) else False)
     if not exact:
         reasons.add(generated, "a node ORT created without a name cannot be placed by index "
                                "here: profile the saved optimized model at ORT_DISABLE_ALL")
