@@ -571,3 +571,21 @@ def test_fences_and_other_events_are_kept_apart(tmp_path: Path) -> None:
     assert trace.meta["fences"]["dur_ns"].tolist() == [1000, 2000]
     assert trace.meta["other_events"] == 1
     assert trace.events["dur_ns"].tolist() == base.events["dur_ns"].tolist()
+
+
+def test_event_whose_op_differs_from_its_node_is_unattributed(tmp_path: Path) -> None:
+    plain = _plain(D / "mlp.ts.all.opt.prof.json.gz")
+    changed = 0
+    for e in plain:
+        if e["cat"] == "Node" and e["args"].get("node_index") == "1":
+            e["args"]["op_name"] = "Conv"
+            changed += e["dur"] * 1000
+    path = tmp_path / "p.json"
+    path.write_text("[\n" + ",\n".join(json.dumps(e) for e in plain) + "\n]\n")
+    att = join_ort(path, _load(D / "mlp.ts.onnx"), _load(D / "mlp.ts.all.opt.onnx"))
+    att.check()
+    un = att.unattributed()
+    assert len(un) == 4
+    assert set(un["reason"].astype(str)) == {
+        "its op differs from its node's op in the optimized graph"}
+    assert att.unattributed_ns == changed

@@ -440,13 +440,19 @@ def _event_nodes(trace: Trace, mapping: OrtGroups, reasons: _Reasons,
             fix="pass the model the profiled session ran and, for a profile at a level above "
                 "ORT_DISABLE_ALL, optimized= (the graph it saved with "
                 "optimized_model_filepath)")
-    # op check
-    ops = ev["op"].astype(object).to_numpy() if "op" in ev else np.full(n, "", object)
+    # op check, once per distinct (node, op) pair
     mapped = np.flatnonzero(node >= 0)
-    if len(mapped):
-        node_types = np.array([op.type for op in o1], dtype=object)
-        wrong = ops[mapped] != node_types[node[mapped]]
-        wrong &= ops[mapped] != ""
+    if len(mapped) and "op" in ev:
+        op_values = ev["op"].array
+        op_texts = [str(c) for c in op_values.categories]
+        op_codes = np.asarray(op_values.codes, dtype=np.int64)[mapped]
+        width = len(op_texts) + 1
+        pairs, inverse = np.unique(node[mapped] * width + (op_codes + 1), return_inverse=True)
+        pair_bad = np.array([
+            bool(op_texts[int(p % width) - 1]) and op_texts[int(p % width) - 1]
+            != o1[int(p // width)].type if p % width else False
+            for p in pairs.tolist()], dtype=bool)
+        wrong = pair_bad[inverse.reshape(-1)]
         if wrong.any():
             bad = np.zeros(n, dtype=bool)
             bad[mapped[wrong]] = True
