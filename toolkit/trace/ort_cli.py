@@ -48,8 +48,9 @@ def _report(att: object, by: str, top: int, csv: Path | None) -> None:
         print("\n== unattributed by reason")
         print(why.rename(columns={"count": "events", "sum": "dur_ns"}).to_string())
     if csv is not None:
-        csv.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(csv, index=False)
+        from toolkit.util.atomic import atomic_write
+
+        atomic_write(csv, table.to_csv(index=False).encode("utf-8"))
         print(f"wrote {csv}")
     sys.stdout.flush()
 
