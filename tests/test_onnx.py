@@ -217,7 +217,8 @@ def test_other_layouts_read_the_same(tmp_path: Path) -> None:
     floats.write_text("[\n" + ",\n".join(json.dumps(e) for e in plain) + "\n]\n")
     base = read_ort_profile(path).events
     for other in (pretty, floats):
-        trace = read_ort_profile(other)
+        trace = read_trace(other)  # found by content, however the JSON is spaced
+        assert trace.meta["format"] == "ort"
         assert trace.meta["json_blocks"] == (other is floats)  # floats do not fit the types
         for column in ("event_id", "run", "start_ns", "dur_ns", "node_index", "tid"):
             assert trace.events[column].tolist() == base[column].tolist(), column
@@ -551,6 +552,23 @@ def test_command_line_trace_join(capsys: pytest.CaptureFixture[str], tmp_path: P
                  str(D / "cnn.ts.onnx")])
     assert code == 2
     assert "optimized=" in capsys.readouterr().err
+
+
+def test_threaded_profile_stays_on_the_typed_reader(tmp_path: Path) -> None:
+    # with several intra-op threads ORT writes thread_scheduling_stats as an object
+    with gzip.open(D / "cnn.ts.all.prof.json.gz") as f:
+        raw = f.read().decode()
+    stats = '{"main_thread": {"thread_pool_name": "session-1-intra-op", "thread_id": "7", ' \
+            '"block_size": 1, "dispatch": 3, "sub_threads": {"8": {"core": -1, "num_run": 1}}}}'
+    threaded = raw.replace('"thread_scheduling_stats" : ""', f'"thread_scheduling_stats" : {stats}')
+    assert threaded != raw
+    path = tmp_path / "threads.json"
+    path.write_text(threaded)
+    trace = read_trace(path)
+    assert trace.meta["json_blocks"] == 0
+    base = read_ort_profile(D / "cnn.ts.all.prof.json.gz")
+    assert trace.events["dur_ns"].tolist() == base.events["dur_ns"].tolist()
+    assert trace.events["name"].astype(str).tolist() == base.events["name"].astype(str).tolist()
 
 
 def test_fences_and_other_events_are_kept_apart(tmp_path: Path) -> None:

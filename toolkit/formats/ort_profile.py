@@ -49,13 +49,19 @@ ORT_COLUMNS = ("cat", "name", "pid", "tid", "ts_ns", "dur_ns", "op_name", "provi
                "node_index", "input_type_shape", "output_type_shape", "problem")
 
 _BLOCK = 8 << 20
-_HINT = re.compile(rb'\[\s*\{"cat" : "(Session|Node)","pid" :')
+_ARRAY = re.compile(rb'\[\s*\{')
+_CAT = re.compile(rb'"cat"\s*:\s*"(Session|Node)"')
+_ORT_NAME = re.compile(rb'"(model_loading_uri|session_initialization|model_run|'
+                       rb'SequentialExecutor::Execute|[^"\n]*_kernel_time)"')
 
 
 def looks_like_ort_profile(head: bytes) -> bool:
     """True when the first bytes of a file look like an ORT profile: a bare JSON array whose
-    first event starts as ORT writes it (``{"cat" : "Session","pid" :``)."""
-    return _HINT.match(head.lstrip()[:4096]) is not None
+    events have ``cat`` ``Session`` or ``Node`` and one of ORT's event names
+    (``model_loading_uri``, ``model_run``, ``<node>_kernel_time`` ...), however spaced."""
+    text = head.lstrip()[:1 << 16]
+    return (_ARRAY.match(text) is not None and _CAT.search(text) is not None
+            and _ORT_NAME.search(text) is not None)
 
 
 def _open(path: Path) -> IO[bytes]:
