@@ -607,3 +607,20 @@ def test_event_whose_op_differs_from_its_node_is_unattributed(tmp_path: Path) ->
     assert set(un["reason"].astype(str)) == {
         "its op differs from its node's op in the optimized graph"}
     assert att.unattributed_ns == changed
+
+
+def test_reader_without_msgspec_gives_the_same_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolkit.formats.ort_profile as fmt
+
+    path = D / "transformer.dynamo.extended.prof.json.gz"
+    fast = read_ort_profile(path)
+    monkeypatch.setattr(fmt, "_decoder", lambda: None)
+    slow = read_ort_profile(path)
+    assert fast.meta["json_blocks"] == 0 and slow.meta["json_blocks"] == 1
+    for column in fast.events.columns:
+        a, b = fast.events[column], slow.events[column]
+        if a.dtype == object or str(a.dtype) == "category":
+            assert a.astype(str).tolist() == b.astype(str).tolist(), column
+        else:
+            assert a.tolist() == b.tolist(), column
+    assert fast.meta["runs"].equals(slow.meta["runs"])
