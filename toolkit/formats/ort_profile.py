@@ -23,7 +23,6 @@ only the fields used (the shapes as their raw JSON text); a block that does not 
 from __future__ import annotations
 
 import gzip
-import io
 import itertools
 import json
 import os
@@ -377,8 +376,3 @@ def _frame(cols: _Columns) -> pd.DataFrame:
         "problem": _column(texts["problem"], codes),
     }
     return pd.DataFrame(out)
-
-
-def read_ort_profile_bytes(data: bytes) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """:func:`read_ort_profile_events` of bytes held in memory."""
-    return read_ort_profile_events(io.BytesIO(data))

@@ -102,7 +102,10 @@ class _Builder:
         self.model = model
         self.next_origin = 0
 
-    def graph(self, og: OnnxGraph, name: str, outer: dict[str, Tensor] | None) -> Graph:
+    def graph(self, og: OnnxGraph, name: str, subgraph: bool) -> Graph:
+        """Build one graph; in a subgraph, values read but defined by none of its nodes,
+        initializers or inputs come from an enclosing graph: they become inputs, listed in
+        ``graph.extra["outer_scope"]``."""
         g = Graph(og.name or name)
         infos = {**og.value_info, **{v.name: v for v in og.inputs},
                  **{v.name: v for v in og.outputs}}
@@ -153,7 +156,7 @@ class _Builder:
         for node in og.nodes:
             for x in node.inputs:
                 if (x and x not in produced and x not in og.initializers and x not in tensors
-                        and outer is not None):
+                        and subgraph):
                     t = tensor(x)
                     outer_refs.append(x)
                     g.inputs.append(t)  # captured from the enclosing graph
@@ -197,7 +200,7 @@ def model_from_onnx(om: OnnxModel) -> Model:
     model = Model([], format="onnx", description=om.producer or None)
     model.path = om.path
     builder = _Builder(model)
-    main = builder.graph(om.graph, "main", None)
+    main = builder.graph(om.graph, "main", False)
     model.subgraphs.append(main)
     queue: list[tuple[OnnxGraph, Graph]] = [(om.graph, main)]
     while queue:
@@ -208,7 +211,7 @@ def model_from_onnx(om: OnnxModel) -> Model:
                 continue
             op.extra["subgraphs"] = {}
             for key, sub in subs.items():
-                sg = builder.graph(sub, f"{g.name}/{node.name or node.op_type}/{key}", {})
+                sg = builder.graph(sub, f"{g.name}/{node.name or node.op_type}/{key}", True)
                 op.extra["subgraphs"][key] = len(model.subgraphs)
                 model.subgraphs.append(sg)
                 queue.append((sub, sg))
