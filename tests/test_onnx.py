@@ -239,6 +239,7 @@ def test_truncated_profile_is_flagged(tmp_path: Path, monkeypatch: pytest.Monkey
     assert trace.meta["truncated"]
     late = trace.events[trace.events["run"] < 0]
     assert len(late) == 5
+    assert trace.runs == 3  # the fourth run's span was cut
     assert set(late["problem"].astype(str)) == {OUTSIDE_RUN_TRUNCATED}
     att = join_ort(trace, _load(D / "mlp.ts.onnx"))
     att.check()

@@ -89,8 +89,12 @@ class Trace:
 
     @property
     def runs(self) -> int:
-        """Number of distinct runs (inferences) in the trace."""
-        return int(self.events["run"].nunique()) if len(self.events) else 0
+        """Number of distinct runs (inferences) in the trace; events outside every run
+        (``run`` -1, as in a truncated ONNX Runtime profile) are in none."""
+        if not len(self.events):
+            return 0
+        run = self.events["run"]
+        return int(run[run >= 0].nunique())
 
     def key_kinds(self) -> pd.DataFrame:
         """Return one row per key kind present: ``key_kind`` (str), ``events`` (int64)."""
