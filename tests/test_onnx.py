@@ -625,3 +625,19 @@ def test_reader_without_msgspec_gives_the_same_trace(monkeypatch: pytest.MonkeyP
         else:
             assert a.tolist() == b.tolist(), column
     assert fast.meta["runs"].equals(slow.meta["runs"])
+
+
+def test_compute_policy_weighs_the_conv_of_a_fused_group() -> None:
+    args = (D / "cnn.ts.all.opt.prof.json.gz", _load(D / "cnn.ts.onnx"),
+            _load(D / "cnn.ts.all.opt.onnx"))
+    equal = join_ort(*args).by_node().set_index("name")["total_ns"]
+    compute = join_ort(*args, policy="compute").by_node().set_index("name")["total_ns"]
+    owned = ["/layer1/layer1.0/conv2/Conv", "/layer1/layer1.0/Add",
+             "/layer1/layer1.0/relu_1/Relu"]
+    # the same 8 events (a Conv and its ReorderOutput, 4 runs), split 1:1:1 or 8:1:1; the
+    # largest-remainder rule moves less than 1 ns per event from the exact proportion
+    assert int(equal[owned].sum()) == int(compute[owned].sum())
+    assert abs(int(equal[owned[0]]) - int(equal[owned[1]])) <= 8
+    total = int(compute[owned].sum())
+    assert abs(int(compute[owned[0]]) - total * 8 // 10) <= 8
+    assert abs(int(compute[owned[1]]) - total // 10) <= 8
