@@ -641,3 +641,18 @@ def test_compute_policy_weighs_the_conv_of_a_fused_group() -> None:
     total = int(compute[owned].sum())
     assert abs(int(compute[owned[0]]) - total * 8 // 10) <= 8
     assert abs(int(compute[owned[1]]) - total // 10) <= 8
+
+
+def test_out_of_range_times_are_flagged_not_wrapped(tmp_path: Path) -> None:
+    plain = _plain(D / "mlp.ts.disable.prof.json.gz")
+    k = next(i for i, e in enumerate(plain) if e["name"].endswith("_kernel_time"))
+    plain[k]["dur"] = 2**63 + 5
+    path = tmp_path / "big.json"
+    path.write_text("[\n" + ",\n".join(json.dumps(e) for e in plain) + "\n]\n")
+    trace = read_ort_profile(path)
+    bad = trace.events[trace.events["problem"].astype(str) != ""]
+    assert bad["event_id"].tolist() == [k]
+    assert bad["dur_ns"].tolist() == [0]
+    att = join_ort(trace, _load(D / "mlp.ts.onnx"))
+    att.check()
+    assert att.unattributed()["event_id"].tolist() == [k]

@@ -123,6 +123,7 @@ def _blocks(f: IO[bytes], where: str) -> Iterator[bytearray]:
         yield _array(rest, b"")
 
 
+_MAX_US = 1 << 52  # times beyond this (143 years in us) are refused as invalid
 _TEXT_FIELDS = ("cat", "name", "op_name", "provider", "node_index", "input_type_shape",
                 "output_type_shape", "problem")
 
@@ -147,13 +148,24 @@ class _Columns:
         codes = list(map(self.table.setdefault, keys, self.counter))
         self.codes.append(np.fromiter(codes, np.int64, n))
 
-    def add_fast(self, records: list[Any]) -> None:
+    def add_fast(self, records: list[Any]) -> bool:
+        """Add typed records; False (nothing added) when a number is out of range, for the
+        json reader to flag."""
         n = len(records)
+        try:
+            pid = np.fromiter([r.pid for r in records], np.int64, n)
+            tid = np.fromiter([r.tid for r in records], np.int64, n)
+            dur = np.fromiter([r.dur for r in records], np.int64, n)
+            ts = np.fromiter([r.ts for r in records], np.int64, n)
+        except OverflowError:
+            return False
+        if n and max(int(np.abs(dur).max()), int(np.abs(ts).max())) >= _MAX_US:
+            return False
         num = self.numbers
-        num["pid"].append(np.fromiter([r.pid for r in records], np.int64, n))
-        num["tid"].append(np.fromiter([r.tid for r in records], np.int64, n))
-        num["dur_ns"].append(np.fromiter([r.dur for r in records], np.int64, n) * 1000)
-        num["ts_ns"].append(np.fromiter([r.ts for r in records], np.int64, n) * 1000)
+        num["pid"].append(pid)
+        num["tid"].append(tid)
+        num["dur_ns"].append(dur * 1000)
+        num["ts_ns"].append(ts * 1000)
         args = [r.args for r in records]
         # valid JSON text never holds a NUL byte: one join and one split instead of n copies;
         # shapes hold no text with spaces, so dropping whitespace gives the compact form
@@ -167,6 +179,7 @@ class _Columns:
                    itertools.repeat(""))
         self._add_keys(keys, n)
         self.fast_blocks += 1
+        return True
 
     def add_json(self, events: list[Any], where: str) -> None:
         pid: list[int] = []
@@ -189,8 +202,8 @@ class _Columns:
             dur, ts = _us_to_ns(e.get("dur")), _us_to_ns(e.get("ts"))
             if dur is None or ts is None:
                 problem = problem or "missing or invalid ts/dur"
-            durs.append(-1 if dur is None else dur)
-            tss.append(-1 if ts is None else ts)
+            durs.append(0 if dur is None else dur)
+            tss.append(0 if ts is None else ts)
             idx = _int(args.get("node_index"))
             shapes = ["" if args.get(k) is None else
                       json.dumps(args.get(k), separators=(",", ":"))
@@ -239,8 +252,8 @@ def _us_to_ns(value: Any) -> int | None:
             except ValueError:
                 return None
     if isinstance(value, int):
-        return value * 1000 if abs(value) < (1 << 52) else None
-    if isinstance(value, float) and np.isfinite(value) and abs(value) < 2.0**52:
+        return value * 1000 if abs(value) < _MAX_US else None
+    if isinstance(value, float) and np.isfinite(value) and abs(value) < _MAX_US:
         return round(value * 1000)
     return None
 
@@ -298,8 +311,8 @@ def read_ort_profile_events(source: str | os.PathLike[str] | IO[bytes]
     Returns ``(events, info)``. ``events`` has one row per event in file order: ``cat``,
     ``name``, ``op_name``, ``provider`` (categorical of ``str``, ``""`` when absent), ``pid``,
     ``tid`` (``int64``), ``ts_ns``, ``dur_ns`` (``int64`` nanoseconds: ORT's microseconds x
-    1000, a fractional value rounded half to even at 1 ns; ``-1`` where missing or invalid),
-    ``node_index`` (``int64``, ``-1`` when absent),
+    1000, a fractional value rounded half to even at 1 ns; ``0`` where missing or invalid,
+    with ``problem`` set), ``node_index`` (``int64``, ``-1`` when absent),
     ``input_type_shape`` / ``output_type_shape`` (categorical of ``str``: the JSON text of the
     shapes, ``""`` when absent), ``problem`` (categorical ``str``: ``""`` or what is wrong).
     ``info``: ``source``, ``events``, ``fast_blocks`` / ``json_blocks`` (how blocks were read).
@@ -327,9 +340,7 @@ def read_ort_profile_events(source: str | os.PathLike[str] | IO[bytes]
         with paused_gc():  # millions of small objects: the collector would dominate
             for body in _blocks(f, where):
                 records = _fast_decode(body) if decoder is not None else None
-                if records is not None:
-                    cols.add_fast(records)
-                else:
+                if records is None or not cols.add_fast(records):
                     cols.add_json(_decode_block(body, where), where)
     finally:
         if close:
