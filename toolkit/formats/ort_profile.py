@@ -72,6 +72,17 @@ def _open(path: Path) -> IO[bytes]:
     return raw
 
 
+def _one_event_per_line(text: bytes) -> bool:
+    """True when every line of ``text`` is ``[``, ``]``, blank or one whole event
+    (``{...}`` with an optional comma), as ORT writes its profile."""
+    for line in text.split(b"\n"):
+        s = line.strip()
+        if s and s not in (b"[", b"]") and not (s.startswith(b"{") and
+                                                s.endswith((b"}", b"},", b"}]"))):
+            return False
+    return True
+
+
 def _array(rest: bytes, lines: Any) -> bytearray:
     """The events in ``rest + lines`` (whole lines of the file's array) as a JSON array of
     their own, built with one copy: ``[`` + first ``{`` .. last ``}`` + ``]``."""
@@ -89,8 +100,9 @@ def _array(rest: bytes, lines: Any) -> bytearray:
     return buf
 
 
-def _blocks(f: IO[bytes], where: str) -> Iterator[bytearray]:
-    """The file's events, a block of whole lines at a time, each block a JSON array."""
+def _blocks(f: IO[bytes], where: str) -> Iterator[tuple[bytes, Any]]:
+    """The file a block of whole lines at a time: ``(rest, lines)``, the text carried over
+    from the last block and this block's complete lines (a memoryview); see :func:`_array`."""
     rest = b""
     first = True
     while True:
@@ -114,13 +126,13 @@ def _blocks(f: IO[bytes], where: str) -> Iterator[bytearray]:
         if cut == 0:
             rest += chunk
             continue
-        yield _array(rest, memoryview(chunk)[:cut])
+        yield rest, memoryview(chunk)[:cut]
         rest = chunk[cut:]
     if first:
         raise TraceError("the profile is empty", where=where,
                          fix="pass the .json file ORT's profiler wrote")
     if rest.strip():
-        yield _array(rest, b"")
+        yield rest, b""
 
 
 _MAX_US = 1 << 52  # times beyond this (143 years in us) are refused as invalid
@@ -338,7 +350,13 @@ def read_ort_profile_events(source: str | os.PathLike[str] | IO[bytes]
     decoder = _decoder()
     try:
         with paused_gc():  # millions of small objects: the collector would dominate
-            for body in _blocks(f, where):
+            blocks = _blocks(f, where)
+            for k, (rest, lines) in enumerate(blocks):
+                if k == 0 and not _one_event_per_line(bytes(rest) + bytes(lines)):
+                    # events that span lines (a pretty-printed file): one array of it all
+                    whole = b"".join([rest, bytes(lines), *(r + bytes(v) for r, v in blocks)])
+                    rest, lines = b"", whole
+                body = _array(rest, lines)
                 records = _fast_decode(body) if decoder is not None else None
                 if records is None or not cols.add_fast(records):
                     cols.add_json(_decode_block(body, where), where)
