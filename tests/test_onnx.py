@@ -662,3 +662,13 @@ def test_out_of_range_times_are_flagged_not_wrapped(tmp_path: Path) -> None:
     att = join_ort(trace, _load(D / "mlp.ts.onnx"))
     att.check()
     assert att.unattributed()["event_id"].tolist() == [k]
+
+
+def test_external_data_from_bytes_needs_a_folder() -> None:
+    from toolkit.formats.onnx_model import read_onnx
+
+    data = (D / "mlp.ts.ext.onnx").read_bytes()
+    with pytest.raises(ModelFormatError, match="external file"):
+        load_onnx(data)
+    model = read_onnx(data, base_dir=D)
+    assert len(model.external_data()) == 6
