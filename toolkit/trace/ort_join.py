@@ -52,7 +52,8 @@ from toolkit.trace.read import Trace
 from toolkit.trace.split import TargetWeights, group_sum, split_targets
 from toolkit.trace.stats import matrix_stats_frame
 
-__all__ = ["join_ort", "OrtAttribution", "OrtGroups", "group_mapping", "ORT_POLICIES"]
+__all__ = ["join_ort", "OrtAttribution", "OrtGroups", "group_mapping", "check_pair", "owned_nodes",
+           "ORT_POLICIES"]
 
 ORT_POLICIES = ("equal", "compute")
 _STR = pd.Series([""]).dtype
