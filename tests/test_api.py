@@ -214,3 +214,19 @@ def test_loader_builds_graphs_through_the_ir() -> None:
             assert t.producer is op and t.graph is g
         for t in op.inputs:
             assert t is None or op in t.consumers
+
+
+def test_onnx_models_come_through_the_front_door() -> None:
+    """tk.load and tk.trace_join take .onnx files and route them to the ONNX importer and
+    ORT's join (the `optimized=` graph ORT saved)."""
+    onnx = SAMPLES / "onnx"
+    model = tk.load(onnx / "cnn.ts.onnx")
+    assert model.format == "onnx" and len(model.graph.ops) > 0
+    att = tk.trace_join(onnx / "cnn.ts.all.opt.prof.json.gz", onnx / "cnn.ts.onnx",
+                        optimized=onnx / "cnn.ts.all.opt.onnx")
+    direct = tk.join_ort(onnx / "cnn.ts.all.opt.prof.json.gz", model,
+                         onnx / "cnn.ts.all.opt.onnx", policy="compute")
+    att.check()
+    pd.testing.assert_frame_equal(att.by_layer(), direct.by_layer())
+    with pytest.raises(tk.ToolkitError, match="weights= is for a Caffe"):
+        tk.load(onnx / "cnn.ts.onnx", weights=onnx / "cnn.ts.onnx")

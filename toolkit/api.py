@@ -246,7 +246,8 @@ def read_trace(source: Any, *, format: str | None = None, key_column: str | None
 
 
 def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = None, *,
-               overlaps: str = "leaves") -> Attribution:
+               overlaps: str = "leaves", optimized: Model | PathLike | None = None
+               ) -> Attribution | OrtAttribution:
     """Join a trace with the model it measured and attribute its time to the original layers.
 
     Args:
@@ -262,15 +263,26 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
             ``source_op_index``, ``source_name``).
         overlaps: ``"leaves"`` (enclosing and partly overlapping events on one track are
             unattributed) or ``"keep"``.
+        optimized: for an ONNX model (an ``.onnx`` path or a model of :func:`load_onnx`),
+            the graph ONNX Runtime saved for the profiled session; the join is then
+            :func:`join_ort`'s (``policy`` ``"macs"`` means its ``"compute"``).
 
     Returns:
         An :class:`~toolkit.trace.attribution.Attribution`: ``.by_layer()``, ``.by_op()``,
-        ``.by_command()``, ``.unattributed()``, ``.summary()``, ``.check()``.
+        ``.by_command()``, ``.unattributed()``, ``.summary()``, ``.check()`` (for an ONNX
+        model, :func:`join_ort`'s ``OrtAttribution`` with the same views).
 
     Raises:
         ToolkitError: an unknown policy, key kind or overlaps mode; a model argument of
             another kind.
     """
+    is_onnx = (isinstance(model, (str, os.PathLike)) and str(model).lower().endswith(".onnx")
+               ) or getattr(model, "format", None) == "onnx"
+    if is_onnx or optimized is not None:
+        from toolkit.trace.ort_join import join_ort as _join_ort
+
+        return _join_ort(trace, model, optimized,
+                         policy="compute" if policy == "macs" else policy)
     from toolkit.trace.join import trace_join as _join
 
     return _join(trace, model, policy=policy, key=key, overlaps=overlaps)

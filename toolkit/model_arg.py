@@ -30,12 +30,12 @@ Kind = Literal["model", "compiled", "partition", "connection"]
 #: Every kind, in the order the messages list them.
 KINDS: tuple[Kind, ...] = ("model", "compiled", "partition", "connection")
 
-MODEL_SUFFIXES = (".tflite", ".circle", ".prototxt", ".caffemodel")
+MODEL_SUFFIXES = (".tflite", ".circle", ".prototxt", ".caffemodel", ".onnx")
 _CAFFE_SUFFIXES = (".prototxt", ".caffemodel")
 CONNECTION_SUFFIXES = (".conn.json", ".conn.ini")
 
 _SPELLINGS: dict[Kind, str] = {
-    "model": "a Model or a model file (.tflite, .circle, .prototxt, .caffemodel)",
+    "model": "a Model or a model file (.tflite, .circle, .prototxt, .caffemodel, .onnx)",
     "compiled": "a CompiledModel or a compiled output folder (toolkit compile -o)",
     "partition": "a PartitionResult",
     "connection": "a .conn.json/.conn.ini connection file of a partitioned model",
@@ -133,7 +133,7 @@ def _resolve_path(p: Path, purpose: str, accept: tuple[Kind, ...]) -> ModelArg:
 def load_model_file(path: str | os.PathLike[str], *,
                     weights: str | os.PathLike[str] | None = None) -> Model:
     """Load a model file by its suffix: ``.tflite``/``.circle`` (FlatBuffers), ``.prototxt``
-    (Caffe text, blobs from ``weights``) or ``.caffemodel`` (Caffe binary).
+    (Caffe text, blobs from ``weights``), ``.caffemodel`` (Caffe binary) or ``.onnx``.
 
     Raises:
         ToolkitError: an unknown suffix, ``weights`` for a file that takes none, or what the
@@ -145,6 +145,10 @@ def load_model_file(path: str | os.PathLike[str], *,
         from toolkit.importers.caffe import load_caffe
 
         return load_caffe(p, weights)
+    if suffix == ".onnx" and weights is None:
+        from toolkit.importers.onnx import load_onnx
+
+        return load_onnx(p)
     if weights is not None:
         raise ToolkitError(f"weights= is for a Caffe .prototxt, not a {suffix or 'suffix-less'}"
                            " file", where=str(p), fix="leave weights out")
