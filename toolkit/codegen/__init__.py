@@ -1,0 +1,159 @@
+"""The native backend: generate a C++ artifact from a model (the soft backend of nnc).
+
+``codegen(model_or_compiled, out_dir)`` analyses the model (inference sequence, tensor
+lifetimes, one arena for the temporaries), serialises its constants into a parameters file
+(header with magic, version, model hash and size; arrays 16-byte aligned), and writes a header
+with a model class (constructor taking the parameters file, ``set_<input>``, ``get_<output>``,
+``doInference``), the code, a manifest, a stand-alone ``main.cpp`` and a ``CMakeLists.txt``,
+together with the op library (``cpp/`` in this package). :meth:`Artifact.build` compiles a
+shared library with the system compiler; :func:`toolkit.runtime.native.run_native` runs it.
+
+Each step of the code is bracketed by the artifact's tracer (begin/end by the step's integer
+key: the op index of a plain model, the command id of a compiled one), off unless enabled at
+run time, and compiled out with ``-DTK_TRACE_DISABLE``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolkit.codegen.analysis import analyse
+from toolkit.codegen.build import BuildError, build_library
+from toolkit.codegen.generate import MANIFEST_FORMAT, write_artifact
+from toolkit.errors import ToolkitError
+
+__all__ = ["Artifact", "BuildError", "codegen", "load_artifact"]
+
+
+@dataclass
+class Artifact:
+    """A generated C++ artifact in ``out_dir``; ``manifest`` is its ``<name>.json``."""
+
+    out_dir: Path
+    name: str
+    manifest: dict[str, Any]
+
+    @property
+    def cname(self) -> str:
+        """The C++ class name (and prefix of the C ABI functions)."""
+        return str(self.manifest["cname"])
+
+    @property
+    def header(self) -> Path:
+        """Path of ``<name>.h``."""
+        return self.out_dir / f"{self.name}.h"
+
+    @property
+    def source(self) -> Path:
+        """Path of ``<name>.cpp``."""
+        return self.out_dir / f"{self.name}.cpp"
+
+    @property
+    def params(self) -> Path:
+        """Path of the parameters file."""
+        return self.out_dir / str(self.manifest["params"])
+
+    @property
+    def library(self) -> Path:
+        """Path of the shared library :meth:`build` makes (``lib<name>.so``)."""
+        return self.out_dir / f"lib{self.name}.so"
+
+    @property
+    def built(self) -> bool:
+        """True when the library exists and is newer than the code."""
+        return self.library.exists() and \
+            self.library.stat().st_mtime_ns >= self.source.stat().st_mtime_ns
+
+    @property
+    def arena_bytes(self) -> int:
+        """Bytes of the arena holding every temporary tensor."""
+        return int(self.manifest["arena_bytes"])
+
+    @property
+    def temporaries_bytes(self) -> int:
+        """Sum of the sizes of the temporary tensors (what they would take unshared)."""
+        return int(self.manifest["temporaries_bytes"])
+
+    @property
+    def input_names(self) -> list[str]:
+        """Model input names, in order."""
+        return [i["name"] for i in self.manifest["inputs"]]
+
+    @property
+    def output_names(self) -> list[str]:
+        """Model output names, in order."""
+        return [o["name"] for o in self.manifest["outputs"]]
+
+    def build(self, *, opt: str = "-O2", native: bool = True) -> Path:
+        """Compile the shared library with the system C++ compiler; returns its path.
+
+        ``opt`` is the optimisation flag, ``native`` adds ``-march=native``. Raises
+        :class:`BuildError` (a ToolkitError) naming what to install when no compiler is
+        found, or with the compiler's message when it fails (no library is left then)."""
+        return build_library(self.out_dir, self.name, self.library.name, opt=opt,
+                             native=native)
+
+    def compiler_command(self) -> str:
+        """The plain compiler command building the stand-alone runner in ``out_dir``."""
+        return (f"c++ -std=c++17 -O2 -o {self.name}_main main.cpp {self.name}.cpp "
+                "tk_ops.cpp tk_runtime.cpp")
+
+
+def _model_name(obj: Any) -> str:
+    path = getattr(obj, "path", None) or getattr(getattr(obj, "model", None), "path", None)
+    if path:
+        return Path(str(path)).stem
+    return "model"
+
+
+def codegen(model_or_compiled: Any, out_dir: str | Path, name: str | None = None) -> Artifact:
+    """Generate the C++ artifact of a model into ``out_dir`` and return it.
+
+    ``model_or_compiled`` is a Model, a CompiledModel (run command by command, stripes
+    included) or a path to a .tflite/.circle file. ``name`` (default: the model file's stem,
+    else ``model``) names the files; the class name is its C++ identifier.
+
+    Raises:
+        UnsupportedOpError: an op the generator has no kernel for (named, with the list).
+        ToolkitError: an unreadable model or an unusable name.
+    """
+    obj = model_or_compiled
+    if isinstance(obj, (str, Path)):
+        from toolkit.formats.flatbuffer_read import load
+
+        obj = load(Path(obj))
+        if name is None:
+            name = Path(model_or_compiled).stem
+    name = name or _model_name(obj)
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ToolkitError(f"artifact name {name!r} cannot name files",
+                           fix="use letters, digits, '_', '-' and '.'")
+    analysis = analyse(obj)
+    out = Path(out_dir)
+    manifest = write_artifact(analysis, out, name)
+    return Artifact(out, name, manifest)
+
+
+def load_artifact(out_dir: str | Path, name: str | None = None) -> Artifact:
+    """The artifact generated in ``out_dir`` (its only manifest, or ``<name>.json``)."""
+    d = Path(out_dir)
+    if name is not None:
+        candidates = [d / f"{name}.json"]
+    else:
+        candidates = sorted(d.glob("*.json"))
+    found = []
+    for p in candidates:
+        try:
+            m = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(m, dict) and m.get("format") == MANIFEST_FORMAT:
+            found.append(m)
+    if len(found) != 1:
+        raise ToolkitError(f"{'no' if not found else len(found)} artifact manifests found",
+                           where=str(d), fix="pass the directory given to codegen (and name=)")
+    return Artifact(d, str(found[0]["name"]), found[0])

@@ -1,0 +1,126 @@
+"""Build an artifact's shared library with the system C++ compiler.
+
+The op library (``tk_ops.cpp``, ``tk_runtime.cpp``) is compiled once per compiler, flags and
+source and kept as object files in a cache directory (``TOOLKIT_CODEGEN_CACHE``, else
+``~/.cache/toolkit/codegen``); each artifact then compiles its own code and links. Everything
+is built in a temporary directory and renamed into place, so a failed build leaves no library
+that looks built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from toolkit.errors import ToolkitError
+
+__all__ = ["find_compiler", "build_library", "compile_flags", "BuildError"]
+
+_LIB_SOURCES = ("tk_ops.cpp", "tk_runtime.cpp")
+_LIB_HEADERS = ("tk_ops.h", "tk_runtime.h")
+
+
+class BuildError(ToolkitError):
+    """The C++ compiler is missing or failed."""
+
+
+def find_compiler() -> str:
+    """The C++ compiler to use: ``$CXX``, else ``c++``, ``g++`` or ``clang++`` on the PATH.
+
+    Raises:
+        BuildError: none is found.
+    """
+    cxx = os.environ.get("CXX")
+    if cxx:
+        found = shutil.which(cxx)
+        if found is None:
+            raise BuildError(f"the compiler CXX={cxx!r} is not found", where="$CXX",
+                             fix="set CXX to an installed C++17 compiler, or unset it")
+        return found
+    for name in ("c++", "g++", "clang++"):
+        found = shutil.which(name)
+        if found is not None:
+            return found
+    raise BuildError("no C++ compiler found (looked for $CXX, c++, g++, clang++)",
+                     where="PATH",
+                     fix="install one (Debian/Ubuntu: apt-get install g++; macOS: "
+                         "xcode-select --install) or set CXX")
+
+
+def compile_flags(opt: str, native: bool) -> list[str]:
+    """Compiler flags of a build: C++17, position-independent, ``opt`` (e.g. ``-O2``), and
+    ``-march=native`` when ``native``."""
+    flags = ["-std=c++17", "-fPIC", opt]
+    if native:
+        flags.append("-march=native")
+    return flags
+
+
+def _cache_dir() -> Path:
+    env = os.environ.get("TOOLKIT_CODEGEN_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "toolkit" / "codegen"
+
+
+def _run(cmd: list[str], where: str) -> None:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise BuildError(f"cannot run the compiler: {exc}", where=where,
+                         fix="check the compiler installation or CXX") from None
+    if proc.returncode != 0:
+        message = (proc.stderr or proc.stdout).strip()
+        if len(message) > 4000:
+            message = message[:4000] + "\n..."
+        raise BuildError(f"the C++ compiler failed (exit {proc.returncode}):\n{message}",
+                         where=where, fix="see the compiler's message above")
+
+
+def _library_objects(cxx: str, flags: list[str]) -> list[Path]:
+    """Object files of the op library, compiled once into the cache."""
+    pkg = resources.files("toolkit.codegen").joinpath("cpp")
+    h = hashlib.sha256()
+    h.update(" ".join([cxx, *flags, platform.machine(), platform.processor()]).encode())
+    for name in (*_LIB_HEADERS, *_LIB_SOURCES):
+        h.update(pkg.joinpath(name).read_bytes())
+    key = h.hexdigest()[:20]
+    cache = _cache_dir() / key
+    objects = [cache / (Path(src).stem + ".o") for src in _LIB_SOURCES]
+    if all(o.exists() for o in objects):
+        return objects
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        t = Path(tmp)
+        for name in (*_LIB_HEADERS, *_LIB_SOURCES):
+            (t / name).write_bytes(pkg.joinpath(name).read_bytes())
+        for src, obj in zip(_LIB_SOURCES, objects):
+            tmp_obj = t / obj.name
+            _run([cxx, *flags, "-c", str(t / src), "-o", str(tmp_obj)], where=f"op library {src}")
+            os.replace(tmp_obj, obj)
+    return objects
+
+
+def build_library(out_dir: Path, name: str, library: str, *, opt: str = "-O2",
+                  native: bool = True) -> Path:
+    """Compile ``out_dir/<name>.cpp`` with the op library into ``out_dir/<library>``.
+
+    Returns the library's path. Raises :class:`BuildError` with the compiler's message when
+    the compiler is missing or fails; the library is then absent (any earlier one is removed
+    first)."""
+    cxx = find_compiler()
+    flags = compile_flags(opt, native)
+    target = out_dir / library
+    if target.exists():
+        target.unlink()
+    objects = _library_objects(cxx, flags)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".build-") as tmp:
+        tmp_lib = Path(tmp) / library
+        _run([cxx, *flags, "-shared", "-I", str(out_dir), str(out_dir / f"{name}.cpp"),
+              *map(str, objects), "-o", str(tmp_lib)], where=str(out_dir / f"{name}.cpp"))
+        os.replace(tmp_lib, target)
+    return target

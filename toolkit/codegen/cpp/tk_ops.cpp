@@ -1,0 +1,698 @@
+// Operator library of the toolkit's C++ artifacts: see tk_ops.h.
+#include "tk_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace tk {
+
+namespace {
+
+inline float act1(float v, int act) {
+  switch (act) {
+    case ACT_RELU: return v < 0.f ? 0.f : v;
+    case ACT_RELU_N1_TO_1: return v < -1.f ? -1.f : (v > 1.f ? 1.f : v);
+    case ACT_RELU6: return v < 0.f ? 0.f : (v > 6.f ? 6.f : v);
+    case ACT_TANH: return std::tanh(v);
+    default: return v;
+  }
+}
+
+inline int8_t requant(int64_t acc, const QuantOut& q, int ch) {
+  const int k = q.per_channel ? ch : 0;
+  int64_t v = ch < q.upward_channels ? mbqm_up(acc, q.mult[k], q.shift[k])
+                                     : mbqm(acc, q.mult[k], q.shift[k]);
+  v += q.zp_out;
+  if (v < q.lo) v = q.lo;
+  if (v > q.hi) v = q.hi;
+  return static_cast<int8_t>(v);
+}
+
+inline int8_t clamp8(int64_t v, int lo, int hi) {
+  if (v < lo) v = lo;
+  if (v > hi) v = hi;
+  return static_cast<int8_t>(v);
+}
+
+// round half away from zero, as std::round / TfLiteRound
+inline int64_t round_away(float v) {
+  if (std::isnan(v)) return 0;
+  if (v > 1099511627776.f) return int64_t(1) << 40;
+  if (v < -1099511627776.f) return -(int64_t(1) << 40);
+  return static_cast<int64_t>(std::round(v));
+}
+
+constexpr int kTile = 4;  // output pixels computed together (filter reuse)
+
+// Input rows of the taps of output pixel (oy, ox): pointer per (ky, kx) or the pad row.
+template <typename T>
+inline const T* tap_ptr(const ConvGeom& g, const T* x, const T* pad, int b, int oy, int ox,
+                        int ky, int kx) {
+  const int iy = oy * g.sh - g.pt + ky * g.dh;
+  const int ix = ox * g.sw - g.pl + kx * g.dw;
+  if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) return pad;
+  return x + ((static_cast<int64_t>(b) * g.h + iy) * g.w + ix) * g.c;
+}
+
+}  // namespace
+
+void activate_f32(float* y, size_t n, int act) {
+  if (act == ACT_NONE) return;
+  for (size_t i = 0; i < n; ++i) y[i] = act1(y[i], act);
+}
+
+// ---------------------------------------------------------------- convolution
+void conv2d_f32(const ConvGeom& g, const float* x, const float* w, const float* bias, int act,
+                float* y, int row0, int row1) {
+  const int o = g.o, c = g.c;
+  std::vector<float> pad(static_cast<size_t>(c), 0.f);
+  std::vector<float> acc(static_cast<size_t>(kTile) * o);
+  for (int b = 0; b < g.n; ++b) {
+    for (int oy = row0; oy < row1; ++oy) {
+      for (int ox0 = 0; ox0 < g.ow; ox0 += kTile) {
+        const int tn = std::min(kTile, g.ow - ox0);
+        for (int t = 0; t < tn; ++t) {
+          float* a = acc.data() + t * o;
+          if (bias) std::memcpy(a, bias, sizeof(float) * o);
+          else std::fill(a, a + o, 0.f);
+        }
+        for (int ky = 0; ky < g.kh; ++ky) {
+          for (int kx = 0; kx < g.kw; ++kx) {
+            const float* wk = w + static_cast<int64_t>(ky * g.kw + kx) * c * o;
+            if (tn == kTile) {
+              const float* p0 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 0, ky, kx);
+              const float* p1 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 1, ky, kx);
+              const float* p2 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 2, ky, kx);
+              const float* p3 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 3, ky, kx);
+              float* a0 = acc.data();
+              float* a1 = a0 + o;
+              float* a2 = a1 + o;
+              float* a3 = a2 + o;
+              for (int ci = 0; ci < c; ++ci) {
+                const float x0 = p0[ci], x1 = p1[ci], x2 = p2[ci], x3 = p3[ci];
+                const float* wr = wk + static_cast<int64_t>(ci) * o;
+                for (int oo = 0; oo < o; ++oo) {
+                  const float wv = wr[oo];
+                  a0[oo] += x0 * wv;
+                  a1[oo] += x1 * wv;
+                  a2[oo] += x2 * wv;
+                  a3[oo] += x3 * wv;
+                }
+              }
+            } else {
+              for (int t = 0; t < tn; ++t) {
+                const float* p = tap_ptr(g, x, pad.data(), b, oy, ox0 + t, ky, kx);
+                float* a = acc.data() + t * o;
+                for (int ci = 0; ci < c; ++ci) {
+                  const float xv = p[ci];
+                  const float* wr = wk + static_cast<int64_t>(ci) * o;
+                  for (int oo = 0; oo < o; ++oo) a[oo] += xv * wr[oo];
+                }
+              }
+            }
+          }
+        }
+        for (int t = 0; t < tn; ++t) {
+          float* dst = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox0 + t) * o;
+          const float* a = acc.data() + t * o;
+          for (int oo = 0; oo < o; ++oo) dst[oo] = act1(a[oo], act);
+        }
+      }
+    }
+  }
+}
+
+void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                   int act, float* y, int row0, int row1) {
+  const int o = g.c * g.mult, m = g.mult;
+  std::vector<float> pad(static_cast<size_t>(g.c), 0.f);
+  for (int b = 0; b < g.n; ++b) {
+    for (int oy = row0; oy < row1; ++oy) {
+      for (int ox = 0; ox < g.ow; ++ox) {
+        float* a = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * o;
+        if (bias) std::memcpy(a, bias, sizeof(float) * o);
+        else std::fill(a, a + o, 0.f);
+        for (int ky = 0; ky < g.kh; ++ky) {
+          for (int kx = 0; kx < g.kw; ++kx) {
+            const float* p = tap_ptr(g, x, pad.data(), b, oy, ox, ky, kx);
+            if (p == pad.data()) continue;
+            const float* wk = w + static_cast<int64_t>(ky * g.kw + kx) * o;
+            if (m == 1) {
+              for (int oc = 0; oc < o; ++oc) a[oc] += p[oc] * wk[oc];
+            } else {
+              for (int oc = 0; oc < o; ++oc) a[oc] += p[oc / m] * wk[oc];
+            }
+          }
+        }
+        if (act != ACT_NONE)
+          for (int oc = 0; oc < o; ++oc) a[oc] = act1(a[oc], act);
+      }
+    }
+  }
+}
+
+void conv2d_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+               const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
+  const int o = g.o, c = g.c;
+  std::vector<int8_t> pad(static_cast<size_t>(c), static_cast<int8_t>(zp_in));
+  std::vector<int32_t> acc(static_cast<size_t>(kTile) * o);
+  for (int b = 0; b < g.n; ++b) {
+    for (int oy = row0; oy < row1; ++oy) {
+      for (int ox0 = 0; ox0 < g.ow; ox0 += kTile) {
+        const int tn = std::min(kTile, g.ow - ox0);
+        std::fill(acc.begin(), acc.end(), 0);
+        for (int ky = 0; ky < g.kh; ++ky) {
+          for (int kx = 0; kx < g.kw; ++kx) {
+            const int16_t* wk = w + static_cast<int64_t>(ky * g.kw + kx) * c * o;
+            if (tn == kTile) {
+              const int8_t* p0 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 0, ky, kx);
+              const int8_t* p1 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 1, ky, kx);
+              const int8_t* p2 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 2, ky, kx);
+              const int8_t* p3 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 3, ky, kx);
+              int32_t* a0 = acc.data();
+              int32_t* a1 = a0 + o;
+              int32_t* a2 = a1 + o;
+              int32_t* a3 = a2 + o;
+              for (int ci = 0; ci < c; ++ci) {
+                const int32_t x0 = p0[ci] - zp_in, x1 = p1[ci] - zp_in;
+                const int32_t x2 = p2[ci] - zp_in, x3 = p3[ci] - zp_in;
+                const int16_t* wr = wk + static_cast<int64_t>(ci) * o;
+                for (int oo = 0; oo < o; ++oo) {
+                  const int32_t wv = wr[oo];
+                  a0[oo] += x0 * wv;
+                  a1[oo] += x1 * wv;
+                  a2[oo] += x2 * wv;
+                  a3[oo] += x3 * wv;
+                }
+              }
+            } else {
+              for (int t = 0; t < tn; ++t) {
+                const int8_t* p = tap_ptr(g, x, pad.data(), b, oy, ox0 + t, ky, kx);
+                int32_t* a = acc.data() + t * o;
+                for (int ci = 0; ci < c; ++ci) {
+                  const int32_t xv = p[ci] - zp_in;
+                  const int16_t* wr = wk + static_cast<int64_t>(ci) * o;
+                  for (int oo = 0; oo < o; ++oo) a[oo] += xv * wr[oo];
+                }
+              }
+            }
+          }
+        }
+        for (int t = 0; t < tn; ++t) {
+          int8_t* dst = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox0 + t) * o;
+          const int32_t* a = acc.data() + t * o;
+          for (int oo = 0; oo < o; ++oo)
+            dst[oo] = requant(static_cast<int64_t>(a[oo]) + (bias ? bias[oo] : 0), q, oo);
+        }
+      }
+    }
+  }
+}
+
+void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                  const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
+  const int o = g.c * g.mult, m = g.mult;
+  std::vector<int8_t> pad(static_cast<size_t>(g.c), static_cast<int8_t>(zp_in));
+  std::vector<int32_t> acc(static_cast<size_t>(o));
+  for (int b = 0; b < g.n; ++b) {
+    for (int oy = row0; oy < row1; ++oy) {
+      for (int ox = 0; ox < g.ow; ++ox) {
+        int32_t* a = acc.data();
+        std::fill(a, a + o, 0);
+        for (int ky = 0; ky < g.kh; ++ky) {
+          for (int kx = 0; kx < g.kw; ++kx) {
+            const int8_t* p = tap_ptr(g, x, pad.data(), b, oy, ox, ky, kx);
+            if (p == pad.data()) continue;
+            const int16_t* wk = w + static_cast<int64_t>(ky * g.kw + kx) * o;
+            if (m == 1) {
+              for (int oc = 0; oc < o; ++oc) a[oc] += (p[oc] - zp_in) * int32_t(wk[oc]);
+            } else {
+              for (int oc = 0; oc < o; ++oc) a[oc] += (p[oc / m] - zp_in) * int32_t(wk[oc]);
+            }
+          }
+        }
+        int8_t* dst = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * o;
+        for (int oc = 0; oc < o; ++oc)
+          dst[oc] = requant(static_cast<int64_t>(a[oc]) + (bias ? bias[oc] : 0), q, oc);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- matmul
+void fully_connected_f32(const float* x, const float* w, const float* bias, int batch, int k,
+                         int o, int act, float* y) {
+  for (int b = 0; b < batch; ++b) {
+    float* a = y + static_cast<int64_t>(b) * o;
+    if (bias) std::memcpy(a, bias, sizeof(float) * o);
+    else std::fill(a, a + o, 0.f);
+    const float* xr = x + static_cast<int64_t>(b) * k;
+    for (int i = 0; i < k; ++i) {
+      const float xv = xr[i];
+      const float* wr = w + static_cast<int64_t>(i) * o;
+      for (int oo = 0; oo < o; ++oo) a[oo] += xv * wr[oo];
+    }
+    activate_f32(a, static_cast<size_t>(o), act);
+  }
+}
+
+void fully_connected_q8(const int8_t* x, int zp_in, const int16_t* w, const int32_t* bias,
+                        int batch, int k, int o, const QuantOut& q, int8_t* y) {
+  std::vector<int32_t> acc(static_cast<size_t>(o));
+  for (int b = 0; b < batch; ++b) {
+    int32_t* a = acc.data();
+    std::fill(a, a + o, 0);
+    const int8_t* xr = x + static_cast<int64_t>(b) * k;
+    for (int i = 0; i < k; ++i) {
+      const int32_t xv = xr[i] - zp_in;
+      const int16_t* wr = w + static_cast<int64_t>(i) * o;
+      for (int oo = 0; oo < o; ++oo) a[oo] += xv * int32_t(wr[oo]);
+    }
+    int8_t* dst = y + static_cast<int64_t>(b) * o;
+    for (int oo = 0; oo < o; ++oo)
+      dst[oo] = requant(static_cast<int64_t>(a[oo]) + (bias ? bias[oo] : 0), q, oo);
+  }
+}
+
+void batch_matmul_f32(const MatmulGeom& g, const float* a, const float* b, float* y) {
+  for (int bi = 0; bi < g.batches; ++bi) {
+    const float* A = a + g.a_off[bi];
+    const float* B = b + g.b_off[bi];
+    float* Y = y + static_cast<int64_t>(bi) * g.m * g.n;
+    std::fill(Y, Y + static_cast<int64_t>(g.m) * g.n, 0.f);
+    for (int i = 0; i < g.m; ++i) {
+      float* yr = Y + static_cast<int64_t>(i) * g.n;
+      for (int kk = 0; kk < g.k; ++kk) {
+        const float av = A[static_cast<int64_t>(i) * g.a_rs + static_cast<int64_t>(kk) * g.a_cs];
+        const float* br = B + static_cast<int64_t>(kk) * g.b_rs;
+        if (g.b_cs == 1) {
+          for (int j = 0; j < g.n; ++j) yr[j] += av * br[j];
+        } else {
+          for (int j = 0; j < g.n; ++j) yr[j] += av * br[static_cast<int64_t>(j) * g.b_cs];
+        }
+      }
+    }
+  }
+}
+
+void batch_matmul_q8(const MatmulGeom& g, const int8_t* a, int zp_a, const int8_t* b, int zp_b,
+                     int32_t mult, int shift, int zp_out, int lo, int hi, int8_t* y) {
+  std::vector<int32_t> row(static_cast<size_t>(g.n));
+  for (int bi = 0; bi < g.batches; ++bi) {
+    const int8_t* A = a + g.a_off[bi];
+    const int8_t* B = b + g.b_off[bi];
+    int8_t* Y = y + static_cast<int64_t>(bi) * g.m * g.n;
+    for (int i = 0; i < g.m; ++i) {
+      std::fill(row.begin(), row.end(), 0);
+      for (int kk = 0; kk < g.k; ++kk) {
+        const int32_t av =
+            A[static_cast<int64_t>(i) * g.a_rs + static_cast<int64_t>(kk) * g.a_cs] - zp_a;
+        const int8_t* br = B + static_cast<int64_t>(kk) * g.b_rs;
+        for (int j = 0; j < g.n; ++j) row[j] += av * (br[static_cast<int64_t>(j) * g.b_cs] - zp_b);
+      }
+      int8_t* yr = Y + static_cast<int64_t>(i) * g.n;
+      for (int j = 0; j < g.n; ++j) yr[j] = clamp8(mbqm(row[j], mult, shift) + zp_out, lo, hi);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- element-wise
+namespace {
+
+template <typename F>
+void bcast_loop(const Bcast& g, int row0, int row1, F&& f) {
+  int64_t lo[6], hi[6];
+  for (int d = 0; d < 6; ++d) {
+    lo[d] = 0;
+    hi[d] = g.shape[d];
+  }
+  if (g.row_dim >= 0) {
+    lo[g.row_dim] = row0;
+    hi[g.row_dim] = row1;
+  }
+  int64_t ostride[6];
+  ostride[5] = 1;
+  for (int d = 4; d >= 0; --d) ostride[d] = ostride[d + 1] * g.shape[d + 1];
+  const int64_t n5 = hi[5] - lo[5];
+  for (int64_t i0 = lo[0]; i0 < hi[0]; ++i0)
+    for (int64_t i1 = lo[1]; i1 < hi[1]; ++i1)
+      for (int64_t i2 = lo[2]; i2 < hi[2]; ++i2)
+        for (int64_t i3 = lo[3]; i3 < hi[3]; ++i3)
+          for (int64_t i4 = lo[4]; i4 < hi[4]; ++i4) {
+            const int64_t ia = i0 * g.sa[0] + i1 * g.sa[1] + i2 * g.sa[2] + i3 * g.sa[3] +
+                               i4 * g.sa[4] + lo[5] * g.sa[5];
+            const int64_t ib = i0 * g.sb[0] + i1 * g.sb[1] + i2 * g.sb[2] + i3 * g.sb[3] +
+                               i4 * g.sb[4] + lo[5] * g.sb[5];
+            const int64_t iy = i0 * ostride[0] + i1 * ostride[1] + i2 * ostride[2] +
+                               i3 * ostride[3] + i4 * ostride[4] + lo[5];
+            f(ia, g.sa[5], ib, g.sb[5], iy, n5);
+          }
+}
+
+template <typename Op>
+void binary_run(const Bcast& g, const float* a, const float* b, int act, float* y, int row0,
+                int row1, Op op) {
+  bcast_loop(g, row0, row1, [&](int64_t ia, int64_t sa, int64_t ib, int64_t sb, int64_t iy,
+                                int64_t n) {
+    const float* pa = a + ia;
+    const float* pb = b + ib;
+    float* py = y + iy;
+    if (sa == 1 && sb == 1) {
+      for (int64_t i = 0; i < n; ++i) py[i] = op(pa[i], pb[i]);
+    } else if (sa == 1 && sb == 0) {
+      const float bv = pb[0];
+      for (int64_t i = 0; i < n; ++i) py[i] = op(pa[i], bv);
+    } else if (sa == 0 && sb == 1) {
+      const float av = pa[0];
+      for (int64_t i = 0; i < n; ++i) py[i] = op(av, pb[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) py[i] = op(pa[i * sa], pb[i * sb]);
+    }
+    if (act != ACT_NONE)
+      for (int64_t i = 0; i < n; ++i) py[i] = act1(py[i], act);
+  });
+}
+
+}  // namespace
+
+void binary_f32(const Bcast& g, int op, const float* a, const float* b, int act, float* y,
+                int row0, int row1) {
+  switch (op) {
+    case B_ADD: binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u + v; }); break;
+    case B_SUB: binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u - v; }); break;
+    case B_MUL: binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u * v; }); break;
+    case B_DIV: binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u / v; }); break;
+    case B_POW:
+      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return std::pow(u, v); });
+      break;
+    case B_SQDIFF:
+      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) {
+        const float d = u - v;
+        return d * d;
+      });
+      break;
+    case B_MIN:
+      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return v < u ? v : u; });
+      break;
+    case B_MAX:
+      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u < v ? v : u; });
+      break;
+    default: break;
+  }
+}
+
+void add_q8(const Bcast& g, const AddQ& q, int sign, const int8_t* a, const int8_t* b,
+            int8_t* y, int row0, int row1) {
+  bcast_loop(g, row0, row1, [&](int64_t ia, int64_t sa, int64_t ib, int64_t sb, int64_t iy,
+                                int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t va = (static_cast<int64_t>(a[ia + i * sa]) - q.zp_a) << q.left_shift;
+      const int64_t vb = (static_cast<int64_t>(b[ib + i * sb]) - q.zp_b) << q.left_shift;
+      const int64_t sa1 = mbqm(va, q.m_a, q.s_a);
+      const int64_t sb1 = mbqm(vb, q.m_b, q.s_b);
+      const int64_t raw = sign > 0 ? sa1 + sb1 : sa1 - sb1;
+      y[iy + i] = clamp8(mbqm(raw, q.m_out, q.s_out) + q.zp_out, q.lo, q.hi);
+    }
+  });
+}
+
+void mul_q8(const Bcast& g, int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo, int hi,
+            const int8_t* a, const int8_t* b, int8_t* y, int row0, int row1) {
+  bcast_loop(g, row0, row1, [&](int64_t ia, int64_t sa, int64_t ib, int64_t sb, int64_t iy,
+                                int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t p = (static_cast<int64_t>(a[ia + i * sa]) - zp_a) *
+                        (static_cast<int64_t>(b[ib + i * sb]) - zp_b);
+      y[iy + i] = clamp8(mbqm(p, m, s) + zp_out, lo, hi);
+    }
+  });
+}
+
+void unary_f32(int op, const float* x, float* y, size_t n) {
+  switch (op) {
+    case U_RELU: for (size_t i = 0; i < n; ++i) y[i] = x[i] < 0.f ? 0.f : x[i]; break;
+    case U_RELU6:
+      for (size_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], 0.f), 6.f);
+      break;
+    case U_RELU_N1_TO_1:
+      for (size_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], -1.f), 1.f);
+      break;
+    case U_RELU_0_TO_1:
+      for (size_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], 0.f), 1.f);
+      break;
+    case U_TANH: for (size_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]); break;
+    case U_LOGISTIC:
+      for (size_t i = 0; i < n; ++i) y[i] = 1.f / (1.f + std::exp(-x[i]));
+      break;
+    case U_RSQRT: for (size_t i = 0; i < n; ++i) y[i] = 1.f / std::sqrt(x[i]); break;
+    case U_SQRT: for (size_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]); break;
+    case U_EXP: for (size_t i = 0; i < n; ++i) y[i] = std::exp(x[i]); break;
+    case U_NEG: for (size_t i = 0; i < n; ++i) y[i] = -x[i]; break;
+    case U_ABS: for (size_t i = 0; i < n; ++i) y[i] = std::fabs(x[i]); break;
+    default: break;
+  }
+}
+
+void relu_q8(const int8_t* x, int zp_in, int32_t m, int s, int zp_out, int lo, int hi,
+             int8_t* y, size_t n) {
+  int8_t table[256];
+  for (int v = -128; v < 128; ++v)
+    table[v + 128] = clamp8(mbqm(v - zp_in, m, s) + zp_out, lo, hi);
+  for (size_t i = 0; i < n; ++i) y[i] = table[x[i] + 128];
+}
+
+void lut_q8(const int8_t* x, const int8_t* table, int8_t* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = table[x[i] + 128];
+}
+
+// ---------------------------------------------------------------- softmax
+void softmax_f32(const float* x, float* y, int rows, int depth, float beta) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<int64_t>(r) * depth;
+    float* yr = y + static_cast<int64_t>(r) * depth;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int i = 0; i < depth; ++i) mx = std::max(mx, xr[i]);
+    float sum = 0.f;
+    for (int i = 0; i < depth; ++i) {
+      float e = xr[i] - mx;
+      if (beta != 1.f) e *= beta;
+      e = std::exp(e);
+      yr[i] = e;
+      sum += e;
+    }
+    for (int i = 0; i < depth; ++i) yr[i] /= sum;
+  }
+}
+
+void softmax_q8(const int8_t* x, double s_in, int zp_in, float s_out, int zp_out, float beta,
+                int8_t* y, int rows, int depth) {
+  std::vector<float> real(static_cast<size_t>(depth)), e(static_cast<size_t>(depth));
+  for (int r = 0; r < rows; ++r) {
+    const int8_t* xr = x + static_cast<int64_t>(r) * depth;
+    for (int i = 0; i < depth; ++i)
+      real[i] = static_cast<float>(s_in * (static_cast<int64_t>(xr[i]) - zp_in));
+    softmax_f32(real.data(), e.data(), 1, depth, beta);
+    int8_t* yr = y + static_cast<int64_t>(r) * depth;
+    for (int i = 0; i < depth; ++i) yr[i] = clamp8(round_away(e[i] / s_out) + zp_out, -128, 127);
+  }
+}
+
+// ---------------------------------------------------------------- pooling
+namespace {
+
+template <typename T, typename Init, typename Step, typename Done>
+void pool_loop(const PoolGeom& g, const T* x, T* y, int row0, int row1, Init init, Step step,
+               Done done) {
+  for (int b = 0; b < g.n; ++b)
+    for (int oy = row0; oy < row1; ++oy)
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const int y0 = std::max(0, oy * g.sh - g.pt), y1 = std::min(g.h, oy * g.sh - g.pt + g.fh);
+        const int x0 = std::max(0, ox * g.sw - g.pl), x1 = std::min(g.w, ox * g.sw - g.pl + g.fw);
+        T* dst = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * g.c;
+        for (int ch = 0; ch < g.c; ++ch) {
+          auto acc = init();
+          for (int iy = y0; iy < y1; ++iy)
+            for (int ix = x0; ix < x1; ++ix)
+              acc = step(acc, x[((static_cast<int64_t>(b) * g.h + iy) * g.w + ix) * g.c + ch]);
+          const int count = std::max(0, y1 - y0) * std::max(0, x1 - x0);
+          dst[ch] = done(acc, count);
+        }
+      }
+}
+
+}  // namespace
+
+void max_pool_f32(const PoolGeom& g, const float* x, int act, float* y, int row0, int row1) {
+  pool_loop(g, x, y, row0, row1, [] { return -std::numeric_limits<float>::infinity(); },
+            [](float a, float v) { return v > a ? v : a; },
+            [act](float a, int) { return act1(a, act); });
+}
+
+void avg_pool_f32(const PoolGeom& g, const float* x, int act, float* y, int row0, int row1) {
+  pool_loop(g, x, y, row0, row1, [] { return 0.f; }, [](float a, float v) { return a + v; },
+            [act](float a, int count) { return act1(a / static_cast<float>(count), act); });
+}
+
+void max_pool_q8(const PoolGeom& g, const int8_t* x, int lo, int hi, int8_t* y, int row0,
+                 int row1) {
+  pool_loop(g, x, y, row0, row1, [] { return int32_t(-128); },
+            [](int32_t a, int8_t v) { return v > a ? int32_t(v) : a; },
+            [lo, hi](int32_t a, int) { return clamp8(a, lo, hi); });
+}
+
+void avg_pool_q8(const PoolGeom& g, const int8_t* x, int lo, int hi, int8_t* y, int row0,
+                 int row1) {
+  pool_loop(g, x, y, row0, row1, [] { return int32_t(0); },
+            [](int32_t a, int8_t v) { return a + v; },
+            [lo, hi](int32_t a, int count) {
+              const int32_t cnt = std::max(count, 1), half = cnt / 2;
+              const int32_t v = a > 0 ? (a + half) / cnt : (a - half) / cnt;
+              return clamp8(v, lo, hi);
+            });
+}
+
+// ---------------------------------------------------------------- reductions
+namespace {
+
+template <typename F>
+void reduce_loop(const Reduce& g, F&& f) {
+  const int64_t* s = g.shape;
+  const int64_t* o = g.out_stride;
+  int64_t in = 0;
+  for (int64_t i0 = 0; i0 < s[0]; ++i0)
+    for (int64_t i1 = 0; i1 < s[1]; ++i1)
+      for (int64_t i2 = 0; i2 < s[2]; ++i2)
+        for (int64_t i3 = 0; i3 < s[3]; ++i3)
+          for (int64_t i4 = 0; i4 < s[4]; ++i4) {
+            const int64_t base = i0 * o[0] + i1 * o[1] + i2 * o[2] + i3 * o[3] + i4 * o[4];
+            for (int64_t i5 = 0; i5 < s[5]; ++i5) f(base + i5 * o[5], in++);
+          }
+}
+
+}  // namespace
+
+void reduce_f32(const Reduce& g, int op, const float* x, float* y) {
+  float init = 0.f;
+  if (op == R_MAX) init = -std::numeric_limits<float>::infinity();
+  if (op == R_MIN) init = std::numeric_limits<float>::infinity();
+  if (op == R_PROD) init = 1.f;
+  std::fill(y, y + g.out_size, init);
+  switch (op) {
+    case R_MEAN:
+    case R_SUM: reduce_loop(g, [&](int64_t oi, int64_t ii) { y[oi] += x[ii]; }); break;
+    case R_MAX: reduce_loop(g, [&](int64_t oi, int64_t ii) { y[oi] = std::max(y[oi], x[ii]); }); break;
+    case R_MIN: reduce_loop(g, [&](int64_t oi, int64_t ii) { y[oi] = std::min(y[oi], x[ii]); }); break;
+    case R_PROD: reduce_loop(g, [&](int64_t oi, int64_t ii) { y[oi] *= x[ii]; }); break;
+    default: break;
+  }
+  if (op == R_MEAN) {
+    const float n = static_cast<float>(g.count);
+    for (int64_t i = 0; i < g.out_size; ++i) y[i] /= n;
+  }
+}
+
+void mean_q8(const Reduce& g, const int8_t* x, int spatial, int32_t m, int s, int zp_in,
+             int bias_or_zp, int lo, int hi, int channels, int upward, int8_t* y) {
+  std::vector<int64_t> total(static_cast<size_t>(g.out_size), 0);
+  reduce_loop(g, [&](int64_t oi, int64_t ii) { total[oi] += x[ii]; });
+  for (int64_t i = 0; i < g.out_size; ++i) {
+    int64_t v;
+    if (spatial) {
+      const int ch = static_cast<int>(i % channels);
+      v = (ch < upward ? mbqm_up(total[i], m, s) : mbqm(total[i], m, s)) + bias_or_zp;
+    } else {
+      v = mbqm(total[i] - static_cast<int64_t>(zp_in) * g.count, m, s) + bias_or_zp;
+    }
+    y[i] = clamp8(v, lo, hi);
+  }
+}
+
+// ---------------------------------------------------------------- normalisation
+void instance_norm_f32(const float* x, const float* gamma, const float* beta, int n,
+                       int spatial, int c, double eps, int act, float* y) {
+  std::vector<double> mean(static_cast<size_t>(c)), var(static_cast<size_t>(c));
+  for (int b = 0; b < n; ++b) {
+    const float* xb = x + static_cast<int64_t>(b) * spatial * c;
+    float* yb = y + static_cast<int64_t>(b) * spatial * c;
+    std::fill(mean.begin(), mean.end(), 0.0);
+    std::fill(var.begin(), var.end(), 0.0);
+    for (int64_t i = 0; i < spatial; ++i)
+      for (int ch = 0; ch < c; ++ch) mean[ch] += xb[i * c + ch];
+    for (int ch = 0; ch < c; ++ch) mean[ch] /= spatial;
+    for (int64_t i = 0; i < spatial; ++i)
+      for (int ch = 0; ch < c; ++ch) {
+        const double d = xb[i * c + ch] - mean[ch];
+        var[ch] += d * d;
+      }
+    for (int ch = 0; ch < c; ++ch) var[ch] = std::sqrt(var[ch] / spatial + eps);
+    for (int64_t i = 0; i < spatial; ++i)
+      for (int ch = 0; ch < c; ++ch) {
+        const double v = (xb[i * c + ch] - mean[ch]) / var[ch] * (gamma ? gamma[ch] : 1.0) +
+                         (beta ? beta[ch] : 0.0);
+        yb[i * c + ch] = act1(static_cast<float>(v), act);
+      }
+  }
+}
+
+void layer_norm_f32(const float* x, const float* gamma, const float* beta, int rows, int d,
+                    double eps, float* y) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<int64_t>(r) * d;
+    float* yr = y + static_cast<int64_t>(r) * d;
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < d; ++i) mean += xr[i];
+    mean /= d;
+    for (int i = 0; i < d; ++i) {
+      const double t = xr[i] - mean;
+      var += t * t;
+    }
+    const double den = std::sqrt(var / d + eps);
+    for (int i = 0; i < d; ++i)
+      yr[i] = static_cast<float>((xr[i] - mean) / den * (gamma ? gamma[i] : 1.0) +
+                                 (beta ? beta[i] : 0.0));
+  }
+}
+
+// ---------------------------------------------------------------- data movement
+void transpose(const void* x, void* y, size_t elem, const int64_t* out_shape,
+               const int64_t* in_stride) {
+  const char* src = static_cast<const char*>(x);
+  char* dst = static_cast<char*>(y);
+  const int64_t* s = out_shape;
+  const int64_t* st = in_stride;
+  for (int64_t i0 = 0; i0 < s[0]; ++i0)
+    for (int64_t i1 = 0; i1 < s[1]; ++i1)
+      for (int64_t i2 = 0; i2 < s[2]; ++i2)
+        for (int64_t i3 = 0; i3 < s[3]; ++i3)
+          for (int64_t i4 = 0; i4 < s[4]; ++i4) {
+            const int64_t base = i0 * st[0] + i1 * st[1] + i2 * st[2] + i3 * st[3] + i4 * st[4];
+            for (int64_t i5 = 0; i5 < s[5]; ++i5) {
+              std::memcpy(dst, src + (base + i5 * st[5]) * static_cast<int64_t>(elem), elem);
+              dst += elem;
+            }
+          }
+}
+
+void copy_blocks(const void* x, int64_t x_block, void* y, int64_t y_block, int64_t outer,
+                 int64_t inner, size_t elem) {
+  const char* src = static_cast<const char*>(x);
+  char* dst = static_cast<char*>(y);
+  for (int64_t i = 0; i < outer; ++i)
+    std::memcpy(dst + i * y_block * static_cast<int64_t>(elem),
+                src + i * x_block * static_cast<int64_t>(elem),
+                static_cast<size_t>(inner) * elem);
+}
+
+void quantize_f32_q8(const float* x, float scale, int zp, int8_t* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = clamp8(round_away(x[i] / scale) + zp, -128, 127);
+}
+
+void dequantize_q8_f32(const int8_t* x, double scale, int zp, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    y[i] = static_cast<float>(scale * (static_cast<int64_t>(x[i]) - zp));
+}
+
+}  // namespace tk

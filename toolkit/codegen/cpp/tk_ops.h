@@ -1,0 +1,194 @@
+// Operator library of the toolkit's C++ artifacts (plain C++17, standard library only).
+//
+// Every function works on raw pointers to tensors whose shapes were fixed when the
+// artifact was generated. Float kernels compute in float32; quantized (int8) kernels follow
+// TFLite's integer arithmetic: QuantizeMultiplier's (multiplier, shift) pairs are prepared by
+// the generator, and the kernels apply MultiplyByQuantizedMultiplier with gemmlowp's
+// SaturatingRoundingDoublingHighMul and RoundingDivideByPOT, or its "upward" variant (the
+// final shift's ties rounded toward +inf) where LiteRT's optimized kernels round so.
+//
+// Windowed kernels (convolution, pooling) compute output rows [row0, row1) of NHWC axis 1,
+// so that one call computes one stripe of a compiled model's command queue.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tk {
+
+// ---------------------------------------------------------------- fixed point
+inline int64_t srdhm(int64_t a, int64_t b) {
+  if (a == INT32_MIN && b == INT32_MIN) return INT32_MAX;
+  // gemmlowp's nudge and truncation equal floor((a b + 2**30) / 2**31)
+  int64_t p = a * b + (int64_t(1) << 30);
+  return p >> 31;  // arithmetic shift: floor
+}
+
+inline int64_t rounding_divide_by_pot(int64_t x, int exponent) {
+  const int64_t mask = (int64_t(1) << exponent) - 1;
+  const int64_t remainder = x & mask;
+  const int64_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+  return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}
+
+inline int64_t shift_left_wrap(int64_t x, int shift) {
+  if (shift <= 0) return x;
+  uint32_t v = static_cast<uint32_t>(static_cast<uint64_t>(x) << shift);
+  return static_cast<int32_t>(v);
+}
+
+// TFLite MultiplyByQuantizedMultiplier: ties of the final shift away from zero.
+inline int64_t mbqm(int64_t x, int32_t multiplier, int shift) {
+  const int right = shift > 0 ? 0 : -shift;
+  return rounding_divide_by_pot(srdhm(shift_left_wrap(x, shift), multiplier), right);
+}
+
+// The same with the final shift's ties rounded upward (ruy / NEON vrshl).
+inline int64_t mbqm_up(int64_t x, int32_t multiplier, int shift) {
+  const int right = shift > 0 ? 0 : -shift;
+  int64_t v = srdhm(shift_left_wrap(x, shift), multiplier);
+  if (right > 0) v += int64_t(1) << (right - 1);
+  return v >> right;
+}
+
+// ---------------------------------------------------------------- activations
+enum Act : int { ACT_NONE = 0, ACT_RELU = 1, ACT_RELU_N1_TO_1 = 2, ACT_RELU6 = 3, ACT_TANH = 4 };
+
+void activate_f32(float* y, size_t n, int act);
+
+// ---------------------------------------------------------------- convolution
+struct ConvGeom {
+  int n, h, w, c;        // input
+  int kh, kw;            // filter taps
+  int oh, ow, o;         // output
+  int sh, sw, dh, dw;    // strides, dilations
+  int pt, pl;            // padding before (top, left)
+  int mult;              // depthwise channel multiplier (1 for convolution)
+};
+
+// CONV_2D float: filter as [KH][KW][C][O], bias [O] or null.
+void conv2d_f32(const ConvGeom& g, const float* x, const float* w, const float* bias, int act,
+                float* y, int row0, int row1);
+// DEPTHWISE_CONV_2D float: filter as [KH][KW][C*M].
+void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                   int act, float* y, int row0, int row1);
+
+struct QuantOut {
+  const int32_t* mult;   // per output channel (or one value, see per_channel)
+  const int32_t* shift;
+  int per_channel;
+  int zp_out;
+  int lo, hi;            // clamp range (activation)
+  int upward_channels;   // channels [0, upward_channels) round ties upward
+};
+
+// CONV_2D int8: filter (w - zp_w) as int16 [KH][KW][C][O], bias int32 [O] or null.
+void conv2d_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+               const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1);
+void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                  const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1);
+
+// ---------------------------------------------------------------- matmul
+// FULLY_CONNECTED float: x [B, K], weights as [K][O], bias [O] or null.
+void fully_connected_f32(const float* x, const float* w, const float* bias, int batch, int k,
+                         int o, int act, float* y);
+void fully_connected_q8(const int8_t* x, int zp_in, const int16_t* w, const int32_t* bias,
+                        int batch, int k, int o, const QuantOut& q, int8_t* y);
+
+struct MatmulGeom {
+  int batches, m, n, k;
+  const int32_t* a_off;  // per batch: offset of the lhs matrix (elements)
+  const int32_t* b_off;
+  int a_rs, a_cs, b_rs, b_cs;  // element strides of rows / columns
+};
+void batch_matmul_f32(const MatmulGeom& g, const float* a, const float* b, float* y);
+void batch_matmul_q8(const MatmulGeom& g, const int8_t* a, int zp_a, const int8_t* b, int zp_b,
+                     int32_t mult, int shift, int zp_out, int lo, int hi, int8_t* y);
+
+// ---------------------------------------------------------------- element-wise
+enum BinOp : int { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_SQDIFF, B_MIN, B_MAX };
+
+// Output of up to 6 dims (leading dims 1), inputs with element strides per output dim
+// (0 where broadcast). Rows [row0, row1) of output dim `row_dim` (or all when row_dim < 0).
+struct Bcast {
+  int64_t shape[6];
+  int64_t sa[6];
+  int64_t sb[6];
+  int row_dim;
+};
+void binary_f32(const Bcast& g, int op, const float* a, const float* b, int act, float* y,
+                int row0, int row1);
+
+struct AddQ {
+  int zp_a, zp_b, zp_out;
+  int32_t m_a, m_b, m_out;
+  int s_a, s_b, s_out;
+  int left_shift;
+  int lo, hi;
+};
+void add_q8(const Bcast& g, const AddQ& q, int sign, const int8_t* a, const int8_t* b,
+            int8_t* y, int row0, int row1);
+void mul_q8(const Bcast& g, int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo, int hi,
+            const int8_t* a, const int8_t* b, int8_t* y, int row0, int row1);
+
+enum UnOp : int { U_RELU, U_RELU6, U_RELU_N1_TO_1, U_RELU_0_TO_1, U_TANH, U_LOGISTIC,
+                  U_RSQRT, U_SQRT, U_EXP, U_NEG, U_ABS };
+void unary_f32(int op, const float* x, float* y, size_t n);
+// RELU family on int8: clamp(mbqm(q - zp_in) + zp_out, lo, hi).
+void relu_q8(const int8_t* x, int zp_in, int32_t m, int s, int zp_out, int lo, int hi,
+             int8_t* y, size_t n);
+// A table over the 256 input values (LUT ops).
+void lut_q8(const int8_t* x, const int8_t* table, int8_t* y, size_t n);
+
+// ---------------------------------------------------------------- softmax
+void softmax_f32(const float* x, float* y, int rows, int depth, float beta);
+// int8: float softmax of the dequantized input (double scale), quantized as AffineQuantize.
+void softmax_q8(const int8_t* x, double s_in, int zp_in, float s_out, int zp_out, float beta,
+                int8_t* y, int rows, int depth);
+
+// ---------------------------------------------------------------- pooling
+struct PoolGeom {
+  int n, h, w, c, fh, fw, sh, sw, oh, ow, pt, pl;
+};
+void max_pool_f32(const PoolGeom& g, const float* x, int act, float* y, int row0, int row1);
+void avg_pool_f32(const PoolGeom& g, const float* x, int act, float* y, int row0, int row1);
+void max_pool_q8(const PoolGeom& g, const int8_t* x, int lo, int hi, int8_t* y, int row0,
+                 int row1);
+void avg_pool_q8(const PoolGeom& g, const int8_t* x, int lo, int hi, int8_t* y, int row0,
+                 int row1);
+
+// ---------------------------------------------------------------- reductions
+// Input of up to 6 dims; out_stride[d] is the output element stride of input dim d (0 on
+// reduced dims).
+struct Reduce {
+  int64_t shape[6];
+  int64_t out_stride[6];
+  int64_t out_size;
+  int64_t count;  // elements reduced into each output
+};
+enum RedOp : int { R_MEAN, R_SUM, R_MAX, R_MIN, R_PROD };
+void reduce_f32(const Reduce& g, int op, const float* x, float* y);
+// Quantized MEAN: sum as int32; spatial mode: clamp(split-rounded mbqm(sum) + bias), else
+// clamp(mbqm(sum - zp_in n) + zp_out). `channels` is the innermost output extent and
+// channels [0, upward) round upward (spatial mode).
+void mean_q8(const Reduce& g, const int8_t* x, int spatial, int32_t m, int s, int zp_in,
+             int bias_or_zp, int lo, int hi, int channels, int upward, int8_t* y);
+
+// ---------------------------------------------------------------- normalisation
+void instance_norm_f32(const float* x, const float* gamma, const float* beta, int n,
+                       int spatial, int c, double eps, int act, float* y);
+void layer_norm_f32(const float* x, const float* gamma, const float* beta, int rows, int d,
+                    double eps, float* y);
+
+// ---------------------------------------------------------------- data movement
+// Transpose of up to 6 dims: y[i] = x[sum(coord[d] * in_stride[d])] over output coords.
+void transpose(const void* x, void* y, size_t elem, const int64_t* out_shape,
+               const int64_t* in_stride);
+// Copy `inner` contiguous elements `outer` times from x + part offset (concat / split).
+void copy_blocks(const void* x, int64_t x_block, void* y, int64_t y_block, int64_t outer,
+                 int64_t inner, size_t elem);
+// Float <-> int8
+void quantize_f32_q8(const float* x, float scale, int zp, int8_t* y, size_t n);
+void dequantize_q8_f32(const int8_t* x, double scale, int zp, float* y, size_t n);
+
+}  // namespace tk

@@ -1,0 +1,792 @@
+"""Per-op code emission: one C++ statement block per step, calling the op library.
+
+:func:`emit_step` returns the C++ code of one step. Constant arrays the call needs (filters in
+the layout the kernels read, biases, per-channel multipliers, tables) go to the parameters
+file through the :class:`Emitter`'s :class:`~.params.ParamsBuilder`; shapes, strides and
+scalar constants are written into the code. Quantized constants are TFLite's (see
+:mod:`.quant`).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from toolkit.codegen.analysis import Analysis, Step
+from toolkit.codegen.params import ParamsBuilder
+from toolkit.codegen.quant import (
+    activation_range,
+    channel_multipliers,
+    is_quantized,
+    mean_requant,
+    qp,
+    quantize_multiplier,
+    round_half_away,
+    spatial_mean_requant,
+)
+from toolkit.errors import UnsupportedOpError
+from toolkit.ir import Op, Tensor
+
+__all__ = ["Emitter", "emit_step", "SUPPORTED", "ctype"]
+
+_F32, _I8, _I32 = np.dtype(np.float32), np.dtype(np.int8), np.dtype(np.int32)
+_CTYPES = {np.dtype(np.float32): "float", np.dtype(np.int8): "int8_t",
+           np.dtype(np.uint8): "uint8_t", np.dtype(np.int16): "int16_t",
+           np.dtype(np.int32): "int32_t", np.dtype(np.int64): "int64_t",
+           np.dtype(np.bool_): "bool"}
+
+ELEMENTWISE = frozenset({
+    "ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "POW",
+    "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "TANH", "LOGISTIC", "RSQRT", "SQRT", "EXP",
+    "ABS", "NEG", "QUANTIZE", "DEQUANTIZE",
+})
+WINDOWED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D"})
+
+
+def ctype(dt: np.dtype | None, where: str) -> str:
+    """The C++ type of a NumPy dtype (UnsupportedOpError for others)."""
+    if dt is None or dt not in _CTYPES:
+        raise UnsupportedOpError(f"tensor type {dt} has no C++ kernel", where=where,
+                                 fix="use float32 or int8 tensors")
+    return _CTYPES[dt]
+
+
+@dataclass
+class Emitter:
+    """Where each tensor lives in the generated code, and the parameters being collected."""
+
+    analysis: Analysis
+    params: ParamsBuilder
+    names: dict[Tensor, str] = field(default_factory=dict)  # input/output buffer members
+
+    def ptr(self, t: Tensor | None, const: bool = True) -> str:
+        """A C++ expression for a typed pointer to the data of ``t`` (``nullptr`` for None)."""
+        if t is None:
+            return "nullptr"
+        ct = ctype(t.dtype, f"tensor {t.name!r}")
+        if t in self.names:
+            return f"{self.names[t]}.data()"
+        off = self.analysis.arena_offsets.get(t)
+        if off is not None:
+            return f"A<{ct}>({off})"
+        if t.data is not None:
+            return f"P<{ct}>({self.params.add(np.asarray(t.data, dtype=t.dtype))})"
+        raise UnsupportedOpError(f"tensor {t.name!r} is read before any op writes it",
+                                 where=f"tensor {t.name!r}")
+
+    def param(self, array: np.ndarray, ct: str) -> str:
+        """A pointer expression to ``array`` stored in the parameters file."""
+        return f"P<{ct}>({self.params.add(array)})"
+
+
+def _where(op: Op) -> str:
+    return f"op {op.kind} {op.name!r}"
+
+
+def _unsupported(op: Op, what: str, fix: str | None = None) -> UnsupportedOpError:
+    return UnsupportedOpError(what, where=_where(op),
+                              fix=fix or "compute this op with the reference runtime "
+                                         "(toolkit.runtime.interpreter.run)")
+
+
+def _opt(op: Op, name: str, default: object = None) -> object:
+    o = op.options
+    v = getattr(o, name, default) if o is not None else default
+    return default if v is None else v
+
+
+def _int(op: Op, name: str, default: int) -> int:
+    v = _opt(op, name, default)
+    return int(v) if isinstance(v, (int, float, np.integer)) else default
+
+
+def _const(op: Op, i: int) -> np.ndarray:
+    t = op.inputs[i] if i < len(op.inputs) else None
+    if t is None or t.data is None:
+        raise _unsupported(op, f"input {i} must be a constant for code generation",
+                           fix="fold it into a constant first (toolkit.compiler)")
+    return np.asarray(t.data)
+
+
+def _input(op: Op, i: int) -> Tensor | None:
+    return op.inputs[i] if i < len(op.inputs) else None
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _arr(values: list[int] | tuple[int, ...]) -> str:
+    return "{" + ", ".join(str(int(v)) for v in values) + "}"
+
+
+def _flt(v: float) -> str:
+    """A float32 literal that round-trips exactly."""
+    f = float(np.float32(v))
+    if math.isinf(f):
+        return "std::numeric_limits<float>::infinity()" if f > 0 else \
+            "-std::numeric_limits<float>::infinity()"
+    return f"{f!r}f" if "e" in repr(f) or "." in repr(f) else f"{f!r}.0f"
+
+
+def _dbl(v: float) -> str:
+    return repr(float(v))
+
+
+def _conv_out_and_pad(size: int, k: int, stride: int, dilation: int, same: bool
+                      ) -> tuple[int, int]:
+    eff = (k - 1) * dilation + 1
+    out = (size + stride - 1) // stride if same else (size + stride - eff) // stride
+    out = max(out, 0)
+    total = max(0, (out - 1) * stride + eff - size) if same else 0
+    return out, total // 2
+
+
+def _same(op: Op) -> bool:
+    p = _int(op, "padding", 0)
+    if p not in (0, 1):
+        raise _unsupported(op, f"padding type {p}")
+    return p == 0
+
+
+def _rows(step: Step, full: int) -> tuple[int, int]:
+    return step.rows if step.rows is not None else (0, full)
+
+
+def _act(op: Op) -> int:
+    a = op.activation
+    if a not in (0, 1, 2, 3, 4):
+        raise _unsupported(op, f"fused activation {a}")
+    return a
+
+
+def _float_filter(op: Op, w: np.ndarray, axis: int) -> np.ndarray:
+    """A float32 filter (dequantized when the filter alone is quantized: hybrid)."""
+    t = op.inputs[1]
+    if w.dtype == _F32:
+        return w
+    if not is_quantized(t):
+        raise _unsupported(op, f"filter of type {w.dtype} with float input")
+    p = qp(op, t)
+    scale = p.scale.astype(np.float64)
+    zp = p.zero_point.astype(np.int64)
+    if scale.size > 1:
+        shape = [1] * w.ndim
+        shape[p.axis if p.axis < w.ndim else axis] = scale.size
+        scale = scale.reshape(shape)
+        zp = zp.reshape(shape) if zp.size > 1 else zp.reshape(-1)[0]
+    return (scale * (w.astype(np.int64) - zp)).astype(np.float32)
+
+
+def _filter_offsets(op: Op, n_out: int) -> np.ndarray:
+    p = qp(op, op.inputs[1])
+    zp = p.zero_point.astype(np.int64)
+    return np.broadcast_to(zp, (n_out,)).copy() if zp.size in (1, n_out) \
+        else np.zeros(n_out, dtype=np.int64)
+
+
+def _check_int8(op: Op, *ts: Tensor | None) -> None:
+    for t in ts:
+        if t is not None and t.dtype != _I8:
+            raise _unsupported(op, f"tensor {t.name!r} of type {t.dtype} in a quantized op "
+                                   "(the C++ kernels take int8)")
+
+
+def _quant_out(e: Emitter, op: Op, mult: np.ndarray, upward: int) -> str:
+    """A ``tk::QuantOut`` initialiser for per-channel real multipliers ``mult``."""
+    out = op.outputs[0]
+    if op.activation == 4:
+        raise _unsupported(op, "fused TANH on a quantized output")
+    m, s = quantize_multiplier(mult)
+    per = int(m.size > 1 and (np.unique(m).size > 1 or np.unique(s).size > 1))
+    if not per:
+        m, s = m[:1], s[:1]
+    lo, hi = activation_range(op, out)
+    return (f"tk::QuantOut{{{e.param(m.astype(np.int32), 'int32_t')}, "
+            f"{e.param(s.astype(np.int32), 'int32_t')}, {per}, {qp(op, out).zp}, {lo}, {hi}, "
+            f"{upward}}}")
+
+
+def _bias(op: Op, n_out: int, dt: np.dtype) -> np.ndarray | None:
+    t = _input(op, 2)
+    if t is None:
+        return None
+    if t.data is None:
+        raise _unsupported(op, "bias must be a constant")
+    b = np.asarray(t.data).reshape(-1)
+    if b.size != n_out:
+        raise _unsupported(op, f"bias has {b.size} values for {n_out} outputs")
+    return b.astype(dt)
+
+
+# ------------------------------------------------------------------ convolution
+def _conv(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    w = _const(op, 1)
+    assert x is not None
+    if len(x.shape) != 4 or w.ndim != 4:
+        raise _unsupported(op, "convolution needs 4-D input and filter")
+    depthwise = op.type == "DEPTHWISE_CONV_2D"
+    n, h, wd, c = x.shape
+    if depthwise:
+        _, kh, kw, o = w.shape
+        if c == 0 or o % c:
+            raise _unsupported(op, f"{o} filter channels for {c} input channels")
+        mult = o // c
+    else:
+        o, kh, kw, ci = w.shape
+        if ci != c:
+            raise _unsupported(op, f"grouped convolution ({c} input channels, filter {ci})")
+        mult = 1
+    sh, sw = _int(op, "strideH", 1) or 1, _int(op, "strideW", 1) or 1
+    dh, dw = _int(op, "dilationHFactor", 1) or 1, _int(op, "dilationWFactor", 1) or 1
+    same = _same(op)
+    oh, pt = _conv_out_and_pad(h, kh, sh, dh, same)
+    ow, pl = _conv_out_and_pad(wd, kw, sw, dw, same)
+    if tuple(out.shape) != (n, oh, ow, o):
+        raise _unsupported(op, f"output shape {list(out.shape)} is not the convolution's "
+                               f"{[n, oh, ow, o]}")
+    r0, r1 = _rows(step, oh)
+    geom = f"tk::ConvGeom{{{n}, {h}, {wd}, {c}, {kh}, {kw}, {oh}, {ow}, {o}, {sh}, {sw}, " \
+           f"{dh}, {dw}, {pt}, {pl}, {mult}}}"
+    if is_quantized(x):
+        _check_int8(op, x, out)
+        iq, wq, oq = qp(op, x), qp(op, op.inputs[1]), qp(op, out)
+        if w.dtype not in (_I8, np.dtype(np.uint8)):
+            raise _unsupported(op, f"quantized convolution with a {w.dtype} filter")
+        bias = _bias(op, o, _I32)
+        if depthwise:
+            w_eff = (w.astype(np.int64) - _filter_offsets(op, o)).reshape(kh, kw, o)
+            upward = (o // 8) * 8
+        else:
+            w_eff = (w.astype(np.int64) - _filter_offsets(op, o).reshape(o, 1, 1, 1)
+                     ).transpose(1, 2, 3, 0)
+            upward = o
+        wq_p = e.param(np.ascontiguousarray(w_eff.astype(np.int16)), "int16_t")
+        mults = channel_multipliers(iq, wq, oq, o, float_product=False)
+        b = "nullptr" if bias is None else e.param(bias, "int32_t")
+        fn = "depthwise_q8" if depthwise else "conv2d_q8"
+        return (f"const tk::QuantOut q = {_quant_out(e, op, mults, upward)};\n"
+                f"tk::{fn}({geom}, {e.ptr(x)}, {iq.zp}, {wq_p}, {b}, q, {e.ptr(out)}, "
+                f"{r0}, {r1});")
+    if x.dtype != _F32 or out.dtype != _F32:
+        raise _unsupported(op, f"convolution of {x.dtype} input without quantization")
+    wf = _float_filter(op, w, 3 if depthwise else 0)
+    wf = wf.reshape(kh, kw, o) if depthwise else wf.transpose(1, 2, 3, 0)
+    bias = _bias(op, o, _F32)
+    b = "nullptr" if bias is None else e.param(bias, "float")
+    fn = "depthwise_f32" if depthwise else "conv2d_f32"
+    return (f"tk::{fn}({geom}, {e.ptr(x)}, {e.param(np.ascontiguousarray(wf), 'float')}, "
+            f"{b}, {_act(op)}, {e.ptr(out)}, {r0}, {r1});")
+
+
+def _pool(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    if len(x.shape) != 4:
+        raise _unsupported(op, "pooling needs a 4-D NHWC input")
+    n, h, w, c = x.shape
+    fh, fw = _int(op, "filterHeight", 1) or 1, _int(op, "filterWidth", 1) or 1
+    sh, sw = _int(op, "strideH", 1) or 1, _int(op, "strideW", 1) or 1
+    same = _same(op)
+    oh, pt = _conv_out_and_pad(h, fh, sh, 1, same)
+    ow, pl = _conv_out_and_pad(w, fw, sw, 1, same)
+    r0, r1 = _rows(step, oh)
+    geom = f"tk::PoolGeom{{{n}, {h}, {w}, {c}, {fh}, {fw}, {sh}, {sw}, {oh}, {ow}, {pt}, {pl}}}"
+    kind = "max" if op.type == "MAX_POOL_2D" else "avg"
+    if x.dtype == _F32:
+        return f"tk::{kind}_pool_f32({geom}, {e.ptr(x)}, {_act(op)}, {e.ptr(out)}, {r0}, {r1});"
+    _check_int8(op, x, out)
+    if is_quantized(out):
+        lo, hi = activation_range(op, out)
+    else:
+        lo, hi = -128, 127
+    return f"tk::{kind}_pool_q8({geom}, {e.ptr(x)}, {lo}, {hi}, {e.ptr(out)}, {r0}, {r1});"
+
+
+# ------------------------------------------------------------------ matmul
+def _fully_connected(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    w = _const(op, 1)
+    if w.ndim != 2:
+        raise _unsupported(op, f"weights of shape {list(w.shape)} (2-D [out, in] needed)")
+    o, k = w.shape
+    size = _size(x.shape)
+    if k == 0 or size % k:
+        raise _unsupported(op, f"input of shape {list(x.shape)} cannot be split into rows of {k}")
+    batch = size // k
+    if is_quantized(x):
+        _check_int8(op, x, out)
+        iq, wq, oq = qp(op, x), qp(op, op.inputs[1]), qp(op, out)
+        w_eff = (w.astype(np.int64) - _filter_offsets(op, o)[:, None]).T
+        bias = _bias(op, o, _I32)
+        mults = channel_multipliers(iq, wq, oq, o, float_product=wq.scale.size == 1)
+        b = "nullptr" if bias is None else e.param(bias, "int32_t")
+        return (f"const tk::QuantOut q = {_quant_out(e, op, mults, o)};\n"
+                f"tk::fully_connected_q8({e.ptr(x)}, {iq.zp}, "
+                f"{e.param(np.ascontiguousarray(w_eff.astype(np.int16)), 'int16_t')}, {b}, "
+                f"{batch}, {k}, {o}, q, {e.ptr(out)});")
+    if x.dtype != _F32:
+        raise _unsupported(op, f"FULLY_CONNECTED of {x.dtype} input without quantization")
+    wf = np.ascontiguousarray(_float_filter(op, w, 0).T)
+    bias = _bias(op, o, _F32)
+    b = "nullptr" if bias is None else e.param(bias, "float")
+    return (f"tk::fully_connected_f32({e.ptr(x)}, {e.param(wf, 'float')}, {b}, {batch}, {k}, "
+            f"{o}, {_act(op)}, {e.ptr(out)});")
+
+
+def _batch_matmul(e: Emitter, step: Step) -> str:
+    op = step.op
+    a, b, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    assert a is not None and b is not None
+    if len(a.shape) < 2 or len(b.shape) < 2:
+        raise _unsupported(op, "BATCH_MATMUL needs rank >= 2 operands")
+    adj_a = bool(_opt(op, "adjointLhs", False) or _opt(op, "adjX", False))
+    adj_b = bool(_opt(op, "adjointRhs", False) or _opt(op, "adjY", False))
+    ar, ac = a.shape[-2:]
+    br, bc = b.shape[-2:]
+    m, k = (ac, ar) if adj_a else (ar, ac)
+    k2, n = (bc, br) if adj_b else (br, bc)
+    if k != k2:
+        raise _unsupported(op, f"inner dimensions differ: {list(a.shape)} x {list(b.shape)}")
+    batch_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    nb = _size(batch_shape)
+    a_idx = np.broadcast_to(np.arange(_size(a.shape[:-2])).reshape(a.shape[:-2]),
+                            batch_shape).reshape(-1)
+    b_idx = np.broadcast_to(np.arange(_size(b.shape[:-2])).reshape(b.shape[:-2]),
+                            batch_shape).reshape(-1)
+    a_off = (a_idx * ar * ac).astype(np.int32)
+    b_off = (b_idx * br * bc).astype(np.int32)
+    a_rs, a_cs = (1, m) if adj_a else (k, 1)
+    b_rs, b_cs = (1, k) if adj_b else (n, 1)
+    geom = (f"tk::MatmulGeom{{{nb}, {m}, {n}, {k}, {e.param(a_off, 'int32_t')}, "
+            f"{e.param(b_off, 'int32_t')}, {a_rs}, {a_cs}, {b_rs}, {b_cs}}}")
+    if is_quantized(a):
+        _check_int8(op, a, b, out)
+        aq, bq, oq = qp(op, a), qp(op, b), qp(op, out)
+        real = np.float64(np.float32(aq.s) * np.float32(bq.s)) / np.float64(oq.s)
+        mm, ss = quantize_multiplier(real)
+        return (f"tk::batch_matmul_q8({geom}, {e.ptr(a)}, {aq.zp}, {e.ptr(b)}, {bq.zp}, "
+                f"{int(mm)}, {int(ss)}, {oq.zp}, -128, 127, {e.ptr(out)});")
+    if a.dtype != _F32 or b.dtype != _F32:
+        raise _unsupported(op, f"BATCH_MATMUL of {a.dtype} x {b.dtype}")
+    return f"tk::batch_matmul_f32({geom}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)});"
+
+
+# ------------------------------------------------------------------ element-wise
+_BINOPS = {"ADD": 0, "SUB": 1, "MUL": 2, "DIV": 3, "POW": 4, "SQUARED_DIFFERENCE": 5,
+           "MINIMUM": 6, "MAXIMUM": 7}
+
+
+def _strides6(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
+    """Element strides of an operand of ``shape`` broadcast to the 6-D ``out``."""
+    full = (1,) * (6 - len(shape)) + tuple(shape)
+    st = [0] * 6
+    acc = 1
+    for d in range(5, -1, -1):
+        st[d] = 0 if full[d] == 1 and out[d] != 1 else acc
+        acc *= full[d]
+    return st
+
+
+def _bcast(op: Op, step: Step, a: Tensor, b: Tensor, out: Tensor) -> tuple[str, int, int]:
+    oshape = tuple(out.shape)
+    if len(oshape) > 6 or len(a.shape) > 6 or len(b.shape) > 6:
+        raise _unsupported(op, "broadcast of more than 6 dimensions")
+    try:
+        if tuple(np.broadcast_shapes(a.shape, b.shape)) != oshape:
+            raise ValueError
+    except ValueError:
+        raise _unsupported(op, f"operands {list(a.shape)} and {list(b.shape)} do not "
+                               f"broadcast to the output {list(oshape)}") from None
+    o6 = (1,) * (6 - len(oshape)) + oshape
+    row_dim, r0, r1 = -1, 0, 0
+    if step.rows is not None and len(oshape) >= 2:
+        row_dim = 6 - len(oshape) + 1
+        r0, r1 = step.rows
+    g = (f"tk::Bcast{{{_arr(o6)}, {_arr(_strides6(a.shape, o6))}, "
+         f"{_arr(_strides6(b.shape, o6))}, {row_dim}}}")
+    return g, r0, r1
+
+
+def _binary(e: Emitter, step: Step) -> str:
+    op = step.op
+    a, b, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    assert a is not None and b is not None
+    g, r0, r1 = _bcast(op, step, a, b, out)
+    if a.dtype == _F32 and b.dtype == _F32 and out.dtype == _F32:
+        return (f"tk::binary_f32({g}, {_BINOPS[op.type]}, {e.ptr(a)}, {e.ptr(b)}, "
+                f"{_act(op)}, {e.ptr(out)}, {r0}, {r1});")
+    if not (is_quantized(a) and is_quantized(b) and is_quantized(out)):
+        raise _unsupported(op, f"{op.type} of {a.dtype} x {b.dtype}")
+    _check_int8(op, a, b, out)
+    qa, qb, qo = qp(op, a), qp(op, b), qp(op, out)
+    lo, hi = activation_range(op, out)
+    if op.type in ("ADD", "SUB"):
+        left = 20
+        twice = 2.0 * np.float64(max(qa.s, qb.s))
+        ma, sa = quantize_multiplier(np.float64(qa.s) / twice)
+        mb, sb = quantize_multiplier(np.float64(qb.s) / twice)
+        mo, so = quantize_multiplier(twice / (float(1 << left) * np.float64(qo.s)))
+        sign = 1 if op.type == "ADD" else -1
+        q = (f"tk::AddQ{{{qa.zp}, {qb.zp}, {qo.zp}, {int(ma)}, {int(mb)}, {int(mo)}, "
+             f"{int(sa)}, {int(sb)}, {int(so)}, {left}, {lo}, {hi}}}")
+        return (f"tk::add_q8({g}, {q}, {sign}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, "
+                f"{r0}, {r1});")
+    if op.type == "MUL":
+        if op.activation == 4:
+            raise _unsupported(op, "fused TANH on a quantized MUL")
+        real = np.float64(qa.s) * np.float64(qb.s) / np.float64(qo.s)
+        m, s = quantize_multiplier(real)
+        return (f"tk::mul_q8({g}, {qa.zp}, {qb.zp}, {int(m)}, {int(s)}, {qo.zp}, {lo}, {hi}, "
+                f"{e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});")
+    raise _unsupported(op, f"quantized {op.type}")
+
+
+_UNOPS = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "RELU_0_TO_1": 3, "TANH": 4,
+          "LOGISTIC": 5, "RSQRT": 6, "SQRT": 7, "EXP": 8, "NEG": 9, "ABS": 10}
+_RELU_BOUNDS = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0),
+                "RELU_0_TO_1": (0.0, 1.0)}
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return np.float32(1) / (np.float32(1) + np.exp(-x))
+
+
+_LUT_FNS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "TANH": np.tanh, "LOGISTIC": _logistic, "EXP": np.exp, "SQRT": np.sqrt,
+    "RSQRT": lambda v: np.float32(1) / np.sqrt(v),
+}
+
+
+def _lut_table(op: Op, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """TFLite's LUTPopulate over the 256 int8 input values."""
+    iq, oq = qp(op, op.inputs[0]), qp(op, op.outputs[0])
+    vals = np.arange(-128, 128, dtype=np.int64)
+    deq = np.float32(iq.s) * (vals - iq.zp).astype(np.float32)
+    with np.errstate(all="ignore"):
+        y = np.asarray(fn(deq), dtype=np.float32)
+        r = round_half_away(y * (np.float32(1) / np.float32(oq.s)))
+        r = np.clip(np.nan_to_num(r, nan=0.0), -(2.0**40), 2.0**40)
+    return np.clip(r.astype(np.int64) + oq.zp, -128, 127).astype(np.int8)
+
+
+def _flat_rows(step: Step, shape: tuple[int, ...], call: Callable[[str, str], str]) -> str:
+    """``call(offset, count)`` over the whole tensor, or over the stripe's rows of axis 1."""
+    size = _size(shape)
+    if step.rows is None or len(shape) < 2:
+        return call("0", str(size))
+    r0, r1 = step.rows
+    inner = _size(shape[2:])
+    return (f"for (int64_t b = 0; b < {shape[0]}; ++b) {{\n"
+            f"  const int64_t off = (b * {shape[1]} + {r0}) * {inner};\n"
+            f"  {call('off', str((r1 - r0) * inner))}\n}}")
+
+
+def _unary(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    shape = tuple(out.shape)
+    if tuple(x.shape) != shape:
+        raise _unsupported(op, "input and output shapes differ")
+    px, py = e.ptr(x), e.ptr(out)
+    if x.dtype == _F32 and out.dtype == _F32:
+        code = _UNOPS[op.type]
+        return _flat_rows(step, shape,
+                          lambda o, n: f"tk::unary_f32({code}, {px} + {o}, {py} + {o}, {n});")
+    if not (is_quantized(x) and is_quantized(out)):
+        raise _unsupported(op, f"{op.type} of non-quantized {x.dtype} input")
+    _check_int8(op, x, out)
+    if op.type in _RELU_BOUNDS:
+        iq, oq = qp(op, x), qp(op, out)
+        lo_f, hi_f = _RELU_BOUNDS[op.type]
+        lo = max(-128, oq.zp + int(round_half_away(np.float32(lo_f) / oq.s)))
+        hi = min(127, oq.zp + int(round_half_away(np.float32(hi_f) / oq.s))) \
+            if hi_f != math.inf else 127
+        m, s = quantize_multiplier(np.float64(iq.s) / np.float64(oq.s))
+        return _flat_rows(step, shape, lambda o, n: (
+            f"tk::relu_q8({px} + {o}, {iq.zp}, {int(m)}, {int(s)}, {oq.zp}, {lo}, {hi}, "
+            f"{py} + {o}, {n});"))
+    fn = _LUT_FNS.get(op.type)
+    if fn is None:
+        raise _unsupported(op, f"quantized {op.type}")
+    table = e.param(_lut_table(op, fn), "int8_t")
+    return _flat_rows(step, shape, lambda o, n: f"tk::lut_q8({px} + {o}, {table}, {py} + {o}, "
+                                                 f"{n});")
+
+
+def _quantize(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    shape = tuple(out.shape)
+    px, py = e.ptr(x), e.ptr(out)
+    if op.type == "QUANTIZE" and x.dtype == _F32 and out.dtype == _I8:
+        q = qp(op, out)
+        if q.scale.size > 1:
+            raise _unsupported(op, "per-channel QUANTIZE")
+        return _flat_rows(step, shape, lambda o, n: (
+            f"tk::quantize_f32_q8({px} + {o}, {_flt(q.s)}, {q.zp}, {py} + {o}, {n});"))
+    if op.type == "DEQUANTIZE" and x.dtype == _I8 and out.dtype == _F32:
+        q = qp(op, x)
+        if q.scale.size > 1:
+            raise _unsupported(op, "per-channel DEQUANTIZE")
+        return _flat_rows(step, shape, lambda o, n: (
+            f"tk::dequantize_q8_f32({px} + {o}, {_dbl(float(q.s))}, {q.zp}, {py} + {o}, "
+            f"{n});"))
+    raise _unsupported(op, f"{op.type} from {x.dtype} to {out.dtype}")
+
+
+# ------------------------------------------------------------------ softmax, reductions
+def _softmax(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    if not x.shape:
+        raise _unsupported(op, "SOFTMAX of a scalar")
+    depth = x.shape[-1]
+    rows = _size(x.shape) // max(depth, 1)
+    beta = float(_opt(op, "beta", 1.0))  # type: ignore[arg-type]
+    if x.dtype == _F32 and out.dtype == _F32:
+        return (f"tk::softmax_f32({e.ptr(x)}, {e.ptr(out)}, {rows}, {depth}, {_flt(beta)});")
+    if not (is_quantized(x) and is_quantized(out)):
+        raise _unsupported(op, f"SOFTMAX of {x.dtype}")
+    _check_int8(op, x, out)
+    iq, oq = qp(op, x), qp(op, out)
+    return (f"tk::softmax_q8({e.ptr(x)}, {_dbl(float(iq.s))}, {iq.zp}, {_flt(oq.s)}, {oq.zp}, "
+            f"{_flt(beta)}, {e.ptr(out)}, {rows}, {depth});")
+
+
+_REDOPS = {"MEAN": 0, "SUM": 1, "REDUCE_MAX": 2, "REDUCE_MIN": 3, "REDUCE_PROD": 4}
+
+
+def _reduce(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    rank = len(x.shape)
+    if rank > 6:
+        raise _unsupported(op, "reduction of more than 6 dimensions")
+    axes: list[int] = []
+    raw = _const(op, 1).reshape(-1).tolist() if len(op.inputs) > 1 else list(range(rank))
+    for v in raw:
+        a = int(v) + rank if int(v) < 0 else int(v)
+        if not 0 <= a < max(rank, 1):
+            raise _unsupported(op, f"axis {v} out of range for rank {rank}")
+        if a not in axes:
+            axes.append(a)
+    kept = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
+    # output strides of the kept-dims layout, 0 on reduced axes
+    st = [0] * rank
+    acc = 1
+    for d in range(rank - 1, -1, -1):
+        st[d] = 0 if d in axes else acc
+        acc *= kept[d]
+    shape6 = (1,) * (6 - rank) + tuple(x.shape)
+    st6 = [0] * (6 - rank) + st
+    count = _size(tuple(x.shape[a] for a in axes))
+    out_size = _size(out.shape)
+    if out_size != _size(kept):
+        raise _unsupported(op, f"output shape {list(out.shape)} does not match the reduction")
+    g = f"tk::Reduce{{{_arr(shape6)}, {_arr(st6)}, {out_size}, {count}}}"
+    if x.dtype == _F32 and out.dtype == _F32:
+        return f"tk::reduce_f32({g}, {_REDOPS[op.type]}, {e.ptr(x)}, {e.ptr(out)});"
+    if op.type != "MEAN" or not (is_quantized(x) and is_quantized(out)):
+        raise _unsupported(op, f"{op.type} of {x.dtype}")
+    _check_int8(op, x, out)
+    iq, oq = qp(op, x), qp(op, out)
+    keep = bool(_opt(op, "keepDims", False))
+    if count == 0:
+        raise _unsupported(op, "MEAN over an empty axis")
+    if keep and rank == 4 and sorted(axes) == [1, 2]:
+        bias, m, s = spatial_mean_requant(iq, oq, count)
+        channels = x.shape[3]
+        return (f"tk::mean_q8({g}, {e.ptr(x)}, 1, {m}, {s}, {iq.zp}, {bias}, -128, 127, "
+                f"{channels}, {(channels // 16) * 16}, {e.ptr(out)});")
+    m, s = mean_requant(iq, oq, count)
+    return (f"tk::mean_q8({g}, {e.ptr(x)}, 0, {m}, {s}, {iq.zp}, {oq.zp}, -128, 127, 1, 0, "
+            f"{e.ptr(out)});")
+
+
+# ------------------------------------------------------------------ normalisation
+def _vector(op: Op, i: int, n: int, default: float) -> np.ndarray:
+    t = _input(op, i)
+    if t is None:
+        return np.full(n, default, dtype=np.float32)
+    v = _const(op, i).astype(np.float32).reshape(-1)
+    if v.size == 1:
+        return np.full(n, v[0], dtype=np.float32)
+    if v.size != n:
+        raise _unsupported(op, f"input {i} has {v.size} values for {n} channels")
+    return v
+
+
+def layer_norm_epsilon(op: Op) -> float:
+    """Epsilon of a custom LAYER_NORM: 4 bytes float32, empty for 1e-5, or a FlexBuffers map
+    with an ``epsilon`` key."""
+    raw = op.custom_options
+    if raw is None or len(raw) == 0:
+        return 1e-5
+    raw = bytes(raw)
+    if len(raw) == 4:
+        return float(struct.unpack("<f", raw)[0])
+    try:
+        from flatbuffers import flexbuffers
+
+        value = flexbuffers.Loads(raw)
+    except Exception:  # any decoding failure: not an epsilon map
+        value = None
+    if isinstance(value, dict) and isinstance(value.get("epsilon"), (int, float)):
+        return float(value["epsilon"])
+    raise _unsupported(op, f"LAYER_NORM custom_options of {len(raw)} bytes are not an epsilon")
+
+
+def _norm(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    if x.dtype != _F32 or out.dtype != _F32:
+        raise _unsupported(op, f"{op.kind} of {x.dtype} (float32 only)")
+    c = x.shape[-1]
+    gamma = e.param(_vector(op, 1, c, 1.0), "float")
+    beta = e.param(_vector(op, 2, c, 0.0), "float")
+    if op.kind == "INSTANCE_NORM":
+        if len(x.shape) < 3:
+            raise _unsupported(op, "INSTANCE_NORM needs (N, spatial..., C)")
+        eps = float(_opt(op, "epsilon", 0.0))  # type: ignore[arg-type]
+        spatial = _size(x.shape[1:-1])
+        return (f"tk::instance_norm_f32({e.ptr(x)}, {gamma}, {beta}, {x.shape[0]}, {spatial}, "
+                f"{c}, {_dbl(eps)}, {_act(op)}, {e.ptr(out)});")
+    rows = _size(x.shape) // max(c, 1)
+    return (f"tk::layer_norm_f32({e.ptr(x)}, {gamma}, {beta}, {rows}, {c}, "
+            f"{_dbl(layer_norm_epsilon(op))}, {e.ptr(out)});")
+
+
+# ------------------------------------------------------------------ data movement
+def _copy(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    if _size(x.shape) != _size(out.shape) or x.dtype != out.dtype:
+        raise _unsupported(op, f"{op.type} from {list(x.shape)} to {list(out.shape)}")
+    n = _size(out.shape) * out.dtype.itemsize  # type: ignore[union-attr]
+    return f"std::memcpy({e.ptr(out)}, {e.ptr(x)}, {n});"
+
+
+def _transpose(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    perm = [int(v) for v in _const(op, 1).reshape(-1)]
+    rank = len(x.shape)
+    if sorted(perm) != list(range(rank)) or rank > 6:
+        raise _unsupported(op, f"permutation {perm} for rank {rank}")
+    in_st = [0] * rank
+    acc = 1
+    for d in range(rank - 1, -1, -1):
+        in_st[d] = acc
+        acc *= x.shape[d]
+    oshape = [x.shape[p] for p in perm]
+    shape6 = [1] * (6 - rank) + oshape
+    st6 = [0] * (6 - rank) + [in_st[p] for p in perm]
+    item = x.dtype.itemsize  # type: ignore[union-attr]
+    return (f"{{ static const int64_t s[6] = {_arr(shape6)}; static const int64_t t[6] = "
+            f"{_arr(st6)};\n  tk::transpose({e.ptr(x)}, {e.ptr(out)}, {item}, s, t); }}")
+
+
+def _concat(e: Emitter, step: Step) -> str:
+    op = step.op
+    out = op.outputs[0]
+    rank = len(out.shape)
+    axis = _int(op, "axis", 0)
+    axis = axis + rank if axis < 0 else axis
+    if is_quantized(out):
+        oq = qp(op, out)
+        for t in op.inputs:
+            if t is not None and is_quantized(t):
+                iq = qp(op, t)
+                if iq.s != oq.s or iq.zp != oq.zp:
+                    raise _unsupported(op, "CONCATENATION of inputs quantized unlike the "
+                                           "output")
+    outer = _size(out.shape[:axis])
+    y_block = _size(out.shape[axis:])
+    item = out.dtype.itemsize  # type: ignore[union-attr]
+    lines, offset = [], 0
+    for t in op.inputs:
+        if t is None:
+            continue
+        inner = _size(t.shape[axis:])
+        lines.append(f"tk::copy_blocks({e.ptr(t)}, {inner}, {e.ptr(out)} + {offset}, "
+                     f"{y_block}, {outer}, {inner}, {item});")
+        offset += inner
+    act = _act(op)
+    if act and out.dtype == _F32:
+        lines.append(f"tk::activate_f32({e.ptr(out)}, {_size(out.shape)}, {act});")
+    elif act:
+        raise _unsupported(op, "fused activation on a quantized CONCATENATION")
+    return "\n".join(lines)
+
+
+def _split(e: Emitter, step: Step) -> str:
+    op = step.op
+    if op.type == "SPLIT":
+        x = op.inputs[1]
+        axis = int(_const(op, 0).reshape(-1)[0])
+    else:
+        x = op.inputs[0]
+        axis = int(_const(op, 2).reshape(-1)[0])
+    assert x is not None
+    rank = len(x.shape)
+    axis = axis + rank if axis < 0 else axis
+    outer = _size(x.shape[:axis])
+    x_block = _size(x.shape[axis:])
+    item = x.dtype.itemsize  # type: ignore[union-attr]
+    lines, offset = [], 0
+    for t in op.outputs:
+        inner = _size(t.shape[axis:])
+        lines.append(f"tk::copy_blocks({e.ptr(x)} + {offset}, {x_block}, {e.ptr(t)}, {inner}, "
+                     f"{outer}, {inner}, {item});")
+        offset += inner
+    if offset != x_block:
+        raise _unsupported(op, "outputs do not add up to the input")
+    return "\n".join(lines)
+
+
+_EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
+    "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv,
+    "MAX_POOL_2D": _pool, "AVERAGE_POOL_2D": _pool,
+    "FULLY_CONNECTED": _fully_connected, "BATCH_MATMUL": _batch_matmul,
+    **dict.fromkeys(_BINOPS, _binary), **dict.fromkeys(_UNOPS, _unary),
+    "QUANTIZE": _quantize, "DEQUANTIZE": _quantize,
+    "SOFTMAX": _softmax, **dict.fromkeys(_REDOPS, _reduce),
+    "INSTANCE_NORM": _norm, "LAYER_NORM": _norm,
+    "RESHAPE": _copy, "SQUEEZE": _copy, "EXPAND_DIMS": _copy,
+    "TRANSPOSE": _transpose, "CONCATENATION": _concat, "SPLIT": _split, "SPLIT_V": _split,
+}
+
+#: Op kinds the generator emits (CUSTOM ops by custom code).
+SUPPORTED: frozenset[str] = frozenset(_EMITTERS)
+
+
+def emit_step(e: Emitter, step: Step) -> str:
+    """The C++ statements of one step (UnsupportedOpError for an op it cannot generate)."""
+    op = step.op
+    fn = _EMITTERS.get(op.kind)
+    if fn is None:
+        raise UnsupportedOpError(
+            f"no C++ kernel for {op.kind} (op {op.name!r}, first output "
+            f"{op.outputs[0].name if op.outputs else '<none>'!r})", where=_where(op),
+            fix=f"the generator supports {', '.join(sorted(SUPPORTED))}")
+    # windowed and element-wise ops compute a stripe's rows; any other op is computed whole
+    # at each of its stripes, which leaves the stripe's rows right as well
+    return fn(e, step)

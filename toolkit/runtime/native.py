@@ -1,0 +1,250 @@
+"""Run a generated C++ artifact (see :mod:`toolkit.codegen`) through its C ABI with ctypes.
+
+:class:`NativeModel` loads the artifact's shared library (building it first when it is not
+built), creates the model from its parameters file and runs inferences;
+:func:`run_native` is the one-call form. A traced run returns the artifact's own events (its
+tracer: steady-clock nanoseconds, the same clock as :func:`time.perf_counter_ns` on Linux) in
+an :class:`~toolkit.runtime.tracer.EventTracer`, with the keys and arguments of the reference
+runtime's events (``op_index``, ``op_type``, ``op_name`` for a plain model; ``command_id``,
+``optimised_id``, ``stripe``, ``op_type``, ``op_name`` for a compiled one), so
+:func:`toolkit.trace.join.trace_join` attributes native time to the original layers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toolkit.codegen import Artifact, load_artifact
+from toolkit.errors import RuntimeInputError, ToolkitError
+from toolkit.runtime.interpreter import RunResult
+from toolkit.runtime.tracer import EventTracer
+
+__all__ = ["NativeModel", "run_native"]
+
+_ERR = 2048
+_I64P = ctypes.POINTER(ctypes.c_int64)
+_I32P = ctypes.POINTER(ctypes.c_int32)
+
+
+def _as_artifact(obj: Artifact | str | Path) -> Artifact:
+    if isinstance(obj, Artifact):
+        return obj
+    return load_artifact(obj)
+
+
+class NativeModel:
+    """A loaded artifact: ``invoke(inputs)`` runs inferences and returns outputs by name.
+
+    Args:
+        artifact: an :class:`~toolkit.codegen.Artifact` or its directory.
+        params: another parameters file to load (default: the artifact's).
+    """
+
+    def __init__(self, artifact: Artifact | str | Path, params: str | Path | None = None
+                 ) -> None:
+        self.artifact = a = _as_artifact(artifact)
+        if not a.built:
+            a.build()
+        self._lib = lib = ctypes.CDLL(str(a.library.resolve()))
+        p = a.cname
+        self._create = getattr(lib, f"{p}_create")
+        self._create.restype = ctypes.c_void_p
+        self._create.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+        self._destroy = getattr(lib, f"{p}_destroy")
+        self._destroy.argtypes = [ctypes.c_void_p]
+        self._set = getattr(lib, f"{p}_set_input")
+        self._set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64,
+                              ctypes.c_char_p, ctypes.c_int]
+        self._get = getattr(lib, f"{p}_get_output")
+        self._get.argtypes = self._set.argtypes
+        self._run = getattr(lib, f"{p}_run")
+        self._run.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        self._trace_enable = getattr(lib, f"{p}_trace_enable")
+        self._trace_enable.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+        self._trace_count = getattr(lib, f"{p}_trace_count")
+        self._trace_count.argtypes = [ctypes.c_void_p]
+        self._trace_count.restype = ctypes.c_int64
+        self._trace_dropped = getattr(lib, f"{p}_trace_dropped")
+        self._trace_dropped.argtypes = [ctypes.c_void_p]
+        self._trace_dropped.restype = ctypes.c_int64
+        self._trace_read = getattr(lib, f"{p}_trace_read")
+        self._trace_read.argtypes = [ctypes.c_void_p, _I32P, _I64P, _I64P, ctypes.c_int64]
+        self._trace_read.restype = ctypes.c_int64
+        self._err = ctypes.create_string_buffer(_ERR)
+        path = Path(params) if params is not None else a.params
+        handle = self._create(str(path).encode(), self._err, _ERR)
+        if not handle:
+            raise ToolkitError(f"cannot load the parameters: {self._message()}",
+                               where=str(path),
+                               fix="use the .params file generated with this code")
+        self._handle: int | None = handle
+        m = a.manifest
+        self._inputs = [(i["name"], np.dtype(i["dtype"]), tuple(i["shape"]))
+                        for i in m["inputs"]]
+        self._outputs = [(o["name"], np.dtype(o["dtype"]), tuple(o["shape"]))
+                         for o in m["outputs"]]
+        self.keys = [int(s["key"]) for s in m["steps"]]
+        self.args = [dict(s["args"]) for s in m["steps"]]
+
+    def _message(self) -> str:
+        return self._err.value.decode(errors="replace")
+
+    def close(self) -> None:
+        """Free the native model (also done when the object is collected)."""
+        if self._handle is not None:
+            self._destroy(self._handle)
+            self._handle = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    def _alive(self) -> int:
+        if self._handle is None:
+            raise ToolkitError("the native model was closed", fix="create a new NativeModel")
+        return self._handle
+
+    def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
+        """Random inputs as the reference runtime makes them (float in [-1, 1), integers in
+        the int8 range)."""
+        rng = np.random.default_rng(seed)
+        out = {}
+        for name, dt, shape in self._inputs:
+            if np.issubdtype(dt, np.floating):
+                out[name] = rng.uniform(-1, 1, shape).astype(dt)
+            else:
+                info = np.iinfo(dt)
+                out[name] = rng.integers(max(info.min, -128), min(info.max, 127) + 1, shape,
+                                         endpoint=False).astype(dt)
+        return out
+
+    def set_inputs(self, inputs: Any) -> None:
+        """Check and copy the inputs (dict by name, list in order, or one array) in."""
+        h = self._alive()
+        specs = self._inputs
+        if isinstance(inputs, np.ndarray):
+            inputs = [inputs]
+        if isinstance(inputs, Mapping):
+            unknown = sorted(set(inputs) - {n for n, _, _ in specs})
+            if unknown:
+                raise RuntimeInputError(f"unknown input name(s) {unknown}", where="inputs",
+                                        fix=f"the model's inputs are {[n for n, _, _ in specs]}")
+            missing = [n for n, _, _ in specs if n not in inputs]
+            if missing:
+                raise RuntimeInputError(f"missing input(s) {missing}", where="inputs")
+            arrays = [inputs[n] for n, _, _ in specs]
+        else:
+            arrays = list(inputs)
+            if len(arrays) != len(specs):
+                raise RuntimeInputError(f"got {len(arrays)} input(s), the model has "
+                                        f"{len(specs)}", fix=f"inputs are {[n for n, _, _ in specs]}")
+        for k, ((name, dt, shape), a) in enumerate(zip(specs, arrays)):
+            a = np.asarray(a)
+            if a.dtype != dt:
+                raise RuntimeInputError(f"input {name!r} has dtype {a.dtype}, the model expects "
+                                        f"{dt}", where=f"input {name!r}",
+                                        fix=f"cast with .astype(np.{dt})")
+            if a.shape != shape:
+                raise RuntimeInputError(f"input {name!r} has shape {list(a.shape)}, the model "
+                                        f"expects {list(shape)}", where=f"input {name!r}")
+            a = np.ascontiguousarray(a)
+            self.set_raw(k, a.ctypes.data, a.nbytes, h)
+
+    def set_raw(self, index: int, address: int, nbytes: int, handle: int | None = None) -> None:
+        """Copy ``nbytes`` at ``address`` into input ``index`` through the C ABI, which
+        checks the size (RuntimeInputError with the artifact's message when it differs)."""
+        h = handle if handle is not None else self._alive()
+        rc = self._set(h, index, address, nbytes, self._err, _ERR)
+        if rc != 0:
+            raise RuntimeInputError(self._message(), where=f"input {index} (C ABI)",
+                                    fix="pass an array of the input's shape and dtype")
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        """The outputs of the last inference, by name (copies)."""
+        h = self._alive()
+        out = {}
+        for k, (name, dt, shape) in enumerate(self._outputs):
+            a = np.empty(shape, dtype=dt)
+            rc = self._get(h, k, a.ctypes.data, a.nbytes, self._err, _ERR)
+            if rc != 0:
+                raise ToolkitError(self._message(), where=f"output {name!r}")
+            out[name] = a
+        return out
+
+    def run(self, repeat: int = 1) -> None:
+        """Run ``repeat`` inferences on the inputs set (one native loop)."""
+        rc = self._run(self._alive(), repeat, self._err, _ERR)
+        if rc != 0:
+            raise ToolkitError(f"the native inference failed: {self._message()}",
+                               where=str(self.artifact.library))
+
+    def enable_trace(self, capacity: int) -> None:
+        """Record up to ``capacity`` events from now on (0 turns tracing off)."""
+        self._trace_enable(self._alive(), capacity)
+
+    def events(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The recorded events: ``(keys int32, begin_ns int64, end_ns int64)``."""
+        h = self._alive()
+        n = int(self._trace_count(h))
+        ids = np.empty(n, np.int32)
+        begins = np.empty(n, np.int64)
+        ends = np.empty(n, np.int64)
+        self._trace_read(h, ids.ctypes.data_as(_I32P), begins.ctypes.data_as(_I64P),
+                         ends.ctypes.data_as(_I64P), n)
+        dropped = int(self._trace_dropped(h))
+        if dropped:
+            raise ToolkitError(f"the trace buffer dropped {dropped} event(s)",
+                               where="native tracer", fix="enable a larger capacity")
+        return ids, begins, ends
+
+    def to_tracer(self, tracer: EventTracer | None = None) -> EventTracer:
+        """The recorded events in an EventTracer, one run per inference, with the reference
+        runtime's event arguments."""
+        ids, begins, ends = self.events()
+        tracer = tracer if tracer is not None else EventTracer()
+        steps = len(self.keys)
+        if steps == 0:
+            return tracer
+        if len(ids) % steps or (ids.reshape(-1, steps) != np.asarray(self.keys)).any():
+            raise ToolkitError("native events do not follow the artifact's steps",
+                               where="native tracer", fix="regenerate and rebuild the artifact")
+        keys, args = self.keys, self.args
+        b, e = begins.tolist(), ends.tolist()
+        for r in range(len(ids) // steps):
+            tracer.new_run()
+            base = r * steps
+            for i in range(steps):
+                tracer.record(keys[i], b[base + i], e[base + i], args[i])
+        return tracer
+
+
+def run_native(artifact: Artifact | str | Path, inputs: Any = None, *, trace: bool = False,
+               repeat: int = 1, warmup: int = 0) -> dict[str, np.ndarray] | RunResult:
+    """Run a generated artifact natively and return its outputs by name.
+
+    ``artifact`` is an :class:`~toolkit.codegen.Artifact` or its directory (built first when
+    needed). ``inputs`` as for :func:`toolkit.runtime.interpreter.run` (None: the same random
+    inputs, seed 0). ``warmup`` inferences run untraced first; then ``repeat`` inferences run
+    in one native loop. With ``trace=True`` returns ``RunResult(outputs, trace)``: the trace
+    holds one event per step per inference (key: op index, or command id of a compiled
+    model), timed by the artifact itself."""
+    if repeat < 1 or warmup < 0:
+        raise ToolkitError(f"repeat must be >= 1 and warmup >= 0, got {repeat} and {warmup}")
+    model = NativeModel(artifact)
+    try:
+        model.set_inputs(model.random_inputs() if inputs is None else inputs)
+        if warmup:
+            model.run(warmup)
+        if trace:
+            model.enable_trace(len(model.keys) * repeat)
+        model.run(repeat)
+        out = model.outputs()
+        if trace:
+            return RunResult(out, model.to_tracer())
+        return out
+    finally:
+        model.close()
