@@ -20,7 +20,7 @@ from pathlib import Path
 
 from toolkit.errors import ToolkitError
 
-__all__ = ["find_compiler", "build_library", "compile_flags", "BuildError"]
+__all__ = ["find_compiler", "build_library", "build_bundle", "compile_flags", "BuildError"]
 
 _LIB_SOURCES = ("tk_ops.cpp", "tk_runtime.cpp")
 _LIB_HEADERS = ("tk_ops.h", "tk_runtime.h")
@@ -123,4 +123,32 @@ def build_library(out_dir: Path, name: str, library: str, *, opt: str = "-O2",
         _run([cxx, *flags, "-shared", "-I", str(out_dir), str(out_dir / f"{name}.cpp"),
               *map(str, objects), "-o", str(tmp_lib)], where=str(out_dir / f"{name}.cpp"))
         os.replace(tmp_lib, target)
+    return target
+
+
+def build_bundle(artifacts: list[tuple[Path, str, str]], bundle_dir: Path, *,
+                 opt: str = "-O2", native: bool = True) -> Path:
+    """Compile several artifacts into one shared library (one translation unit including
+    every artifact's code: the headers are parsed once) and link it as each artifact's
+    library. ``artifacts`` holds ``(out_dir, name, library file name)``; their class names
+    must differ. Returns the bundle's path in ``bundle_dir``."""
+    cxx = find_compiler()
+    flags = compile_flags(opt, native)
+    objects = _library_objects(cxx, flags)
+    bundle_dir.mkdir(parents=True, exist_ok=True)
+    for out_dir, _, library in artifacts:
+        if (out_dir / library).exists():
+            (out_dir / library).unlink()
+    with tempfile.TemporaryDirectory(dir=bundle_dir, prefix=".build-") as tmp:
+        unity = Path(tmp) / "bundle.cpp"
+        unity.write_text("".join(f'#include "{(d / n).resolve()}.cpp"\n'
+                                 for d, n, _ in artifacts))
+        tmp_lib = Path(tmp) / "libbundle.so"
+        _run([cxx, *flags, "-shared", "-I", str(artifacts[0][0].resolve()), str(unity),
+              *map(str, objects), "-o", str(tmp_lib)], where="bundle of " + ", ".join(
+                  n for _, n, _ in artifacts))
+        target = bundle_dir / "libbundle.so"
+        os.replace(tmp_lib, target)
+    for out_dir, _, library in artifacts:
+        shutil.copyfile(target, out_dir / library)
     return target

@@ -131,7 +131,7 @@ def _buf(kind: str, info: dict[str, Any]) -> str:
 
 def _code(cls: str, name: str, a: Analysis, e: Emitter, ins: list[dict[str, Any]],
           outs: list[dict[str, Any]], body: list[str]) -> str:
-    init = [f"params_(parametersPath, kModelHash, kParamsBytes)"]
+    init = [f"params_(parametersPath, {cls}_kModelHash, {cls}_kParamsBytes)"]
     init += [f"{_buf('in', i)}({i['bytes'] // _dt(i).itemsize})" for i in ins]
     init += [f"{_buf('out', o)}({o['bytes'] // _dt(o).itemsize})" for o in outs]
     lines = [
@@ -147,10 +147,8 @@ def _code(cls: str, name: str, a: Analysis, e: Emitter, ins: list[dict[str, Any]
         "",
         "#include <algorithm>",
         "",
-        "namespace {",
-        'constexpr char kModelHash[33] = "@MODEL_HASH@";',
-        "constexpr uint64_t kParamsBytes = @PARAMS_BYTES@ULL;",
-        "}  // namespace",
+        f'static constexpr char {cls}_kModelHash[33] = "@MODEL_HASH@";',
+        f"static constexpr uint64_t {cls}_kParamsBytes = @PARAMS_BYTES@ULL;",
         "",
         f"{cls}::{cls}(const std::string& parametersPath)",
         "    : " + ",\n      ".join(init) + " {",
@@ -194,20 +192,18 @@ def _comment(text: str) -> str:
 
 def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "namespace {",
-        "void put_error(char* err, int errlen, const std::string& msg) {",
+        f"static void {cls}_put_error(char* err, int errlen, const std::string& msg) {{",
         "  if (err && errlen > 0) {",
         "    const size_t n = std::min(msg.size(), static_cast<size_t>(errlen - 1));",
         "    std::memcpy(err, msg.data(), n);",
         "    err[n] = 0;",
         "  }",
         "}",
-        "}  // namespace",
         "",
         'extern "C" {',
         f"void* {cls}_create(const char* params_path, char* err, int errlen) {{",
         f"  try {{ return new {cls}(params_path); }}",
-        "  catch (const std::exception& ex) { put_error(err, errlen, ex.what()); }",
+        f"  catch (const std::exception& ex) {{ {cls}_put_error(err, errlen, ex.what()); }}",
         "  return nullptr;",
         "}",
         f"void {cls}_destroy(void* model) {{ delete static_cast<{cls}*>(model); }}",
@@ -226,11 +222,11 @@ def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]]) -> l
     expected = ", ".join(f"{k}: {i['bytes']}" for k, i in enumerate(ins))
     lines += [
         "    default:",
-        f'      put_error(err, errlen, "input index " + std::to_string(index) + " does not '
+        f'      {cls}_put_error(err, errlen, "input index " + std::to_string(index) + " does not '
         f'exist ({len(ins)} inputs)");',
         "      return 1;",
         "  }",
-        f'  put_error(err, errlen, "input " + std::to_string(index) + " got " + '
+        f'  {cls}_put_error(err, errlen, "input " + std::to_string(index) + " got " + '
         f'std::to_string(nbytes) + " bytes; the model expects (index: bytes) {expected}");',
         "  return 2;",
         "}",
@@ -246,11 +242,11 @@ def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]]) -> l
                   "      return 0;"]
     lines += [
         "    default:",
-        f'      put_error(err, errlen, "output index " + std::to_string(index) + " does not '
+        f'      {cls}_put_error(err, errlen, "output index " + std::to_string(index) + " does not '
         f'exist ({len(outs)} outputs)");',
         "      return 1;",
         "  }",
-        '  put_error(err, errlen, "output " + std::to_string(index) + " buffer of " + '
+        f'  {cls}_put_error(err, errlen, "output " + std::to_string(index) + " buffer of " + '
         'std::to_string(nbytes) + " bytes has the wrong size");',
         "  return 2;",
         "}",
@@ -259,7 +255,7 @@ def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]]) -> l
         "  try {",
         "    for (int i = 0; i < repeat; ++i) m->doInference();",
         "  } catch (const std::exception& ex) {",
-        "    put_error(err, errlen, ex.what());",
+        f"    {cls}_put_error(err, errlen, ex.what());",
         "    return 1;",
         "  }",
         "  return 0;",

@@ -47,6 +47,7 @@ class NativeModel:
 
     def __init__(self, artifact: Artifact | str | Path, params: str | Path | None = None
                  ) -> None:
+        self._handle: int | None = None
         self.artifact = a = _as_artifact(artifact)
         if not a.built:
             a.build()
@@ -82,7 +83,7 @@ class NativeModel:
             raise ToolkitError(f"cannot load the parameters: {self._message()}",
                                where=str(path),
                                fix="use the .params file generated with this code")
-        self._handle: int | None = handle
+        self._handle = handle
         m = a.manifest
         self._inputs = [(i["name"], np.dtype(i["dtype"]), tuple(i["shape"]))
                         for i in m["inputs"]]

@@ -9,7 +9,8 @@
 //
 // Windowed kernels (convolution, pooling) compute output rows [row0, row1) of NHWC axis 1,
 // so that one call computes one stripe of a compiled model's command queue.
-#pragma once
+#ifndef TK_OPS_H_
+#define TK_OPS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -192,3 +193,5 @@ void quantize_f32_q8(const float* x, float scale, int zp, int8_t* y, size_t n);
 void dequantize_q8_f32(const int8_t* x, double scale, int zp, float* y, size_t n);
 
 }  // namespace tk
+
+#endif  // TK_OPS_H_

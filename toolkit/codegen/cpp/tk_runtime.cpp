@@ -1,6 +1,7 @@
 // Runtime support of the toolkit's C++ artifacts: see tk_runtime.h.
 #include "tk_runtime.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -80,6 +81,12 @@ Params::Params(const std::string& path, const char* model_hash, uint64_t expecte
   if (std::memcmp(data_ + 24, model_hash, 32) != 0)
     fail(path, "parameters file is for model " + std::string(reinterpret_cast<const char*>(data_ + 24), 32) +
                    ", this code is model " + std::string(model_hash, 32), regen);
+}
+
+int64_t Tracer::now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 Params::~Params() {

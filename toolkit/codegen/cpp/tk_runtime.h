@@ -1,7 +1,7 @@
 // Runtime support of the toolkit's C++ artifacts: the parameters file and the event tracer.
-#pragma once
+#ifndef TK_RUNTIME_H_
+#define TK_RUNTIME_H_
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -41,11 +41,7 @@ class Params {
 // end are one branch each. Times are steady_clock nanoseconds.
 class Tracer {
  public:
-  static int64_t now() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
+  static int64_t now();  // steady_clock nanoseconds
   void enable(size_t capacity) {
     ids_.assign(capacity, 0);
     begins_.assign(capacity, 0);
@@ -92,3 +88,5 @@ class Tracer {
 #define TK_BEGIN(tracer) const int64_t tk_t0_ = (tracer).begin()
 #define TK_END(tracer, id) (tracer).end((id), tk_t0_)
 #endif
+
+#endif  // TK_RUNTIME_H_

@@ -1,0 +1,284 @@
+"""The native backend: generate, build and run C++ artifacts; compare with the reference
+runtime and LiteRT; join the native trace; bad input.
+
+Builds use ``-O1``; the op library is compiled once per flags into the object cache (see
+``toolkit.codegen.build``), and the sample artifacts are compiled together as one bundle (one
+translation unit), so the headers are parsed once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import ALL_TFLITE, SAMPLES, litert_run
+
+import toolkit as tk
+from toolkit.codegen import Artifact, BuildError, codegen, load_artifact
+from toolkit.codegen.build import build_bundle
+from toolkit.codegen.analysis import plan_arena
+from toolkit.codegen.params import PARAMS_MAGIC, read_header
+from toolkit.compiler import compile_model
+from toolkit.errors import RuntimeInputError, ToolkitError, UnsupportedOpError
+from toolkit.runtime.interpreter import run
+from toolkit.runtime.native import NativeModel, run_native
+from toolkit.trace import read_trace, trace_join
+
+OPT = "-O1"
+MODELS = [*ALL_TFLITE, SAMPLES / "Net_InstanceNorm_003.circle"]
+REPEAT = 3
+
+
+def _same(ref: dict[str, np.ndarray], out: dict[str, np.ndarray]) -> None:
+    """int8 bit-exact; float32 within 1e-5 of the output's largest magnitude."""
+    assert ref.keys() == out.keys()
+    for k, r in ref.items():
+        o = out[k]
+        assert o.dtype == r.dtype and o.shape == r.shape, k
+        if r.dtype == np.int8:
+            np.testing.assert_array_equal(o, r, err_msg=k)
+        else:
+            tol = 1e-5 * max(float(np.abs(r).max()), 1e-30)
+            assert float(np.abs(o - r).max()) <= tol, k
+
+
+def _check_join(trace: tk.EventTracer, model: object, steps: int) -> None:
+    att = trace_join(trace, model)
+    att.check()
+    assert att.runs == REPEAT
+    assert len(trace) == steps * REPEAT
+    assert att.unattributed_ns == 0 and len(att.unattributed()) == 0
+    assert att.attributed_ns == att.total_ns > 0
+    assert int(att.by_layer()["total_ns"].sum()) == att.total_ns
+
+
+def _name(path: Path, kind: str) -> str:
+    return f"{path.stem}_{path.suffix[1:]}_{kind}"
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[object, Artifact]]:
+    """Every sample, plain and compiled, generated and built into one bundle library."""
+    root = tmp_path_factory.mktemp("samples")
+    arts: dict[str, tuple[object, Artifact]] = {}
+    for path in MODELS:
+        model = tk.load(path)
+        for kind, obj in (("plain", model), ("compiled", compile_model(model))):
+            name = _name(path, kind)
+            arts[name] = (obj, codegen(obj, root / name, name=name))
+    build_bundle([(a.out_dir, a.name, a.library.name) for _, a in arts.values()],
+                 root / "bundle", opt=OPT)
+    return arts
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.name)
+@pytest.mark.parametrize("kind", ["plain", "compiled"])
+def test_sample_generated_built_and_run(samples: dict[str, tuple[object, Artifact]],
+                                        path: Path, kind: str) -> None:
+    obj, art = samples[_name(path, kind)]
+    assert art.built
+    assert art.arena_bytes <= max(art.temporaries_bytes, 64) or art.temporaries_bytes == 0
+    inputs = NativeModel(art).random_inputs(seed=1)
+    ref = run(obj, inputs)
+    out, trace = run_native(art, inputs, trace=True, repeat=REPEAT, warmup=1)
+    _same(ref, out)
+    _check_join(trace, obj, len(art.manifest["steps"]))
+    frame = trace.to_frame()
+    key = "op_index" if kind == "plain" else "command_id"
+    assert frame["key"].tolist() == frame[key].tolist()
+    if kind == "plain" and path.suffix == ".tflite":
+        lite = litert_run(path, [inputs[n] for n in art.input_names])
+        _same({k: lite[k] for k in out}, out)
+
+
+def test_striped_compiled_model(tmp_path: Path) -> None:
+    compiled = compile_model(tk.load(SAMPLES / "cnn.tflite"), target=tk.Target(buffer_bytes=4096))
+    stripes = [c for c in compiled.command_list if int(c.stripes) > 1]
+    assert len(stripes) >= 8
+    art = codegen(compiled, tmp_path, name="cnn_striped")
+    assert sum(s["rows"] is not None for s in art.manifest["steps"]) == len(stripes)
+    art.build(opt=OPT)
+    inputs = NativeModel(art).random_inputs(seed=2)
+    out, trace = run_native(art, inputs, trace=True, repeat=REPEAT)
+    _same(run(compiled, inputs), out)
+    _check_join(trace, compiled, len(compiled.command_list))
+    assert trace.to_frame()["stripe"].max() >= 1
+
+
+def test_arena_planning_never_overlaps_live_tensors() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        n = int(rng.integers(1, 30))
+        first = rng.integers(0, 20, n)
+        tensors = [(int(rng.integers(1, 5000)), int(f), int(f + rng.integers(0, 6)))
+                   for f in first]
+        offsets, total = plan_arena(tensors)
+        assert total <= sum(-(-s // 64) * 64 for s, _, _ in tensors)
+        for i, (si, fi, li) in enumerate(tensors):
+            assert offsets[i] % 64 == 0 and offsets[i] + si <= total
+            for j, (sj, fj, lj) in enumerate(tensors[:i]):
+                if not (li < fj or lj < fi):
+                    assert offsets[i] + si <= offsets[j] or offsets[j] + sj <= offsets[i]
+
+
+def test_arena_is_smaller_than_the_sum_on_a_chain(tmp_path: Path) -> None:
+    art = codegen(tk.load(SAMPLES / "cnn.tflite"), tmp_path)
+    assert art.arena_bytes < art.temporaries_bytes / 2
+
+
+@pytest.fixture(scope="module")
+def cnn_int8(tmp_path_factory: pytest.TempPathFactory) -> Artifact:
+    art = codegen(SAMPLES / "cnn_int8.tflite", tmp_path_factory.mktemp("cnn_int8"))
+    art.build(opt=OPT)
+    return art
+
+
+def test_parameters_file_header_and_alignment(cnn_int8: Artifact) -> None:
+    data = cnn_int8.params.read_bytes()
+    head = read_header(data, str(cnn_int8.params))
+    assert data[:8] == PARAMS_MAGIC
+    assert head["size"] == len(data) and len(data) % 16 == 0
+    assert head["model_hash"] == cnn_int8.manifest["model_hash"]
+    assert f'"{head["model_hash"]}"' in cnn_int8.source.read_text()
+    offsets = [int(x) for x in __import__("re").findall(r"P<\w+>\((\d+)\)",
+                                                         cnn_int8.source.read_text())]
+    assert offsets and all(o % 16 == 0 and o >= 64 for o in offsets)
+
+
+def test_mismatching_or_missing_parameters_are_refused(cnn_int8: Artifact,
+                                                        tmp_path: Path) -> None:
+    other = codegen(SAMPLES / "cnn.tflite", tmp_path / "cnn")
+    with pytest.raises(ToolkitError, match="parameters file is for model"):
+        NativeModel(cnn_int8, params=_same_size_other(cnn_int8, tmp_path))
+    with pytest.raises(ToolkitError, match="model expects"):
+        NativeModel(cnn_int8, params=other.params)
+    with pytest.raises(ToolkitError, match="cannot open the parameters file"):
+        NativeModel(cnn_int8, params=tmp_path / "missing.params")
+    bad = tmp_path / "bad.params"
+    bad.write_bytes(b"NOTPARAM" + bytes(100))
+    with pytest.raises(ToolkitError, match="bad magic"):
+        NativeModel(cnn_int8, params=bad)
+
+
+def _same_size_other(art: Artifact, tmp_path: Path) -> Path:
+    """The artifact's parameters with another model hash in the header."""
+    data = bytearray(art.params.read_bytes())
+    data[24:56] = b"0" * 32
+    p = tmp_path / "other_hash.params"
+    p.write_bytes(bytes(data))
+    return p
+
+
+def test_wrong_input_sizes_through_the_c_abi(cnn_int8: Artifact) -> None:
+    m = NativeModel(cnn_int8)
+    buf = np.zeros(7, np.int8)
+    with pytest.raises(RuntimeInputError, match="got 7 bytes; the model expects"):
+        m.set_raw(0, buf.ctypes.data, buf.nbytes)
+    with pytest.raises(RuntimeInputError, match="does not exist"):
+        m.set_raw(5, buf.ctypes.data, buf.nbytes)
+    name = cnn_int8.input_names[0]
+    with pytest.raises(RuntimeInputError, match="shape"):
+        run_native(cnn_int8, {name: np.zeros((1, 2), np.int8)})
+    with pytest.raises(RuntimeInputError, match="dtype"):
+        run_native(cnn_int8, {name: np.zeros(m.random_inputs()[name].shape, np.float32)})
+    m.close()
+
+
+def test_tracing_is_off_by_default(cnn_int8: Artifact) -> None:
+    m = NativeModel(cnn_int8)
+    m.set_inputs(m.random_inputs())
+    m.run(3)
+    assert len(m.events()[0]) == 0
+    m.enable_trace(len(m.keys))
+    m.run(2)  # one inference fits: the second is dropped, and said so
+    with pytest.raises(ToolkitError, match="dropped"):
+        m.events()
+    m.close()
+
+
+def test_build_failure_shows_the_compiler_message(tmp_path: Path) -> None:
+    art = codegen(SAMPLES / "two_branch.tflite", tmp_path)
+    art.build(opt=OPT)
+    with art.source.open("a") as f:
+        f.write("\nthis is not C++;\n")
+    with pytest.raises(BuildError, match="the C\\+\\+ compiler failed") as err:
+        art.build(opt=OPT)
+    assert "two_branch.cpp" in str(err.value)
+    assert not art.library.exists() and not art.built
+    assert not list(tmp_path.glob(".build-*"))
+
+
+def test_no_compiler_names_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    art = codegen(SAMPLES / "two_branch.tflite", tmp_path)
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(BuildError, match="apt-get install g\\+\\+"):
+        art.build()
+    monkeypatch.setenv("CXX", "no-such-compiler")
+    with pytest.raises(BuildError, match="CXX"):
+        art.build()
+
+
+def test_unsupported_op_is_named(tmp_path: Path) -> None:
+    model = tk.load(SAMPLES / "two_branch.tflite")
+    op = model.graph.ops[0]
+    op.type = "GATHER_ND"
+    with pytest.raises(UnsupportedOpError, match="GATHER_ND"):
+        codegen(model, tmp_path)
+    assert not list(tmp_path.glob("*.cpp"))
+
+
+def test_standalone_main_with_the_plain_compiler_command(tmp_path: Path) -> None:
+    compiled = compile_model(tk.load(SAMPLES / "transformer.tflite"))
+    art = codegen(compiled, tmp_path, name="transformer")
+    cmd = art.compiler_command().replace("-O2", "-O0").split()
+    subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True)
+    inputs = NativeModel(art).random_inputs(seed=3)
+    files = []
+    for i, name in enumerate(art.input_names):
+        p = tmp_path / f"in{i}.bin"
+        p.write_bytes(np.ascontiguousarray(inputs[name]).tobytes())
+        files.append(str(p))
+    (tmp_path / "out").mkdir()
+    proc = subprocess.run([str(tmp_path / "transformer_main"), "transformer.params", *files,
+                           "--out", "out", "--repeat", str(REPEAT), "--trace", "trace.csv"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    ref = run(compiled, inputs)
+    for o in art.manifest["outputs"]:
+        got = np.fromfile(tmp_path / "out" / f"{o['cname']}.bin", dtype=o["dtype"])
+        _same({o["name"]: ref[o["name"]]}, {o["name"]: got.reshape(o["shape"])})
+    trace = read_trace(tmp_path / "trace.csv")
+    assert trace.events["key_kind"].astype(str).unique().tolist() == ["command_id"]
+    _check_join(trace, compiled, len(compiled.command_list))
+    bad = subprocess.run([str(tmp_path / "transformer_main"), "missing.params", *files],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert bad.returncode == 1 and "cannot open the parameters file" in bad.stderr
+    short = tmp_path / "short.bin"
+    short.write_bytes(b"\0" * 3)
+    bad = subprocess.run([str(tmp_path / "transformer_main"), "transformer.params",
+                          str(short)], cwd=tmp_path, capture_output=True, text=True)
+    assert bad.returncode == 2 and "3 bytes, the model expects" in bad.stderr
+
+
+def test_load_artifact_and_run_by_directory(cnn_int8: Artifact) -> None:
+    again = load_artifact(cnn_int8.out_dir)
+    assert again.manifest == cnn_int8.manifest
+    out = run_native(cnn_int8.out_dir)
+    _same(run(tk.load(SAMPLES / "cnn_int8.tflite")), out)  # same random inputs, seed 0
+    assert isinstance(ctypes.CDLL(str(cnn_int8.library)), ctypes.CDLL)
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
+def test_cmake_builds_the_artifact(tmp_path: Path) -> None:
+    art = codegen(SAMPLES / "two_branch.tflite", tmp_path / "src")
+    subprocess.run(["cmake", "-S", str(art.out_dir), "-B", str(tmp_path / "b"),
+                    "-DCMAKE_BUILD_TYPE=Debug"], check=True, capture_output=True)
+    subprocess.run(["cmake", "--build", str(tmp_path / "b"), "--target", "two_branch_main"],
+                   check=True, capture_output=True)
+    assert (tmp_path / "b" / "two_branch_main").exists()
