@@ -105,7 +105,7 @@ def _library_objects(cxx: str, flags: list[str]) -> list[Path]:
     return objects
 
 
-def build_library(out_dir: Path, name: str, library: str, *, opt: str = "-O2",
+def build_library(out_dir: Path, name: str, library: str, *, opt: str = "-O3",
                   native: bool = True) -> Path:
     """Compile ``out_dir/<name>.cpp`` with the op library into ``out_dir/<library>``.
 
@@ -127,7 +127,7 @@ def build_library(out_dir: Path, name: str, library: str, *, opt: str = "-O2",
 
 
 def build_bundle(artifacts: list[tuple[Path, str, str]], bundle_dir: Path, *,
-                 opt: str = "-O2", native: bool = True) -> Path:
+                 opt: str = "-O3", native: bool = True) -> Path:
     """Compile several artifacts into one shared library (one translation unit including
     every artifact's code: the headers are parsed once) and link it as each artifact's
     library. ``artifacts`` holds ``(out_dir, name, library file name)``; their class names

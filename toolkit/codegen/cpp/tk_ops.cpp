@@ -65,64 +65,94 @@ void activate_f32(float* y, size_t n, int act) {
 }
 
 // ---------------------------------------------------------------- convolution
-void conv2d_f32(const ConvGeom& g, const float* x, const float* w, const float* bias, int act,
-                float* y, int row0, int row1) {
-  const int o = g.o, c = g.c;
-  std::vector<float> pad(static_cast<size_t>(c), 0.f);
-  std::vector<float> acc(static_cast<size_t>(kTile) * o);
+namespace {
+
+constexpr int kBlockO = 16;  // output channels of one register block
+
+// One block of kTile pixels x kBlockO output channels, accumulated over every tap and input
+// channel: the accumulators stay in registers.
+template <typename X, typename W, typename Acc, typename Load>
+inline void conv_block(const ConvGeom& g, const X* const* taps, const W* w, int oo0,
+                       Acc (&acc)[kTile][kBlockO], Load load) {
+  const int c = g.c, o = g.o, ntaps = g.kh * g.kw;
+  for (int k = 0; k < ntaps; ++k) {
+    const X* __restrict__ p0 = taps[k * kTile + 0];
+    const X* __restrict__ p1 = taps[k * kTile + 1];
+    const X* __restrict__ p2 = taps[k * kTile + 2];
+    const X* __restrict__ p3 = taps[k * kTile + 3];
+    const W* __restrict__ wk = w + static_cast<int64_t>(k) * c * o + oo0;
+    for (int ci = 0; ci < c; ++ci) {
+      // 8-bit inputs less their zero point and 16-bit filters multiply as int16 (widening
+      // to the int32 accumulators); floats as floats
+      const auto x0 = load(p0[ci]), x1 = load(p1[ci]), x2 = load(p2[ci]), x3 = load(p3[ci]);
+      const W* __restrict__ wr = wk + static_cast<int64_t>(ci) * o;
+      for (int j = 0; j < kBlockO; ++j) {
+        const W wv = wr[j];
+        acc[0][j] += x0 * wv;
+        acc[1][j] += x1 * wv;
+        acc[2][j] += x2 * wv;
+        acc[3][j] += x3 * wv;
+      }
+    }
+  }
+}
+
+// The generic conv loop: for each row block of kTile pixels, the tap pointers (the pad row
+// outside the image), then register blocks of output channels and a scalar tail.
+template <typename X, typename W, typename Acc, typename Load, typename Store>
+void conv_generic(const ConvGeom& g, const X* x, const X* pad, const W* w, int row0, int row1,
+                  Load load, Store store) {
+  const int o = g.o, c = g.c, ntaps = g.kh * g.kw;
+  std::vector<const X*> taps(static_cast<size_t>(ntaps) * kTile);
+  std::vector<Acc> tail(static_cast<size_t>(kTile) * o);
   for (int b = 0; b < g.n; ++b) {
     for (int oy = row0; oy < row1; ++oy) {
       for (int ox0 = 0; ox0 < g.ow; ox0 += kTile) {
         const int tn = std::min(kTile, g.ow - ox0);
-        for (int t = 0; t < tn; ++t) {
-          float* a = acc.data() + t * o;
-          if (bias) std::memcpy(a, bias, sizeof(float) * o);
-          else std::fill(a, a + o, 0.f);
+        for (int ky = 0; ky < g.kh; ++ky)
+          for (int kx = 0; kx < g.kw; ++kx)
+            for (int t = 0; t < kTile; ++t)
+              taps[(ky * g.kw + kx) * kTile + t] =
+                  t < tn ? tap_ptr(g, x, pad, b, oy, ox0 + t, ky, kx) : pad;
+        const int64_t base = (static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox0;
+        int oo0 = 0;
+        for (; oo0 + kBlockO <= o; oo0 += kBlockO) {
+          Acc acc[kTile][kBlockO] = {};
+          conv_block(g, taps.data(), w, oo0, acc, load);
+          for (int t = 0; t < tn; ++t)
+            for (int j = 0; j < kBlockO; ++j) store(base + t, oo0 + j, acc[t][j]);
         }
-        for (int ky = 0; ky < g.kh; ++ky) {
-          for (int kx = 0; kx < g.kw; ++kx) {
-            const float* wk = w + static_cast<int64_t>(ky * g.kw + kx) * c * o;
-            if (tn == kTile) {
-              const float* p0 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 0, ky, kx);
-              const float* p1 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 1, ky, kx);
-              const float* p2 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 2, ky, kx);
-              const float* p3 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 3, ky, kx);
-              float* a0 = acc.data();
-              float* a1 = a0 + o;
-              float* a2 = a1 + o;
-              float* a3 = a2 + o;
+        if (oo0 < o) {
+          std::fill(tail.begin(), tail.end(), Acc(0));
+          for (int k = 0; k < ntaps; ++k)
+            for (int t = 0; t < tn; ++t) {
+              const X* p = taps[k * kTile + t];
+              Acc* a = tail.data() + t * o;
               for (int ci = 0; ci < c; ++ci) {
-                const float x0 = p0[ci], x1 = p1[ci], x2 = p2[ci], x3 = p3[ci];
-                const float* wr = wk + static_cast<int64_t>(ci) * o;
-                for (int oo = 0; oo < o; ++oo) {
-                  const float wv = wr[oo];
-                  a0[oo] += x0 * wv;
-                  a1[oo] += x1 * wv;
-                  a2[oo] += x2 * wv;
-                  a3[oo] += x3 * wv;
-                }
-              }
-            } else {
-              for (int t = 0; t < tn; ++t) {
-                const float* p = tap_ptr(g, x, pad.data(), b, oy, ox0 + t, ky, kx);
-                float* a = acc.data() + t * o;
-                for (int ci = 0; ci < c; ++ci) {
-                  const float xv = p[ci];
-                  const float* wr = wk + static_cast<int64_t>(ci) * o;
-                  for (int oo = 0; oo < o; ++oo) a[oo] += xv * wr[oo];
-                }
+                const Acc xv = load(p[ci]);
+                const W* wr = w + (static_cast<int64_t>(k) * c + ci) * o;
+                for (int oo = oo0; oo < o; ++oo) a[oo] += xv * static_cast<Acc>(wr[oo]);
               }
             }
-          }
-        }
-        for (int t = 0; t < tn; ++t) {
-          float* dst = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox0 + t) * o;
-          const float* a = acc.data() + t * o;
-          for (int oo = 0; oo < o; ++oo) dst[oo] = act1(a[oo], act);
+          for (int t = 0; t < tn; ++t)
+            for (int oo = oo0; oo < o; ++oo) store(base + t, oo, tail[t * o + oo]);
         }
       }
     }
   }
+}
+
+}  // namespace
+
+void conv2d_f32(const ConvGeom& g, const float* x, const float* w, const float* bias, int act,
+                float* y, int row0, int row1) {
+  std::vector<float> pad(static_cast<size_t>(g.c), 0.f);
+  const int o = g.o;
+  conv_generic<float, float, float>(
+      g, x, pad.data(), w, row0, row1, [](float v) { return v; },
+      [&](int64_t pixel, int oc, float acc) {
+        y[pixel * o + oc] = act1(acc + (bias ? bias[oc] : 0.f), act);
+      });
 }
 
 void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const float* bias,
@@ -132,14 +162,14 @@ void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const floa
   for (int b = 0; b < g.n; ++b) {
     for (int oy = row0; oy < row1; ++oy) {
       for (int ox = 0; ox < g.ow; ++ox) {
-        float* a = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * o;
+        float* __restrict__ a = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * o;
         if (bias) std::memcpy(a, bias, sizeof(float) * o);
         else std::fill(a, a + o, 0.f);
         for (int ky = 0; ky < g.kh; ++ky) {
           for (int kx = 0; kx < g.kw; ++kx) {
-            const float* p = tap_ptr(g, x, pad.data(), b, oy, ox, ky, kx);
+            const float* __restrict__ p = tap_ptr(g, x, pad.data(), b, oy, ox, ky, kx);
             if (p == pad.data()) continue;
-            const float* wk = w + static_cast<int64_t>(ky * g.kw + kx) * o;
+            const float* __restrict__ wk = w + static_cast<int64_t>(ky * g.kw + kx) * o;
             if (m == 1) {
               for (int oc = 0; oc < o; ++oc) a[oc] += p[oc] * wk[oc];
             } else {
@@ -156,60 +186,14 @@ void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const floa
 
 void conv2d_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
-  const int o = g.o, c = g.c;
-  std::vector<int8_t> pad(static_cast<size_t>(c), static_cast<int8_t>(zp_in));
-  std::vector<int32_t> acc(static_cast<size_t>(kTile) * o);
-  for (int b = 0; b < g.n; ++b) {
-    for (int oy = row0; oy < row1; ++oy) {
-      for (int ox0 = 0; ox0 < g.ow; ox0 += kTile) {
-        const int tn = std::min(kTile, g.ow - ox0);
-        std::fill(acc.begin(), acc.end(), 0);
-        for (int ky = 0; ky < g.kh; ++ky) {
-          for (int kx = 0; kx < g.kw; ++kx) {
-            const int16_t* wk = w + static_cast<int64_t>(ky * g.kw + kx) * c * o;
-            if (tn == kTile) {
-              const int8_t* p0 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 0, ky, kx);
-              const int8_t* p1 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 1, ky, kx);
-              const int8_t* p2 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 2, ky, kx);
-              const int8_t* p3 = tap_ptr(g, x, pad.data(), b, oy, ox0 + 3, ky, kx);
-              int32_t* a0 = acc.data();
-              int32_t* a1 = a0 + o;
-              int32_t* a2 = a1 + o;
-              int32_t* a3 = a2 + o;
-              for (int ci = 0; ci < c; ++ci) {
-                const int32_t x0 = p0[ci] - zp_in, x1 = p1[ci] - zp_in;
-                const int32_t x2 = p2[ci] - zp_in, x3 = p3[ci] - zp_in;
-                const int16_t* wr = wk + static_cast<int64_t>(ci) * o;
-                for (int oo = 0; oo < o; ++oo) {
-                  const int32_t wv = wr[oo];
-                  a0[oo] += x0 * wv;
-                  a1[oo] += x1 * wv;
-                  a2[oo] += x2 * wv;
-                  a3[oo] += x3 * wv;
-                }
-              }
-            } else {
-              for (int t = 0; t < tn; ++t) {
-                const int8_t* p = tap_ptr(g, x, pad.data(), b, oy, ox0 + t, ky, kx);
-                int32_t* a = acc.data() + t * o;
-                for (int ci = 0; ci < c; ++ci) {
-                  const int32_t xv = p[ci] - zp_in;
-                  const int16_t* wr = wk + static_cast<int64_t>(ci) * o;
-                  for (int oo = 0; oo < o; ++oo) a[oo] += xv * wr[oo];
-                }
-              }
-            }
-          }
-        }
-        for (int t = 0; t < tn; ++t) {
-          int8_t* dst = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox0 + t) * o;
-          const int32_t* a = acc.data() + t * o;
-          for (int oo = 0; oo < o; ++oo)
-            dst[oo] = requant(static_cast<int64_t>(a[oo]) + (bias ? bias[oo] : 0), q, oo);
-        }
-      }
-    }
-  }
+  std::vector<int8_t> pad(static_cast<size_t>(g.c), static_cast<int8_t>(zp_in));
+  const int o = g.o;
+  conv_generic<int8_t, int16_t, int32_t>(
+      g, x, pad.data(), w, row0, row1,
+      [zp_in](int8_t v) { return static_cast<int16_t>(v - zp_in); },
+      [&](int64_t pixel, int oc, int32_t acc) {
+        y[pixel * o + oc] = requant(static_cast<int64_t>(acc) + (bias ? bias[oc] : 0), q, oc);
+      });
 }
 
 void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
@@ -220,13 +204,13 @@ void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* 
   for (int b = 0; b < g.n; ++b) {
     for (int oy = row0; oy < row1; ++oy) {
       for (int ox = 0; ox < g.ow; ++ox) {
-        int32_t* a = acc.data();
+        int32_t* __restrict__ a = acc.data();
         std::fill(a, a + o, 0);
         for (int ky = 0; ky < g.kh; ++ky) {
           for (int kx = 0; kx < g.kw; ++kx) {
-            const int8_t* p = tap_ptr(g, x, pad.data(), b, oy, ox, ky, kx);
+            const int8_t* __restrict__ p = tap_ptr(g, x, pad.data(), b, oy, ox, ky, kx);
             if (p == pad.data()) continue;
-            const int16_t* wk = w + static_cast<int64_t>(ky * g.kw + kx) * o;
+            const int16_t* __restrict__ wk = w + static_cast<int64_t>(ky * g.kw + kx) * o;
             if (m == 1) {
               for (int oc = 0; oc < o; ++oc) a[oc] += (p[oc] - zp_in) * int32_t(wk[oc]);
             } else {
@@ -246,13 +230,13 @@ void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* 
 void fully_connected_f32(const float* x, const float* w, const float* bias, int batch, int k,
                          int o, int act, float* y) {
   for (int b = 0; b < batch; ++b) {
-    float* a = y + static_cast<int64_t>(b) * o;
+    float* __restrict__ a = y + static_cast<int64_t>(b) * o;
     if (bias) std::memcpy(a, bias, sizeof(float) * o);
     else std::fill(a, a + o, 0.f);
     const float* xr = x + static_cast<int64_t>(b) * k;
     for (int i = 0; i < k; ++i) {
       const float xv = xr[i];
-      const float* wr = w + static_cast<int64_t>(i) * o;
+      const float* __restrict__ wr = w + static_cast<int64_t>(i) * o;
       for (int oo = 0; oo < o; ++oo) a[oo] += xv * wr[oo];
     }
     activate_f32(a, static_cast<size_t>(o), act);
@@ -263,12 +247,12 @@ void fully_connected_q8(const int8_t* x, int zp_in, const int16_t* w, const int3
                         int batch, int k, int o, const QuantOut& q, int8_t* y) {
   std::vector<int32_t> acc(static_cast<size_t>(o));
   for (int b = 0; b < batch; ++b) {
-    int32_t* a = acc.data();
+    int32_t* __restrict__ a = acc.data();
     std::fill(a, a + o, 0);
     const int8_t* xr = x + static_cast<int64_t>(b) * k;
     for (int i = 0; i < k; ++i) {
       const int32_t xv = xr[i] - zp_in;
-      const int16_t* wr = w + static_cast<int64_t>(i) * o;
+      const int16_t* __restrict__ wr = w + static_cast<int64_t>(i) * o;
       for (int oo = 0; oo < o; ++oo) a[oo] += xv * int32_t(wr[oo]);
     }
     int8_t* dst = y + static_cast<int64_t>(b) * o;
