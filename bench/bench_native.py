@@ -34,13 +34,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sample_models"))
 
-from bench_runtime import interleaved, mobilenet_v1  # noqa: E402
+from bench_runtime import interleaved, mobilenet_v1
 
-import toolkit as tk  # noqa: E402
-from toolkit.codegen import codegen  # noqa: E402
-from toolkit.formats.flatbuffer_write import write_model  # noqa: E402
-from toolkit.runtime.interpreter import Interpreter  # noqa: E402
-from toolkit.runtime.native import NativeModel  # noqa: E402
+import toolkit as tk
+from toolkit.codegen import codegen
+from toolkit.formats.flatbuffer_write import write_model
+from toolkit.runtime.interpreter import Interpreter
+from toolkit.runtime.native import NativeModel
 
 ROOT = Path(__file__).resolve().parent.parent
 RESOLVERS = {"lite": "BUILTIN_WITHOUT_DEFAULT_DELEGATES", "lite_ref": "BUILTIN_REF",

@@ -19,8 +19,8 @@ from support import ALL_TFLITE, SAMPLES, litert_run
 
 import toolkit as tk
 from toolkit.codegen import Artifact, BuildError, codegen, load_artifact
-from toolkit.codegen.build import build_bundle
 from toolkit.codegen.analysis import plan_arena
+from toolkit.codegen.build import build_bundle
 from toolkit.codegen.params import PARAMS_MAGIC, read_header
 from toolkit.compiler import compile_model
 from toolkit.errors import RuntimeInputError, ToolkitError, UnsupportedOpError

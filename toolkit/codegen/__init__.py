@@ -91,7 +91,8 @@ class Artifact:
     def build(self, *, opt: str = "-O3", native: bool = True) -> Path:
         """Compile the shared library with the system C++ compiler; returns its path.
 
-        ``opt`` is the optimisation flag (default ``-O3``), ``native`` adds ``-march=native``. Raises
+        ``opt`` is the optimisation flag (default ``-O3``), ``native`` adds
+        ``-march=native``. Raises
         :class:`BuildError` (a ToolkitError) naming what to install when no compiler is
         found, or with the compiler's message when it fails (no library is left then)."""
         return build_library(self.out_dir, self.name, self.library.name, opt=opt,

@@ -25,19 +25,24 @@ from toolkit.ir import Model, Op, Tensor
 __all__ = ["Step", "Analysis", "analyse", "plan_arena", "c_identifier", "ARENA_ALIGN"]
 
 ARENA_ALIGN = 64
-_CPP_KEYWORDS = frozenset("""alignas alignof and and_eq asm auto bitand bitor bool break case
-catch char char16_t char32_t class compl const constexpr const_cast continue decltype default
-delete do double dynamic_cast else enum explicit export extern false float for friend goto if
-inline int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private
-protected public register reinterpret_cast return short signed sizeof static static_assert
-static_cast struct switch template this thread_local throw true try typedef typeid typename
-union unsigned using virtual void volatile wchar_t while xor xor_eq""".split())
+_CPP_KEYWORDS = frozenset([
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+    "case", "catch", "char", "char16_t", "char32_t", "class", "compl", "const", "constexpr",
+    "const_cast", "continue", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+    "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
+    "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register",
+    "reinterpret_cast", "return", "short", "signed", "sizeof", "static", "static_assert",
+    "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true", "try",
+    "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
+    "wchar_t", "while", "xor", "xor_eq"
+])
 
 
 def c_identifier(name: str, taken: set[str] | None = None) -> str:
-    """``name`` as a C++ identifier: other characters become ``_``, a leading digit or a
-    keyword gets a ``t_`` prefix (runs of ``_`` become one, none leads or trails), and a name already in ``taken`` a numeric suffix (the result
-    is added to ``taken``)."""
+    """``name`` as a C++ identifier: other characters become ``_`` (runs of ``_`` become
+    one, none leads or trails), a leading digit or a keyword gets a ``t_`` prefix, and a name
+    already in ``taken`` a numeric suffix (the result is added to ``taken``)."""
     s = re.sub(r"_+", "_", re.sub(r"[^0-9A-Za-z_]", "_", name)).strip("_") or "t"
     if s[0].isdigit() or s in _CPP_KEYWORDS:
         s = "t_" + s
@@ -141,15 +146,14 @@ def analyse(obj: Any) -> Analysis:
                 span = lifetimes.setdefault(t, [s.index, s.index])
                 span[0] = min(span[0], s.index)
                 span[1] = max(span[1], s.index)
-        for t in s.op.inputs:
-            if t is not None and t in lifetimes:
-                lifetimes[t][1] = max(lifetimes[t][1], s.index)
+        for u in s.op.inputs:
+            if u is not None and u in lifetimes:
+                lifetimes[u][1] = max(lifetimes[u][1], s.index)
     temporaries = list(lifetimes)
     a = Analysis(model, steps, key_name, inputs, outputs, temporaries,
                  {t: (v[0], v[1]) for t, v in lifetimes.items()})
-    a.arena_offsets, a.arena_bytes = plan_arena(
-        [(nbytes(t), *a.lifetimes[t]) for t in temporaries])
-    a.arena_offsets = dict(zip(temporaries, a.arena_offsets))  # type: ignore[arg-type]
+    offsets, a.arena_bytes = plan_arena([(nbytes(t), *a.lifetimes[t]) for t in temporaries])
+    a.arena_offsets = dict(zip(temporaries, offsets))
     return a
 
 

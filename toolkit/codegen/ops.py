@@ -124,7 +124,7 @@ def _arr(values: list[int] | tuple[int, ...]) -> str:
     return "{" + ", ".join(str(int(v)) for v in values) + "}"
 
 
-def _flt(v: float) -> str:
+def _flt(v: float | np.floating) -> str:
     """A float32 literal that round-trips exactly."""
     f = float(np.float32(v))
     if math.isinf(f):

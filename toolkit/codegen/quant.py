@@ -64,7 +64,7 @@ def qp(op: Op, t: Tensor | None) -> QP:
               np.asarray(zp, dtype=np.int64).reshape(-1), int(t.quant.quantized_dimension))
 
 
-def round_half_away(x: np.ndarray | float) -> np.ndarray:
+def round_half_away(x: np.ndarray | float | np.floating) -> np.ndarray:
     """Round to nearest, ties away from zero (``std::round``), in x's dtype."""
     x = np.asarray(x)
     t = np.trunc(x)

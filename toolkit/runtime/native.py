@@ -142,7 +142,8 @@ class NativeModel:
             arrays = list(inputs)
             if len(arrays) != len(specs):
                 raise RuntimeInputError(f"got {len(arrays)} input(s), the model has "
-                                        f"{len(specs)}", fix=f"inputs are {[n for n, _, _ in specs]}")
+                                        f"{len(specs)}",
+                                        fix=f"inputs are {[n for n, _, _ in specs]}")
         for k, ((name, dt, shape), a) in enumerate(zip(specs, arrays)):
             a = np.asarray(a)
             if a.dtype != dt:
