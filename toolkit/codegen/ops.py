@@ -265,7 +265,11 @@ def _conv(e: Emitter, step: Step) -> str:
             upward = (o // 8) * 8
         else:
             w_eff = (w.astype(np.int64) - _filter_offsets(op, o).reshape(o, 1, 1, 1)
-                     ).transpose(1, 2, 3, 0)
+                     ).transpose(1, 2, 3, 0)  # [KH, KW, C, O]
+            if c % 2:
+                w_eff = np.concatenate([w_eff, np.zeros((kh, kw, 1, o), np.int64)], axis=2)
+            # pairs of input channels side by side: [KH, KW, C/2, O, 2]
+            w_eff = w_eff.reshape(kh, kw, -1, 2, o).transpose(0, 1, 2, 4, 3)
             upward = o
         wq_p = e.param(np.ascontiguousarray(w_eff.astype(np.int16)), "int16_t")
         mults = channel_multipliers(iq, wq, oq, o, float_product=False)

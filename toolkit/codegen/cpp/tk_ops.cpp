@@ -7,6 +7,10 @@
 #include <limits>
 #include <vector>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace tk {
 
 namespace {
@@ -184,16 +188,99 @@ void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const floa
   }
 }
 
+namespace {
+
+// One block of kTile pixels x 16 output channels of an int8 convolution over every tap and
+// pair of input channels: acc[t][j] += xa * w[2j] + xb * w[2j + 1], exact in int32.
+inline void conv_q8_block(const int8_t* const* taps, int ntaps, int c, int o, int zp_in,
+                          const int16_t* w, int oo0, int32_t (&acc)[kTile][16]) {
+  const int pairs = (c + 1) / 2;
+#if defined(__AVX2__)
+  __m256i a[kTile][2];
+  for (int t = 0; t < kTile; ++t) a[t][0] = a[t][1] = _mm256_setzero_si256();
+#endif
+  for (int k = 0; k < ntaps; ++k) {
+    const int8_t* p[kTile];
+    for (int t = 0; t < kTile; ++t) p[t] = taps[k * kTile + t];
+    const int16_t* wk = w + static_cast<int64_t>(k) * pairs * o * 2 + oo0 * 2;
+    for (int cp = 0; cp < pairs; ++cp) {
+      const int ci = 2 * cp;
+      const int16_t* wr = wk + static_cast<int64_t>(cp) * o * 2;
+      int32_t xs[kTile];
+      for (int t = 0; t < kTile; ++t) {
+        const int xa = p[t][ci] - zp_in;
+        const int xb = ci + 1 < c ? p[t][ci + 1] - zp_in : 0;
+        xs[t] = static_cast<int32_t>((static_cast<uint32_t>(xb) << 16) |
+                                     (static_cast<uint32_t>(xa) & 0xFFFFu));
+      }
+#if defined(__AVX2__)
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr + 16));
+      for (int t = 0; t < kTile; ++t) {
+        const __m256i xv = _mm256_set1_epi32(xs[t]);
+        a[t][0] = _mm256_add_epi32(a[t][0], _mm256_madd_epi16(xv, w0));
+        a[t][1] = _mm256_add_epi32(a[t][1], _mm256_madd_epi16(xv, w1));
+      }
+#else
+      for (int t = 0; t < kTile; ++t) {
+        const int32_t xa = static_cast<int16_t>(xs[t] & 0xFFFF);
+        const int32_t xb = static_cast<int16_t>(static_cast<uint32_t>(xs[t]) >> 16);
+        for (int j = 0; j < 16; ++j) acc[t][j] += xa * wr[2 * j] + xb * wr[2 * j + 1];
+      }
+#endif
+    }
+  }
+#if defined(__AVX2__)
+  for (int t = 0; t < kTile; ++t) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc[t]), a[t][0]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc[t] + 8), a[t][1]);
+  }
+#endif
+}
+
+}  // namespace
+
 void conv2d_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
-  std::vector<int8_t> pad(static_cast<size_t>(g.c), static_cast<int8_t>(zp_in));
-  const int o = g.o;
-  conv_generic<int8_t, int16_t, int32_t>(
-      g, x, pad.data(), w, row0, row1,
-      [zp_in](int8_t v) { return static_cast<int16_t>(v - zp_in); },
-      [&](int64_t pixel, int oc, int32_t acc) {
-        y[pixel * o + oc] = requant(static_cast<int64_t>(acc) + (bias ? bias[oc] : 0), q, oc);
-      });
+  const int o = g.o, c = g.c, ntaps = g.kh * g.kw, pairs = (c + 1) / 2;
+  // the pad row holds the zero point (x - zp = 0), one more for an odd channel count
+  std::vector<int8_t> pad(static_cast<size_t>(c) + 1, static_cast<int8_t>(zp_in));
+  std::vector<const int8_t*> taps(static_cast<size_t>(ntaps) * kTile);
+  for (int b = 0; b < g.n; ++b) {
+    for (int oy = row0; oy < row1; ++oy) {
+      for (int ox0 = 0; ox0 < g.ow; ox0 += kTile) {
+        const int tn = std::min(kTile, g.ow - ox0);
+        for (int ky = 0; ky < g.kh; ++ky)
+          for (int kx = 0; kx < g.kw; ++kx)
+            for (int t = 0; t < kTile; ++t)
+              taps[(ky * g.kw + kx) * kTile + t] =
+                  t < tn ? tap_ptr(g, x, pad.data(), b, oy, ox0 + t, ky, kx) : pad.data();
+        const int64_t base = (static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox0;
+        int oo0 = 0;
+        for (; oo0 + 16 <= o; oo0 += 16) {
+          int32_t acc[kTile][16] = {};
+          conv_q8_block(taps.data(), ntaps, c, o, zp_in, w, oo0, acc);
+          for (int t = 0; t < tn; ++t)
+            for (int j = 0; j < 16; ++j)
+              y[(base + t) * o + oo0 + j] = requant(
+                  static_cast<int64_t>(acc[t][j]) + (bias ? bias[oo0 + j] : 0), q, oo0 + j);
+        }
+        for (; oo0 < o; ++oo0) {  // remaining channels one by one
+          for (int t = 0; t < tn; ++t) {
+            int32_t acc = 0;
+            for (int k = 0; k < ntaps; ++k) {
+              const int8_t* p = taps[k * kTile + t];
+              const int16_t* wk = w + static_cast<int64_t>(k) * pairs * o * 2 + oo0 * 2;
+              for (int ci = 0; ci < c; ++ci)
+                acc += (p[ci] - zp_in) * int32_t(wk[static_cast<int64_t>(ci / 2) * o * 2 + ci % 2]);
+            }
+            y[(base + t) * o + oo0] =
+                requant(static_cast<int64_t>(acc) + (bias ? bias[oo0] : 0), q, oo0);
+          }
+        }
+      }
+    }
+  }
 }
 
 void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,

@@ -83,7 +83,8 @@ struct QuantOut {
   int upward_channels;   // channels [0, upward_channels) round ties upward
 };
 
-// CONV_2D int8: filter (w - zp_w) as int16 [KH][KW][C][O], bias int32 [O] or null.
+// CONV_2D int8: filter (w - zp_w) as int16 pairs of input channels [KH][KW][C/2][O][2]
+// (C rounded up to even, zeros after the last channel), bias int32 [O] or null.
 void conv2d_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1);
 void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
