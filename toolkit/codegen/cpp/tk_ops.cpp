@@ -64,8 +64,17 @@ inline const T* tap_ptr(const ConvGeom& g, const T* x, const T* pad, int b, int 
 }  // namespace
 
 void activate_f32(float* y, size_t n, int act) {
-  if (act == ACT_NONE) return;
-  for (size_t i = 0; i < n; ++i) y[i] = act1(y[i], act);
+  switch (act) {
+    case ACT_RELU: for (size_t i = 0; i < n; ++i) y[i] = y[i] < 0.f ? 0.f : y[i]; break;
+    case ACT_RELU6:
+      for (size_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], 0.f), 6.f);
+      break;
+    case ACT_RELU_N1_TO_1:
+      for (size_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], -1.f), 1.f);
+      break;
+    case ACT_TANH: for (size_t i = 0; i < n; ++i) y[i] = std::tanh(y[i]); break;
+    default: break;
+  }
 }
 
 // ---------------------------------------------------------------- convolution
@@ -159,31 +168,79 @@ void conv2d_f32(const ConvGeom& g, const float* x, const float* w, const float* 
       });
 }
 
+namespace {
+
+// Output columns [lo, hi) whose tap at input column offset `off` (ox * sw + off) lies in the
+// image.
+inline void tap_columns(const ConvGeom& g, int off, int& lo, int& hi) {
+  lo = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+  const int last = g.w - 1 - off;  // largest ox * sw
+  hi = last < 0 ? 0 : std::min(g.ow, last / g.sw + 1);
+  if (lo > hi) lo = hi;
+}
+
+// Depthwise accumulation of one output row: acc[ox * o + oc] += x[.., oc / m] * w[tap][oc]
+// over the in-image taps, in (ky, kx) order for every output.
+template <typename X, typename W, typename Acc, typename Load>
+void depthwise_row(const ConvGeom& g, const X* x, const W* w, int b, int oy, Acc* acc,
+                   Load load) {
+  const int o = g.c * g.mult, m = g.mult;
+  for (int ky = 0; ky < g.kh; ++ky) {
+    const int iy = oy * g.sh - g.pt + ky * g.dh;
+    if (iy < 0 || iy >= g.h) continue;
+    const X* xrow = x + (static_cast<int64_t>(b) * g.h + iy) * g.w * g.c;
+    for (int kx = 0; kx < g.kw; ++kx) {
+      const int off = kx * g.dw - g.pl;
+      int lo, hi;
+      tap_columns(g, off, lo, hi);
+      const W* __restrict__ wk = w + static_cast<int64_t>(ky * g.kw + kx) * o;
+      for (int ox = lo; ox < hi; ++ox) {
+        Acc* __restrict__ a = acc + static_cast<int64_t>(ox) * o;
+        const X* __restrict__ p = xrow + static_cast<int64_t>(ox * g.sw + off) * g.c;
+        if (m == 1) {
+          for (int oc = 0; oc < o; ++oc) a[oc] += load(p[oc]) * static_cast<Acc>(wk[oc]);
+        } else {
+          for (int oc = 0; oc < o; ++oc) a[oc] += load(p[oc / m]) * static_cast<Acc>(wk[oc]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const float* bias,
                    int act, float* y, int row0, int row1) {
-  const int o = g.c * g.mult, m = g.mult;
-  std::vector<float> pad(static_cast<size_t>(g.c), 0.f);
+  const int o = g.c * g.mult;
   for (int b = 0; b < g.n; ++b) {
     for (int oy = row0; oy < row1; ++oy) {
+      float* row = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * o;
       for (int ox = 0; ox < g.ow; ++ox) {
-        float* __restrict__ a = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * o;
+        float* a = row + static_cast<int64_t>(ox) * o;
         if (bias) std::memcpy(a, bias, sizeof(float) * o);
         else std::fill(a, a + o, 0.f);
-        for (int ky = 0; ky < g.kh; ++ky) {
-          for (int kx = 0; kx < g.kw; ++kx) {
-            const float* __restrict__ p = tap_ptr(g, x, pad.data(), b, oy, ox, ky, kx);
-            if (p == pad.data()) continue;
-            const float* __restrict__ wk = w + static_cast<int64_t>(ky * g.kw + kx) * o;
-            if (m == 1) {
-              for (int oc = 0; oc < o; ++oc) a[oc] += p[oc] * wk[oc];
-            } else {
-              for (int oc = 0; oc < o; ++oc) a[oc] += p[oc / m] * wk[oc];
-            }
-          }
-        }
-        if (act != ACT_NONE)
-          for (int oc = 0; oc < o; ++oc) a[oc] = act1(a[oc], act);
       }
+      depthwise_row(g, x, w, b, oy, row, [](float v) { return v; });
+      activate_f32(row, static_cast<size_t>(g.ow) * o, act);
+    }
+  }
+}
+
+void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                  const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
+  const int o = g.c * g.mult;
+  std::vector<int32_t> acc(static_cast<size_t>(g.ow) * o);
+  for (int b = 0; b < g.n; ++b) {
+    for (int oy = row0; oy < row1; ++oy) {
+      std::fill(acc.begin(), acc.end(), 0);
+      depthwise_row(g, x, w, b, oy, acc.data(),
+                    [zp_in](int8_t v) { return int32_t(v) - zp_in; });
+      int8_t* row = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * o;
+      for (int ox = 0; ox < g.ow; ++ox)
+        for (int oc = 0; oc < o; ++oc) {
+          const int64_t i = static_cast<int64_t>(ox) * o + oc;
+          row[i] = requant(static_cast<int64_t>(acc[i]) + (bias ? bias[oc] : 0), q, oc);
+        }
     }
   }
 }
@@ -278,36 +335,6 @@ void conv2d_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                 requant(static_cast<int64_t>(acc) + (bias ? bias[oo0] : 0), q, oo0);
           }
         }
-      }
-    }
-  }
-}
-
-void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
-                  const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
-  const int o = g.c * g.mult, m = g.mult;
-  std::vector<int8_t> pad(static_cast<size_t>(g.c), static_cast<int8_t>(zp_in));
-  std::vector<int32_t> acc(static_cast<size_t>(o));
-  for (int b = 0; b < g.n; ++b) {
-    for (int oy = row0; oy < row1; ++oy) {
-      for (int ox = 0; ox < g.ow; ++ox) {
-        int32_t* __restrict__ a = acc.data();
-        std::fill(a, a + o, 0);
-        for (int ky = 0; ky < g.kh; ++ky) {
-          for (int kx = 0; kx < g.kw; ++kx) {
-            const int8_t* __restrict__ p = tap_ptr(g, x, pad.data(), b, oy, ox, ky, kx);
-            if (p == pad.data()) continue;
-            const int16_t* __restrict__ wk = w + static_cast<int64_t>(ky * g.kw + kx) * o;
-            if (m == 1) {
-              for (int oc = 0; oc < o; ++oc) a[oc] += (p[oc] - zp_in) * int32_t(wk[oc]);
-            } else {
-              for (int oc = 0; oc < o; ++oc) a[oc] += (p[oc / m] - zp_in) * int32_t(wk[oc]);
-            }
-          }
-        }
-        int8_t* dst = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * o;
-        for (int oc = 0; oc < o; ++oc)
-          dst[oc] = requant(static_cast<int64_t>(a[oc]) + (bias ? bias[oc] : 0), q, oc);
       }
     }
   }
