@@ -282,3 +282,18 @@ def test_cmake_builds_the_artifact(tmp_path: Path) -> None:
     subprocess.run(["cmake", "--build", str(tmp_path / "b"), "--target", "two_branch_main"],
                    check=True, capture_output=True)
     assert (tmp_path / "b" / "two_branch_main").exists()
+
+
+def test_cli_compile_target_cpp_run_and_join(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from toolkit.cli import main
+
+    out = tmp_path / "art"
+    assert main(["compile", str(SAMPLES / "cnn_int8.tflite"), "-o", str(out),
+                 "--target", "cpp"]) == 0
+    load_artifact(out).build(opt=OPT)
+    csv = tmp_path / "trace.csv"
+    assert main(["run", str(out), "--repeat", str(REPEAT), "--csv", str(csv)]) == 0
+    assert "14 commands -> C++ artifact" in capsys.readouterr().out
+    compiled = tk.compiler.load_compiled(out)
+    _check_join(read_trace(csv), compiled, len(compiled.command_list))

@@ -2,6 +2,7 @@
 
     toolkit inspect MODEL                      ops, tensors and origins of a model
     toolkit compile MODEL -o OUTDIR            compiled model + provenance files
+                  [--target cpp [--build]]     ... or a C++ artifact of the compiled model
     toolkit partition --part_file P.part --input_file M.circle [--work_path DIR] ...
     toolkit run MODEL [--inputs X.npz] [--repeat N] [--trace OUT.json]
     toolkit run M.onnx --runtime onnxruntime [--optimization all] [--repeat N]
@@ -129,7 +130,8 @@ def _load_inputs(path: Path | None) -> dict[str, np.ndarray] | None:
 def cmd_run(argv: Sequence[str]) -> int:
     """``toolkit run MODEL [--inputs X.npz] [--repeat N] [--trace OUT.json] [--csv OUT.csv]``.
 
-    MODEL may be a .tflite/.circle file, a compiled output folder, or a .conn.json/.conn.ini;
+    MODEL may be a .tflite/.circle file, a compiled output folder, a .conn.json/.conn.ini, or
+    a C++ artifact folder (``compile --target cpp``: run natively, built when needed);
     ``--runtime onnxruntime`` runs an .onnx model in ONNX Runtime instead.
     """
     if any(a == "--runtime" or a.startswith("--runtime=") for a in argv):
@@ -155,8 +157,16 @@ def cmd_run(argv: Sequence[str]) -> int:
         if path is not None:
             out_file(path, flag)
     want_trace = a.trace is not None or a.csv is not None
-    res = run(a.model, _load_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
-              warmup=a.warmup)
+    from toolkit.codegen import is_artifact_dir
+
+    if a.model.is_dir() and is_artifact_dir(a.model):
+        from toolkit.runtime.native import run_native
+
+        res = run_native(a.model, _load_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
+                         warmup=a.warmup)
+    else:
+        res = run(a.model, _load_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
+                  warmup=a.warmup)
     outputs = res.outputs
     for name, arr in outputs.items():
         print(f"{name}: {arr.dtype} {list(arr.shape)} mean={float(np.mean(arr)):.6g}")
@@ -182,13 +192,17 @@ def cmd_run(argv: Sequence[str]) -> int:
 
 
 def cmd_compile(argv: Sequence[str]) -> int:
-    """``toolkit compile MODEL -o OUTDIR [--buffer-bytes N] [--passes a,b,...]``."""
+    """``toolkit compile MODEL -o OUTDIR [--buffer-bytes N] [--passes a,b,...]
+    [--target cpp [--build]]``."""
     p = argparse.ArgumentParser(prog="toolkit compile", description=cmd_compile.__doc__)
     p.add_argument("model", type=Path, help="the .tflite/.circle model to compile")
     p.add_argument("-o", "--output", type=Path, required=True, help="output folder")
     p.add_argument("--buffer-bytes", type=_positive,
                    help="target buffer size in bytes (ops above it are cut into stripes)")
     p.add_argument("--passes", help="comma-separated pass names (default: all)")
+    p.add_argument("--target", choices=["circle", "cpp"], default="circle",
+                   help="cpp: write a C++ artifact of the compiled model instead")
+    p.add_argument("--build", action="store_true", help="with --target cpp: build it too")
     a = p.parse_args(argv)
     from toolkit.api import compile
     from toolkit.compiler import Target
@@ -197,6 +211,16 @@ def cmd_compile(argv: Sequence[str]) -> int:
     target = Target(buffer_bytes=a.buffer_bytes) if a.buffer_bytes else None
     passes = a.passes.split(",") if a.passes else None
     compiled = compile(a.model, passes=passes, target=target)
+    if a.target == "cpp":  # the compiled model too, for trace-join --compiled OUTDIR
+        from toolkit.codegen import codegen
+
+        compiled.save(a.output, stem=a.model.stem)
+        art = codegen(compiled, a.output, name=a.model.stem)
+        print(f"{a.model}: {len(compiled.commands())} commands -> C++ artifact {art.source} "
+              f"(arena {art.arena_bytes} bytes, temporaries {art.temporaries_bytes} bytes)")
+        if a.build:
+            print(f"  built {art.build()}")
+        return 0
     written = compiled.save(a.output, stem=a.model.stem)
     source_ops = len(compiled.source.graph) if compiled.source is not None else 0
     print(f"{a.model}: {source_ops} source ops -> "

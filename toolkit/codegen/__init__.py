@@ -26,7 +26,7 @@ from toolkit.codegen.build import BuildError, build_library
 from toolkit.codegen.generate import MANIFEST_FORMAT, write_artifact
 from toolkit.errors import ToolkitError
 
-__all__ = ["Artifact", "BuildError", "codegen", "load_artifact"]
+__all__ = ["Artifact", "BuildError", "codegen", "is_artifact_dir", "load_artifact"]
 
 
 @dataclass
@@ -158,3 +158,12 @@ def load_artifact(out_dir: str | Path, name: str | None = None) -> Artifact:
         raise ToolkitError(f"{'no' if not found else len(found)} artifact manifests found",
                            where=str(d), fix="pass the directory given to codegen (and name=)")
     return Artifact(d, str(found[0]["name"]), found[0])
+
+
+def is_artifact_dir(path: str | Path) -> bool:
+    """True when ``path`` is a directory holding one artifact manifest."""
+    try:
+        load_artifact(path)
+    except ToolkitError:
+        return False
+    return True
