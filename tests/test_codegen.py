@@ -24,7 +24,7 @@ from toolkit.codegen.build import build_bundle
 from toolkit.codegen.params import PARAMS_MAGIC, read_header
 from toolkit.compiler import compile_model
 from toolkit.errors import RuntimeInputError, ToolkitError, UnsupportedOpError
-from toolkit.runtime.interpreter import run
+from toolkit.runtime.interpreter import Interpreter, run
 from toolkit.runtime.native import NativeModel, run_native
 from toolkit.trace import read_trace, trace_join
 
@@ -297,3 +297,24 @@ def test_cli_compile_target_cpp_run_and_join(tmp_path: Path,
     assert "14 commands -> C++ artifact" in capsys.readouterr().out
     compiled = tk.compiler.load_compiled(out)
     _check_join(read_trace(csv), compiled, len(compiled.command_list))
+
+
+def test_partition_chain_with_parts_on_the_cpp_backend(tmp_path: Path) -> None:
+    from toolkit.formats.part_file import PartSpec
+    from toolkit.partitioner import partition
+    from toolkit.partitioner.chain import run_connection
+    from toolkit.runtime.native import native_runner
+
+    model = tk.load(SAMPLES / "cnn.tflite")
+    spec = PartSpec(["cpu", "cpp"], "cpu", "opcode",
+                    opcode={"CONV_2D": "cpp", "DEPTHWISE_CONV_2D": "cpp"})
+    result = partition(model, spec, work_path=tmp_path / "parts")
+    conn = next((tmp_path / "parts").glob("*.conn.json"))
+    backends = {p.backend for p in result.parts}
+    assert backends == {"cpu", "cpp"}
+    inputs = Interpreter(model).random_inputs(4)
+    runner = native_runner(tmp_path / "native", backends=["cpp"], opt=OPT)
+    got = run_connection(conn, inputs, run=runner)
+    _same(run(model, inputs), got)
+    built = sorted((tmp_path / "native").glob("part*/libpart*.so"))
+    assert len(built) == sum(p.backend == "cpp" for p in result.parts)

@@ -13,7 +13,7 @@ runtime's events (``op_index``, ``op_type``, ``op_name`` for a plain model; ``co
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from toolkit.errors import RuntimeInputError, ToolkitError
 from toolkit.runtime.interpreter import RunResult
 from toolkit.runtime.tracer import EventTracer
 
-__all__ = ["NativeModel", "run_native"]
+__all__ = ["NativeModel", "native_runner", "run_native"]
 
 _ERR = 2048
 _I64P = ctypes.POINTER(ctypes.c_int64)
@@ -250,3 +250,48 @@ def run_native(artifact: Artifact | str | Path, inputs: Any = None, *, trace: bo
         return out
     finally:
         model.close()
+
+
+def _part_backend(model: Any) -> str | None:
+    """The backend a part file's name gives (``<stem>.00001_<backend>.circle``), or None."""
+    path = getattr(model, "path", None)
+    if not path:
+        return None
+    tail = Path(str(path)).name.rsplit(".", 1)[0].rsplit(".", 1)[-1]
+    return tail.split("_", 1)[1] if "_" in tail and tail[:5].isdigit() else None
+
+
+def native_runner(work_dir: str | Path, *, backends: tuple[str, ...] | list[str] | None = None,
+                  opt: str = "-O3") -> Callable[[Any, dict[str, np.ndarray]],
+                                                dict[str, np.ndarray]]:
+    """A runner for :func:`toolkit.partitioner.chain.run_connection` that runs parts natively.
+
+    Each part model is generated and built once into a folder of ``work_dir`` (artifacts
+    cached per model). With ``backends`` (e.g. ``["cpp"]``), only parts whose file names give
+    one of them (``<stem>.00001_cpp.circle``) run natively, the others on the reference
+    runtime. Returns outputs by tensor name."""
+    from toolkit.codegen import codegen
+    from toolkit.runtime.interpreter import Interpreter
+
+    root = Path(work_dir)
+    cache: dict[int, tuple[Any, Any]] = {}
+
+    def run(model: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        hit = cache.get(id(model))
+        if hit is None or hit[0] is not model:
+            backend = _part_backend(model)
+            if backends is not None and backend not in backends:
+                engine: Any = Interpreter(model)
+            else:
+                art = codegen(model, root / f"part{len(cache):03d}", name=f"part{len(cache):03d}")
+                art.build(opt=opt)
+                engine = NativeModel(art)
+            hit = cache[id(model)] = (model, engine)
+        engine = hit[1]
+        if isinstance(engine, NativeModel):
+            engine.set_inputs({k: inputs[k] for k in engine.artifact.input_names})
+            engine.run(1)
+            return engine.outputs()
+        return dict(engine.invoke(inputs))
+
+    return run
