@@ -113,6 +113,25 @@ def bench(name: str, model: tk.Model, rounds: int, batch: int, work: Path) -> No
                                ("xnnpack", "LiteRT XNNPACK", "-"),
                                ("numpy", "NumPy runtime", ">= 5x")):
         print(f"  {label:20s} {_fmt(p10[key])}   / native {ratio[key]:7.2f}x  (target {target})")
+    # tracing cost inside the native loop alone (no Python call per inference)
+    loop = max(1, batch * 5)
+    native.set_inputs(inputs)
+    traced.set_inputs(inputs)
+    traced.enable_trace(len(traced.keys) * loop)
+    off, on = [], []
+    for _ in range(rounds):
+        a = time.perf_counter_ns()
+        native.run(loop)
+        b = time.perf_counter_ns()
+        traced.enable_trace(len(traced.keys) * loop)  # keeps the buffer, count back to 0
+        c = time.perf_counter_ns()
+        traced.run(loop)
+        d = time.perf_counter_ns()
+        off.append(b - a)
+        on.append(d - c)
+    loop_overhead = float(np.median(np.array(on) / np.array(off))) - 1
+    print(f"  tracing in the native loop: {100 * loop_overhead:+5.2f}% "
+          f"({len(traced.keys)} events per inference)")
     traced.close()
     native.close()
 

@@ -318,3 +318,62 @@ def test_partition_chain_with_parts_on_the_cpp_backend(tmp_path: Path) -> None:
     _same(run(model, inputs), got)
     built = sorted((tmp_path / "native").glob("part*/libpart*.so"))
     assert len(built) == sum(p.backend == "cpp" for p in result.parts)
+
+
+def _int8_edge_model(seed: int) -> tk.Model:
+    """An int8 model whose shapes reach every rounding path of the kernels: 3 input channels
+    (odd: the last channel pair is half empty), 20 output channels (a 16-wide block and a
+    tail), depthwise over 20 channels (16 rounding upward, 4 as the scalar tail), MEAN over
+    20 channels, an FC whose multiplier exceeds 1 (a left shift), broadcast ADD / MUL,
+    average pooling, a table op and RELU6."""
+    from toolkit.builder import ModelBuilder
+    from toolkit.ir import Quantization as Q
+
+    rng = np.random.default_rng(seed)
+    i8 = np.int8
+
+    def act(scale: float, zp: int) -> Q:
+        return Q.make(scale, zp)
+
+    def w8(shape: tuple[int, ...]) -> np.ndarray:
+        return rng.integers(-127, 128, shape).astype(i8)
+
+    mb = ModelBuilder("edge")
+    x = mb.input("x", [1, 9, 7, 3], i8, quant=act(0.05, -3))
+    wq = Q.make(rng.uniform(0.002, 0.01, 20).tolist(), [0] * 20, 0)
+    c1 = mb.conv2d(x, mb.const("c1/w", w8((20, 3, 3, 3)), quant=wq),
+                   mb.const("c1/b", rng.integers(-500, 500, 20).astype(np.int32),
+                            quant=Q.make((0.05 * wq.scale).tolist(), [0] * 20, 0)),
+                   stride=2, activation="RELU", name="c1", quant=act(0.04, -128))
+    dq = Q.make(rng.uniform(0.005, 0.02, 20).tolist(), [0] * 20, 3)
+    d1 = mb.depthwise_conv2d(c1, mb.const("d1/w", w8((1, 3, 3, 20)), quant=dq), None,
+                             name="d1", quant=act(0.03, 5))
+    a1 = mb.add(d1, mb.const("a1/c", w8((20,)), quant=act(0.02, 1)), name="a1",
+                quant=act(0.06, -2))
+    m1 = mb.mul(a1, c1, name="m1", quant=act(0.1, 0))
+    p1 = mb.pool("AVERAGE_POOL_2D", m1, 2, 2, name="p1")
+    r1 = mb.unary("RELU6", p1, name="r1", quant=act(0.03, -128))
+    g1 = mb.mean(r1, [1, 2], keep_dims=True, name="g1", quant=act(0.01, 3))
+    f1 = mb.fully_connected(mb.reshape(g1, [1, 20], name="flat"),
+                            mb.const("f1/w", w8((6, 20)), quant=Q.make(0.05, 0)), None,
+                            name="f1", quant=act(0.0002, 0))
+    mb.output(mb.unary("LOGISTIC", f1, name="sig", quant=act(1 / 256, -128)))
+    return mb.build()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_int8_rounding_paths_bit_exact(seed: int, tmp_path: Path) -> None:
+    model = _int8_edge_model(seed)
+    kinds = {op.kind for op in model.graph.ops}
+    assert {"CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "MEAN", "LOGISTIC"} <= kinds
+    art = codegen(model, tmp_path, name="edge")
+    art.build(opt=OPT)
+    m = NativeModel(art)
+    for k in range(3):
+        inputs = m.random_inputs(seed=10 * seed + k)
+        m.set_inputs(inputs)
+        m.run(1)
+        ref = run(model, inputs)
+        _same(ref, m.outputs())
+        assert len(np.unique(next(iter(ref.values())))) > 1  # not all saturated
+    m.close()

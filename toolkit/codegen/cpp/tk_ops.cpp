@@ -35,6 +35,30 @@ inline int8_t requant(int64_t acc, const QuantOut& q, int ch) {
   return static_cast<int8_t>(v);
 }
 
+// requant() of n accumulators (plus bias) of channels ch0 .. ch0 + n - 1, branch-free so that
+// it vectorises. The multipliers are QuantizeMultiplier's, in [2**30, 2**31) or 0, so the
+// doubling high multiply never saturates.
+inline void requant_n(const int32_t* acc, const int32_t* bias, const QuantOut& q, int ch0,
+                      int n, int8_t* __restrict__ y) {
+  for (int j = 0; j < n; ++j) {
+    const int ch = ch0 + j;
+    const int k = q.per_channel ? ch : 0;
+    const int64_t m = q.mult[k];
+    const int s = q.shift[k];
+    const int l = s > 0 ? s : 0, r = s > 0 ? 0 : -s;
+    const int64_t a = static_cast<int64_t>(acc[j]) + (bias ? bias[ch] : 0);
+    const int64_t x = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(a) << l));
+    const int64_t p = (x * m + (int64_t(1) << 30)) >> 31;
+    const int64_t mask = (int64_t(1) << r) - 1;
+    const int64_t up = (p + ((mask + 1) >> 1)) >> r;
+    const int64_t away = (p >> r) + ((p & mask) > ((mask >> 1) + (p < 0 ? 1 : 0)) ? 1 : 0);
+    int64_t v = (ch < q.upward_channels ? up : away) + q.zp_out;
+    v = v < q.lo ? q.lo : v;
+    v = v > q.hi ? q.hi : v;
+    y[j] = static_cast<int8_t>(v);
+  }
+}
+
 inline int8_t clamp8(int64_t v, int lo, int hi) {
   if (v < lo) v = lo;
   if (v > hi) v = hi;
@@ -236,11 +260,10 @@ void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* 
       depthwise_row(g, x, w, b, oy, acc.data(),
                     [zp_in](int8_t v) { return int32_t(v) - zp_in; });
       int8_t* row = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * o;
-      for (int ox = 0; ox < g.ow; ++ox)
-        for (int oc = 0; oc < o; ++oc) {
-          const int64_t i = static_cast<int64_t>(ox) * o + oc;
-          row[i] = requant(static_cast<int64_t>(acc[i]) + (bias ? bias[oc] : 0), q, oc);
-        }
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const int64_t i = static_cast<int64_t>(ox) * o;
+        requant_n(acc.data() + i, bias, q, 0, o, row + i);
+      }
     }
   }
 }
@@ -317,10 +340,7 @@ void conv2d_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
         for (; oo0 + 16 <= o; oo0 += 16) {
           int32_t acc[kTile][16] = {};
           conv_q8_block(taps.data(), ntaps, c, o, zp_in, w, oo0, acc);
-          for (int t = 0; t < tn; ++t)
-            for (int j = 0; j < 16; ++j)
-              y[(base + t) * o + oo0 + j] = requant(
-                  static_cast<int64_t>(acc[t][j]) + (bias ? bias[oo0 + j] : 0), q, oo0 + j);
+          for (int t = 0; t < tn; ++t) requant_n(acc[t], bias, q, oo0, 16, y + (base + t) * o + oo0);
         }
         for (; oo0 < o; ++oo0) {  // remaining channels one by one
           for (int t = 0; t < tn; ++t) {
@@ -369,9 +389,7 @@ void fully_connected_q8(const int8_t* x, int zp_in, const int16_t* w, const int3
       const int16_t* __restrict__ wr = w + static_cast<int64_t>(i) * o;
       for (int oo = 0; oo < o; ++oo) a[oo] += xv * int32_t(wr[oo]);
     }
-    int8_t* dst = y + static_cast<int64_t>(b) * o;
-    for (int oo = 0; oo < o; ++oo)
-      dst[oo] = requant(static_cast<int64_t>(a[oo]) + (bias ? bias[oo] : 0), q, oo);
+    requant_n(a, bias, q, 0, o, y + static_cast<int64_t>(b) * o);
   }
 }
 
