@@ -12,6 +12,7 @@ import ctypes
 import shutil
 import subprocess
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from toolkit.codegen import Artifact, BuildError, codegen, load_artifact
 from toolkit.codegen.analysis import plan_arena
 from toolkit.codegen.build import build_bundle
 from toolkit.codegen.params import PARAMS_MAGIC, read_header
-from toolkit.compiler import compile_model
+from toolkit.compiler import CompiledModel, compile_model
 from toolkit.errors import RuntimeInputError, ToolkitError, UnsupportedOpError
 from toolkit.runtime.interpreter import Interpreter, run
 from toolkit.runtime.native import NativeModel, run_native
@@ -70,6 +71,8 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[object,
         for kind, obj in (("plain", model), ("compiled", compile_model(model))):
             name = _name(path, kind)
             arts[name] = (obj, codegen(obj, root / name, name=name))
+    striped = compile_model(tk.load(SAMPLES / "cnn.tflite"), target=tk.Target(buffer_bytes=4096))
+    arts["cnn_striped"] = (striped, codegen(striped, root / "cnn_striped", name="cnn_striped"))
     build_bundle([(a.out_dir, a.name, a.library.name) for _, a in arts.values()],
                  root / "bundle", opt=OPT)
     return arts
@@ -95,13 +98,12 @@ def test_sample_generated_built_and_run(samples: dict[str, tuple[object, Artifac
         _same({k: lite[k] for k in out}, out)
 
 
-def test_striped_compiled_model(tmp_path: Path) -> None:
-    compiled = compile_model(tk.load(SAMPLES / "cnn.tflite"), target=tk.Target(buffer_bytes=4096))
+def test_striped_compiled_model(samples: dict[str, tuple[object, Artifact]]) -> None:
+    obj, art = samples["cnn_striped"]
+    compiled = cast(CompiledModel, obj)
     stripes = [c for c in compiled.command_list if int(c.stripes) > 1]
     assert len(stripes) >= 8
-    art = codegen(compiled, tmp_path, name="cnn_striped")
     assert sum(s["rows"] is not None for s in art.manifest["steps"]) == len(stripes)
-    art.build(opt=OPT)
     inputs = NativeModel(art).random_inputs(seed=2)
     out, trace = run_native(art, inputs, trace=True, repeat=REPEAT)
     _same(run(compiled, inputs), out)
@@ -202,7 +204,7 @@ def test_tracing_is_off_by_default(cnn_int8: Artifact) -> None:
 
 def test_build_failure_shows_the_compiler_message(tmp_path: Path) -> None:
     art = codegen(SAMPLES / "two_branch.tflite", tmp_path)
-    art.build(opt=OPT)
+    art.library.write_bytes(b"an earlier build")
     with art.source.open("a") as f:
         f.write("\nthis is not C++;\n")
     with pytest.raises(BuildError, match="the C\\+\\+ compiler failed") as err:
@@ -275,13 +277,14 @@ def test_load_artifact_and_run_by_directory(cnn_int8: Artifact) -> None:
 
 
 @pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
-def test_cmake_builds_the_artifact(tmp_path: Path) -> None:
+def test_cmake_configures_the_artifact(tmp_path: Path) -> None:
+    """CMake accepts the generated CMakeLists.txt and makes both targets (compiling them is
+    what the plain compiler command test does)."""
     art = codegen(SAMPLES / "two_branch.tflite", tmp_path / "src")
-    subprocess.run(["cmake", "-S", str(art.out_dir), "-B", str(tmp_path / "b"),
-                    "-DCMAKE_BUILD_TYPE=Debug"], check=True, capture_output=True)
-    subprocess.run(["cmake", "--build", str(tmp_path / "b"), "--target", "two_branch_main"],
-                   check=True, capture_output=True)
-    assert (tmp_path / "b" / "two_branch_main").exists()
+    subprocess.run(["cmake", "-S", str(art.out_dir), "-B", str(tmp_path / "b")], check=True,
+                   capture_output=True)
+    makefile = (tmp_path / "b" / "Makefile").read_text()
+    assert "two_branch_main" in makefile and "two_branch" in makefile
 
 
 def test_cli_compile_target_cpp_run_and_join(tmp_path: Path,
@@ -361,15 +364,15 @@ def _int8_edge_model(seed: int) -> tk.Model:
     return mb.build()
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_int8_rounding_paths_bit_exact(seed: int, tmp_path: Path) -> None:
+def test_int8_rounding_paths_bit_exact(tmp_path: Path) -> None:
+    seed = 0
     model = _int8_edge_model(seed)
     kinds = {op.kind for op in model.graph.ops}
     assert {"CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "MEAN", "LOGISTIC"} <= kinds
     art = codegen(model, tmp_path, name="edge")
     art.build(opt=OPT)
     m = NativeModel(art)
-    for k in range(3):
+    for k in range(5):
         inputs = m.random_inputs(seed=10 * seed + k)
         m.set_inputs(inputs)
         m.run(1)
