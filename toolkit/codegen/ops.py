@@ -62,6 +62,16 @@ class Emitter:
     analysis: Analysis
     params: ParamsBuilder
     names: dict[Tensor, str] = field(default_factory=dict)  # input/output buffer members
+    members: list[str] = field(default_factory=list)  # extra members of the model class
+    ctor: list[str] = field(default_factory=list)  # statements of its constructor
+
+    def table(self, size: int, fill: str) -> str:
+        """A member table of ``size`` int8 values filled by the constructor statement
+        ``fill`` (``@TABLE@`` stands for its data pointer); returns the pointer expression."""
+        name = f"table{len(self.members)}_"
+        self.members.append(f"std::vector<int8_t> {name} = std::vector<int8_t>({size});")
+        self.ctor.append(fill.replace("@TABLE@", f"{name}.data()"))
+        return f"{name}.data()"
 
     def ptr(self, t: Tensor | None, const: bool = True) -> str:
         """A C++ expression for a typed pointer to the data of ``t`` (``nullptr`` for None)."""
@@ -443,15 +453,18 @@ def _binary(e: Emitter, step: Step) -> str:
         sign = 1 if op.type == "ADD" else -1
         q = (f"tk::AddQ{{{qa.zp}, {qb.zp}, {qo.zp}, {int(ma)}, {int(mb)}, {int(mo)}, "
              f"{int(sa)}, {int(sb)}, {int(so)}, {left}, {lo}, {hi}}}")
-        return (f"tk::add_q8({g}, {q}, {sign}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, "
+        table = e.table(65536, f"tk::add_table_q8({q}, {sign}, @TABLE@);")
+        return (f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, "
                 f"{r0}, {r1});")
     if op.type == "MUL":
         if op.activation == 4:
             raise _unsupported(op, "fused TANH on a quantized MUL")
         real = np.float64(qa.s) * np.float64(qb.s) / np.float64(qo.s)
         m, s = quantize_multiplier(real)
-        return (f"tk::mul_q8({g}, {qa.zp}, {qb.zp}, {int(m)}, {int(s)}, {qo.zp}, {lo}, {hi}, "
-                f"{e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});")
+        table = e.table(65536, f"tk::mul_table_q8({qa.zp}, {qb.zp}, {int(m)}, {int(s)}, "
+                               f"{qo.zp}, {lo}, {hi}, @TABLE@);")
+        return (f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, "
+                f"{r0}, {r1});")
     raise _unsupported(op, f"quantized {op.type}")
 
 

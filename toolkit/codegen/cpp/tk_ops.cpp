@@ -520,30 +520,102 @@ void binary_f32(const Bcast& g, int op, const float* a, const float* b, int act,
   }
 }
 
-void add_q8(const Bcast& g, const AddQ& q, int sign, const int8_t* a, const int8_t* b,
-            int8_t* y, int row0, int row1) {
+namespace {
+
+// mbqm() without branches, for multipliers from QuantizeMultiplier (never INT32_MIN) and
+// x in int32 range: l = max(shift, 0), r = max(-shift, 0).
+inline int64_t mbqm_bf(int64_t x, int64_t m, int l, int r) {
+  const int64_t xs = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(x) << l));
+  const int64_t p = (xs * m + (int64_t(1) << 30)) >> 31;
+  const int64_t mask = (int64_t(1) << r) - 1;
+  return (p >> r) + ((p & mask) > ((mask >> 1) + (p < 0 ? 1 : 0)) ? 1 : 0);
+}
+
+inline int left_of(int shift) { return shift > 0 ? shift : 0; }
+inline int right_of(int shift) { return shift > 0 ? 0 : -shift; }
+
+template <typename F>
+void bcast_q8(const Bcast& g, int row0, int row1, const int8_t* a, const int8_t* b, int8_t* y,
+              F f) {
   bcast_loop(g, row0, row1, [&](int64_t ia, int64_t sa, int64_t ib, int64_t sb, int64_t iy,
                                 int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t va = (static_cast<int64_t>(a[ia + i * sa]) - q.zp_a) << q.left_shift;
-      const int64_t vb = (static_cast<int64_t>(b[ib + i * sb]) - q.zp_b) << q.left_shift;
-      const int64_t sa1 = mbqm(va, q.m_a, q.s_a);
-      const int64_t sb1 = mbqm(vb, q.m_b, q.s_b);
-      const int64_t raw = sign > 0 ? sa1 + sb1 : sa1 - sb1;
-      y[iy + i] = clamp8(mbqm(raw, q.m_out, q.s_out) + q.zp_out, q.lo, q.hi);
+    const int8_t* __restrict__ pa = a + ia;
+    const int8_t* __restrict__ pb = b + ib;
+    int8_t* __restrict__ py = y + iy;
+    if (sa == 1 && sb == 1) {
+      for (int64_t i = 0; i < n; ++i) py[i] = f(pa[i], pb[i]);
+    } else if (sa == 1 && sb == 0) {
+      const int8_t bv = pb[0];
+      for (int64_t i = 0; i < n; ++i) py[i] = f(pa[i], bv);
+    } else if (sa == 0 && sb == 1) {
+      const int8_t av = pa[0];
+      for (int64_t i = 0; i < n; ++i) py[i] = f(av, pb[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) py[i] = f(pa[i * sa], pb[i * sb]);
     }
+  });
+}
+
+}  // namespace
+
+void add_q8(const Bcast& g, const AddQ& q, int sign, const int8_t* a, const int8_t* b,
+            int8_t* y, int row0, int row1) {
+  const int la = left_of(q.s_a), ra = right_of(q.s_a), lb = left_of(q.s_b), rb = right_of(q.s_b);
+  const int lo_ = left_of(q.s_out), ro = right_of(q.s_out);
+  const int64_t ma = q.m_a, mb = q.m_b, mo = q.m_out;
+  const int ls = q.left_shift, zpa = q.zp_a, zpb = q.zp_b, zpo = q.zp_out, lo = q.lo, hi = q.hi;
+  bcast_q8(g, row0, row1, a, b, y, [=](int8_t av, int8_t bv) {
+    const int64_t va = (static_cast<int64_t>(av) - zpa) * (int64_t(1) << ls);
+    const int64_t vb = (static_cast<int64_t>(bv) - zpb) * (int64_t(1) << ls);
+    const int64_t xa = mbqm_bf(va, ma, la, ra);
+    const int64_t xb = mbqm_bf(vb, mb, lb, rb);
+    int64_t v = mbqm_bf(sign > 0 ? xa + xb : xa - xb, mo, lo_, ro) + zpo;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    return static_cast<int8_t>(v);
   });
 }
 
 void mul_q8(const Bcast& g, int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo, int hi,
             const int8_t* a, const int8_t* b, int8_t* y, int row0, int row1) {
-  bcast_loop(g, row0, row1, [&](int64_t ia, int64_t sa, int64_t ib, int64_t sb, int64_t iy,
-                                int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t p = (static_cast<int64_t>(a[ia + i * sa]) - zp_a) *
-                        (static_cast<int64_t>(b[ib + i * sb]) - zp_b);
-      y[iy + i] = clamp8(mbqm(p, m, s) + zp_out, lo, hi);
-    }
+  const int l = left_of(s), r = right_of(s);
+  const int64_t mm = m;
+  bcast_q8(g, row0, row1, a, b, y, [=](int8_t av, int8_t bv) {
+    const int64_t p = (static_cast<int64_t>(av) - zp_a) * (static_cast<int64_t>(bv) - zp_b);
+    int64_t v = mbqm_bf(p, mm, l, r) + zp_out;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    return static_cast<int8_t>(v);
+  });
+}
+
+namespace {
+
+const Bcast kPairs{{1, 1, 1, 1, 256, 256}, {0, 0, 0, 0, 1, 0}, {0, 0, 0, 0, 0, 1}, -1};
+
+void all_pairs(int8_t* a, int8_t* b) {
+  for (int v = 0; v < 256; ++v) a[v] = b[v] = static_cast<int8_t>(v - 128);
+}
+
+}  // namespace
+
+void add_table_q8(const AddQ& q, int sign, int8_t* table) {
+  int8_t a[256], b[256];
+  all_pairs(a, b);
+  add_q8(kPairs, q, sign, a, b, table, 0, 0);
+}
+
+void mul_table_q8(int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo, int hi,
+                  int8_t* table) {
+  int8_t a[256], b[256];
+  all_pairs(a, b);
+  mul_q8(kPairs, zp_a, zp_b, m, s, zp_out, lo, hi, a, b, table, 0, 0);
+}
+
+void lookup2_q8(const Bcast& g, const int8_t* table, const int8_t* a, const int8_t* b,
+                int8_t* y, int row0, int row1) {
+  bcast_q8(g, row0, row1, a, b, y, [table](int8_t av, int8_t bv) {
+    return table[(static_cast<int>(av) + 128) * 256 + (static_cast<int>(bv) + 128)];
   });
 }
 

@@ -132,6 +132,13 @@ void add_q8(const Bcast& g, const AddQ& q, int sign, const int8_t* a, const int8
             int8_t* y, int row0, int row1);
 void mul_q8(const Bcast& g, int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo, int hi,
             const int8_t* a, const int8_t* b, int8_t* y, int row0, int row1);
+// The same as tables over every pair of int8 values (256 x 256, index (a + 128) * 256 +
+// b + 128), filled once, and a broadcast lookup through such a table.
+void add_table_q8(const AddQ& q, int sign, int8_t* table);
+void mul_table_q8(int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo, int hi,
+                  int8_t* table);
+void lookup2_q8(const Bcast& g, const int8_t* table, const int8_t* a, const int8_t* b,
+                int8_t* y, int row0, int row1);
 
 enum UnOp : int { U_RELU, U_RELU6, U_RELU_N1_TO_1, U_RELU_0_TO_1, U_TANH, U_LOGISTIC,
                   U_RSQRT, U_SQRT, U_EXP, U_NEG, U_ABS };
