@@ -1,4 +1,4 @@
-"""Native artifacts (toolkit.codegen) vs LiteRT and the NumPy reference runtime, one thread.
+"""Native artifacts (toolkit.generator) vs LiteRT and the NumPy reference runtime, one thread.
 
 Models: the CNN sample, a MobileNet-v1-sized model (float32, and int8 quantized with the
 sample models' calibration and quantizer) and the transformer-block sample. Runtimes, all in
@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sample_models")
 from bench_runtime import interleaved, mobilenet_v1
 
 import toolkit as tk
-from toolkit.codegen import codegen
 from toolkit.formats.flatbuffer_write import write_model
+from toolkit.generator import codegen
 from toolkit.runtime.interpreter import Interpreter
 from toolkit.runtime.native import NativeModel
 

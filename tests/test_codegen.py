@@ -2,7 +2,7 @@
 runtime and LiteRT; join the native trace; bad input.
 
 Builds use ``-O1``; the op library is compiled once per flags into the object cache (see
-``toolkit.codegen.build``), and the sample artifacts are compiled together as one bundle (one
+``toolkit.generator.build``), and the sample artifacts are compiled together as one bundle (one
 translation unit), so the headers are parsed once.
 """
 
@@ -19,19 +19,24 @@ import pytest
 from support import ALL_TFLITE, SAMPLES, litert_run
 
 import toolkit as tk
-from toolkit.codegen import Artifact, BuildError, codegen, load_artifact
-from toolkit.codegen.analysis import plan_arena
-from toolkit.codegen.build import build_bundle
-from toolkit.codegen.params import PARAMS_MAGIC, read_header
 from toolkit.compiler import CompiledModel, compile_model
 from toolkit.errors import RuntimeInputError, ToolkitError, UnsupportedOpError
-from toolkit.runtime.interpreter import Interpreter, run
+from toolkit.generator import Artifact, BuildError, codegen, load_artifact
+from toolkit.generator.analysis import plan_arena
+from toolkit.generator.build import build_bundle
+from toolkit.generator.params import PARAMS_MAGIC, read_header
+from toolkit.runtime.interpreter import Interpreter, run_model
 from toolkit.runtime.native import NativeModel, run_native
 from toolkit.trace import read_trace, trace_join
 
 OPT = "-O1"
 MODELS = [*ALL_TFLITE, SAMPLES / "Net_InstanceNorm_003.circle"]
 REPEAT = 3
+
+
+def run(model: object, inputs: object = None) -> dict[str, np.ndarray]:
+    """The reference runtime's outputs."""
+    return run_model(model, inputs).outputs
 
 
 def _same(ref: dict[str, np.ndarray], out: dict[str, np.ndarray]) -> None:
@@ -271,8 +276,14 @@ def test_standalone_main_with_the_plain_compiler_command(tmp_path: Path) -> None
 def test_load_artifact_and_run_by_directory(cnn_int8: Artifact) -> None:
     again = load_artifact(cnn_int8.out_dir)
     assert again.manifest == cnn_int8.manifest
-    out = run_native(cnn_int8.out_dir)
-    _same(run(tk.load(SAMPLES / "cnn_int8.tflite")), out)  # same random inputs, seed 0
+    res = run_native(cnn_int8.out_dir)
+    assert res.trace is None
+    want = run(tk.load(SAMPLES / "cnn_int8.tflite"))  # the same random inputs, seed 0
+    _same(want, res.outputs)
+    for target in (cnn_int8, cnn_int8.out_dir, str(cnn_int8.out_dir)):  # the front door
+        outputs, trace = tk.run(target, trace=True, repeat=2, warmup=1)
+        _same(want, outputs)
+        assert trace.to_frame()["run"].nunique() == 2  # same random inputs, seed 0
     assert isinstance(ctypes.CDLL(str(cnn_int8.library)), ctypes.CDLL)
 
 
@@ -305,7 +316,7 @@ def test_cli_compile_target_cpp_run_and_join(tmp_path: Path,
 def test_partition_chain_with_parts_on_the_cpp_backend(tmp_path: Path) -> None:
     from toolkit.formats.part_file import PartSpec
     from toolkit.partitioner import partition
-    from toolkit.partitioner.chain import run_connection
+    from toolkit.runtime.chain import run_connection
     from toolkit.runtime.native import native_runner
 
     model = tk.load(SAMPLES / "cnn.tflite")
@@ -317,7 +328,7 @@ def test_partition_chain_with_parts_on_the_cpp_backend(tmp_path: Path) -> None:
     assert backends == {"cpu", "cpp"}
     inputs = Interpreter(model).random_inputs(4)
     runner = native_runner(tmp_path / "native", backends=["cpp"], opt=OPT)
-    got = run_connection(conn, inputs, run=runner)
+    got = run_connection(conn, inputs, run=runner).outputs
     _same(run(model, inputs), got)
     built = sorted((tmp_path / "native").glob("part*/libpart*.so"))
     assert len(built) == sum(p.backend == "cpp" for p in result.parts)

@@ -98,13 +98,13 @@ def test_cpp_target(lenet: dict[str, Path], tmp_path: Path,
             str(tmp_path / "art"), "-o", "nnmodel"]
     import importlib.util
 
-    if importlib.util.find_spec("toolkit.codegen") is None:
+    if importlib.util.find_spec("toolkit.generator") is None:
         assert main(args) == 2
         assert "native backend is not available" in capsys.readouterr().err
     calls: list[tuple[object, Path, str]] = []
-    fake = types.ModuleType("toolkit.codegen")
+    fake = types.ModuleType("toolkit.generator")
     fake.codegen = lambda model, out, name: calls.append((model, out, name))  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "toolkit.codegen", fake)
+    monkeypatch.setitem(sys.modules, "toolkit.generator", fake)
     assert main(args) == 0
     (model, out, name), = calls
     assert out == tmp_path / "art" and name == "nnmodel"

@@ -7,10 +7,10 @@
     att = tk.trace_join(trace, compiled, policy="macs")
     att.by_layer()                                      # time per original layer
 
-The entry points (``load``, ``save``, ``compile``, ``partition``, ``run``, ``read_trace``,
-``trace_join``, ``read_vela``) are plain functions defined in :mod:`toolkit.api`. The packages
-behind them are nouns: ``formats``, ``ir``, ``compiler``, ``partitioner``, ``runtime``,
-``trace``, ``vela``, ``viz``.
+The entry points (``load``, ``save``, ``compile``, ``partition``, ``codegen``, ``run``,
+``read_trace``, ``trace_join``, ``read_vela``) are plain functions defined in
+:mod:`toolkit.api`. The packages behind them are nouns: ``formats``, ``ir``, ``compiler``,
+``partitioner``, ``codegen``, ``runtime``, ``trace``, ``vela``, ``viz``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from toolkit.api import (
+    codegen,
     compile,
     join_ort,
     load,
@@ -44,8 +45,8 @@ if TYPE_CHECKING:
     from toolkit.trace.read import Trace
 
 __all__ = [
-    "load", "save", "compile", "partition", "run", "read_trace", "trace_join", "read_vela",
-    "load_onnx", "join_ort", "run_onnxruntime",
+    "load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
+    "read_vela", "load_onnx", "join_ort", "run_onnxruntime",
     "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",
     "CompiledModel", "Target", "PartitionResult", "RunResult", "EventTracer", "Trace",
     "Attribution", "ModelBuilder",

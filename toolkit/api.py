@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from toolkit.compiler import CompiledModel, GraphPass, Target
     from toolkit.formats.part_file import PartSpec
+    from toolkit.generator import Artifact
     from toolkit.ir import Model
     from toolkit.partitioner import PartitionResult
     from toolkit.runtime.onnxruntime import OrtRun
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
     from toolkit.trace.read import Trace
     from toolkit.vela.run import VelaResult
 
-__all__ = ["load", "save", "compile", "partition", "run", "read_trace", "trace_join",
-           "read_vela", "load_onnx", "join_ort", "run_onnxruntime"]
+__all__ = ["load", "save", "compile", "partition", "codegen", "run", "read_trace",
+           "trace_join", "read_vela", "load_onnx", "join_ort", "run_onnxruntime"]
 
 PathLike = str | os.PathLike[str]
 
@@ -163,6 +164,34 @@ def partition(model: Model | PathLike, part: PathLike | PartSpec | Mapping[str, 
                       default, source_file=source_file, work_path=work_path, ext=ext)
 
 
+def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
+            name: str | None = None) -> Artifact:
+    """Generate a C++ artifact of a model (nnc's soft backend) into ``out_dir``.
+
+    Args:
+        model: a :class:`~toolkit.ir.Model`, a ``CompiledModel`` (its command queue, stripes
+            included) or a ``.tflite``/``.circle`` path.
+        out_dir: the folder to write: ``<name>.h`` (the model class: constructor taking the
+            parameters file, ``set_<input>``, ``get_<output>``, ``doInference``; and a C ABI),
+            ``<name>.cpp``, ``<name>.params`` (header with magic, version, model hash and
+            size; 16-byte aligned weights), ``<name>.json`` (manifest and debug-handle map),
+            ``main.cpp``, ``CMakeLists.txt`` and the op library.
+        name: the artifact's name (default: the model file's stem, else ``model``).
+
+    Returns:
+        A :class:`~toolkit.generator.Artifact`: ``.build()`` compiles a shared library with the
+        system C++ compiler; ``tk.run(artifact, inputs, trace=True)`` runs it natively;
+        ``.arena_bytes`` against ``.temporaries_bytes`` is what the arena saves.
+
+    Raises:
+        UnsupportedOpError: an op the generator has no kernel for (named).
+        ToolkitError: an unreadable model or an unusable name.
+    """
+    from toolkit.generator import codegen as _codegen
+
+    return _codegen(model, out_dir, name)
+
+
 def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray | None
         = None, *, trace: bool = False, repeat: int = 1, warmup: int = 0,
         tracer: EventTracer | None = None) -> RunResult:
@@ -172,7 +201,8 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
         model: a :class:`~toolkit.ir.Model`, a ``CompiledModel`` (run command by command), a
             ``PartitionResult`` (its parts chained), or a path: a ``.tflite``/``.circle``, a
             compiled output folder, a ``.conn.json``/``.conn.ini`` (see
-            :mod:`toolkit.model_arg`).
+            :mod:`toolkit.model_arg`); or a C++ artifact of :func:`codegen` (or its folder),
+            run natively (built first when needed) and traced by the artifact itself.
         inputs: a dict name -> array, a list in input order, or one array; ``None`` uses
             random inputs (seed 0).
         trace: record one event per op (per command for a compiled model) per inference.
@@ -197,6 +227,14 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ToolkitError(f"{name} must be an integer >= {low}, got {value!r}",
                                where="tk.run", fix=f"pass {name}={max(low, 1)}")
+    from toolkit.generator import Artifact, is_artifact_dir
+
+    if isinstance(model, Artifact) or (isinstance(model, (str, os.PathLike))
+                                       and os.path.isdir(model) and is_artifact_dir(model)):
+        from toolkit.runtime.native import run_native
+
+        return run_native(model, inputs, trace=trace, repeat=repeat, warmup=warmup,
+                          tracer=tracer)
     arg = resolve_model(model, purpose="tk.run")
     if arg.kind in ("connection", "partition"):
         from toolkit.runtime.chain import run_connection

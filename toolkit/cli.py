@@ -157,7 +157,7 @@ def cmd_run(argv: Sequence[str]) -> int:
         if path is not None:
             out_file(path, flag)
     want_trace = a.trace is not None or a.csv is not None
-    from toolkit.codegen import is_artifact_dir
+    from toolkit.generator import is_artifact_dir
 
     if a.model.is_dir() and is_artifact_dir(a.model):
         from toolkit.runtime.native import run_native
@@ -212,7 +212,7 @@ def cmd_compile(argv: Sequence[str]) -> int:
     passes = a.passes.split(",") if a.passes else None
     compiled = compile(a.model, passes=passes, target=target)
     if a.target == "cpp":  # the compiled model too, for trace-join --compiled OUTDIR
-        from toolkit.codegen import codegen
+        from toolkit.generator import codegen
 
         compiled.save(a.output, stem=a.model.stem)
         art = codegen(compiled, a.output, name=a.model.stem)

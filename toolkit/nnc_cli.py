@@ -15,7 +15,7 @@ deploy prototxt whose weights sit in a separate ``.caffemodel`` (nnc wanted both
   float32 array per output node, keyed by the node's name, in the model's shapes (nnc wrote
   HDF5; the archive holds the same arrays and needs only NumPy to read).
 * ``--target cpp`` (nnc's ``x86-c++`` is accepted too) writes the native C++ artifact with
-  ``toolkit.codegen.codegen(model, output_dir, name)`` when that backend is installed.
+  ``toolkit.generator.codegen(model, output_dir, name)`` when that backend is installed.
 """
 
 from __future__ import annotations
@@ -156,11 +156,11 @@ def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 def _codegen(model: Model, out_dir: Path, name: str) -> Any:
     try:
-        codegen = importlib.import_module("toolkit.codegen")
+        codegen = importlib.import_module("toolkit.generator")
     except ModuleNotFoundError as e:
-        if e.name not in ("toolkit.codegen", "toolkit"):
+        if e.name not in ("toolkit.generator", "toolkit"):
             raise
-        raise ToolkitError("the native backend is not available (no toolkit.codegen)",
+        raise ToolkitError("the native backend is not available (no toolkit.generator)",
                            where="--target cpp", fix="use --target interpreter") from None
     return codegen.codegen(model, out_dir, name)
 

@@ -1,4 +1,4 @@
-"""Run a generated C++ artifact (see :mod:`toolkit.codegen`) through its C ABI with ctypes.
+"""Run a generated C++ artifact (see :mod:`toolkit.generator`) through its C ABI with ctypes.
 
 :class:`NativeModel` loads the artifact's shared library (building it first when it is not
 built), creates the model from its parameters file and runs inferences;
@@ -13,15 +13,16 @@ runtime's events (``op_index``, ``op_type``, ``op_name`` for a plain model; ``co
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from toolkit.codegen import Artifact, load_artifact
 from toolkit.errors import RuntimeInputError, ToolkitError
-from toolkit.runtime.interpreter import RunResult
+from toolkit.generator import Artifact, load_artifact
+from toolkit.runtime.result import RunResult
 from toolkit.runtime.tracer import EventTracer
 
 __all__ = ["NativeModel", "native_runner", "run_native"]
@@ -31,7 +32,7 @@ _I64P = ctypes.POINTER(ctypes.c_int64)
 _I32P = ctypes.POINTER(ctypes.c_int32)
 
 
-def _as_artifact(obj: Artifact | str | Path) -> Artifact:
+def _as_artifact(obj: Artifact | str | os.PathLike[str]) -> Artifact:
     if isinstance(obj, Artifact):
         return obj
     return load_artifact(obj)
@@ -41,11 +42,12 @@ class NativeModel:
     """A loaded artifact: ``invoke(inputs)`` runs inferences and returns outputs by name.
 
     Args:
-        artifact: an :class:`~toolkit.codegen.Artifact` or its directory.
+        artifact: an :class:`~toolkit.generator.Artifact` or its directory.
         params: another parameters file to load (default: the artifact's).
     """
 
-    def __init__(self, artifact: Artifact | str | Path, params: str | Path | None = None
+    def __init__(self, artifact: Artifact | str | os.PathLike[str],
+                 params: str | os.PathLike[str] | None = None
                  ) -> None:
         self._handle: int | None = None
         self.artifact = a = _as_artifact(artifact)
@@ -224,18 +226,24 @@ class NativeModel:
         return tracer
 
 
-def run_native(artifact: Artifact | str | Path, inputs: Any = None, *, trace: bool = False,
-               repeat: int = 1, warmup: int = 0) -> dict[str, np.ndarray] | RunResult:
-    """Run a generated artifact natively and return its outputs by name.
+def run_native(artifact: Artifact | str | os.PathLike[str], inputs: Any = None, *,
+               trace: bool = False, repeat: int = 1, warmup: int = 0,
+               tracer: EventTracer | None = None) -> RunResult:
+    """Run a generated artifact natively.
 
-    ``artifact`` is an :class:`~toolkit.codegen.Artifact` or its directory (built first when
-    needed). ``inputs`` as for :func:`toolkit.runtime.interpreter.run` (None: the same random
-    inputs, seed 0). ``warmup`` inferences run untraced first; then ``repeat`` inferences run
-    in one native loop. With ``trace=True`` returns ``RunResult(outputs, trace)``: the trace
-    holds one event per step per inference (key: op index, or command id of a compiled
-    model), timed by the artifact itself."""
+    ``artifact`` is an :class:`~toolkit.generator.Artifact` or its directory (built first when
+    needed). ``inputs`` as for ``tk.run`` (None: the same random inputs, seed 0). ``warmup``
+    inferences run untraced first; then ``repeat`` inferences run in one native loop. A
+    ``tracer`` (implies ``trace``) receives the events, one run per inference.
+
+    Returns:
+        A :class:`~toolkit.runtime.result.RunResult` ``(outputs, trace)``: outputs by name
+        (of the last inference); with ``trace=True`` an EventTracer holding one event per
+        step per inference (key: op index, or command id of a compiled model, with the
+        reference runtime's event arguments), timed by the artifact itself; else None."""
     if repeat < 1 or warmup < 0:
         raise ToolkitError(f"repeat must be >= 1 and warmup >= 0, got {repeat} and {warmup}")
+    trace = trace or tracer is not None
     model = NativeModel(artifact)
     try:
         model.set_inputs(model.random_inputs() if inputs is None else inputs)
@@ -245,32 +253,34 @@ def run_native(artifact: Artifact | str | Path, inputs: Any = None, *, trace: bo
             model.enable_trace(len(model.keys) * repeat)
         model.run(repeat)
         out = model.outputs()
-        if trace:
-            return RunResult(out, model.to_tracer())
-        return out
+        return RunResult(out, model.to_tracer(tracer) if trace else None)
     finally:
         model.close()
 
 
-def _part_backend(model: Any) -> str | None:
-    """The backend a part file's name gives (``<stem>.00001_<backend>.circle``), or None."""
+def _on_backend(model: Any, backends: tuple[str, ...] | list[str]) -> bool:
+    """Whether a part model is on one of ``backends``: by its file name
+    (``<stem>.00001_<backend>.circle``) when it has one, else by its subgraph name, which the
+    partitioner makes ``<graph>_<backend>``."""
     path = getattr(model, "path", None)
-    if not path:
-        return None
-    tail = Path(str(path)).name.rsplit(".", 1)[0].rsplit(".", 1)[-1]
-    return tail.split("_", 1)[1] if "_" in tail and tail[:5].isdigit() else None
+    if path:
+        tail = Path(str(path)).name.rsplit(".", 1)[0].rsplit(".", 1)[-1]
+        if "_" in tail and tail[:5].isdigit():
+            return tail.split("_", 1)[1] in backends
+    name = str(getattr(model.graph, "name", "") or "")
+    return any(name.endswith("_" + b) for b in backends)
 
 
 def native_runner(work_dir: str | Path, *, backends: tuple[str, ...] | list[str] | None = None,
                   opt: str = "-O3") -> Callable[[Any, dict[str, np.ndarray]],
                                                 dict[str, np.ndarray]]:
-    """A runner for :func:`toolkit.partitioner.chain.run_connection` that runs parts natively.
+    """A runner for :func:`toolkit.runtime.chain.run_connection` that runs parts natively.
 
     Each part model is generated and built once into a folder of ``work_dir`` (artifacts
     cached per model). With ``backends`` (e.g. ``["cpp"]``), only parts whose file names give
     one of them (``<stem>.00001_cpp.circle``) run natively, the others on the reference
     runtime. Returns outputs by tensor name."""
-    from toolkit.codegen import codegen
+    from toolkit.generator import codegen
     from toolkit.runtime.interpreter import Interpreter
 
     root = Path(work_dir)
@@ -279,8 +289,7 @@ def native_runner(work_dir: str | Path, *, backends: tuple[str, ...] | list[str]
     def run(model: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         hit = cache.get(id(model))
         if hit is None or hit[0] is not model:
-            backend = _part_backend(model)
-            if backends is not None and backend not in backends:
+            if backends is not None and not _on_backend(model, backends):
                 engine: Any = Interpreter(model)
             else:
                 art = codegen(model, root / f"part{len(cache):03d}", name=f"part{len(cache):03d}")

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from toolkit.codegen.analysis import Analysis, Step
-from toolkit.codegen.params import ParamsBuilder
-from toolkit.codegen.quant import (
+from toolkit.errors import UnsupportedOpError
+from toolkit.generator.analysis import Analysis, Step
+from toolkit.generator.params import ParamsBuilder
+from toolkit.generator.quant import (
     activation_range,
     channel_multipliers,
     is_quantized,
@@ -28,7 +29,6 @@ from toolkit.codegen.quant import (
     round_half_away,
     spatial_mean_requant,
 )
-from toolkit.errors import UnsupportedOpError
 from toolkit.ir import Op, Tensor
 
 __all__ = ["Emitter", "emit_step", "SUPPORTED", "ctype"]

@@ -2,7 +2,7 @@
 
 The op library (``tk_ops.cpp``, ``tk_runtime.cpp``) is compiled once per compiler, flags and
 source and kept as object files in a cache directory (``TOOLKIT_CODEGEN_CACHE``, else
-``~/.cache/toolkit/codegen``); each artifact then compiles its own code and links. Everything
+``~/.cache/toolkit/generator``); each artifact then compiles its own code and links. Everything
 is built in a temporary directory and renamed into place, so a failed build leaves no library
 that looks built.
 """
@@ -83,7 +83,7 @@ def _run(cmd: list[str], where: str) -> None:
 
 def _library_objects(cxx: str, flags: list[str]) -> list[Path]:
     """Object files of the op library, compiled once into the cache."""
-    pkg = resources.files("toolkit.codegen").joinpath("cpp")
+    pkg = resources.files("toolkit.generator").joinpath("cpp")
     h = hashlib.sha256()
     h.update(" ".join([cxx, *flags, platform.machine(), platform.processor()]).encode())
     for name in (*_LIB_HEADERS, *_LIB_SOURCES):

@@ -37,7 +37,7 @@ uint32_t read_u32(const unsigned char* p) {
 
 Params::Params(const std::string& path, const char* model_hash, uint64_t expected_size) {
   const std::string regen = "use the .params file generated together with this code "
-                            "(regenerate both with toolkit.codegen.codegen)";
+                            "(regenerate both with toolkit.generator.codegen)";
 #ifdef TK_HAVE_MMAP
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) fail(path, "cannot open the parameters file", "check the path; " + regen);

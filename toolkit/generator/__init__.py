@@ -16,15 +16,16 @@ run time, and compiled out with ``-DTK_TRACE_DISABLE``.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolkit.codegen.analysis import analyse
-from toolkit.codegen.build import BuildError, build_library
-from toolkit.codegen.generate import MANIFEST_FORMAT, write_artifact
 from toolkit.errors import ToolkitError
+from toolkit.generator.analysis import analyse
+from toolkit.generator.build import BuildError, build_library
+from toolkit.generator.generate import MANIFEST_FORMAT, write_artifact
 
 __all__ = ["Artifact", "BuildError", "codegen", "is_artifact_dir", "load_artifact"]
 
@@ -111,7 +112,8 @@ def _model_name(obj: Any) -> str:
     return "model"
 
 
-def codegen(model_or_compiled: Any, out_dir: str | Path, name: str | None = None) -> Artifact:
+def codegen(model_or_compiled: Any, out_dir: str | os.PathLike[str],
+            name: str | None = None) -> Artifact:
     """Generate the C++ artifact of a model into ``out_dir`` and return it.
 
     ``model_or_compiled`` is a Model, a CompiledModel (run command by command, stripes
@@ -139,7 +141,7 @@ def codegen(model_or_compiled: Any, out_dir: str | Path, name: str | None = None
     return Artifact(out, name, manifest)
 
 
-def load_artifact(out_dir: str | Path, name: str | None = None) -> Artifact:
+def load_artifact(out_dir: str | os.PathLike[str], name: str | None = None) -> Artifact:
     """The artifact generated in ``out_dir`` (its only manifest, or ``<name>.json``)."""
     d = Path(out_dir)
     if name is not None:
@@ -160,7 +162,7 @@ def load_artifact(out_dir: str | Path, name: str | None = None) -> Artifact:
     return Artifact(d, str(found[0]["name"]), found[0])
 
 
-def is_artifact_dir(path: str | Path) -> bool:
+def is_artifact_dir(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a directory holding one artifact manifest."""
     try:
         load_artifact(path)
