@@ -30,13 +30,19 @@ from toolkit.generator.generate import MANIFEST_FORMAT, write_artifact
 __all__ = ["Artifact", "BuildError", "codegen", "is_artifact_dir", "load_artifact"]
 
 
-@dataclass
+@dataclass(repr=False)
 class Artifact:
     """A generated C++ artifact in ``out_dir``; ``manifest`` is its ``<name>.json``."""
 
     out_dir: Path
     name: str
     manifest: dict[str, Any]
+
+    def __repr__(self) -> str:
+        return (f"Artifact({self.name!r} in {str(self.out_dir)!r}: "
+                f"{len(self.manifest['steps'])} steps keyed by {self.manifest['key_name']}, "
+                f"arena {self.arena_bytes} bytes of {self.temporaries_bytes}, "
+                f"{'built' if self.built else 'not built'})")
 
     @property
     def cname(self) -> str:
