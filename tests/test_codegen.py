@@ -391,3 +391,18 @@ def test_int8_rounding_paths_bit_exact(tmp_path: Path) -> None:
         _same(ref, m.outputs())
         assert len(np.unique(next(iter(ref.values())))) > 1  # not all saturated
     m.close()
+
+
+def test_regenerated_artifact_reloads_in_the_same_process(tmp_path: Path) -> None:
+    first = codegen(SAMPLES / "cnn_int8.tflite", tmp_path, name="m")
+    first.build(opt=OPT)
+    a = NativeModel(first)
+    other = codegen(SAMPLES / "tf" / "tf_cnn_int8.tflite", tmp_path, name="m")  # same name
+    other.build(opt=OPT)
+    b = NativeModel(other)  # the new library, not the one loaded above
+    inputs = b.random_inputs(5)
+    b.set_inputs(inputs)
+    b.run(1)
+    _same(run(tk.load(SAMPLES / "tf" / "tf_cnn_int8.tflite"), inputs), b.outputs())
+    a.close()
+    b.close()

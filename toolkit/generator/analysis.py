@@ -41,10 +41,12 @@ _CPP_KEYWORDS = frozenset([
 
 def c_identifier(name: str, taken: set[str] | None = None) -> str:
     """``name`` as a C++ identifier: other characters become ``_`` (runs of ``_`` become
-    one, none leads or trails), a leading digit or a keyword gets a ``t_`` prefix, and a name
+    one, none leads or trails); a leading digit, a keyword, ``tk``, ``std``, ``main`` or a
+    ``tk_`` prefix (the generated code's own names) gets a ``t_`` prefix, and a name
     already in ``taken`` a numeric suffix (the result is added to ``taken``)."""
     s = re.sub(r"_+", "_", re.sub(r"[^0-9A-Za-z_]", "_", name)).strip("_") or "t"
-    if s[0].isdigit() or s in _CPP_KEYWORDS:
+    if s[0].isdigit() or s in _CPP_KEYWORDS or s in ("tk", "std", "main") \
+            or s.startswith("tk_"):
         s = "t_" + s
     if taken is not None:
         base, k = s, 1

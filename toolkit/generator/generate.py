@@ -32,6 +32,13 @@ from toolkit.generator.params import ParamsBuilder
 __all__ = ["LIBRARY_FILES", "MANIFEST_FORMAT", "write_artifact"]
 
 LIBRARY_FILES = ("tk_ops.h", "tk_ops.cpp", "tk_runtime.h", "tk_runtime.cpp")
+# names of the generated functions' parameters and locals: a class name must differ from them
+_CODE_NAMES = frozenset([
+    "model", "index", "data", "nbytes", "err", "errlen", "params_path", "repeat", "capacity", "n",
+    "ids", "begins", "ends", "msg", "ex", "i", "count", "argc", "argv", "out_dir", "trace_path",
+    "opt", "r", "csv", "t", "steps", "size", "in", "out", "path", "b", "off", "read_file",
+    "write_file", "StepInfo", "kSteps"
+])
 MANIFEST_FORMAT = "toolkit-cpp-artifact"
 
 
@@ -154,8 +161,8 @@ def _code(cls: str, name: str, a: Analysis, e: Emitter, ins: list[dict[str, Any]
         f"{cls}::{cls}(const std::string& parametersPath)",
         "    : " + ",\n      ".join(init) + " {",
         "  arena_storage_.resize(arena_bytes + 64);",
-        "  const uintptr_t p = reinterpret_cast<uintptr_t>(arena_storage_.data());",
-        "  arena_ = arena_storage_.data() + ((64 - p % 64) % 64);",
+        "  const uintptr_t tk_at = reinterpret_cast<uintptr_t>(arena_storage_.data());",
+        "  arena_ = arena_storage_.data() + ((64 - tk_at % 64) % 64);",
         *[f"  {c}" for c in e.ctor],
         "}",
         "",
@@ -211,14 +218,14 @@ def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]]) -> l
         f"void {cls}_destroy(void* model) {{ delete static_cast<{cls}*>(model); }}",
         f"int {cls}_set_input(void* model, int index, const void* data, int64_t nbytes, "
         "char* err, int errlen) {",
-        f"  auto* m = static_cast<{cls}*>(model);",
+        f"  auto* tk_self = static_cast<{cls}*>(model);",
         "  switch (index) {",
     ]
     for k, i in enumerate(ins):
         ct = ctype(_dt(i), i["name"])
         lines += [f"    case {k}:",
                   f"      if (nbytes != {i['bytes']}) break;",
-                  f"      m->set_{i['cname']}(static_cast<const {ct}*>(data), "
+                  f"      tk_self->set_{i['cname']}(static_cast<const {ct}*>(data), "
                   f"{cls}::{i['cname']}_count);",
                   "      return 0;"]
     expected = ", ".join(f"{k}: {i['bytes']}" for k, i in enumerate(ins))
@@ -234,13 +241,13 @@ def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]]) -> l
         "}",
         f"int {cls}_get_output(void* model, int index, void* data, int64_t nbytes, "
         "char* err, int errlen) {",
-        f"  auto* m = static_cast<{cls}*>(model);",
+        f"  auto* tk_self = static_cast<{cls}*>(model);",
         "  switch (index) {",
     ]
     for k, o in enumerate(outs):
         lines += [f"    case {k}:",
                   f"      if (nbytes != {o['bytes']}) break;",
-                  f"      std::memcpy(data, m->get_{o['cname']}(), {o['bytes']});",
+                  f"      std::memcpy(data, tk_self->get_{o['cname']}(), {o['bytes']});",
                   "      return 0;"]
     lines += [
         "    default:",
@@ -253,9 +260,9 @@ def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]]) -> l
         "  return 2;",
         "}",
         f"int {cls}_run(void* model, int repeat, char* err, int errlen) {{",
-        f"  auto* m = static_cast<{cls}*>(model);",
+        f"  auto* tk_self = static_cast<{cls}*>(model);",
         "  try {",
-        "    for (int i = 0; i < repeat; ++i) m->doInference();",
+        "    for (int i = 0; i < repeat; ++i) tk_self->doInference();",
         "  } catch (const std::exception& ex) {",
         f"    {cls}_put_error(err, errlen, ex.what());",
         "    return 1;",
@@ -263,9 +270,9 @@ def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]]) -> l
         "  return 0;",
         "}",
         f"int {cls}_trace_enable(void* model, int64_t capacity) {{",
-        f"  auto& t = static_cast<{cls}*>(model)->tracer();",
-        "  if (capacity > 0) t.enable(static_cast<size_t>(capacity));",
-        "  else t.disable();",
+        f"  auto& tk_tracer = static_cast<{cls}*>(model)->tracer();",
+        "  if (capacity > 0) tk_tracer.enable(static_cast<size_t>(capacity));",
+        "  else tk_tracer.disable();",
         "  return 0;",
         "}",
         f"int64_t {cls}_trace_count(void* model) {{",
@@ -276,12 +283,12 @@ def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]]) -> l
         "}",
         f"int64_t {cls}_trace_read(void* model, int32_t* ids, int64_t* begins, int64_t* ends, "
         "int64_t n) {",
-        f"  auto& t = static_cast<{cls}*>(model)->tracer();",
-        "  const int64_t k = std::min(n, static_cast<int64_t>(t.count()));",
-        "  std::memcpy(ids, t.ids(), sizeof(int32_t) * k);",
-        "  std::memcpy(begins, t.begins(), sizeof(int64_t) * k);",
-        "  std::memcpy(ends, t.ends(), sizeof(int64_t) * k);",
-        "  return k;",
+        f"  auto& tk_tracer = static_cast<{cls}*>(model)->tracer();",
+        "  const int64_t count = std::min(n, static_cast<int64_t>(tk_tracer.count()));",
+        "  std::memcpy(ids, tk_tracer.ids(), sizeof(int32_t) * count);",
+        "  std::memcpy(begins, tk_tracer.begins(), sizeof(int64_t) * count);",
+        "  std::memcpy(ends, tk_tracer.ends(), sizeof(int64_t) * count);",
+        "  return count;",
         "}",
         '}  // extern "C"',
         "",
@@ -302,12 +309,12 @@ def _main(cls: str, name: str, a: Analysis, ins: list[dict[str, Any]],
         read_inputs += [
             f"  std::vector<{ct}> in{k}({cls}::{i['cname']}_count);",
             f"  if (!read_file(argv[{k + 2}], in{k}.data(), {i['bytes']})) return 2;",
-            f"  model.set_{i['cname']}(in{k}.data(), in{k}.size());",
+            f"  tk_model.set_{i['cname']}(in{k}.data(), in{k}.size());",
         ]
     write_outputs = []
     for o in outs:
         write_outputs.append(
-            f"  if (!write_file(out_dir + \"/{o['cname']}.bin\", model.get_{o['cname']}(), "
+            f"  if (!write_file(out_dir + \"/{o['cname']}.bin\", tk_model.get_{o['cname']}(), "
             f"{o['bytes']})) return 2;")
     usage = " ".join(f"<{i['cname']}.bin>" for i in ins)
     return "\n".join([
@@ -372,16 +379,16 @@ def _main(cls: str, name: str, a: Analysis, ins: list[dict[str, Any]],
         "    return 2;",
         "  }",
         "  try {",
-        f"    {cls} model(argv[1]);",
+        f"    {cls} tk_model(argv[1]);",
         "  " + "\n  ".join(read_inputs),
-        f"    if (!trace_path.empty()) model.tracer().enable({len(a.steps)} * "
+        f"    if (!trace_path.empty()) tk_model.tracer().enable({len(a.steps)} * "
         "static_cast<size_t>(repeat));",
-        "    for (int r = 0; r < repeat; ++r) model.doInference();",
+        "    for (int r = 0; r < repeat; ++r) tk_model.doInference();",
         "  " + "\n  ".join(write_outputs),
         "    if (!trace_path.empty()) {",
         "      std::ofstream csv(trace_path);",
         f"      csv << \"run,{','.join(arg_names)},start_ns,end_ns\\n\";",
-        "      const tk::Tracer& t = model.tracer();",
+        "      const tk::Tracer& t = tk_model.tracer();",
         f"      const size_t steps = {len(a.steps)};",
         "      for (size_t i = 0; i < t.count(); ++i)",
         "        csv << i / steps << ',' << kSteps[i % steps].args << ',' << t.begins()[i] << ','",
@@ -421,7 +428,7 @@ def _cmake(name: str) -> str:
 def write_artifact(a: Analysis, out_dir: Path, name: str) -> dict[str, Any]:
     """Write every file of the artifact into ``out_dir`` (each through a temporary file and
     a rename) and return the manifest."""
-    cls = c_identifier(name)
+    cls = c_identifier(name, set(_CODE_NAMES))
     params = ParamsBuilder()
     e = Emitter(a, params)
     taken: set[str] = {cls}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,12 +39,33 @@ def _as_artifact(obj: Artifact | str | os.PathLike[str]) -> Artifact:
     return load_artifact(obj)
 
 
+def _loadable(a: Artifact) -> Path:
+    """A path of the artifact's library unique to this build: the dynamic loader keeps a
+    library loaded by its path, so a rebuilt artifact loaded again in the same process must
+    come from a new path (a hard link, else a copy, in ``out_dir/.loaded/``)."""
+    lib = a.library.resolve()
+    stamp = f"{a.manifest['model_hash']}.{lib.stat().st_mtime_ns}"
+    unique = lib.parent / ".loaded" / f"{lib.stem}.{stamp}{lib.suffix}"
+    if not unique.exists():
+        unique.parent.mkdir(exist_ok=True)
+        tmp = unique.with_name(f".{unique.name}.{os.getpid()}.tmp")
+        try:
+            os.link(lib, tmp)
+        except OSError:
+            shutil.copyfile(lib, tmp)
+        os.replace(tmp, unique)
+    return unique
+
+
 class NativeModel:
     """A loaded artifact: ``invoke(inputs)`` runs inferences and returns outputs by name.
 
     Args:
         artifact: an :class:`~toolkit.generator.Artifact` or its directory.
         params: another parameters file to load (default: the artifact's).
+
+    A NativeModel must not run in two threads at once (its buffers and tracer are its own;
+    two NativeModels of one artifact may).
     """
 
     def __init__(self, artifact: Artifact | str | os.PathLike[str],
@@ -53,7 +75,7 @@ class NativeModel:
         self.artifact = a = _as_artifact(artifact)
         if not a.built:
             a.build()
-        self._lib = lib = ctypes.CDLL(str(a.library.resolve()))
+        self._lib = lib = ctypes.CDLL(str(_loadable(a)))
         p = a.cname
         self._create = getattr(lib, f"{p}_create")
         self._create.restype = ctypes.c_void_p
