@@ -35,28 +35,37 @@ inline int8_t requant(int64_t acc, const QuantOut& q, int ch) {
   return static_cast<int8_t>(v);
 }
 
-// requant() of n accumulators (plus bias) of channels ch0 .. ch0 + n - 1, branch-free so that
-// it vectorises. The multipliers are QuantizeMultiplier's, in [2**30, 2**31) or 0, so the
-// doubling high multiply never saturates.
-inline void requant_n(const int32_t* acc, const int32_t* bias, const QuantOut& q, int ch0,
-                      int n, int8_t* __restrict__ y) {
+template <bool kPerChannel>
+inline void requant_t(const int32_t* __restrict__ acc, const int32_t* __restrict__ bias,
+                      const QuantOut& q, int ch0, int n, int8_t* __restrict__ y) {
+  const int32_t* __restrict__ mp = q.mult + (kPerChannel ? ch0 : 0);
+  const int32_t* __restrict__ sp = q.shift + (kPerChannel ? ch0 : 0);
+  const int64_t upward = static_cast<int64_t>(q.upward_channels) - ch0;
+  const int64_t zp = q.zp_out, lo = q.lo, hi = q.hi;
   for (int j = 0; j < n; ++j) {
-    const int ch = ch0 + j;
-    const int k = q.per_channel ? ch : 0;
-    const int64_t m = q.mult[k];
-    const int s = q.shift[k];
-    const int l = s > 0 ? s : 0, r = s > 0 ? 0 : -s;
-    const int64_t a = static_cast<int64_t>(acc[j]) + (bias ? bias[ch] : 0);
+    const int64_t m = kPerChannel ? mp[j] : mp[0];
+    const int64_t s = kPerChannel ? sp[j] : sp[0];
+    const int64_t l = s > 0 ? s : 0, r = s > 0 ? 0 : -s;
+    const int64_t a = static_cast<int64_t>(acc[j]) + (bias ? bias[ch0 + j] : 0);
     const int64_t x = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(a) << l));
     const int64_t p = (x * m + (int64_t(1) << 30)) >> 31;
     const int64_t mask = (int64_t(1) << r) - 1;
     const int64_t up = (p + ((mask + 1) >> 1)) >> r;
     const int64_t away = (p >> r) + ((p & mask) > ((mask >> 1) + (p < 0 ? 1 : 0)) ? 1 : 0);
-    int64_t v = (ch < q.upward_channels ? up : away) + q.zp_out;
-    v = v < q.lo ? q.lo : v;
-    v = v > q.hi ? q.hi : v;
+    int64_t v = (j < upward ? up : away) + zp;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
     y[j] = static_cast<int8_t>(v);
   }
+}
+
+// requant() of n accumulators (plus bias) of channels ch0 .. ch0 + n - 1, branch-free so that
+// it vectorises. The multipliers are QuantizeMultiplier's, in [2**30, 2**31) or 0, so the
+// doubling high multiply never saturates.
+inline void requant_n(const int32_t* acc, const int32_t* bias, const QuantOut& q, int ch0,
+                      int n, int8_t* y) {
+  if (q.per_channel) requant_t<true>(acc, bias, q, ch0, n, y);
+  else requant_t<false>(acc, bias, q, ch0, n, y);
 }
 
 inline int8_t clamp8(int64_t v, int lo, int hi) {
