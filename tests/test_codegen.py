@@ -406,3 +406,24 @@ def test_regenerated_artifact_reloads_in_the_same_process(tmp_path: Path) -> Non
     _same(run(tk.load(SAMPLES / "tf" / "tf_cnn_int8.tflite"), inputs), b.outputs())
     a.close()
     b.close()
+
+
+def test_caffe_imported_nets(tmp_path: Path) -> None:
+    """The networks the Caffe importer's tests build (convolutions with padding, LRN-free
+    pooling, inception and residual blocks, squeeze-excitation, leaky ReLU, PAD, LOG ...),
+    imported, generated and run natively, plain and compiled, in one bundle."""
+    from caffe_nets import NETS
+
+    arts: list[tuple[object, Artifact]] = []
+    for name, make in NETS.items():
+        make(False).save(tmp_path / f"{name}.prototxt", tmp_path / f"{name}.caffemodel")
+        model = tk.load(tmp_path / f"{name}.prototxt", weights=tmp_path / f"{name}.caffemodel")
+        for kind, obj in (("plain", model), ("compiled", compile_model(model))):
+            arts.append((obj, codegen(obj, tmp_path / f"{name}_{kind}",
+                                      name=f"{name}_{kind}")))
+    build_bundle([(a.out_dir, a.name, a.library.name) for _, a in arts], tmp_path / "bundle",
+                 opt=OPT)
+    for obj, art in arts:
+        res = run_native(art, trace=True, repeat=REPEAT)
+        _same(run(obj), res.outputs)
+        _check_join(res.trace, obj, len(art.manifest["steps"]))

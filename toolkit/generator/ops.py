@@ -42,7 +42,7 @@ _CTYPES = {np.dtype(np.float32): "float", np.dtype(np.int8): "int8_t",
 ELEMENTWISE = frozenset({
     "ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "POW",
     "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "TANH", "LOGISTIC", "RSQRT", "SQRT", "EXP",
-    "ABS", "NEG", "QUANTIZE", "DEQUANTIZE",
+    "ABS", "NEG", "QUANTIZE", "DEQUANTIZE", "LEAKY_RELU", "LOG",
 })
 WINDOWED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D"})
 
@@ -469,7 +469,7 @@ def _binary(e: Emitter, step: Step) -> str:
 
 
 _UNOPS = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "RELU_0_TO_1": 3, "TANH": 4,
-          "LOGISTIC": 5, "RSQRT": 6, "SQRT": 7, "EXP": 8, "NEG": 9, "ABS": 10}
+          "LOGISTIC": 5, "RSQRT": 6, "SQRT": 7, "EXP": 8, "NEG": 9, "ABS": 10, "LOG": 11}
 _RELU_BOUNDS = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0),
                 "RELU_0_TO_1": (0.0, 1.0)}
 
@@ -480,7 +480,7 @@ def _logistic(x: np.ndarray) -> np.ndarray:
 
 
 _LUT_FNS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "TANH": np.tanh, "LOGISTIC": _logistic, "EXP": np.exp, "SQRT": np.sqrt,
+    "TANH": np.tanh, "LOGISTIC": _logistic, "EXP": np.exp, "SQRT": np.sqrt, "LOG": np.log,
     "RSQRT": lambda v: np.float32(1) / np.sqrt(v),
 }
 
@@ -779,6 +779,55 @@ def _split(e: Emitter, step: Step) -> str:
     return "\n".join(lines)
 
 
+def _leaky_relu(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    shape = tuple(out.shape)
+    alpha = np.float32(_opt(op, "alpha", 0.2))  # type: ignore[arg-type]
+    px, py = e.ptr(x), e.ptr(out)
+    if x.dtype == _F32 and out.dtype == _F32:
+        return _flat_rows(step, shape, lambda o, n: (
+            f"tk::leaky_relu_f32({px} + {o}, {_flt(alpha)}, {py} + {o}, {n});"))
+    if not (is_quantized(x) and is_quantized(out)):
+        raise _unsupported(op, f"LEAKY_RELU of non-quantized {x.dtype} input")
+    _check_int8(op, x, out)
+    iq, oq = qp(op, x), qp(op, out)
+    m_id, s_id = quantize_multiplier(np.float64(np.float32(iq.s) / np.float32(oq.s)))
+    m_al, s_al = quantize_multiplier(np.float64(np.float32(iq.s) * alpha / np.float32(oq.s)))
+    table = e.table(256, f"tk::leaky_table_q8({iq.zp}, {int(m_id)}, {int(s_id)}, "
+                         f"{int(m_al)}, {int(s_al)}, {oq.zp}, @TABLE@);")
+    return _flat_rows(step, shape, lambda o, n: f"tk::lut_q8({px} + {o}, {table}, {py} + {o}, "
+                                                 f"{n});")
+
+
+def _pad(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None and out.dtype is not None
+    rank = len(x.shape)
+    pads = _const(op, 1).astype(np.int64).reshape(-1, 2) if rank else np.zeros((0, 2), np.int64)
+    if rank > 6 or pads.shape[0] != rank or (pads < 0).any():
+        raise _unsupported(op, f"paddings {pads.tolist()} for rank {rank}")
+    want = tuple(int(d + p0 + p1) for d, (p0, p1) in zip(x.shape, pads.tolist()))
+    if want != tuple(out.shape):
+        raise _unsupported(op, f"padded shape {list(want)} is not the output's")
+    value: float | int = 0
+    const = _input(op, 2)
+    if op.type == "PADV2" and const is not None:
+        value = _const(op, 2).reshape(-1)[0].item()
+    elif is_quantized(out):
+        value = qp(op, out).zp
+    fill = e.param(np.asarray([value], dtype=out.dtype), ctype(out.dtype, out.name))
+    lead = 6 - rank
+    in6 = [1] * lead + list(x.shape)
+    out6 = [1] * lead + list(out.shape)
+    before6 = [0] * lead + [int(p) for p in pads[:, 0]]
+    return (f"{{ static const int64_t si[6] = {_arr(in6)}; static const int64_t so[6] = "
+            f"{_arr(out6)}; static const int64_t sb[6] = {_arr(before6)};\n"
+            f"  tk::pad({e.ptr(x)}, {e.ptr(out)}, {out.dtype.itemsize}, si, so, sb, {fill}); }}")
+
+
 _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv,
     "MAX_POOL_2D": _pool, "AVERAGE_POOL_2D": _pool,
@@ -789,6 +838,7 @@ _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
     "INSTANCE_NORM": _norm, "LAYER_NORM": _norm,
     "RESHAPE": _copy, "SQUEEZE": _copy, "EXPAND_DIMS": _copy,
     "TRANSPOSE": _transpose, "CONCATENATION": _concat, "SPLIT": _split, "SPLIT_V": _split,
+    "LEAKY_RELU": _leaky_relu, "PAD": _pad, "PADV2": _pad,
 }
 
 #: Op kinds the generator emits (CUSTOM ops by custom code).

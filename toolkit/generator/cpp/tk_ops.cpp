@@ -649,6 +649,7 @@ void unary_f32(int op, const float* x, float* y, size_t n) {
     case U_EXP: for (size_t i = 0; i < n; ++i) y[i] = std::exp(x[i]); break;
     case U_NEG: for (size_t i = 0; i < n; ++i) y[i] = -x[i]; break;
     case U_ABS: for (size_t i = 0; i < n; ++i) y[i] = std::fabs(x[i]); break;
+    case U_LOG: for (size_t i = 0; i < n; ++i) y[i] = std::log(x[i]); break;
     default: break;
   }
 }
@@ -659,6 +660,19 @@ void relu_q8(const int8_t* x, int zp_in, int32_t m, int s, int zp_out, int lo, i
   for (int v = -128; v < 128; ++v)
     table[v + 128] = clamp8(mbqm(v - zp_in, m, s) + zp_out, lo, hi);
   for (size_t i = 0; i < n; ++i) y[i] = table[x[i] + 128];
+}
+
+void leaky_relu_f32(const float* x, float alpha, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : x[i] * alpha;
+}
+
+void leaky_table_q8(int zp_in, int32_t m_id, int s_id, int32_t m_alpha, int s_alpha,
+                    int zp_out, int8_t* table) {
+  for (int v = -128; v < 128; ++v) {
+    const int64_t d = v - zp_in;
+    const int64_t r = d >= 0 ? mbqm(d, m_id, s_id) : mbqm(d, m_alpha, s_alpha);
+    table[v + 128] = clamp8(r + zp_out, -128, 127);
+  }
 }
 
 void lut_q8(const int8_t* x, const int8_t* table, int8_t* y, size_t n) {
@@ -881,6 +895,30 @@ void copy_blocks(const void* x, int64_t x_block, void* y, int64_t y_block, int64
     std::memcpy(dst + i * y_block * static_cast<int64_t>(elem),
                 src + i * x_block * static_cast<int64_t>(elem),
                 static_cast<size_t>(inner) * elem);
+}
+
+void pad(const void* x, void* y, size_t elem, const int64_t* in_shape,
+         const int64_t* out_shape, const int64_t* before, const void* fill) {
+  const char* src = static_cast<const char*>(x);
+  char* dst = static_cast<char*>(y);
+  int64_t total = 1, ostride[6];
+  ostride[5] = 1;
+  for (int d = 4; d >= 0; --d) ostride[d] = ostride[d + 1] * out_shape[d + 1];
+  for (int d = 0; d < 6; ++d) total *= out_shape[d];
+  for (int64_t i = 0; i < total; ++i) std::memcpy(dst + i * elem, fill, elem);
+  const int64_t* s = in_shape;
+  const int64_t row = s[5] * static_cast<int64_t>(elem);
+  for (int64_t i0 = 0; i0 < s[0]; ++i0)
+    for (int64_t i1 = 0; i1 < s[1]; ++i1)
+      for (int64_t i2 = 0; i2 < s[2]; ++i2)
+        for (int64_t i3 = 0; i3 < s[3]; ++i3)
+          for (int64_t i4 = 0; i4 < s[4]; ++i4) {
+            const int64_t o = (i0 + before[0]) * ostride[0] + (i1 + before[1]) * ostride[1] +
+                              (i2 + before[2]) * ostride[2] + (i3 + before[3]) * ostride[3] +
+                              (i4 + before[4]) * ostride[4] + before[5];
+            std::memcpy(dst + o * static_cast<int64_t>(elem), src, static_cast<size_t>(row));
+            src += row;
+          }
 }
 
 void quantize_f32_q8(const float* x, float scale, int zp, int8_t* y, size_t n) {

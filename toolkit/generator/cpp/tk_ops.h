@@ -141,13 +141,18 @@ void lookup2_q8(const Bcast& g, const int8_t* table, const int8_t* a, const int8
                 int8_t* y, int row0, int row1);
 
 enum UnOp : int { U_RELU, U_RELU6, U_RELU_N1_TO_1, U_RELU_0_TO_1, U_TANH, U_LOGISTIC,
-                  U_RSQRT, U_SQRT, U_EXP, U_NEG, U_ABS };
+                  U_RSQRT, U_SQRT, U_EXP, U_NEG, U_ABS, U_LOG };
 void unary_f32(int op, const float* x, float* y, size_t n);
 // RELU family on int8: clamp(mbqm(q - zp_in) + zp_out, lo, hi).
 void relu_q8(const int8_t* x, int zp_in, int32_t m, int s, int zp_out, int lo, int hi,
              int8_t* y, size_t n);
 // A table over the 256 input values (LUT ops).
 void lut_q8(const int8_t* x, const int8_t* table, int8_t* y, size_t n);
+// LEAKY_RELU: float x > 0 ? x : alpha x; int8 TFLite's QuantizeLeakyRelu as a table over the
+// 256 input values (identity and alpha multipliers), filled once.
+void leaky_relu_f32(const float* x, float alpha, float* y, size_t n);
+void leaky_table_q8(int zp_in, int32_t m_id, int s_id, int32_t m_alpha, int s_alpha,
+                    int zp_out, int8_t* table);
 
 // ---------------------------------------------------------------- softmax
 void softmax_f32(const float* x, float* y, int rows, int depth, float beta);
@@ -196,6 +201,10 @@ void transpose(const void* x, void* y, size_t elem, const int64_t* out_shape,
 // Copy `inner` contiguous elements `outer` times from x + part offset (concat / split).
 void copy_blocks(const void* x, int64_t x_block, void* y, int64_t y_block, int64_t outer,
                  int64_t inner, size_t elem);
+// PAD of up to 6 dims: y (out_shape) filled with the `elem`-byte value `fill`, x (in_shape)
+// copied at offset `before`.
+void pad(const void* x, void* y, size_t elem, const int64_t* in_shape,
+         const int64_t* out_shape, const int64_t* before, const void* fill);
 // Float <-> int8
 void quantize_f32_q8(const float* x, float scale, int zp, int8_t* y, size_t n);
 void dequantize_q8_f32(const int8_t* x, double scale, int zp, float* y, size_t n);
