@@ -10,7 +10,7 @@
 The entry points (``load``, ``save``, ``compile``, ``partition``, ``codegen``, ``run``,
 ``read_trace``, ``trace_join``, ``read_vela``) are plain functions defined in
 :mod:`toolkit.api`. The packages behind them are nouns: ``formats``, ``ir``, ``compiler``,
-``partitioner``, ``codegen``, ``runtime``, ``trace``, ``vela``, ``viz``.
+``partitioner``, ``generator``, ``runtime``, ``trace``, ``vela``, ``viz``.
 """
 
 from __future__ import annotations
