@@ -16,10 +16,16 @@ import numpy as np
 from toolkit.errors import RuntimeInputError, ToolkitError, UnsupportedOpError
 from toolkit.ir import Model, Op, Tensor
 from toolkit.runtime.codegen import Line, generate
+from toolkit.runtime.control_flow import (
+    CONTROL_FLOW_OPS,
+    DEFAULT_MAX_ITERATIONS,
+    control_flow_kernel,
+)
 from toolkit.runtime.kernels import bind_kernel, get_kernel
 from toolkit.runtime.kernels.common import quiet
 from toolkit.runtime.result import RunResult
 from toolkit.runtime.stripes import stripe_step
+from toolkit.runtime.threads import limit_blas_threads
 from toolkit.runtime.tracer import EventTracer
 
 __all__ = ["run_model", "Interpreter", "RunResult"]
@@ -72,22 +78,37 @@ class Interpreter:
             to its input shapes (see :mod:`toolkit.runtime.kernels.binders`; the results are
             the same bit for bit). False calls each op's kernel as it is, as for a model with
             dynamic shapes.
+        threads: limit the BLAS libraries NumPy uses to this many threads (see
+            :func:`~toolkit.runtime.threads.limit_blas_threads`; the limit is process-wide
+            and stays after the interpreter). Default 1, so that timings are reproducible on
+            a busy machine; None leaves the current limit.
+        subgraph: the subgraph to run (0, the main graph, unless a control-flow op runs
+            another).
+        max_iterations: a WHILE loop that has not ended after this many iterations raises
+            :class:`~toolkit.errors.RuntimeInputError`.
     """
 
-    def __init__(self, model: Any, *, bind: bool = True) -> None:
+    def __init__(self, model: Any, *, bind: bool = True, threads: int | None = 1,
+                 subgraph: int = 0, max_iterations: int = DEFAULT_MAX_ITERATIONS) -> None:
         self.model, commands = _model_of(model)
-        g = self.model.graph
-        if len(self.model.subgraphs) > 1:
-            used = {o.type for o in g.ops}
-            if used & {"IF", "WHILE", "CALL_ONCE", "CALL"}:
-                raise UnsupportedOpError("control-flow ops (IF/WHILE/CALL) are not supported by "
-                                         "the reference runtime", where="subgraph 0")
+        if not 0 <= subgraph < len(self.model.subgraphs):
+            raise ToolkitError(f"the model has no subgraph {subgraph}",
+                               fix=f"pick one of 0..{len(self.model.subgraphs) - 1}")
+        if subgraph and commands is not None:
+            raise ToolkitError("a compiled model's command queue runs subgraph 0 only",
+                               fix="run compiled.model with subgraph=N")
+        self.subgraph = subgraph
+        self.bind = bind
+        self.threads = threads
+        self.max_iterations = int(max_iterations)
+        limit_blas_threads(threads)
+        g = self.model.subgraphs[subgraph]
         slot: dict[Tensor, int] = {t: i for i, t in enumerate(g.tensors)}
         consts = [(slot[t], t.data) for t in g.tensors if t.data is not None]
         steps: list[_Step] = []
         if commands is None:
             for i, op in enumerate(g.ops):
-                steps.append(_Step(self._kernel(op), op, self._slots(op.inputs, slot),
+                steps.append(_Step(self._kernel(op, i), op, self._slots(op.inputs, slot),
                                    [slot[t] for t in op.outputs], i,
                                    {"op_index": i, "op_type": op.kind, "op_name": op.name}))
             key_name = "op_index"
@@ -95,7 +116,7 @@ class Interpreter:
             op_index = {op: i for i, op in enumerate(g.ops)}
             for c in commands:
                 op = c.op
-                step = _Step(self._kernel(op), op, self._slots(op.inputs, slot),
+                step = _Step(self._kernel(op, op_index[op]), op, self._slots(op.inputs, slot),
                              [slot[t] for t in op.outputs], int(c.command_id),
                              {"command_id": int(c.command_id), "optimised_id": op_index[op],
                               "stripe": int(c.stripe), "op_type": op.kind, "op_name": op.name})
@@ -121,9 +142,25 @@ class Interpreter:
     def _slots(ts: Sequence[Tensor | None], slot: dict[Tensor, int]) -> list[int]:
         return [-1 if t is None else slot[t] for t in ts]
 
-    @staticmethod
-    def _kernel(op: Op) -> Any:
-        return get_kernel(op)
+    def _where(self, op: Op, index: int) -> str:
+        """Where an op is, for error messages: subgraph, op index, kind and name."""
+        return f"subgraph {self.subgraph} op {index} ({op.kind} {op.name!r})"
+
+    def _kernel(self, op: Op, index: int) -> Any:
+        """The kernel of op ``index`` (an UnsupportedOpError naming it when there is none)."""
+        where = self._where(op, index)
+        if op.type in CONTROL_FLOW_OPS:
+            return control_flow_kernel(self, op, where)
+        try:
+            return get_kernel(op)
+        except UnsupportedOpError as e:
+            raise UnsupportedOpError(e.what, where=where, fix=e.fix) from None
+
+    def sub_interpreter(self, subgraph: int) -> Interpreter:
+        """An interpreter of another subgraph of this model with the same settings (for the
+        control-flow ops, see :mod:`.control_flow`)."""
+        return Interpreter(self.model, bind=self.bind, threads=None, subgraph=subgraph,
+                           max_iterations=self.max_iterations)
 
     # ------------------------------------------------------------------ api
     @property
@@ -211,7 +248,7 @@ class Interpreter:
                 raise RuntimeInputError(
                     f"input {t.name!r} has shape {list(a.shape)}, the model expects "
                     f"{list(sig)}", where=f"input {t.name!r}")
-            out.append(np.ascontiguousarray(a))
+            out.append(a if a.flags.c_contiguous else a.copy())  # 0-d stays 0-d
         return out
 
     def invoke(self, inputs: Any, tracer: EventTracer | None = None, *,
@@ -273,8 +310,8 @@ class Interpreter:
                     self._check(s, res)
                     for i, r in zip(s.outs, res):
                         vals[i] = r
-            except ToolkitError:
-                raise
+            except ToolkitError as e:
+                raise self._located(s, e) from e
             except Exception as e:  # a kernel bug or an input the kernel cannot take
                 raise self._step_error(s, e) from e
             lines.append(line)
@@ -318,16 +355,34 @@ class Interpreter:
 
         return Line(generic, ins, outs, "many")
 
+    def _step_index(self, s: _Step) -> int:
+        return int(s.args.get("op_index", s.args.get("optimised_id", -1)))
+
     def _step_error(self, s: _Step, e: BaseException) -> RuntimeInputError:
+        first = s.op.outputs[0].name if s.op.outputs else "<none>"
         return RuntimeInputError(
             f"{s.op.kind} failed: {type(e).__name__}: {e}",
-            where=f"op {s.args.get('op_index', s.args.get('optimised_id'))} "
-                  f"({s.op.kind} {s.op.name!r}, output tensor {s.op.outputs[0].name!r})")
+            where=f"subgraph {self.subgraph} op {self._step_index(s)} ({s.op.kind} "
+                  f"{s.op.name!r}, output tensor {first!r})")
+
+    def _located(self, s: _Step, e: ToolkitError) -> ToolkitError:
+        """``e`` (raised by step ``s``) with the step's subgraph and op index in its where
+        (as it is when it already names a subgraph)."""
+        if e.where is not None and e.where.startswith("subgraph "):
+            return e
+        where = self._where(s.op, self._step_index(s))
+        if e.where:
+            where = f"{where}: {e.where}"
+        located = type(e).__new__(type(e))
+        ToolkitError.__init__(located, e.what, where=where, fix=e.fix)
+        return located
 
     def _fail(self, index: int, e: BaseException) -> None:
         """Raise the error of step ``index`` of the generated code failing with ``e``."""
-        if isinstance(e, ToolkitError) or not 0 <= index < len(self.plan.steps):
+        if not 0 <= index < len(self.plan.steps):
             raise e
+        if isinstance(e, ToolkitError):
+            raise self._located(self.plan.steps[index], e) from e
         raise self._step_error(self.plan.steps[index], e) from e
 
     def _check(self, s: _Step, res: Sequence[np.ndarray]) -> None:

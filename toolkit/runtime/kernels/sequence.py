@@ -1,0 +1,170 @@
+"""Sequence ops: UNIDIRECTIONAL_SEQUENCE_LSTM and UNIDIRECTIONAL_SEQUENCE_RNN in float32.
+
+The LSTM takes TFLite's 24 inputs (input; the input-to-gate weights i, f, c, o; the
+recurrent weights; the optional peephole weights; the gate biases; the optional projection
+weights and bias; the output and cell states; the optional layer-norm coefficients) and
+computes, per time step::
+
+    i = sigmoid(W_i x + R_i h + p_i * c + b_i)      (i = 1 - f when W_i is absent: CIFG)
+    f = sigmoid(W_f x + R_f h + p_f * c + b_f)
+    g = act(W_c x + R_c h + b_c)
+    c = clip(f * c + i * g)
+    o = sigmoid(W_o x + R_o h + p_o * c + b_o)
+    h = clip(P (o * act(c)) + b_p)                  (h = o * act(c) without projection)
+
+The states start from the state inputs (zeros for a variable tensor without data): the
+reference runtime keeps no state between inferences, as LiteRT after
+``reset_all_variables``. Hybrid models (int8 weights, float input) use the dequantized
+weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toolkit.ir import Op
+from toolkit.runtime.kernels._registry import register
+from toolkit.runtime.kernels.common import (
+    bad_input,
+    dequantize,
+    float_activation,
+    is_quantized,
+    need,
+    opt,
+    qparams,
+    unsupported,
+)
+
+__all__: list[str] = []
+
+Args = list[np.ndarray | None]
+_F32 = np.dtype(np.float32)
+
+
+def _float(op: Op, args: Args, i: int) -> np.ndarray | None:
+    """Input ``i`` as float32 (dequantized weights of a hybrid op), None when absent."""
+    if i >= len(args) or args[i] is None:
+        return None
+    a = np.asarray(args[i])
+    if a.dtype == _F32:
+        return a
+    t = op.inputs[i]
+    if is_quantized(t):
+        return dequantize(a, qparams(op, t))
+    raise unsupported(op, f"input {i} of {op.type} has dtype {a.dtype}: only float32 and "
+                          "hybrid (int8-weight) sequence ops are supported")
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return (np.float32(1) / (np.float32(1) + np.exp(-x))).astype(np.float32)
+
+
+def _layer_norm(x: np.ndarray, coef: np.ndarray | None) -> np.ndarray:
+    if coef is None:
+        return x
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return ((x - mean) / np.sqrt(var + np.float32(1e-8)) * coef).astype(np.float32)
+
+
+def _state(op: Op, args: Args, i: int, batch: int, width: int) -> np.ndarray:
+    s = _float(op, args, i)
+    if s is None:
+        return np.zeros((batch, width), dtype=np.float32)
+    return np.broadcast_to(s.reshape(-1, width), (batch, width)).astype(np.float32)
+
+
+@register("UNIDIRECTIONAL_SEQUENCE_LSTM")
+def unidirectional_sequence_lstm(op: Op, args: Args) -> list[np.ndarray]:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM in float32 (batch-major unless ``timeMajor``)."""
+    x = need(op, args, 0)
+    if x.dtype != _F32:
+        raise unsupported(op, f"UNIDIRECTIONAL_SEQUENCE_LSTM on {x.dtype} input (float32 "
+                              "and hybrid only)")
+    if x.ndim != 3:
+        raise bad_input(op, f"the input must be 3-d, got {list(x.shape)}")
+    time_major = bool(opt(op, "timeMajor", False))
+    seq = x if time_major else x.transpose(1, 0, 2)  # [T, B, I]
+    w = [_float(op, args, i) for i in range(24)]
+    wf, wc, wo = w[2], w[3], w[4]
+    if wf is None or wc is None or wo is None or w[6] is None or w[7] is None \
+            or w[8] is None:
+        raise bad_input(op, "the forget, cell and output weights are required")
+    units = wf.shape[0]
+    batch = seq.shape[1]
+    cifg = w[1] is None
+    proj = w[16]
+    out_w = proj.shape[0] if proj is not None else units
+    h = _state(op, args, 18, batch, out_w)
+    c = _state(op, args, 19, batch, units)
+    cell_clip = float(opt(op, "cellClip", 0.0))
+    proj_clip = float(opt(op, "projClip", 0.0))
+    zero = np.zeros(units, dtype=np.float32)
+
+    def bias(i: int) -> np.ndarray:
+        b = w[i]
+        return zero if b is None else b
+
+    def act(v: np.ndarray) -> np.ndarray:
+        return float_activation(op, v)
+
+    outs = []
+    for t in range(seq.shape[0]):
+        xt = seq[t]
+        gf = xt @ wf.T + h @ w[6].T  # type: ignore[union-attr]
+        gc = xt @ wc.T + h @ w[7].T  # type: ignore[union-attr]
+        go = xt @ wo.T + h @ w[8].T  # type: ignore[union-attr]
+        if not cifg:
+            gi = xt @ w[1].T + h @ w[5].T  # type: ignore[union-attr]
+            if w[9] is not None:
+                gi = gi + w[9] * c
+            gi = _sigmoid(_layer_norm(gi, w[20]) + bias(12))
+        if w[10] is not None:
+            gf = gf + w[10] * c
+        gf = _sigmoid(_layer_norm(gf, w[21]) + bias(13))
+        if cifg:
+            gi = np.float32(1) - gf
+        gc = act(_layer_norm(gc, w[22]) + bias(14))
+        c = (gf * c + gi * gc).astype(np.float32)
+        if cell_clip > 0:
+            c = np.clip(c, -cell_clip, cell_clip)
+        if w[11] is not None:
+            go = go + w[11] * c
+        go = _sigmoid(_layer_norm(go, w[23]) + bias(15))
+        hv = (go * act(c)).astype(np.float32)
+        if proj is not None:
+            hv = hv @ proj.T
+            if w[17] is not None:
+                hv = hv + w[17]
+            if proj_clip > 0:
+                hv = np.clip(hv, -proj_clip, proj_clip)
+        h = hv.astype(np.float32)
+        outs.append(h)
+    y = np.stack(outs, axis=0)
+    if not time_major:
+        y = y.transpose(1, 0, 2)
+    return [np.ascontiguousarray(y, dtype=np.float32)]
+
+
+@register("UNIDIRECTIONAL_SEQUENCE_RNN")
+def unidirectional_sequence_rnn(op: Op, args: Args) -> list[np.ndarray]:
+    """UNIDIRECTIONAL_SEQUENCE_RNN(input, W, R, bias, hidden state) in float32:
+    ``h = act(W x + R h + b)`` per time step."""
+    x = need(op, args, 0)
+    if x.dtype != _F32 or x.ndim != 3:
+        raise unsupported(op, f"UNIDIRECTIONAL_SEQUENCE_RNN on {x.dtype} {list(x.shape)} "
+                              "input (3-d float32 only)")
+    time_major = bool(opt(op, "timeMajor", False))
+    seq = x if time_major else x.transpose(1, 0, 2)
+    wx, wh, b = _float(op, args, 1), _float(op, args, 2), _float(op, args, 3)
+    if wx is None or wh is None or b is None:
+        raise bad_input(op, "the input, recurrent weights and bias are required")
+    h = _state(op, args, 4, seq.shape[1], wx.shape[0])
+    outs = []
+    for t in range(seq.shape[0]):
+        h = float_activation(op, (seq[t] @ wx.T + h @ wh.T + b).astype(np.float32))
+        outs.append(h)
+    y = np.stack(outs, axis=0)
+    if not time_major:
+        y = y.transpose(1, 0, 2)
+    return [np.ascontiguousarray(y, dtype=np.float32)]
