@@ -52,18 +52,28 @@ DEBUG_DB_TABLES: dict[str, list[str]] = {
 _I64 = "int64"
 
 
+TANH_ACTIVATION_OPS = frozenset({
+    "LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN",
+    "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "SVDF"})
+"""Ops whose LiteRT kernels apply a fused TANH (their cell activation); others ignore it."""
+
+
 def uses_circle_only(model: Model) -> list[str]:
     """Return why ``model`` cannot run in LiteRT as a .tflite: circle-only ops (negative
-    builtin codes), custom ops, and fused TANH activations (LiteRT ignores them)."""
+    builtin codes), custom ops, and fused TANH activations on ops whose LiteRT kernels ignore
+    them (all but the recurrent ones, :data:`TANH_ACTIVATION_OPS`). Each reason names the
+    subgraph and op index."""
     reasons = []
-    for g in model.subgraphs:
-        for op in g.ops:
+    for si, g in enumerate(model.subgraphs):
+        for i, op in enumerate(g.ops):
+            at = f"(subgraph {si} op {i})"
             if BUILTIN_CODES.get(op.type, 0) < 0:
-                reasons.append(f"{op.type} {op.name!r} is circle-only")
+                reasons.append(f"{op.type} {op.name!r} {at} is circle-only")
             elif op.type == "CUSTOM":
-                reasons.append(f"custom op {op.custom_code} {op.name!r}")
-            elif op.activation == ACTIVATION_CODES["TANH"]:
-                reasons.append(f"{op.type} {op.name!r} has a fused TANH")
+                reasons.append(f"custom op {op.custom_code} {op.name!r} {at}")
+            elif op.activation == ACTIVATION_CODES["TANH"] and \
+                    op.type not in TANH_ACTIVATION_OPS:
+                reasons.append(f"{op.type} {op.name!r} {at} has a fused TANH")
     return reasons
 
 

@@ -72,10 +72,12 @@ def control_flow_kernel(parent: Interpreter, op: Op, where: str) -> ControlKerne
 
         def while_kernel(_: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
             values: list[Any] = list(args)
-            for _i in range(limit):
+            for i in range(limit + 1):  # ``limit`` runs of the body, then one more check
                 flag = call(cond, values)[0]
                 if not bool(np.asarray(flag).reshape(-1)[0]):
                     return [np.asarray(v) for v in values]
+                if i == limit:
+                    break
                 values = [np.array(v, copy=True) for v in call(body, values)]
             raise RuntimeInputError(
                 f"WHILE did not terminate within {limit} iterations", where=where,

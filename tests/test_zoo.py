@@ -1,0 +1,178 @@
+"""Every model of the converter zoo (sample_models/zoo, written by TensorFlow's converter) runs
+in the reference runtime as in LiteRT, before and after compiling.
+
+LiteRT runs its builtin kernels without XNNPACK, one thread. Free batch dimensions get a batch
+of 2 (both runtimes resize to it). float32 outputs agree within 1e-5 of the output's largest
+magnitude, int8 ones within 1.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toolkit.compiler import compile_model
+from toolkit.compiler.compiled import uses_circle_only
+from toolkit.compiler.passes import DEFAULT_PASSES, FuseActivation
+from toolkit.errors import RuntimeInputError, UnsupportedOpError
+from toolkit.formats.flatbuffer_read import load
+from toolkit.formats.flatbuffer_write import write_model
+from toolkit.ir import Model
+from toolkit.runtime.interpreter import Interpreter
+from toolkit.runtime.threads import blas_threads
+
+ZOO_DIR = Path(__file__).resolve().parent.parent / "sample_models" / "zoo"
+INDEX = json.loads((ZOO_DIR / "zoo.json").read_text())
+ZOO = sorted(ZOO_DIR.glob("*.tflite"))
+SLOW = {"efficientnet_b0_int8", "mobilenet_v3_small_int8", "mobilenet_v3_large_int8"}
+PARAMS = [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in SLOW else [])
+          for p in ZOO]
+BATCH = 2  # the batch given to free batch dimensions
+# what LiteRT runs: no circle-only fusions and no fused TANH on ops that ignore it
+TFLITE_PASSES = [p for p in DEFAULT_PASSES if p not in ("fuse_instance_norm", "fuse_layer_norm",
+                                                          "fuse_activation")]
+TFLITE_PASSES.append(FuseActivation(["RELU", "RELU6", "RELU_N1_TO_1"]))
+
+
+def zoo_inputs(path: Path, model: Model, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random inputs: floats in [-1, 1), int8 over its range, other integers in the model's
+    index range (zoo.json), free dimensions of size ``BATCH``."""
+    lo, hi = INDEX[path.stem]["int_range"]
+    rng = np.random.default_rng(seed)
+    out = {}
+    for t in model.graph.inputs:
+        shape = [BATCH if d < 0 else d for d in (t.shape_signature or t.shape)]
+        if t.dtype == np.float32:
+            out[t.name] = rng.uniform(-1, 1, shape).astype(np.float32)
+        elif t.dtype == np.int8:
+            out[t.name] = rng.integers(-128, 128, shape).astype(np.int8)
+        else:
+            out[t.name] = rng.integers(lo, hi, shape).astype(t.dtype)
+    return out
+
+
+def litert(data: bytes, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run a .tflite in LiteRT (builtin kernels, no XNNPACK, 1 thread), inputs resized."""
+    from ai_edge_litert.interpreter import Interpreter as LiteRT
+    from ai_edge_litert.interpreter import OpResolverType
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        it = LiteRT(model_content=data, num_threads=1,
+                    experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    details = it.get_input_details()
+    for d in details:
+        it.resize_tensor_input(d["index"], inputs[d["name"]].shape)
+    it.allocate_tensors()
+    for d in details:
+        it.set_tensor(d["index"], inputs[d["name"]])
+    it.invoke()
+    return {d["name"]: it.get_tensor(d["index"]).copy() for d in it.get_output_details()}
+
+
+def assert_close(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
+    """float32 within 1e-5 of each output's largest magnitude; integers within 1."""
+    assert sorted(got) == sorted(want)
+    for k, w in want.items():
+        g = got[k]
+        assert g.shape == w.shape and g.dtype == w.dtype, (k, g.shape, w.shape)
+        if np.issubdtype(w.dtype, np.floating):
+            scale = float(np.abs(w).max()) if w.size else 0.0
+            np.testing.assert_allclose(g, w, rtol=0, atol=1e-5 * scale, err_msg=k)
+        else:
+            assert int(np.abs(g.astype(np.int64) - w.astype(np.int64)).max(initial=0)) <= 1, k
+
+
+@pytest.fixture(scope="module", params=PARAMS)
+def zoo_case(request: pytest.FixtureRequest) -> tuple[Path, Model, dict, dict]:
+    path = request.param
+    model = load(path)
+    inputs = zoo_inputs(path, model)
+    return path, model, inputs, litert(path.read_bytes(), inputs)
+
+
+def test_zoo_is_complete() -> None:
+    assert len(ZOO) >= 20
+    assert {p.name for p in ZOO} == {e["file"] for e in INDEX.values()}
+    assert sum(p.stat().st_size for p in ZOO) < 40 * 2**20
+    ops = {op.type for p in ZOO for g in load(p).subgraphs for op in g.ops}
+    assert {"SHAPE", "WHILE", "IF", "UNIDIRECTIONAL_SEQUENCE_LSTM", "TRANSPOSE_CONV",
+            "RESIZE_BILINEAR", "TILE", "PRELU", "ELU", "MIRROR_PAD", "BROADCAST_TO",
+            "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "REVERSE_V2", "CONV_3D"} <= ops
+    assert any(t.is_dynamic for p in ZOO for t in load(p).graph.inputs)  # free batch
+    assert any(t.dtype == np.int8 for p in ZOO for t in load(p).graph.inputs)  # full int8
+
+
+def test_reference_matches_litert(zoo_case: tuple[Path, Model, dict, dict]) -> None:
+    _, model, inputs, want = zoo_case
+    it = Interpreter(model)
+    assert_close(it.invoke(inputs), want)
+    assert_close(it.invoke(inputs), want)  # the generated code of the second inference
+
+
+def test_compiled_matches_litert(zoo_case: tuple[Path, Model, dict, dict],
+                                 record_property: pytest.RecordProperty) -> None:
+    path, model, inputs, want = zoo_case
+    compiled = compile_model(model)
+    assert_close(Interpreter(compiled).invoke(inputs), want)  # command by command
+    lite = compile_model(model, passes=TFLITE_PASSES)
+    assert not uses_circle_only(lite.model)
+    assert_close(litert(bytes(write_model(lite.model, "tflite")), inputs), want)
+    counts = (sum(len(g.ops) for g in model.subgraphs),
+              sum(len(g.ops) for g in compiled.model.subgraphs))
+    record_property("ops_source_compiled", counts)
+    print(f"{path.stem}: {counts[0]} ops -> {counts[1]} compiled")
+
+
+def test_free_batch_follows_the_inputs() -> None:
+    path = ZOO_DIR / "vit_block.tflite"
+    model = load(path)
+    it = Interpreter(model)
+    (key,) = it.input_names
+    x = zoo_inputs(path, model)[key]
+    (name,) = it.output_names
+    full = it.invoke({key: np.concatenate([x, x[:1]])})[name]
+    assert full.shape[0] == BATCH + 1
+    for b in range(BATCH):
+        np.testing.assert_allclose(it.invoke({key: x[b:b + 1]})[name][0], full[b],
+                                   rtol=0, atol=1e-5 * float(np.abs(full).max()))
+
+
+def test_layer_norm_fusion_removes_the_converter_ops() -> None:
+    model = load(ZOO_DIR / "vit_block_b1.tflite")
+    n_ln = 2  # two Keras LayerNormalization layers
+    compiled = compile_model(model)
+    lost = len(model.graph.ops) - len(compiled.model.graph.ops)
+    assert lost >= 8 * n_ln
+    assert sum(op.kind == "LAYER_NORM" for op in compiled.model.graph.ops) == n_ln
+
+
+def test_while_loop_bound_raises() -> None:
+    path = ZOO_DIR / "control_flow.tflite"
+    model = load(path)
+    x, n = (t.name for t in model.graph.inputs)
+    ones = np.ones((2, 5), np.float32)
+    it = Interpreter(model, max_iterations=50)
+    it.invoke({x: ones, n: np.array([50], np.int32)})  # 50 iterations: fine
+    with pytest.raises(RuntimeInputError, match="did not terminate within 50") as e:
+        Interpreter(model, max_iterations=50).invoke({x: ones, n: np.array([51], np.int32)})
+    assert "WHILE" in str(e.value) and "subgraph 0 op" in str(e.value)
+
+
+def test_missing_kernel_names_subgraph_and_op_index() -> None:
+    model = load(ZOO_DIR / "gru.tflite")
+    body = model.subgraphs[2] if len(model.subgraphs) > 2 else model.subgraphs[1]
+    index = next(i for i, op in enumerate(body.ops) if op.type == "FULLY_CONNECTED")
+    body.ops[index].type = "NO_SUCH_OP"
+    sub = model.subgraphs.index(body)
+    with pytest.raises(UnsupportedOpError, match=f"subgraph {sub} op {index} "):
+        Interpreter(model).invoke(zoo_inputs(ZOO_DIR / "gru.tflite", model))
+
+
+def test_threads_limit_blas() -> None:
+    Interpreter(load(ZOO_DIR / "ds_cnn.tflite"), threads=1)
+    assert blas_threads() and set(blas_threads()) == {1}
