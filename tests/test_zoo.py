@@ -17,10 +17,11 @@ import pytest
 
 from toolkit.compiler import compile_model
 from toolkit.compiler.compiled import uses_circle_only
+from toolkit.compiler.lite_safe import unfuse_ignored_activations
 from toolkit.compiler.passes import DEFAULT_PASSES, FuseActivation
-from toolkit.errors import RuntimeInputError, UnsupportedOpError
+from toolkit.errors import ModelFormatError, RuntimeInputError, UnsupportedOpError
 from toolkit.formats.flatbuffer_read import load
-from toolkit.formats.flatbuffer_write import write_model
+from toolkit.formats.flatbuffer_write import ignored_activations, save, write_model
 from toolkit.ir import Model
 from toolkit.runtime.interpreter import Interpreter
 from toolkit.runtime.threads import blas_threads
@@ -176,3 +177,28 @@ def test_missing_kernel_names_subgraph_and_op_index() -> None:
 def test_threads_limit_blas() -> None:
     Interpreter(load(ZOO_DIR / "ds_cnn.tflite"), threads=1)
     assert blas_threads() and set(blas_threads()) == {1}
+
+
+def test_tflite_refuses_activations_litert_ignores(tmp_path: Path) -> None:
+    path = ZOO_DIR / "gru.tflite"
+    model = load(path)
+    compiled = compile_model(model)  # fuses a TANH into an ADD of the loop body
+    ignored = ignored_activations(compiled.model)
+    assert ignored and all("has a fused TANH" in r and "subgraph " in r for r in ignored)
+    out = tmp_path / "gru.tflite"
+    with pytest.raises(ModelFormatError, match="LiteRT ignores fused activations"):
+        save(compiled.model, out)
+    assert not out.exists()
+    save(compiled.model, tmp_path / "gru.circle")  # circle keeps the fusion
+    safe = unfuse_ignored_activations(compiled.model)
+    assert ignored_activations(compiled.model) == ignored  # the compiled model is unchanged
+    assert not ignored_activations(safe)
+    fused_origins = {op.origins for g in compiled.model.subgraphs for op in g.ops
+                     if op.activation == 4 and op.type == "ADD"}
+    assert fused_origins <= {op.origins for g in safe.subgraphs for op in g.ops
+                             if op.type == "TANH"}
+    inputs = zoo_inputs(path, model)
+    save(safe, out)
+    want = litert(path.read_bytes(), inputs)
+    assert_close(litert(out.read_bytes(), inputs), want)
+    assert_close(Interpreter(safe).invoke(inputs), want)
