@@ -58,7 +58,7 @@ def main() -> None:
     index = json.loads((HERE / "zoo.json").read_text())
     rows = []
     total = 0
-    for name, entry in sorted(index.items()):
+    for _name, entry in sorted(index.items()):
         path = HERE / entry["file"]
         model = load(path)
         ops = sorted({op.kind for g in model.subgraphs for op in g.ops})
