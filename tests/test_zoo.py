@@ -22,7 +22,10 @@ from toolkit.compiler.passes import DEFAULT_PASSES, FuseActivation
 from toolkit.errors import ModelFormatError, RuntimeInputError, UnsupportedOpError
 from toolkit.formats.flatbuffer_read import load
 from toolkit.formats.flatbuffer_write import ignored_activations, save, write_model
+from toolkit.formats.part_file import PartSpec
 from toolkit.ir import Model
+from toolkit.partitioner import partition
+from toolkit.partitioner.chain import run_connection
 from toolkit.runtime.interpreter import Interpreter
 from toolkit.runtime.threads import blas_threads
 
@@ -209,3 +212,24 @@ def test_tflite_refuses_activations_litert_ignores(tmp_path: Path) -> None:
     want = litert(path.read_bytes(), inputs)
     assert_close(litert(out.read_bytes(), inputs), want)
     assert_close(Interpreter(safe).invoke(inputs), want)
+
+
+def test_partition_chain_matches_litert(zoo_case: tuple[Path, Model, dict, dict]) -> None:
+    _, model, inputs, want = zoo_case
+    kinds = sorted({op.type for op in model.graph.ops})
+    spec = PartSpec(["cpu", "npu"], "cpu", "opcode", opcode={k: "npu" for k in kinds[::2]})
+    result = partition(model, spec)
+    assert len(result.parts) >= min(2, len(kinds))
+    placed = sorted(i for p in result.parts for i in p.op_indices)
+    assert placed == list(range(len(model.graph.ops)))
+    for p in result.parts:  # a control-flow op takes the subgraphs it calls along
+        calls = [op for op in p.model.graph.ops if op.type in ("WHILE", "IF", "CALL")]
+        assert len(p.model.subgraphs) >= 1 + len(calls)
+    traced = run_connection(result, inputs, trace=True)
+    assert_close(traced.outputs, want)
+    events = traced.trace.to_frame()
+    joined = events.merge(result.origins(), left_on="key", right_on="optimised_id").merge(
+        result.layers(), on="source_id")
+    assert set(events["key"]) == set(joined["key"])  # every event reaches source ops
+    names = {part for op in model.graph.ops for part in op.name.split(";") if part}
+    assert set(joined["layer"]) == names  # the converter's ;-joined names, split

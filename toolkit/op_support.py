@@ -61,8 +61,8 @@ def op_support() -> pd.DataFrame:
     Columns: ``op`` (name), ``code`` (builtin code), ``runtime`` (``yes`` with a note, or
     ``no``: the reference runtime raises naming the op), ``compiler`` (the passes that rewrite
     it, ``striped`` when lowering splits it into row stripes, else ``kept as is``: every op
-    compiles), ``partitioner`` (``yes``, or ``no`` for control flow: models with several
-    subgraphs are refused).
+    compiles), ``partitioner`` (``yes``: every op of the main subgraph can be placed; a
+    control-flow op takes the subgraphs it calls into its part).
     """
     from toolkit.compiler.lowering import STRIPE_ELEMENTWISE, STRIPE_WINDOWED
     from toolkit.runtime.control_flow import CONTROL_FLOW_OPS
@@ -83,7 +83,7 @@ def op_support() -> pd.DataFrame:
         if name in STRIPE_WINDOWED or name in STRIPE_ELEMENTWISE:
             comp.append("striped")
         compiler = ", ".join(comp) if comp else "kept as is"
-        partitioner = "no (several subgraphs)" if name in CONTROL_FLOW_OPS else "yes"
+        partitioner = "yes (with the subgraphs it calls)" if name in CONTROL_FLOW_OPS else "yes"
         rows.append((name, int(code), runtime, compiler, partitioner))
     return pd.DataFrame(rows, columns=["op", "code", "runtime", "compiler", "partitioner"])
 
@@ -105,7 +105,8 @@ def op_support_markdown() -> str:
         "* **compiler**: passes that rewrite the op (dead-code and common-subexpression "
         "elimination take every op); `striped`: lowering splits it into row stripes; every "
         "other op compiles as it is.",
-        "* **partitioner**: the op can be placed on a backend by a `.part` file.",
+        "* **partitioner**: the op can be placed on a backend by a `.part` file (ops of the "
+        "main subgraph; a control-flow op takes the subgraphs it calls into its part).",
         "",
         "| op | code | runtime | compiler | partitioner |",
         "| --- | ---: | --- | --- | --- |",
