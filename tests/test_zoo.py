@@ -233,3 +233,17 @@ def test_partition_chain_matches_litert(zoo_case: tuple[Path, Model, dict, dict]
     assert set(events["key"]) == set(joined["key"])  # every event reaches source ops
     names = {part for op in model.graph.ops for part in op.name.split(";") if part}
     assert set(joined["layer"]) == names  # the converter's ;-joined names, split
+
+
+@pytest.mark.parametrize("asymmetric", [True, False])
+def test_hybrid_fully_connected_is_litert_s(asymmetric: bool) -> None:
+    path = ZOO_DIR / "vit_block_b1_dynamic.tflite"
+    model = load(path)
+    hybrid = [op for op in model.graph.ops if op.type == "FULLY_CONNECTED"
+              and op.inputs[1].dtype == np.int8 and op.inputs[0].dtype == np.float32]
+    assert len(hybrid) >= 4
+    for op in hybrid:  # the converter asks for asymmetric inputs; LiteRT does both
+        op.options.asymmetricQuantizeInputs = asymmetric
+    inputs = zoo_inputs(path, model)
+    want = litert(bytes(write_model(model, "tflite")), inputs)
+    assert_close(Interpreter(model).invoke(inputs), want)

@@ -29,6 +29,8 @@ regenerate with `python sample_models/zoo/make_zoo.py`, then this table with
   (int8 input and output, calibrated on 32 fixed pseudo-random samples) where the converter
   quantizes every op. The RNNs and the integer-input models are float32 only: the converter
   crashes on int8 WHILE loops, and gathers of int32 indices are not quantized.
+  `<name>_dynamic.tflite` is dynamic-range quantized: int8 weights with float32 inputs and
+  outputs, run by LiteRT's hybrid kernels (inputs quantized on the fly).
 * An input shape starting with -1 is a free batch dimension (`shape_signature`): Keras' own
   default, which makes the converter compute reshape targets at run time (SHAPE,
   STRIDED_SLICE, PACK). `_b1` models fix the batch to 1 (the Keras RNNs must: the converter

@@ -9,8 +9,10 @@ files. Install TensorFlow in a virtual environment of its own
 OUTPUT_DIR defaults to the folder of this script. Weights are random (fixed NumPy seeds),
 inputs small. Each model is written as ``<name>.tflite`` (float32) and, where the converter
 quantizes every op, ``<name>_int8.tflite`` (full int8, int8 input and output, calibrated on
-fixed pseudo-random data). A model whose Keras input has no batch size has a free batch
-dimension (``shape_signature`` -1) in the file; ``_b1`` models fix it to 1.
+fixed pseudo-random data); ``<name>_dynamic.tflite`` is dynamic-range quantized (int8
+weights, float32 activations: LiteRT's hybrid kernels). A model whose Keras input has no
+batch size has a free batch dimension (``shape_signature`` -1) in the file; ``_b1`` models
+fix it to 1.
 
 ``zoo.json`` lists every file with its inputs (name, shape signature, dtype, value range for
 integer inputs) and op codes; README.md is the human-readable form of it.
@@ -73,6 +75,7 @@ class Spec:
     build: Callable[[], keras.Model | tf.types.experimental.ConcreteFunction]
     int8: bool = True
     f32: bool = True
+    dynamic: bool = False  # also a dynamic-range (hybrid: int8 weights, float32 input) file
     about: str = ""
     int_range: tuple[int, int] = (0, 8)  # value range of integer inputs
     concrete: bool = False
@@ -437,7 +440,7 @@ SPECS: list[Spec] = [
     Spec("activations", activations),
     Spec("reshapes_merges", reshapes_merges),
     Spec("vit_block", transformer_block),
-    Spec("vit_block_b1", transformer_block_b1),
+    Spec("vit_block_b1", transformer_block_b1, dynamic=True),
     Spec("embedding", embedding_classifier, int8=False),
     Spec("lstm", lstm, int8=False),
     Spec("gru", gru, int8=False),
@@ -483,10 +486,13 @@ def _converter(obj: object) -> tf.lite.TFLiteConverter:
     return tf.lite.TFLiteConverter.from_concrete_functions([obj])
 
 
-def convert(spec: Spec, obj: object, int8: bool) -> bytes:
-    """Return the flatbuffer of ``obj``: float32, or full int8 with int8 input and output."""
+def convert(spec: Spec, obj: object, int8: bool, dynamic: bool = False) -> bytes:
+    """Return the flatbuffer of ``obj``: float32, full int8 with int8 input and output, or
+    (``dynamic``) dynamic-range quantized: int8 weights, float32 activations."""
     conv = _converter(obj)
-    if int8:
+    if dynamic:
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    elif int8:
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
         conv.representative_dataset = _calibration(_input_specs(obj), spec)
         conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
@@ -527,10 +533,12 @@ def main(out_dir: Path, only: set[str] | None) -> None:
         if only and spec.name not in only:
             continue
         obj = spec.build()
-        for int8 in [False] * spec.f32 + [True] * spec.int8:
-            name = f"{spec.name}_int8" if int8 else spec.name
+        kinds = ["f32"] * spec.f32 + ["int8"] * spec.int8 + ["dynamic"] * spec.dynamic
+        for kind in kinds:
+            int8 = kind == "int8"
+            name = spec.name if kind == "f32" else f"{spec.name}_{kind}"
             try:
-                data = convert(spec, obj, int8)
+                data = convert(spec, obj, int8, kind == "dynamic")
             except Exception as e:
                 print(f"!! {name}: {type(e).__name__}: {str(e)[:300]}")
                 continue
