@@ -62,8 +62,7 @@ def control_flow_kernel(parent: Interpreter, op: Op, where: str) -> ControlKerne
             raise RuntimeInputError(
                 f"{op.type} passes {len(values)} values to subgraph {index}, which has "
                 f"{len(it.plan.inputs)} inputs", where=where)
-        out = it.invoke(list(values))
-        return [out[name] for name in it.output_names]
+        return it.call_arrays(values)  # type: ignore[arg-type]
 
     if op.type == "WHILE":
         cond = _index(op, "condSubgraphIndex", where, n)

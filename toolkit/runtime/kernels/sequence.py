@@ -105,32 +105,46 @@ def unidirectional_sequence_lstm(op: Op, args: Args) -> list[np.ndarray]:
         b = w[i]
         return zero if b is None else b
 
-    def act(v: np.ndarray) -> np.ndarray:
-        return float_activation(op, v)
+    tanh = op.activation == 4  # TANH, the usual cell activation
 
+    def act(v: np.ndarray) -> np.ndarray:
+        return np.tanh(v) if tanh else float_activation(op, v)
+
+    # the input projections of every step at once; per step one recurrent product
+    gates = [1, 2, 3, 4] if not cifg else [2, 3, 4]
+    w_in = np.concatenate([w[i] for i in gates], axis=0).T  # type: ignore[misc]
+    w_rec = np.concatenate([w[i + 4] for i in gates], axis=0).T  # type: ignore[operator]
+    steps, width = seq.shape[0], len(gates) * units
+    x_proj = (seq.reshape(-1, seq.shape[2]) @ w_in).reshape(steps, batch, width)
+    lnorm = any(w[i] is not None for i in (20, 21, 22, 23))
+    biases = np.concatenate([bias(i + 11) for i in gates])
+    if not lnorm:  # without layer norm the biases add before the activations
+        x_proj = x_proj + biases
+    spans = [slice(units * k, units * (k + 1)) for k in range(len(gates))]
+    one = np.float32(1)
     outs = []
-    for t in range(seq.shape[0]):
-        xt = seq[t]
-        gf = xt @ wf.T + h @ w[6].T  # type: ignore[union-attr]
-        gc = xt @ wc.T + h @ w[7].T  # type: ignore[union-attr]
-        go = xt @ wo.T + h @ w[8].T  # type: ignore[union-attr]
-        if not cifg:
-            gi = xt @ w[1].T + h @ w[5].T  # type: ignore[union-attr]
+    for t in range(steps):
+        g = x_proj[t] + h @ w_rec
+        parts = [g[:, sp] for sp in spans]
+        if cifg:
+            gf, gc, go = parts
+        else:
+            gi, gf, gc, go = parts
             if w[9] is not None:
                 gi = gi + w[9] * c
-            gi = _sigmoid(_layer_norm(gi, w[20]) + bias(12))
+            gi = _sigmoid(_layer_norm(gi, w[20]) + bias(12)) if lnorm else _sigmoid(gi)
         if w[10] is not None:
             gf = gf + w[10] * c
-        gf = _sigmoid(_layer_norm(gf, w[21]) + bias(13))
+        gf = _sigmoid(_layer_norm(gf, w[21]) + bias(13)) if lnorm else _sigmoid(gf)
         if cifg:
-            gi = np.float32(1) - gf
-        gc = act(_layer_norm(gc, w[22]) + bias(14))
+            gi = one - gf
+        gc = act(_layer_norm(gc, w[22]) + bias(14) if lnorm else gc)
         c = (gf * c + gi * gc).astype(np.float32)
         if cell_clip > 0:
             c = np.clip(c, -cell_clip, cell_clip)
         if w[11] is not None:
             go = go + w[11] * c
-        go = _sigmoid(_layer_norm(go, w[23]) + bias(15))
+        go = _sigmoid(_layer_norm(go, w[23]) + bias(15)) if lnorm else _sigmoid(go)
         hv = (go * act(c)).astype(np.float32)
         if proj is not None:
             hv = hv @ proj.T
