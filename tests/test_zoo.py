@@ -27,6 +27,7 @@ from toolkit.ir import Model
 from toolkit.partitioner import partition
 from toolkit.partitioner.chain import run_connection
 from toolkit.runtime.interpreter import Interpreter
+from toolkit.runtime.static_shapes import fix_free_dims
 from toolkit.runtime.threads import blas_threads
 
 ZOO_DIR = Path(__file__).resolve().parent.parent / "sample_models" / "zoo"
@@ -247,3 +248,25 @@ def test_hybrid_fully_connected_is_litert_s(asymmetric: bool) -> None:
     inputs = zoo_inputs(path, model)
     want = litert(bytes(write_model(model, "tflite")), inputs)
     assert_close(Interpreter(model).invoke(inputs), want)
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v1", "unet", "vit_block", "convs_int8"])
+def test_fixed_batch_folds_the_shape_arithmetic(name: str) -> None:
+    path = ZOO_DIR / f"{name}.tflite"
+    model = load(path)
+    assert model.graph.inputs[0].is_dynamic
+    batch = 2 if name == "vit_block" else 1
+    static = fix_free_dims(model, batch)
+    assert not any(t.is_dynamic for g in static.subgraphs for t in g.tensors)
+    assert model.graph.inputs[0].is_dynamic  # the source is unchanged
+    compiled = compile_model(static)
+    kinds = [op.type for op in compiled.model.graph.ops]
+    assert "SHAPE" not in kinds and "PACK" not in kinds
+    folded = {r.source_id for r in compiled.removed().itertuples() if r.reason ==
+              "constant folded"}
+    shape_ops = {i for i, op in enumerate(model.graph.ops) if op.type == "SHAPE"}
+    assert shape_ops and shape_ops <= folded
+    print(f"{name}: {len(model.graph.ops)} ops, batch fixed -> {len(kinds)} compiled")
+    inputs = {k: v[:batch] for k, v in zoo_inputs(path, model).items()}
+    want = litert(path.read_bytes(), inputs)
+    assert_close(Interpreter(compiled).invoke(inputs), want)
