@@ -15,17 +15,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import toolkit as tk
 from toolkit.compiler import compile_model
 from toolkit.compiler.compiled import uses_circle_only
 from toolkit.compiler.lite_safe import unfuse_ignored_activations
 from toolkit.compiler.passes import DEFAULT_PASSES, FuseActivation
-from toolkit.errors import ModelFormatError, RuntimeInputError, UnsupportedOpError
+from toolkit.errors import ModelFormatError, RuntimeInputError, ToolkitError, UnsupportedOpError
 from toolkit.formats.flatbuffer_read import load
 from toolkit.formats.flatbuffer_write import ignored_activations, save, write_model
 from toolkit.formats.part_file import PartSpec
 from toolkit.ir import Model
 from toolkit.partitioner import partition
-from toolkit.partitioner.chain import run_connection
+from toolkit.runtime.chain import run_connection
 from toolkit.runtime.interpreter import Interpreter
 from toolkit.runtime.static_shapes import fix_free_dims
 from toolkit.runtime.threads import blas_threads
@@ -186,8 +187,12 @@ def test_missing_kernel_names_subgraph_and_op_index() -> None:
 
 
 def test_threads_limit_blas() -> None:
-    Interpreter(load(ZOO_DIR / "ds_cnn.tflite"), threads=1)
-    assert blas_threads() and set(blas_threads()) == {1}
+    Interpreter(load(ZOO_DIR / "ds_cnn.tflite"), threads=2)
+    assert blas_threads() and set(blas_threads()) == {2}
+    tk.run(ZOO_DIR / "ds_cnn.tflite")  # default: one thread
+    assert set(blas_threads()) == {1}
+    with pytest.raises(ToolkitError, match="threads must be a positive int"):
+        Interpreter(load(ZOO_DIR / "ds_cnn.tflite"), threads=0)
 
 
 def test_tflite_refuses_activations_litert_ignores(tmp_path: Path) -> None:
@@ -213,6 +218,11 @@ def test_tflite_refuses_activations_litert_ignores(tmp_path: Path) -> None:
     want = litert(path.read_bytes(), inputs)
     assert_close(litert(out.read_bytes(), inputs), want)
     assert_close(Interpreter(safe).invoke(inputs), want)
+    flagged = tmp_path / "flagged.tflite"
+    tk.save(compiled.model, flagged, unfuse_activations=True)  # the explicit flag
+    assert_close(litert(flagged.read_bytes(), inputs), want)
+    with pytest.raises(ModelFormatError, match="subgraph"):
+        tk.save(compiled.model, tmp_path / "refused.tflite")
 
 
 def test_partition_chain_matches_litert(zoo_case: tuple[Path, Model, dict, dict]) -> None:

@@ -249,6 +249,19 @@ def activations() -> keras.Model:
     return _finish(inp, out, "activations", 8)
 
 
+def written_out_activations() -> keras.Model:
+    """Hard-swish written out in TF ops, ``x * relu6(x + 3) / 6`` and
+    ``x * (relu6(x + 3) * (1/6))``, after convolutions: the converter writes both as
+    HARD_SWISH builtins."""
+    inp = keras.Input((8, 8, 4), name="x")
+    x = layers.Conv2D(8, 3, padding="same", name="conv1")(inp)
+    x = layers.Lambda(lambda v: v * tf.nn.relu6(v + 3.0) / 6.0, name="hswish1")(x)
+    x = layers.Conv2D(8, 3, padding="same", name="conv2")(x)
+    x = layers.Lambda(lambda v: v * (tf.nn.relu6(v + 3.0) * (1.0 / 6.0)), name="hswish2")(x)
+    out = layers.GlobalAveragePooling2D(name="gap")(x)
+    return _finish(inp, out, "written_out", 16)
+
+
 def reshapes_merges() -> keras.Model:
     """Permute, RepeatVector, Flatten, Reshape and the merge layers (add, subtract,
     multiply, average, maximum, minimum, concatenate, dot) on two inputs."""
@@ -439,6 +452,7 @@ SPECS: list[Spec] = [
     Spec("norms", norms),
     Spec("activations", activations),
     Spec("reshapes_merges", reshapes_merges),
+    Spec("hard_swish_ops", written_out_activations),
     Spec("vit_block", transformer_block),
     Spec("vit_block_b1", transformer_block_b1, dynamic=True),
     Spec("embedding", embedding_classifier, int8=False),

@@ -417,18 +417,20 @@ class Interpreter:
 
 
 def run_model(model: Any, inputs: Any = None, *, trace: bool = False, repeat: int = 1,
-              warmup: int = 0, tracer: EventTracer | None = None) -> RunResult:
+              warmup: int = 0, tracer: EventTracer | None = None,
+              threads: int | None = 1) -> RunResult:
     """Run a Model or a CompiledModel (command by command) with the reference runtime.
 
     ``inputs`` is a dict name -> array, a list in input order, or one array; ``None`` uses
     random inputs (seed 0). ``warmup`` inferences run first, untraced; then ``repeat``
     inferences, each a run of the trace when ``trace=True`` (or a ``tracer`` is given).
+    ``threads`` limits NumPy's BLAS threads (see :class:`Interpreter`).
 
     Returns:
         A :class:`~toolkit.runtime.result.RunResult`: the outputs of the last inference by
         name, and the :class:`EventTracer` (``None`` when not traced).
     """
-    it = Interpreter(model)
+    it = Interpreter(model, threads=threads)
     if inputs is None:
         inputs = it.random_inputs()
     if trace and tracer is None:
