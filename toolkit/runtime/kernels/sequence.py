@@ -112,8 +112,8 @@ def unidirectional_sequence_lstm(op: Op, args: Args) -> list[np.ndarray]:
 
     # the input projections of every step at once; per step one recurrent product
     gates = [1, 2, 3, 4] if not cifg else [2, 3, 4]
-    w_in = np.concatenate([w[i] for i in gates], axis=0).T  # type: ignore[misc]
-    w_rec = np.concatenate([w[i + 4] for i in gates], axis=0).T  # type: ignore[operator]
+    w_in = np.concatenate([w[i] for i in gates], axis=0).T
+    w_rec = np.concatenate([w[i + 4] for i in gates], axis=0).T
     steps, width = seq.shape[0], len(gates) * units
     x_proj = (seq.reshape(-1, seq.shape[2]) @ w_in).reshape(steps, batch, width)
     lnorm = any(w[i] is not None for i in (20, 21, 22, 23))
