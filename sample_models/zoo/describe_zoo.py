@@ -27,8 +27,10 @@ regenerate with `python sample_models/zoo/make_zoo.py`, then this table with
 
 * `<name>.tflite` is float32; `<name>_int8.tflite` is the same model fully quantized to int8
   (int8 input and output, calibrated on 32 fixed pseudo-random samples) where the converter
-  quantizes every op. The RNNs and the integer-input models are float32 only: the converter
-  crashes on int8 WHILE loops, and gathers of int32 indices are not quantized.
+  quantizes every op. The Keras 3 RNNs (WHILE loops) and the integer-input models are
+  float32 only: the converter crashes on int8 WHILE loops, and gathers of int32 indices are
+  not quantized. `fused_lstm` has no int8 file: LiteRT's integer LSTM saturates its third
+  LSTM (every output 127), so it is no reference; `fused_bilstm_int8` is the int8 fused LSTM.
   `<name>_dynamic.tflite` is dynamic-range quantized: int8 weights with float32 inputs and
   outputs, run by LiteRT's hybrid kernels (inputs quantized on the fly).
 * An input shape starting with -1 is a free batch dimension (`shape_signature`): Keras' own

@@ -372,6 +372,21 @@ def fused_lstm() -> object:
     return m
 
 
+def fused_bilstm() -> object:
+    """One Bidirectional ``tf_keras`` LSTM (8 units, fused: two UNIDIRECTIONAL_SEQUENCE_LSTM)
+    on [1, 10, 6], concatenated last states, dense head; int8 too (the integer LSTM kernel
+    with 16-bit cell state)."""
+    import tf_keras
+
+    kl = tf_keras.layers
+    inp = tf_keras.Input((10, 6), batch_size=1, name="seq")
+    x = kl.Bidirectional(kl.LSTM(8, name="lstm"), name="bi_lstm")(inp)
+    out = kl.Dense(4, name="fc")(x)
+    m = tf_keras.Model(inp, out, name="fused_bilstm")
+    _set_random_weights(m, 17)
+    return m
+
+
 def tensor_ops() -> tf.types.experimental.ConcreteFunction:
     """Raw TF ops on a free-batch [N, 6, 8] float input: mean/max/min/sum/prod reductions,
     argmax/argmin, comparisons and ``where``, strided slices (negative strides, shrink
@@ -462,6 +477,7 @@ SPECS: list[Spec] = [
     Spec("bi_lstm", bi_lstm, int8=False),
     Spec("bi_gru_b1", bi_gru_b1, int8=False),
     Spec("fused_lstm", fused_lstm, int8=False),
+    Spec("fused_bilstm", fused_bilstm),
     Spec("tensor_ops", tensor_ops, int8=False, concrete=True),
     Spec("gather_ops", gather_embed_ops, int8=False, concrete=True, int_range=(0, 16)),
     Spec("control_flow", control_flow, int8=False, concrete=True, int_range=(0, 6)),

@@ -10,7 +10,7 @@ ids it uses. Saving it therefore writes the *source* model's origin ids in ``ONE
 from __future__ import annotations
 
 import copy as _copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from toolkit.formats.origin_tables import OP_TABLE, SOURCE_TABLE
 from toolkit.ir import Graph, Model, Op, Tensor
@@ -24,6 +24,14 @@ SUBGRAPH_FIELDS: dict[str, tuple[str, ...]] = {
     "CALL": ("subgraph",),
 }
 """Option fields of the control-flow ops that name subgraphs."""
+
+
+def _keep_intermediates(op: Op, new: Op, get: Callable[[Tensor], Tensor]) -> None:
+    """Give ``new`` copies of the intermediate tensors of ``op`` (the quantized LSTM reads
+    its gates' and hidden state's parameters there)."""
+    inter = op.extra.get("intermediates")
+    if inter:
+        new.extra["intermediates"] = [None if t is None else get(t) for t in inter]
 
 
 def _copy_graph(g: Graph) -> tuple[Graph, list[Op]]:
@@ -46,6 +54,7 @@ def _copy_graph(g: Graph) -> tuple[Graph, list[Op]]:
     for op in g.ops:
         c = op.clone([None if t is None else get(t) for t in op.inputs],
                      [get(t) for t in op.outputs])
+        _keep_intermediates(op, c, get)
         new.attach_op(c, after=prev)
         prev = c
         ops.append(c)
@@ -111,6 +120,7 @@ def build_part(source: Model, ops: Sequence[Op], inputs: Sequence[Tensor],
         ins = [None if t is None else get(t) for t in op.inputs]
         outs = [get(t) for t in op.outputs]
         new = op.clone(ins, outs)
+        _keep_intermediates(op, new, get)
         g.attach_op(new, after=prev)
         prev = new
         made.append(new)
