@@ -158,6 +158,12 @@ class Interpreter:
         except UnsupportedOpError as e:
             raise UnsupportedOpError(e.what, where=where, fix=e.fix) from None
 
+    @staticmethod
+    def _op_static(op: Op) -> bool:
+        """True when every input and output of ``op`` has a static shape (in a graph with
+        dynamic tensors elsewhere, such an op still sees the same shapes every inference)."""
+        return all(t is None or not t.is_dynamic for t in (*op.inputs, *op.outputs))
+
     def sub_interpreter(self, subgraph: int) -> Interpreter:
         """An interpreter of another subgraph of this model with the same settings (for the
         control-flow ops, see :mod:`.control_flow`)."""
@@ -363,7 +369,7 @@ class Interpreter:
                 return buf
 
             return Line(stripe, ins, outs, "stripe")
-        if self._static:
+        if self._static or (self.bind and self._op_static(op)):
             bound = bind_kernel(op, args)
             if bound is not None:
                 return Line(bound, ins, outs, "one")
