@@ -26,7 +26,7 @@ from toolkit.formats.flatbuffer_write import ignored_activations, save, write_mo
 from toolkit.formats.part_file import PartSpec
 from toolkit.ir import Model
 from toolkit.partitioner import partition
-from toolkit.runtime.chain import run_connection
+from toolkit.runtime.chain import litert_runner, run_connection
 from toolkit.runtime.interpreter import Interpreter
 from toolkit.runtime.static_shapes import fix_free_dims
 from toolkit.runtime.threads import blas_threads
@@ -280,3 +280,19 @@ def test_fixed_batch_folds_the_shape_arithmetic(name: str) -> None:
     inputs = {k: v[:batch] for k, v in zoo_inputs(path, model).items()}
     want = litert(path.read_bytes(), inputs)
     assert_close(Interpreter(compiled).invoke(inputs), want)
+
+
+@pytest.mark.parametrize("name", ["lstm", "bi_gru_b1", "control_flow", "fused_bilstm_int8"])
+def test_parts_with_subgraphs_run_in_litert(name: str, tmp_path: Path) -> None:
+    path = ZOO_DIR / f"{name}.tflite"
+    model = load(path)
+    kinds = sorted({op.type for op in model.graph.ops})
+    spec = PartSpec(["cpu", "npu"], "cpu", "opcode", opcode={k: "npu" for k in kinds[::2]})
+    result = partition(model, spec)
+    assert len(result.parts) >= 2
+    assert any(len(p.model.subgraphs) > 1 for p in result.parts) == (name != "fused_bilstm_int8")
+    result.write(tmp_path, ext=".tflite")  # each part a .tflite LiteRT runs, loops included
+    (conn,) = tmp_path.glob("*.conn.json")
+    inputs = zoo_inputs(path, model)
+    got = run_connection(conn, inputs, run=litert_runner())
+    assert_close(got.outputs, litert(path.read_bytes(), inputs))
