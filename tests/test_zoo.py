@@ -296,3 +296,13 @@ def test_parts_with_subgraphs_run_in_litert(name: str, tmp_path: Path) -> None:
     inputs = zoo_inputs(path, model)
     got = run_connection(conn, inputs, run=litert_runner())
     assert_close(got.outputs, litert(path.read_bytes(), inputs))
+
+
+def test_kernel_errors_name_subgraph_and_op_index() -> None:
+    path = ZOO_DIR / "gather_ops.tflite"
+    model = load(path)
+    it = Interpreter(model)
+    (key,) = it.input_names
+    ids = np.full((2, 4), 99, np.int32)  # the table has 16 rows
+    with pytest.raises(RuntimeInputError, match=r"subgraph 0 op \d+ \(GATHER"):
+        it.invoke({key: ids})

@@ -7,6 +7,7 @@ asked, records one trace event per op (or per command) with the event tracer.
 
 from __future__ import annotations
 
+import copy as _copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -397,7 +398,7 @@ class Interpreter:
         where = self._where(s.op, self._step_index(s))
         if e.where:
             where = f"{where}: {e.where}"
-        located = type(e).__new__(type(e))
+        located = _copy.copy(e)  # same class and attributes, the new location
         ToolkitError.__init__(located, e.what, where=where, fix=e.fix)
         return located
 
