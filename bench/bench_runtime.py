@@ -1,7 +1,10 @@
 """Reference runtime vs LiteRT (single-threaded), and the cost of tracing.
 
-Models: the CNN sample and a MobileNet-v1-sized model (224x224x3, 13 depthwise-separable
-blocks, ~570 M MACs) built with the model builder. All three (LiteRT, the reference runtime,
+Models: the CNN sample, a MobileNet-v1-sized model (224x224x3, 13 depthwise-separable
+blocks, ~570 M MACs) built with the model builder, and from the converter zoo a transformer
+block (``vit_block_b1``: layer norms, 4-head attention, GELU MLP on 16 tokens of width 32)
+and a Keras LSTM (``lstm``: two stacked LSTMs over 10 steps as WHILE loops, whose cond and
+body subgraphs the reference runtime runs once per step). All three (LiteRT, the reference runtime,
 the reference runtime traced) run in one process, taking turns (see ``interleaved``); the
 ratios reference / LiteRT (target <= 5x) and traced / untraced (target < 5% overhead) are
 the medians of the ratios within each round; times shown are 10th percentiles. Both
@@ -133,6 +136,10 @@ def main() -> None:
     quick = "--quick" in sys.argv
     bench("cnn", tk.load(ROOT / "sample_models" / "cnn.tflite"), 100 if quick else 1500, 20)
     bench("mobilenet_v1", mobilenet_v1(), 3 if quick else 10, 1)
+    zoo = ROOT / "sample_models" / "zoo"
+    bench("vit_block", tk.load(zoo / "vit_block_b1.tflite"), 50 if quick else 500, 10)
+    bench("lstm (WHILE)", tk.load(zoo / "lstm.tflite"), 20 if quick else 200, 5)
+    bench("fused_lstm", tk.load(zoo / "fused_lstm.tflite"), 50 if quick else 500, 10)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from toolkit.compiler.copy_model import copy_model
 from toolkit.compiler.pass_manager import PassManager
 from toolkit.compiler.passes import FuseInstanceNorm, FuseLayerNorm
 from toolkit.ir import Model, Tensor
+from toolkit.runtime.interpreter import Interpreter
 from toolkit.schema import ACTIVATION_CODES
 
 C = 6
@@ -168,18 +169,34 @@ def test_non_affine_region_left_alone() -> None:
     assert len(out.graph) == len(model.graph)
 
 
-def test_dynamic_shapes_left_alone() -> None:
+def _dynamic(axis: int) -> Model:
     mb = ModelBuilder()
     x = mb.input("x", [1, 5, 4, C])
-    x.shape_signature = (-1, 5, 4, C)
     y = tf_centred(mb, x)
     mb.output(y)
     model = mb.build()
-    for op in model.graph.ops:
-        for t in op.outputs:
-            t.shape_signature = (-1, *t.shape[1:])
+    for t in model.graph.tensors:
+        if not t.is_const and len(t.shape) == 4:
+            sig = list(t.shape)
+            sig[axis] = -1
+            t.shape_signature = tuple(sig)
+    return model
+
+
+def test_dynamic_reduced_axis_left_alone() -> None:
+    model = _dynamic(1)  # H is reduced: its size may change the statistics' shapes
     out = _apply(model)
     assert len(out.graph) == len(model.graph)
+
+
+def test_free_batch_fuses() -> None:
+    model = _dynamic(0)  # instance norm is the same for any batch
+    out = _apply(model)
+    assert [op.type for op in out.graph.ops] == ["INSTANCE_NORM"]
+    x = np.random.default_rng(0).standard_normal((3, 5, 4, C)).astype(np.float32)
+    (want,) = Interpreter(model).invoke({"x": x}).values()
+    (got,) = Interpreter(out).invoke({"x": x}).values()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
 
 
 def test_factor_not_per_channel_stays_outside() -> None:

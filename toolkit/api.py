@@ -74,7 +74,8 @@ def load(path: PathLike | bytes | bytearray | memoryview, *,
     return _load(path)
 
 
-def save(model: Model, path: PathLike, *, origin_tables: bool | None = None) -> os.PathLike[str]:
+def save(model: Model, path: PathLike, *, origin_tables: bool | None = None,
+         unfuse_activations: bool = False) -> os.PathLike[str]:
     """Write ``model`` to ``path`` atomically; the extension (``.tflite``/``.circle``) picks
     the format.
 
@@ -83,17 +84,27 @@ def save(model: Model, path: PathLike, *, origin_tables: bool | None = None) -> 
         path: the file to write (written to a temporary file, then renamed into place).
         origin_tables: write ONE's ``ONE_source_table``/``ONE_op_table``; default: always for
             ``.circle``, for ``.tflite`` when the origins are not the identity.
+        unfuse_activations: for ``.tflite``, write each fused activation LiteRT would
+            ignore (a TANH fused into ADD, MUL, CONV_2D ...) as a separate op with the same
+            origins (see :func:`toolkit.compiler.lite_safe.unfuse_ignored_activations`);
+            without it such a model is refused.
 
     Returns:
         The path written (a :class:`pathlib.Path`).
 
     Raises:
-        ToolkitError: an unknown extension, a model that cannot be serialised, an OS error.
+        ToolkitError: an unknown extension, a model that cannot be serialised (a ``.tflite``
+            with fused activations LiteRT ignores: the message names the ops), an OS error.
     """
     from toolkit.formats.flatbuffer_write import save as _save
     from toolkit.model_arg import as_model
 
-    return _save(as_model(model, purpose="tk.save"), path, origin_tables=origin_tables)
+    m = as_model(model, purpose="tk.save")
+    if unfuse_activations and str(path).lower().endswith(".tflite"):
+        from toolkit.compiler.lite_safe import unfuse_ignored_activations
+
+        m = unfuse_ignored_activations(m)
+    return _save(m, path, origin_tables=origin_tables)
 
 
 def compile(model: Model | PathLike, passes: Sequence[str | GraphPass] | None = None,
@@ -194,7 +205,7 @@ def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
 
 def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray | None
         = None, *, trace: bool = False, repeat: int = 1, warmup: int = 0,
-        tracer: EventTracer | None = None) -> RunResult:
+        tracer: EventTracer | None = None, threads: int | None = 1) -> RunResult:
     """Run a model with the reference NumPy runtime (float32 and TFLite-exact int8).
 
     Args:
@@ -211,6 +222,9 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
             slower than the rest).
         tracer: record into this :class:`~toolkit.runtime.tracer.EventTracer` (implies
             ``trace``).
+        threads: limit NumPy's BLAS libraries to this many threads (process-wide, with
+            ``threadpoolctl``); default 1, so timings are reproducible on a busy machine;
+            ``None`` leaves the limit as it is (the parts of a partition chain run with 1).
 
     Returns:
         A :class:`~toolkit.runtime.result.RunResult` ``(outputs, trace)``, traced or not:
@@ -244,7 +258,7 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
     from toolkit.runtime.interpreter import run_model
 
     return run_model(arg.value, inputs, trace=trace, repeat=repeat, warmup=warmup,
-                     tracer=tracer)
+                     tracer=tracer, threads=threads)
 
 
 def read_trace(source: Any, *, format: str | None = None, key_column: str | None = None,

@@ -424,8 +424,9 @@ class Graph:
         arr = np.asarray(data, dtype=dtype) if dtype is not None else np.asarray(data)
         if arr.dtype == np.float64 and dtype is None:
             arr = arr.astype(np.float32)
-        return self.add_tensor(name, arr.shape, arr.dtype, data=np.ascontiguousarray(arr),
-                               quant=quant)
+        if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make a scalar 1-d)
+            arr = arr.copy()
+        return self.add_tensor(name, arr.shape, arr.dtype, data=arr, quant=quant)
 
     def attach_tensor(self, t: Tensor) -> Tensor:
         """Add an existing (detached) Tensor object to the graph and return it."""

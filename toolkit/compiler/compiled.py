@@ -21,10 +21,10 @@ from toolkit.compiler.lowering import Command
 from toolkit.compiler.pass_manager import PassRun
 from toolkit.compiler.target import Target
 from toolkit.formats.debug_handles import encode_debug_handles
-from toolkit.formats.flatbuffer_write import write_model
+from toolkit.formats.flatbuffer_write import ignores_activation, write_model
 from toolkit.ir import Model, Op
 from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS
-from toolkit.schema import ACTIVATION_CODES, BUILTIN_CODES
+from toolkit.schema import BUILTIN_CODES
 from toolkit.source_table import (
     SOURCE_DTYPES,
     layers_table,
@@ -54,16 +54,20 @@ _I64 = "int64"
 
 def uses_circle_only(model: Model) -> list[str]:
     """Return why ``model`` cannot run in LiteRT as a .tflite: circle-only ops (negative
-    builtin codes), custom ops, and fused TANH activations (LiteRT ignores them)."""
+    builtin codes), custom ops, and fused TANH activations on ops whose LiteRT kernels ignore
+    them (all but the recurrent ones, see
+    :func:`~toolkit.formats.flatbuffer_write.ignores_activation`). Each reason names the
+    subgraph and op index."""
     reasons = []
-    for g in model.subgraphs:
-        for op in g.ops:
+    for si, g in enumerate(model.subgraphs):
+        for i, op in enumerate(g.ops):
+            at = f"(subgraph {si} op {i})"
             if BUILTIN_CODES.get(op.type, 0) < 0:
-                reasons.append(f"{op.type} {op.name!r} is circle-only")
+                reasons.append(f"{op.type} {op.name!r} {at} is circle-only")
             elif op.type == "CUSTOM":
-                reasons.append(f"custom op {op.custom_code} {op.name!r}")
-            elif op.activation == ACTIVATION_CODES["TANH"]:
-                reasons.append(f"{op.type} {op.name!r} has a fused TANH")
+                reasons.append(f"custom op {op.custom_code} {op.name!r} {at}")
+            elif ignores_activation(op):
+                reasons.append(f"{op.type} {op.name!r} {at} has a fused TANH")
     return reasons
 
 

@@ -23,6 +23,7 @@ from toolkit.formats.origin_tables import (
 )
 from toolkit.ir import Graph, Model, Op, Tensor
 from toolkit.schema import (
+    ACTIVATION_CODES,
     BUILTIN_CODES,
     OPTIONS_TYPE_CODES,
     PLACEHOLDER_FOR_GREATER_OP_CODES,
@@ -30,7 +31,8 @@ from toolkit.schema import (
 )
 from toolkit.util.atomic import atomic_write
 
-__all__ = ["save", "write_model", "origin_tables"]
+__all__ = ["save", "write_model", "origin_tables", "ignored_activations", "ignores_activation",
+           "TANH_ACTIVATION_OPS"]
 
 _IDENT = {"tflite": b"TFL3", "circle": b"CIR0"}
 _MAX_TFLITE_OPTIONS = 249  # union values above belong to circle-only options
@@ -84,11 +86,45 @@ def origin_tables(model: Model) -> tuple[bytes, bytes]:
     return encode_source_table(names), encode_op_table(table)
 
 
+TANH_ACTIVATION_OPS = frozenset({
+    "LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "RNN",
+    "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "SVDF"})
+"""Ops whose LiteRT kernels apply a fused TANH (their cell activation); others ignore it."""
+
+
+def ignores_activation(op: Op) -> bool:
+    """True when LiteRT would ignore the fused activation of ``op`` (a fused TANH on an op
+    other than the recurrent ones of :data:`TANH_ACTIVATION_OPS`)."""
+    return op.activation == ACTIVATION_CODES["TANH"] and op.type not in TANH_ACTIVATION_OPS
+
+
+def ignored_activations(model: Model) -> list[str]:
+    """Return one line per op of ``model`` whose fused activation LiteRT ignores, naming its
+    subgraph, index, type and name (empty when there is none)."""
+    return [f"{op.type} {op.name!r} (subgraph {si} op {i}) has a fused TANH"
+            for si, g in enumerate(model.subgraphs) for i, op in enumerate(g.ops)
+            if ignores_activation(op)]
+
+
 def write_model(model: Model, fmt: str = "circle", *, origin_tables: bool | None = None,
                 where: str = "<model>") -> bytearray:
-    """Return the FlatBuffer bytes of ``model`` in ``fmt`` (``"tflite"`` or ``"circle"``)."""
+    """Return the FlatBuffer bytes of ``model`` in ``fmt`` (``"tflite"`` or ``"circle"``).
+
+    A model with fused activations that LiteRT ignores (see :func:`ignored_activations`)
+    cannot be written as ``"tflite"``: LiteRT would run it without them, silently wrong.
+    """
     if fmt not in _IDENT:
         raise ToolkitError(f"unknown model format {fmt!r}", fix="use 'tflite' or 'circle'")
+    if fmt == "tflite":
+        ignored = ignored_activations(model)
+        if ignored:
+            more = f" (and {len(ignored) - 3} more)" if len(ignored) > 3 else ""
+            raise ModelFormatError(
+                "LiteRT ignores fused activations of this model: " + "; ".join(ignored[:3])
+                + more, where=where,
+                fix="save as .circle, compile without fusing TANH (e.g. FuseActivation(['RELU', "
+                    "'RELU6', 'RELU_N1_TO_1'])), or split them out first with "
+                    "toolkit.compiler.lite_safe.unfuse_ignored_activations(model)")
     if origin_tables is None:
         origin_tables = fmt == "circle" or model.had_origin_tables or not _identity_origins(model)
     return _Writer(model, fmt, where).write(origin_tables)

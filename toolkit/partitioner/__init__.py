@@ -252,19 +252,15 @@ def partition(model: Model | str | os.PathLike[str], part: Any,
     or ``<graph name>.<format>``). With ``work_path`` the parts and connection files are also
     written there (see :meth:`PartitionResult.write`).
 
-    Raises :class:`PartitionError` (with ``file:line``) for a bad request and for a model with
-    several subgraphs. ``[OPNAME]`` names the model lacks are warnings, listed in
+    The ops of the main subgraph are placed; a control-flow op takes the subgraphs it calls
+    into its part. Raises :class:`PartitionError` (with ``file:line``) for a bad request.
+    ``[OPNAME]`` names the model lacks are warnings, listed in
     :meth:`PartitionResult.warnings_table`.
     """
     if not isinstance(model, Model):
         from toolkit.formats.flatbuffer_read import load
 
         model = load(model)
-    if len(model.subgraphs) != 1:
-        raise PartitionError(
-            f"the model has {len(model.subgraphs)} subgraphs; only one-subgraph models can be "
-            "partitioned", where=model.path or "<model>",
-            fix="control flow (WHILE, IF, CALL_ONCE) is not supported: inline it first")
     spec = as_part_spec(part).with_overrides(backends, default).validate()
     if ext not in _FORMATS:
         raise PartitionError(f"unknown part extension {ext!r}", fix="use .circle or .tflite")

@@ -307,7 +307,8 @@ def litert_runner(num_threads: int = 1) -> Runner:
             if d["name"] not in inputs:
                 raise RuntimeInputError(f"LiteRT input {d['name']!r} was not given",
                                         fix=f"inputs are {sorted(inputs)}")
-            it.set_tensor(d["index"], np.ascontiguousarray(inputs[d["name"]], d["dtype"]))
+            value = np.asarray(inputs[d["name"]], d["dtype"])  # a scalar stays 0-d
+            it.set_tensor(d["index"], value if value.flags.c_contiguous else value.copy())
         it.invoke()
         return {d["name"]: it.get_tensor(d["index"]).copy() for d in it.get_output_details()}
 

@@ -7,6 +7,7 @@ asked, records one trace event per op (or per command) with the event tracer.
 
 from __future__ import annotations
 
+import copy as _copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,10 +17,16 @@ import numpy as np
 from toolkit.errors import RuntimeInputError, ToolkitError, UnsupportedOpError
 from toolkit.ir import Model, Op, Tensor
 from toolkit.runtime.codegen import Line, generate
+from toolkit.runtime.control_flow import (
+    CONTROL_FLOW_OPS,
+    DEFAULT_MAX_ITERATIONS,
+    control_flow_kernel,
+)
 from toolkit.runtime.kernels import bind_kernel, get_kernel
 from toolkit.runtime.kernels.common import quiet
 from toolkit.runtime.result import RunResult
 from toolkit.runtime.stripes import stripe_step
+from toolkit.runtime.threads import limit_blas_threads
 from toolkit.runtime.tracer import EventTracer
 
 __all__ = ["run_model", "Interpreter", "RunResult"]
@@ -72,22 +79,37 @@ class Interpreter:
             to its input shapes (see :mod:`toolkit.runtime.kernels.binders`; the results are
             the same bit for bit). False calls each op's kernel as it is, as for a model with
             dynamic shapes.
+        threads: limit the BLAS libraries NumPy uses to this many threads (see
+            :func:`~toolkit.runtime.threads.limit_blas_threads`; the limit is process-wide
+            and stays after the interpreter). Default 1, so that timings are reproducible on
+            a busy machine; None leaves the current limit.
+        subgraph: the subgraph to run (0, the main graph, unless a control-flow op runs
+            another).
+        max_iterations: a WHILE loop that has not ended after this many iterations raises
+            :class:`~toolkit.errors.RuntimeInputError`.
     """
 
-    def __init__(self, model: Any, *, bind: bool = True) -> None:
+    def __init__(self, model: Any, *, bind: bool = True, threads: int | None = 1,
+                 subgraph: int = 0, max_iterations: int = DEFAULT_MAX_ITERATIONS) -> None:
         self.model, commands = _model_of(model)
-        g = self.model.graph
-        if len(self.model.subgraphs) > 1:
-            used = {o.type for o in g.ops}
-            if used & {"IF", "WHILE", "CALL_ONCE", "CALL"}:
-                raise UnsupportedOpError("control-flow ops (IF/WHILE/CALL) are not supported by "
-                                         "the reference runtime", where="subgraph 0")
+        if not 0 <= subgraph < len(self.model.subgraphs):
+            raise ToolkitError(f"the model has no subgraph {subgraph}",
+                               fix=f"pick one of 0..{len(self.model.subgraphs) - 1}")
+        if subgraph and commands is not None:
+            raise ToolkitError("a compiled model's command queue runs subgraph 0 only",
+                               fix="run compiled.model with subgraph=N")
+        self.subgraph = subgraph
+        self.bind = bind
+        self.threads = threads
+        self.max_iterations = int(max_iterations)
+        limit_blas_threads(threads)
+        g = self.model.subgraphs[subgraph]
         slot: dict[Tensor, int] = {t: i for i, t in enumerate(g.tensors)}
         consts = [(slot[t], t.data) for t in g.tensors if t.data is not None]
         steps: list[_Step] = []
         if commands is None:
             for i, op in enumerate(g.ops):
-                steps.append(_Step(self._kernel(op), op, self._slots(op.inputs, slot),
+                steps.append(_Step(self._kernel(op, i), op, self._slots(op.inputs, slot),
                                    [slot[t] for t in op.outputs], i,
                                    {"op_index": i, "op_type": op.kind, "op_name": op.name}))
             key_name = "op_index"
@@ -95,7 +117,7 @@ class Interpreter:
             op_index = {op: i for i, op in enumerate(g.ops)}
             for c in commands:
                 op = c.op
-                step = _Step(self._kernel(op), op, self._slots(op.inputs, slot),
+                step = _Step(self._kernel(op, op_index[op]), op, self._slots(op.inputs, slot),
                              [slot[t] for t in op.outputs], int(c.command_id),
                              {"command_id": int(c.command_id), "optimised_id": op_index[op],
                               "stripe": int(c.stripe), "op_type": op.kind, "op_name": op.name})
@@ -116,14 +138,38 @@ class Interpreter:
         self._bound: list[bool] | None = None
         self._lines: list[Line] | None = None
         self._input_specs = [(t.name, t.dtype, tuple(t.shape)) for t in g.inputs]
+        self._output_order = [t.name for t in g.outputs]
+        self._arg_specs: list[tuple[Any, tuple[int, ...]]] | None = None
 
     @staticmethod
     def _slots(ts: Sequence[Tensor | None], slot: dict[Tensor, int]) -> list[int]:
         return [-1 if t is None else slot[t] for t in ts]
 
+    def _where(self, op: Op, index: int) -> str:
+        """Where an op is, for error messages: subgraph, op index, kind and name."""
+        return f"subgraph {self.subgraph} op {index} ({op.kind} {op.name!r})"
+
+    def _kernel(self, op: Op, index: int) -> Any:
+        """The kernel of op ``index`` (an UnsupportedOpError naming it when there is none)."""
+        where = self._where(op, index)
+        if op.type in CONTROL_FLOW_OPS:
+            return control_flow_kernel(self, op, where)
+        try:
+            return get_kernel(op)
+        except UnsupportedOpError as e:
+            raise UnsupportedOpError(e.what, where=where, fix=e.fix) from None
+
     @staticmethod
-    def _kernel(op: Op) -> Any:
-        return get_kernel(op)
+    def _op_static(op: Op) -> bool:
+        """True when every input and output of ``op`` has a static shape (in a graph with
+        dynamic tensors elsewhere, such an op still sees the same shapes every inference)."""
+        return all(t is None or not t.is_dynamic for t in (*op.inputs, *op.outputs))
+
+    def sub_interpreter(self, subgraph: int) -> Interpreter:
+        """An interpreter of another subgraph of this model with the same settings (for the
+        control-flow ops, see :mod:`.control_flow`)."""
+        return Interpreter(self.model, bind=self.bind, threads=None, subgraph=subgraph,
+                           max_iterations=self.max_iterations)
 
     # ------------------------------------------------------------------ api
     @property
@@ -211,7 +257,7 @@ class Interpreter:
                 raise RuntimeInputError(
                     f"input {t.name!r} has shape {list(a.shape)}, the model expects "
                     f"{list(sig)}", where=f"input {t.name!r}")
-            out.append(np.ascontiguousarray(a))
+            out.append(a if a.flags.c_contiguous else a.copy())  # 0-d stays 0-d
         return out
 
     def invoke(self, inputs: Any, tracer: EventTracer | None = None, *,
@@ -245,6 +291,22 @@ class Interpreter:
                                  tracer.step_sink(*self._events, new_run=new_run), tracer.clock)
         return quiet(fast[1], *arrays, sink[2], sink[3])
 
+    def call_arrays(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run one inference on arrays in input order; return the outputs in output order.
+
+        The entry point of the control-flow ops, which call a subgraph once per loop
+        iteration: after the first call, inputs of the shapes and dtypes of that call go
+        straight to the generated code (other inputs take :meth:`invoke`'s checks)."""
+        names = self._output_order
+        fast = self._fast
+        if fast is not None and self._arg_specs == [(a.dtype, a.shape) for a in arrays]:
+            out = quiet(fast[0], *arrays)
+        else:
+            out = self.invoke(list(arrays))
+            if self._fast is not None or self._lines is not None:
+                self._arg_specs = [(a.dtype, a.shape) for a in arrays]
+        return [out[n] for n in names]
+
     def _first_invoke(self, arrays: list[np.ndarray],
                       tracer: EventTracer | None) -> dict[str, np.ndarray]:
         """Run step by step, checking output shapes and binding kernels, and keep the
@@ -273,8 +335,8 @@ class Interpreter:
                     self._check(s, res)
                     for i, r in zip(s.outs, res):
                         vals[i] = r
-            except ToolkitError:
-                raise
+            except ToolkitError as e:
+                raise self._located(s, e) from e
             except Exception as e:  # a kernel bug or an input the kernel cannot take
                 raise self._step_error(s, e) from e
             lines.append(line)
@@ -308,7 +370,7 @@ class Interpreter:
                 return buf
 
             return Line(stripe, ins, outs, "stripe")
-        if self._static:
+        if self._static or (self.bind and self._op_static(op)):
             bound = bind_kernel(op, args)
             if bound is not None:
                 return Line(bound, ins, outs, "one")
@@ -318,16 +380,34 @@ class Interpreter:
 
         return Line(generic, ins, outs, "many")
 
+    def _step_index(self, s: _Step) -> int:
+        return int(s.args.get("op_index", s.args.get("optimised_id", -1)))
+
     def _step_error(self, s: _Step, e: BaseException) -> RuntimeInputError:
+        first = s.op.outputs[0].name if s.op.outputs else "<none>"
         return RuntimeInputError(
             f"{s.op.kind} failed: {type(e).__name__}: {e}",
-            where=f"op {s.args.get('op_index', s.args.get('optimised_id'))} "
-                  f"({s.op.kind} {s.op.name!r}, output tensor {s.op.outputs[0].name!r})")
+            where=f"subgraph {self.subgraph} op {self._step_index(s)} ({s.op.kind} "
+                  f"{s.op.name!r}, output tensor {first!r})")
+
+    def _located(self, s: _Step, e: ToolkitError) -> ToolkitError:
+        """``e`` (raised by step ``s``) with the step's subgraph and op index in its where
+        (as it is when it already names a subgraph)."""
+        if e.where is not None and e.where.startswith("subgraph "):
+            return e
+        where = self._where(s.op, self._step_index(s))
+        if e.where:
+            where = f"{where}: {e.where}"
+        located = _copy.copy(e)  # same class and attributes, the new location
+        ToolkitError.__init__(located, e.what, where=where, fix=e.fix)
+        return located
 
     def _fail(self, index: int, e: BaseException) -> None:
         """Raise the error of step ``index`` of the generated code failing with ``e``."""
-        if isinstance(e, ToolkitError) or not 0 <= index < len(self.plan.steps):
+        if not 0 <= index < len(self.plan.steps):
             raise e
+        if isinstance(e, ToolkitError):
+            raise self._located(self.plan.steps[index], e) from e
         raise self._step_error(self.plan.steps[index], e) from e
 
     def _check(self, s: _Step, res: Sequence[np.ndarray]) -> None:
@@ -344,18 +424,20 @@ class Interpreter:
 
 
 def run_model(model: Any, inputs: Any = None, *, trace: bool = False, repeat: int = 1,
-              warmup: int = 0, tracer: EventTracer | None = None) -> RunResult:
+              warmup: int = 0, tracer: EventTracer | None = None,
+              threads: int | None = 1) -> RunResult:
     """Run a Model or a CompiledModel (command by command) with the reference runtime.
 
     ``inputs`` is a dict name -> array, a list in input order, or one array; ``None`` uses
     random inputs (seed 0). ``warmup`` inferences run first, untraced; then ``repeat``
     inferences, each a run of the trace when ``trace=True`` (or a ``tracer`` is given).
+    ``threads`` limits NumPy's BLAS threads (see :class:`Interpreter`).
 
     Returns:
         A :class:`~toolkit.runtime.result.RunResult`: the outputs of the last inference by
         name, and the :class:`EventTracer` (``None`` when not traced).
     """
-    it = Interpreter(model)
+    it = Interpreter(model, threads=threads)
     if inputs is None:
         inputs = it.random_inputs()
     if trace and tracer is None:

@@ -16,7 +16,8 @@ one check covers every arrangement converters write, e.g.
 * ``x * (inv * gamma) + (beta - m * (inv * gamma))`` (TensorFlow, with SUB or with NEG);
 * ``x * inv - m * inv + beta`` (no gamma).
 
-Only float32 tensors with static shapes match; a region containing any other op type, an op
+Only float32 tensors with static shapes (or a free batch dimension that is not reduced)
+match; a region containing any other op type, an op
 with a fused activation (other than on ``y``'s producer) or a tensor used outside is left alone.
 """
 
@@ -73,6 +74,21 @@ def _axes(op: Op, rank: int) -> tuple[int, ...] | None:
     return tuple(axes) if axes else None
 
 
+def free_batch_only(op: Op, axes: tuple[int, ...] = ()) -> bool:
+    """True when every tensor of ``op`` has a static shape, or a free (-1) batch dimension
+    (axis 0) and static others, the batch not among the reduced ``axes``: a normalisation
+    over static axes is the same for any batch."""
+    if op_is_static(op):
+        return True
+    if 0 in axes:
+        return False
+    for t in (*op.inputs, *op.outputs):
+        if t is not None and t.is_dynamic and t.shape_signature is not None and (
+                len(t.shape_signature) < 2 or any(d < 0 for d in t.shape_signature[1:])):
+            return False
+    return True
+
+
 def _mean_of(op: Op, x: Tensor) -> tuple[int, ...] | None:
     """Reduced axes of ``op`` when it is MEAN(x, axes) with kept dims, else None."""
     if op.type != "MEAN" or not op.inputs or op.inputs[0] is not x or len(op.outputs) != 1:
@@ -80,9 +96,12 @@ def _mean_of(op: Op, x: Tensor) -> tuple[int, ...] | None:
     if not bool(getattr(op.options, "keepDims", False)):
         return None
     out = op.outputs[0]
-    if len(out.shape) != len(x.shape) or not is_float32(out) or not op_is_static(op):
+    if len(out.shape) != len(x.shape) or not is_float32(out):
         return None
-    return _axes(op, len(x.shape))
+    axes = _axes(op, len(x.shape))
+    if axes is None or not free_batch_only(op, axes):
+        return None
+    return axes
 
 
 def _scalar(t: Tensor | None) -> float | None:
@@ -243,7 +262,7 @@ def match_norm(graph: Graph, mean: Op) -> NormMatch | None:
             if op in region_set or op in chain_set:
                 continue
             if op.type not in _LINEAR or len(op.outputs) != 1 or not is_float32(op.outputs[0]) \
-                    or not op_is_static(op):
+                    or not free_batch_only(op, axes):
                 continue
             f = _evaluate(op, forms, den, rank, channels)
             if f is None:

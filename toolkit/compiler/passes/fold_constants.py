@@ -6,8 +6,10 @@ carries no origin), so the op's origin is recorded as removed (reason ``"constan
 Folded op types (float32 / int32 / int64 without quantization; results identical to the
 runtime's, since every one is exactly rounded IEEE arithmetic or pure data movement): ADD,
 SUB, MUL (with fused RELU-type activation), DIV (float), NEG, SQRT, RSQRT, SQUARED_DIFFERENCE,
-MAXIMUM, MINIMUM, RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, CONCATENATION, PACK, CAST, and
-DEQUANTIZE of float16 constants.
+MAXIMUM, MINIMUM, RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, CONCATENATION, PACK, CAST,
+STRIDED_SLICE, GATHER, REDUCE_PROD (integers), DEQUANTIZE of float16 constants, and SHAPE of
+a tensor whose shape is static: the shape arithmetic converters write for reshapes (SHAPE,
+STRIDED_SLICE, PACK, ...) folds away when the batch is fixed.
 
 Left alone: quantized tensors, other op types (transcendental functions differ between math
 libraries), graph outputs, dynamic shapes, and results that exceed the constants they read by
@@ -113,6 +115,57 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
     return np.float32(1.0) / np.sqrt(x)
 
 
+def _strided_slice(op: Op, a: list[np.ndarray]) -> np.ndarray | None:
+    """STRIDED_SLICE of a constant, with the begin/end/ellipsis/new-axis/shrink masks."""
+    if len(a) < 3 or getattr(op.options, "offset", False):
+        return None
+    x = a[0]
+    begin, end = (v.reshape(-1).tolist() for v in a[1:3])
+    strides = a[3].reshape(-1).tolist() if len(a) > 3 else [1] * len(begin)
+    if not len(begin) == len(end) == len(strides) or 0 in strides:
+        return None
+    masks = {m: int(getattr(op.options, m, 0) or 0) for m in
+             ("beginMask", "endMask", "ellipsisMask", "newAxisMask", "shrinkAxisMask")}
+    index: list[object] = []
+    for i, (b, e, st) in enumerate(zip(begin, end, strides)):
+        bit = 1 << i
+        if masks["ellipsisMask"] & bit:
+            index.append(Ellipsis)
+        elif masks["newAxisMask"] & bit:
+            index.append(None)
+        elif masks["shrinkAxisMask"] & bit:
+            index.append(int(b))
+        else:
+            index.append(slice(None if masks["beginMask"] & bit else int(b),
+                               None if masks["endMask"] & bit else int(e), int(st)))
+    return np.array(x[tuple(index)])  # type: ignore[arg-type]
+
+
+def _gather(op: Op, a: list[np.ndarray]) -> np.ndarray | None:
+    if len(a) != 2 or a[1].dtype.kind not in "iu" or int(getattr(op.options, "batchDims", 0)
+                                                         or 0):
+        return None
+    axis = int(getattr(op.options, "axis", 0) or 0)
+    idx = a[1].astype(np.int64)
+    size = a[0].shape[axis] if a[0].ndim else 0
+    if idx.size and (idx.min() < 0 or idx.max() >= size):
+        return None
+    return np.take(a[0], idx, axis=axis)
+
+
+def _reduce_prod(op: Op, a: list[np.ndarray]) -> np.ndarray | None:
+    if len(a) != 2 or a[0].dtype.kind not in "iu":
+        return None
+    axes = tuple(sorted({int(v) % max(a[0].ndim, 1) for v in a[1].reshape(-1)}))
+    keep = bool(getattr(op.options, "keepDims", False))
+    return np.prod(a[0], axis=axes, keepdims=keep).astype(a[0].dtype)
+
+
+def _shape(op: Op, a: list[np.ndarray]) -> np.ndarray | None:
+    """Unused: SHAPE folds from its input's static shape (see ``FoldConstants._fold``)."""
+    return None
+
+
 #: Op type → function computing its output from the constant input arrays (None: not folded).
 FOLDERS: dict[str, Folder] = {
     "ADD": _binary(np.add), "SUB": _binary(np.subtract), "MUL": _binary(np.multiply),
@@ -121,7 +174,8 @@ FOLDERS: dict[str, Folder] = {
     "NEG": _unary(np.negative), "SQRT": _unary(np.sqrt), "RSQRT": _unary(_rsqrt),
     "RESHAPE": _reshape, "SQUEEZE": _reshape, "EXPAND_DIMS": _reshape,
     "TRANSPOSE": _transpose, "CONCATENATION": _concat, "PACK": _pack, "CAST": _cast,
-    "DEQUANTIZE": _dequantize,
+    "DEQUANTIZE": _dequantize, "STRIDED_SLICE": _strided_slice, "GATHER": _gather,
+    "REDUCE_PROD": _reduce_prod, "SHAPE": _shape,
 }
 
 
@@ -163,13 +217,18 @@ class FoldConstants(GraphPass):
     def _fold(self, graph: Graph, op: Op) -> list[Op] | None:
         if len(op.outputs) != 1 or not op.inputs or not op_is_static(op):
             return None
+        out = op.outputs[0]
+        if op.type == "SHAPE":  # the shape of a static tensor is a constant
+            x = op.inputs[0]
+            if x is None or out.dtype is None or out.dtype.kind not in "iu":
+                return None
+            return self._replace(graph, op, np.asarray(x.shape, dtype=out.dtype))
         arrays = []
         for t in op.inputs:
             a = const_array(t)
             if a is None or not _plain(t):
                 return None
             arrays.append(a)
-        out = op.outputs[0]
         if is_graph_output(graph, out) or not _plain(out) or out.dtype is None:
             return None
         if out.nbytes > self.max_bytes + sum(a.nbytes for a in arrays):
@@ -180,11 +239,15 @@ class FoldConstants(GraphPass):
             return None
         if y is None:
             return None
-        y = np.asarray(y)
-        if y.dtype != out.dtype or tuple(y.shape) != out.shape:
+        return self._replace(graph, op, np.asarray(y))
+
+    def _replace(self, graph: Graph, op: Op, y: np.ndarray) -> list[Op] | None:
+        """Replace ``op`` by the constant ``y`` (None when it does not fit the output)."""
+        out = op.outputs[0]
+        if is_graph_output(graph, out) or y.dtype != out.dtype or tuple(y.shape) != out.shape:
             return None
         const = graph.add_const(graph.unique_name(out.name + "/folded"),
-                                np.ascontiguousarray(y))
+                                y if y.flags.c_contiguous else y.copy())
         const.quant = out.quant
         readers = list(out.consumers)
         graph.replace_all_uses_with(out, const)

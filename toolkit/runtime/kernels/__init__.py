@@ -18,7 +18,14 @@ RELU_0_TO_1, LEAKY_RELU, HARD_SWISH, GELU, TANH, LOGISTIC, SOFTMAX), :mod:`.redu
 SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD, ARG_MAX), :mod:`.pool` (MAX_POOL_2D, AVERAGE_POOL_2D),
 :mod:`.shape_ops` (RESHAPE, TRANSPOSE, SQUEEZE, EXPAND_DIMS, CONCATENATION, SPLIT, SPLIT_V,
 UNPACK, PACK, PAD, PADV2, STRIDED_SLICE, SLICE, GATHER, CAST), :mod:`.quant` (QUANTIZE,
-DEQUANTIZE), :mod:`.norm` (INSTANCE_NORM, custom LAYER_NORM). Helpers: :mod:`.common`
+DEQUANTIZE), :mod:`.norm` (INSTANCE_NORM, custom LAYER_NORM), :mod:`.tensor_ops` (SHAPE,
+TILE, BROADCAST_TO, REVERSE_V2, MIRROR_PAD, SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND, SELECT_V2,
+GATHER_ND, CUMSUM, ARG_MAX/ARG_MIN, comparisons, logical ops, FLOOR_MOD, ...),
+:mod:`.math_ops` (FLOOR, CEIL, ROUND, SIN, COS, LOG, SQUARE, ELU, PRELU, LOG_SOFTMAX),
+:mod:`.resample` (TRANSPOSE_CONV, CONV_3D, RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR),
+:mod:`.sequence` (UNIDIRECTIONAL_SEQUENCE_LSTM / _RNN). The control-flow ops (WHILE, IF,
+CALL, CALL_ONCE) run other subgraphs and are made by the interpreter
+(:mod:`toolkit.runtime.control_flow`). Helpers: :mod:`.common`
 (options, quantization parameters, fused activations, padding, the per-op cache of prepared
 constants), :mod:`.fixedpoint` and :mod:`.blocks` (constant operands for fast ufunc calls).
 
@@ -38,12 +45,16 @@ from toolkit.runtime.kernels import (  # noqa: F401  (importing registers the ke
     binders,
     conv,
     elementwise,
+    math_ops,
     matmul,
     norm,
     pool,
     quant,
     reduce,
+    resample,
+    sequence,
     shape_ops,
+    tensor_ops,
 )
 from toolkit.runtime.kernels._registry import (
     BINDERS,

@@ -5,9 +5,10 @@ the ``[out, in]`` weights and adds the bias; ``keep_num_dims`` keeps the input's
 dimensions. Float is a float32 matmul. Quantized uses the exact integer accumulator and
 TFLite's requantization (multiplier ``s_in * s_w / s_out``; TFLite forms the product in
 float32 for a per-tensor filter and in double per channel), rounding the final shift's ties
-upward as LiteRT's ruy GEMM does. A float input with a quantized
-filter (hybrid) dequantizes the filter and computes in float32, an approximation of TFLite's
-hybrid kernel, which quantizes the input on the fly.
+upward as LiteRT's ruy GEMM does. A float input with an int8
+filter (hybrid, as dynamic-range quantization writes it) is TFLite's hybrid kernel: each
+input row quantized on the fly (symmetric, or asymmetric with ``asymmetricQuantizeInputs``),
+an exact integer dot product, scaled back in float32 (:func:`hybrid_fully_connected`).
 
 BATCH_MATMUL multiplies the last two axes with NumPy broadcasting over the others;
 ``adjointLhs`` / ``adjointRhs`` transpose the last two axes of the operands first. Quantized
@@ -24,6 +25,7 @@ from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
     GENERAL,
     FloatClamp,
+    QParams,
     bad_input,
     float_activation,
     float_clamp,
@@ -47,7 +49,7 @@ from toolkit.runtime.kernels.conv import (
     quant_setup,
     quantized_output,
 )
-from toolkit.runtime.kernels.fixedpoint import Requantizer
+from toolkit.runtime.kernels.fixedpoint import Requantizer, round_half_away
 
 
 @register("FULLY_CONNECTED")
@@ -83,6 +85,10 @@ def fully_connected(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [quantized_output(op, acc, mult).reshape(out_shape)]
     if not np.issubdtype(x.dtype, np.floating):
         raise unsupported(op, f"FULLY_CONNECTED on {x.dtype} input without quantization")
+    if is_quantized(op.inputs[1]) and w.dtype == np.int8 and x.dtype == _F32:
+        y = hybrid_fully_connected(x.reshape(batch, k), w, qparams(op, op.inputs[1]), b,
+                                   bool(opt(op, "asymmetricQuantizeInputs", False)))
+        return [float_activation(op, y).astype(out_dtype(op)).reshape(out_shape)]
     if is_quantized(op.inputs[1]):
         wf32 = dequantize_filter(w, qparams(op, op.inputs[1]), axis=0)
     else:
@@ -94,6 +100,65 @@ def fully_connected(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
 
 
 _F32 = np.dtype(np.float32)
+
+
+def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """TFLite's ``BatchQuantizeFloats``: each row of float32 ``x`` quantized to int8 on the
+    fly. Returns (int64 values, float32 scaling factor per row, int64 offset per row).
+
+    Symmetric: ``round(x * 127 / max|x|)`` in [-127, 127]. Asymmetric: the range
+    ``[min(0, x), max(0, x)]`` over [-128, 127] with the zero point nudged to the side with
+    the smaller error (as ``AsymmetricQuantizeFloats``); a row of zeros quantizes to zeros
+    with scale 1."""
+    rows = x.shape[0]
+    q = np.zeros(x.shape, dtype=np.int64)
+    scale = np.ones(rows, dtype=np.float32)
+    offset = np.zeros(rows, dtype=np.int64)
+    for r in range(rows):
+        v = x[r]
+        if not asymmetric:
+            rng = np.float32(max(abs(float(v.min(initial=0))), abs(float(v.max(initial=0)))))
+            if rng == 0:
+                continue
+            scale[r] = rng / np.float32(127)
+            inv = np.float32(127) / rng
+            q[r] = np.clip(round_half_away(v * inv), -127, 127).astype(np.int64)
+            continue
+        rmin = float(min(np.float32(0), v.min(initial=0)))
+        rmax = float(max(np.float32(0), v.max(initial=0)))
+        if rmin == rmax:
+            continue
+        s = (rmax - rmin) / 255.0
+        zp_min, zp_max = -128.0 - rmin / s, 127.0 - rmax / s
+        err_min, err_max = 128.0 + abs(rmin / s), 127.0 + abs(rmax / s)
+        zp = zp_min if err_min < err_max else zp_max
+        nudged = -128 if zp <= -128 else 127 if zp >= 127 else int(round_half_away(zp))
+        scale[r] = np.float32(s)
+        offset[r] = nudged
+        inv = np.float32(1) / np.float32(s)
+        q[r] = np.clip(round_half_away(np.float32(nudged) + v * inv), -128, 127).astype(
+            np.int64)
+    return q, scale, offset
+
+
+def hybrid_fully_connected(x: np.ndarray, w: np.ndarray, wq: QParams, bias: np.ndarray | None,
+                           asymmetric: bool) -> np.ndarray:
+    """TFLite's hybrid FULLY_CONNECTED (float32 rows ``x`` [batch, in], int8 weights
+    [out, in] with per-tensor or per-channel scales): each row quantized on the fly
+    (:func:`quantize_rows`), an exact integer dot product per output, less
+    ``offset * sum(w row)`` for asymmetric inputs, scaled by ``row scale * weight scale``
+    in float32 and added to the bias. Returns float32 [batch, out] (no activation)."""
+    q, scale, offset = quantize_rows(x.astype(np.float32), asymmetric)
+    wi = w.astype(np.int64)
+    dot = int_matmul(q, wi.T)
+    if asymmetric:
+        dot = dot - offset[:, None] * wi.sum(axis=1)[None, :]
+    ws = np.broadcast_to(wq.scale.astype(np.float32), (w.shape[0],))
+    factor = scale[:, None] * ws[None, :]
+    out = dot.astype(np.float32) * factor
+    if bias is not None:
+        out = np.asarray(bias, dtype=np.float32).reshape(1, -1) + out
+    return out.astype(np.float32)
 
 
 class _FCPlan:

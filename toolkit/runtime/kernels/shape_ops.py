@@ -243,7 +243,10 @@ def strided_slice(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
         y = x[tuple(index)]
     except IndexError as exc:
         raise bad_input(op, f"slice out of range: {exc}") from None
-    return [np.ascontiguousarray(y).astype(out_dtype(op), copy=False)]
+    y = np.asarray(y)  # a scalar when every axis shrinks (ascontiguousarray would add one)
+    if not y.flags.c_contiguous:
+        y = y.copy()
+    return [y.astype(out_dtype(op), copy=False)]
 
 
 @register("SLICE")

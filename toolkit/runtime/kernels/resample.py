@@ -1,0 +1,229 @@
+"""Kernels that change the spatial size: TRANSPOSE_CONV, CONV_3D, RESIZE_BILINEAR and
+RESIZE_NEAREST_NEIGHBOR.
+
+TRANSPOSE_CONV scatters each input pixel's products with the filter into the output
+(``cols = x @ w``, then one strided add per filter tap) and crops the padding TFLite
+computes from the requested output shape; quantized, it accumulates ``(q - zp_in) * w``
+exactly in integers and requantizes per output channel. RESIZE_BILINEAR on int8 is TFLite's
+``ResizeBilinearInteger`` (10-bit fixed-point positions, products rounded half away from
+zero at 20 bits); on float32 its reference arithmetic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toolkit.ir import Op
+from toolkit.runtime.kernels._registry import register
+from toolkit.runtime.kernels.common import (
+    bad_input,
+    conv_out_and_pad,
+    float_activation,
+    int_matmul,
+    is_quantized,
+    need,
+    opt,
+    out_dtype,
+    padding_same,
+    qparams,
+    unsupported,
+)
+from toolkit.runtime.kernels.conv import channel_multipliers, quantized_output
+
+__all__: list[str] = []
+
+Args = list[np.ndarray | None]
+_F32 = np.dtype(np.float32)
+
+
+# ------------------------------------------------------------------ transpose conv
+def _scatter(cols: np.ndarray, n: int, h: int, w: int, o: int, kh: int, kw: int,
+             sh: int, sw: int, out_h: int, out_w: int, pt: int, pl: int) -> np.ndarray:
+    """Add ``cols`` ([n, h, w, o, kh, kw]) into the strided output and crop the padding."""
+    full_h = max((h - 1) * sh + kh, pt + out_h)
+    full_w = max((w - 1) * sw + kw, pl + out_w)
+    buf = np.zeros((n, full_h, full_w, o), dtype=cols.dtype)
+    for ky in range(kh):
+        for kx in range(kw):
+            buf[:, ky:ky + (h - 1) * sh + 1:sh, kx:kx + (w - 1) * sw + 1:sw, :] += \
+                cols[..., ky, kx]
+    return buf[:, pt:pt + out_h, pl:pl + out_w, :]
+
+
+@register("TRANSPOSE_CONV")
+def transpose_conv(op: Op, args: Args) -> list[np.ndarray]:
+    """TRANSPOSE_CONV(output_shape, filter [O, KH, KW, C], input, bias?)."""
+    out_shape = [int(v) for v in need(op, args, 0).reshape(-1)]
+    wgt, x = need(op, args, 1), need(op, args, 2)
+    bias = args[3] if len(args) > 3 else None
+    if x.ndim != 4 or wgt.ndim != 4 or len(out_shape) != 4:
+        raise bad_input(op, f"TRANSPOSE_CONV takes 4-d tensors, got input {list(x.shape)}, "
+                            f"filter {list(wgt.shape)}, output shape {out_shape}")
+    n, h, w, c = x.shape
+    o, kh, kw, c2 = wgt.shape
+    if c != c2 or out_shape[3] != o or out_shape[0] != n:
+        raise bad_input(op, f"filter {list(wgt.shape)} does not fit input {list(x.shape)} "
+                            f"and output shape {out_shape}")
+    sh, sw = int(opt(op, "strideH", 1)), int(opt(op, "strideW", 1))
+    out_h, out_w = out_shape[1], out_shape[2]
+    same = padding_same(op)
+    # TFLite: the padding of a convolution from the output size back to the input size
+    _, pt, _ = conv_out_and_pad(out_h, kh, sh, 1, same)
+    _, pl, _ = conv_out_and_pad(out_w, kw, sw, 1, same)
+    if x.dtype == _F32:
+        cols = (x.reshape(-1, c) @ wgt.reshape(o * kh * kw, c).T.astype(np.float32))
+        cols = cols.reshape(n, h, w, o, kh, kw)
+        y = _scatter(cols, n, h, w, o, kh, kw, sh, sw, out_h, out_w, pt, pl)
+        if bias is not None:
+            y = y + bias.astype(np.float32)
+        return [np.ascontiguousarray(float_activation(op, y.astype(np.float32)))]
+    if not (is_quantized(op.inputs[2]) and is_quantized(op.outputs[0])):
+        raise unsupported(op, f"TRANSPOSE_CONV on non-quantized {x.dtype} input")
+    iq, wq, oq = (qparams(op, t) for t in (op.inputs[2], op.inputs[1], op.outputs[0]))
+    xv = x.astype(np.int64) - iq.zp
+    wv = wgt.astype(np.int64) - (wq.zero_point.reshape(-1, 1, 1, 1)
+                                 if wq.zero_point.size == o else int(wq.zp))
+    cols = int_matmul(xv.reshape(-1, c), wv.reshape(o * kh * kw, c).T)
+    acc = _scatter(cols.reshape(n, h, w, o, kh, kw), n, h, w, o, kh, kw, sh, sw,
+                   out_h, out_w, pt, pl)
+    if bias is not None:
+        acc = acc + bias.astype(np.int64)
+    mult = channel_multipliers(op, iq, wq, oq, o)
+    return [quantized_output(op, np.ascontiguousarray(acc), mult)]
+
+
+# ------------------------------------------------------------------ conv 3d
+@register("CONV_3D")
+def conv_3d(op: Op, args: Args) -> list[np.ndarray]:
+    """CONV_3D(input [N, D, H, W, C], filter [KD, KH, KW, C, O], bias?) in float32."""
+    x, wgt = need(op, args, 0), need(op, args, 1)
+    bias = args[2] if len(args) > 2 else None
+    if x.dtype != _F32:
+        raise unsupported(op, f"CONV_3D on {x.dtype} input (float32 only)")
+    if x.ndim != 5 or wgt.ndim != 5 or wgt.shape[3] != x.shape[4]:
+        raise bad_input(op, f"filter {list(wgt.shape)} does not fit input {list(x.shape)}")
+    kd, kh, kw, _c, o = wgt.shape
+    strides = [int(opt(op, f"stride{a}", 1)) for a in "DHW"]
+    dil = [int(opt(op, f"dilation{a}Factor", 1)) for a in "DHW"]
+    same = padding_same(op)
+    dims = [conv_out_and_pad(s, k, st, d, same)
+            for s, k, st, d in zip(x.shape[1:4], (kd, kh, kw), strides, dil)]
+    xp = np.pad(x, [(0, 0)] + [(p0, p1) for _, p0, p1 in dims] + [(0, 0)])
+    od, oh, ow = (d[0] for d in dims)
+    y = np.zeros((x.shape[0], od, oh, ow, o), dtype=np.float32)
+    for a in range(kd):
+        for b in range(kh):
+            for e in range(kw):
+                sl = xp[:, a * dil[0]:a * dil[0] + (od - 1) * strides[0] + 1:strides[0],
+                        b * dil[1]:b * dil[1] + (oh - 1) * strides[1] + 1:strides[1],
+                        e * dil[2]:e * dil[2] + (ow - 1) * strides[2] + 1:strides[2], :]
+                y += sl @ wgt[a, b, e].astype(np.float32)
+    if bias is not None:
+        y += bias.astype(np.float32)
+    return [float_activation(op, y)]
+
+
+# ------------------------------------------------------------------ resize
+def _size(op: Op, args: Args) -> tuple[int, int]:
+    size = [int(v) for v in need(op, args, 1).reshape(-1)]
+    if len(size) != 2 or min(size) < 1:
+        raise bad_input(op, f"size {size} is not [new_height, new_width]")
+    return size[0], size[1]
+
+
+def _bilinear_float(x: np.ndarray, oh: int, ow: int, align: bool, half: bool) -> np.ndarray:
+    _n, h, w, _c = x.shape
+
+    def axis(out: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        scale = np.float32((size - 1) / (out - 1)) if align and out > 1 else \
+            np.float32(size / out)
+        v = np.arange(out, dtype=np.float32)
+        pos = (v + np.float32(0.5)) * scale - np.float32(0.5) if half else v * scale
+        lo = np.maximum(np.floor(pos).astype(np.int64), 0)
+        hi = np.minimum(np.ceil(pos).astype(np.int64), size - 1)
+        return pos.astype(np.float32), lo, hi
+
+    ys, y0, y1 = axis(oh, h)
+    xs, x0, x1 = axis(ow, w)
+    dy = (ys - y0.astype(np.float32)).reshape(1, oh, 1, 1)
+    dx = (xs - x0.astype(np.float32)).reshape(1, 1, ow, 1)
+    one = np.float32(1)
+    top_l = x[:, y0][:, :, x0]
+    top_r = x[:, y0][:, :, x1]
+    bot_l = x[:, y1][:, :, x0]
+    bot_r = x[:, y1][:, :, x1]
+    out = (top_l * (one - dy) * (one - dx) + bot_l * dy * (one - dx)
+           + top_r * (one - dy) * dx + bot_r * dy * dx)
+    return out.astype(np.float32)
+
+
+def _bilinear_int(x: np.ndarray, oh: int, ow: int, align: bool, half: bool) -> np.ndarray:
+    """TFLite ``ResizeBilinearInteger``."""
+    _n, h, w, _c = x.shape
+
+    def axis(out: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if align and out > 1:
+            scale = ((1 << 10) * (size - 1) + (out - 1) // 2) // (out - 1)
+        else:
+            scale = ((1 << 10) * size + out // 2) // out
+        v = np.arange(out, dtype=np.int64)
+        pos = v * scale + scale // 2 - (1 << 9) if half else v * scale
+        lo = np.maximum(np.trunc(pos / (1 << 10)).astype(np.int64), 0)
+        hi = np.minimum(np.trunc((pos + (1 << 10) - 1) / (1 << 10)).astype(np.int64), size - 1)
+        return pos, lo, hi
+
+    ys, y0, y1 = axis(oh, h)
+    xs, x0, x1 = axis(ow, w)
+    fy = (ys - (1 << 10) * y0).reshape(1, oh, 1, 1)
+    fx = (xs - (1 << 10) * x0).reshape(1, 1, ow, 1)
+    one = 1 << 10
+    v = x.astype(np.int64)
+    acc = (v[:, y0][:, :, x0] * (one - fy) * (one - fx) + v[:, y1][:, :, x0] * fy * (one - fx)
+           + v[:, y0][:, :, x1] * (one - fy) * fx + v[:, y1][:, :, x1] * fy * fx)
+    rnd = np.where(acc > 0, 1 << 19, -(1 << 19))
+    q = (acc + rnd)
+    return (np.sign(q) * (np.abs(q) // (1 << 20))).astype(x.dtype)
+
+
+@register("RESIZE_BILINEAR")
+def resize_bilinear(op: Op, args: Args) -> list[np.ndarray]:
+    """RESIZE_BILINEAR to the [height, width] of input 1 (alignCorners, halfPixelCenters)."""
+    x = need(op, args, 0)
+    if x.ndim != 4:
+        raise bad_input(op, f"RESIZE_BILINEAR takes an NHWC input, got {list(x.shape)}")
+    oh, ow = _size(op, args)
+    align = bool(opt(op, "alignCorners", False))
+    half = bool(opt(op, "halfPixelCenters", False))
+    if x.dtype == _F32:
+        return [_bilinear_float(x, oh, ow, align, half)]
+    if x.dtype in (np.dtype(np.int8), np.dtype(np.int16)):
+        return [_bilinear_int(x, oh, ow, align, half).astype(out_dtype(op))]
+    if x.dtype == np.dtype(np.uint8):
+        return [_bilinear_int(x, oh, ow, align, half).astype(out_dtype(op))]
+    raise unsupported(op, f"RESIZE_BILINEAR on {x.dtype} input")
+
+
+@register("RESIZE_NEAREST_NEIGHBOR")
+def resize_nearest_neighbor(op: Op, args: Args) -> list[np.ndarray]:
+    """RESIZE_NEAREST_NEIGHBOR to the [height, width] of input 1 (values moved as they are)."""
+    x = need(op, args, 0)
+    if x.ndim != 4:
+        raise bad_input(op, f"RESIZE_NEAREST_NEIGHBOR takes an NHWC input, got "
+                            f"{list(x.shape)}")
+    oh, ow = _size(op, args)
+    align = bool(opt(op, "alignCorners", False))
+    half = bool(opt(op, "halfPixelCenters", False))
+
+    def axis(out: int, size: int) -> np.ndarray:
+        scale = np.float32((size - 1) / (out - 1)) if align and out > 1 else \
+            np.float32(size / out)
+        off = np.float32(0.5) if half else np.float32(0)
+        pos = (np.arange(out, dtype=np.float32) + off) * scale
+        if align:
+            idx = np.sign(pos) * np.floor(np.abs(pos) + np.float32(0.5))
+        else:
+            idx = np.floor(pos)
+        idx = np.minimum(idx.astype(np.int64), size - 1)
+        return np.maximum(idx, 0) if half else idx
+
+    return [np.ascontiguousarray(x[:, axis(oh, x.shape[1])][:, :, axis(ow, x.shape[2])])]
