@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 OUT    := out
 
-.PHONY: demo test lint lab bench samples clean
+.PHONY: demo test lint lab bench samples browser-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ test: $(VENV)/.dev-installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n 2 -q
+
+## browser-check: every notebook run in JupyterLab in headless Chromium (installs Debian's
+## chromium when missing and running as root); screenshots in out/browser/
+browser-check: $(VENV)/.dev-installed
+	$(BIN)/python tests/browser/check_notebooks.py --out $(OUT)/browser
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check toolkit tests bench sample_models
