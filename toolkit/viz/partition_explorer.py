@@ -5,15 +5,21 @@ verifies the chained parts against the source model, runs them traced and joins 
 back to the original layers. :func:`explorer` wraps the same function in ipywidgets controls
 (backends, ``comply``, one backend choice per op type or per op name) so the experiment can be
 repeated by clicking; without a browser, call :func:`experiment` directly.
+
+Figures are built as plain :class:`matplotlib.figure.Figure` objects, never through pyplot, and
+the explorer shows them as PNG bytes in an ``Image`` widget: no pyplot hook can draw a figure
+while it is still being built, and nothing depends on an ``Output`` widget capturing in time.
 """
 
 from __future__ import annotations
 
+import html
+import threading
 from dataclasses import dataclass, field
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -23,7 +29,7 @@ from toolkit.ir import Model, Op
 from toolkit.viz.graph import draw_graph, palette
 from toolkit.viz.plots import plot_layer_bars
 
-__all__ = ["experiment", "PartitionExperiment", "explorer", "cut_tensors"]
+__all__ = ["experiment", "PartitionExperiment", "explorer", "cut_tensors", "figure_png"]
 
 
 @dataclass
@@ -74,8 +80,11 @@ class PartitionExperiment:
         return self.attribution.by_layer() if self.attribution is not None else pd.DataFrame()
 
     def figure(self) -> Figure:
-        """Graph coloured by backend, bytes crossing each cut, and time per backend/layer."""
-        fig = plt.figure(figsize=(13, 6.5), layout="constrained")
+        """Graph coloured by backend, bytes crossing each cut, and time per backend.
+
+        A plain Figure (not registered with pyplot): a notebook shows it when it is a cell's
+        value; :func:`figure_png` renders it."""
+        fig = Figure(figsize=(13, 6.5), layout="constrained")
         gs = fig.add_gridspec(2, 2, width_ratios=[1.1, 1])
         ax_g = fig.add_subplot(gs[:, 0])
         backend_of = {op: row for op, row in _backend_by_op(self.result, self.model).items()}
@@ -99,6 +108,14 @@ class PartitionExperiment:
             plot_layer_bars(bb, label="backend", ax=ax_t, per_run=True,
                             colors=self.backend_colors, title="time per backend (reference run)")
         return fig
+
+
+def figure_png(fig: Figure) -> bytes:
+    """Render a figure to PNG bytes as a notebook's inline backend does (tight bounding box,
+    the figure's own dpi)."""
+    buf = BytesIO()
+    fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight", facecolor="white")
+    return buf.getvalue()
 
 
 def _backend_by_op(result: Any, model: Model) -> dict[Op, str]:
@@ -177,12 +194,14 @@ def explorer(model: Model, *, backends: tuple[str, ...] = ("cpu", "npu"),
     file. The widget's ``.experiment`` attribute holds the latest result.
     """
     import ipywidgets as w
-    from IPython.display import display
 
     ops = model.graph.ops
     types = sorted({op.kind for op in ops})
     names = [op.name for op in ops]
-    backends_box = w.Text(value=",".join(backends), description="backends")
+    # continuous_update=False: the experiment runs on Enter (or leaving the field), not per key
+    backends_box = w.Text(value=",".join(backends), description="backends",
+                          continuous_update=False,
+                          placeholder="comma-separated; press Enter to apply")
     default_dd = w.Dropdown(options=list(backends), value=default or backends[0],
                             description="default")
     comply_dd = w.ToggleButtons(options=["opcode", "opname"], value="opcode",
@@ -193,49 +212,76 @@ def explorer(model: Model, *, backends: tuple[str, ...] = ("cpu", "npu"),
     name_dd = {n: w.Dropdown(options=["(default)", *backends], value="(default)",
                              description=n[-28:], style={"description_width": "220px"},
                              layout=w.Layout(width="390px")) for n in names}
-    out = w.Output()
+    table = w.HTML()
+    picture = w.Image(format="png", layout=w.Layout(max_width="100%", height="auto"))
     export_path = w.Text(value="experiment.part", description="file")
     export_btn = w.Button(description="export .part")
     status = w.HTML()
     box = w.VBox()
+    controls: list[Any] = [backends_box, default_dd, comply_dd, *type_dd.values(),
+                           *name_dd.values()]
+    state = {"runs": 0, "syncing": False}
+    lock = threading.Lock()
 
     def current_backends() -> list[str]:
         return [b.strip() for b in backends_box.value.split(",") if b.strip()]
 
+    def sync_options(bs: list[str]) -> None:
+        """Give every dropdown the current backends without re-running per dropdown."""
+        state["syncing"] = True
+        try:
+            for dd in [default_dd, *type_dd.values(), *name_dd.values()]:
+                keep = dd.value
+                opts = bs if dd is default_dd else ["(default)", *bs]
+                if list(dd.options) != opts:
+                    dd.options = opts
+                dd.value = keep if keep in opts else opts[0]
+        finally:
+            state["syncing"] = False
+
     def refresh(*_: Any) -> None:
-        bs = current_backends()
-        for dd in [default_dd, *type_dd.values(), *name_dd.values()]:
-            keep = dd.value
-            opts = bs if dd is default_dd else ["(default)", *bs]
-            dd.options = opts
-            dd.value = keep if keep in opts else opts[0]
-        rules = type_dd if comply_dd.value == "opcode" else name_dd
-        chosen = {k: dd.value for k, dd in rules.items() if dd.value != "(default)"}
-        out.clear_output(wait=True)
-        with out:
+        if state["syncing"]:
+            return
+        with lock:
+            bs = current_backends()
+            if not bs:
+                status.value = ("<b>no backend</b>: type at least one backend name, "
+                                "comma-separated, then press Enter")
+                return
+            sync_options(bs)
+            rules = type_dd if comply_dd.value == "opcode" else name_dd
+            chosen = {k: dd.value for k, dd in rules.items() if dd.value != "(default)"}
+            state["runs"] += 1
+            run_no = state["runs"]
+            status.value = f"<i>⏳ running experiment (run {run_no})…</i>"
+            for c in controls:
+                c.disabled = True
             try:
                 exp = experiment(model, backends=bs, default=default_dd.value,
                                  comply=comply_dd.value,
                                  opcode=chosen if comply_dd.value == "opcode" else None,
                                  opname=chosen if comply_dd.value == "opname" else None,
                                  repeat=repeat)
+                png = figure_png(exp.figure())
             except Exception as e:  # shown to the user, not raised inside a callback
-                print(f"error: {e}")
+                status.value = f"<b>run {run_no}: error</b>: {html.escape(str(e))}"
                 return
+            finally:
+                for c in controls:
+                    c.disabled = False
             box.experiment = exp
-            display(exp.parts())
-            display(exp.figure())
-            plt.close("all")
-            status.value = (f"<b>{len(exp.result.parts)} parts</b>, outputs "
+            table.value = exp.parts().to_html(index=False)
+            picture.value = png
+            status.value = (f"run {run_no}: <b>{len(exp.result.parts)} parts</b>, outputs "
                             f"{'identical to the source model' if exp.verified else 'differ'}")
 
     def export(_: Any) -> None:
         exp = getattr(box, "experiment", None)
         if exp is not None:
             p = exp.export_part(export_path.value)
-            status.value = f"wrote {p}"
+            status.value = f"wrote {html.escape(str(p))}"
 
-    for c in [backends_box, default_dd, comply_dd, *type_dd.values(), *name_dd.values()]:
+    for c in controls:
         c.observe(refresh, names="value")
     export_btn.on_click(export)
     rules_tabs = w.Tab(children=[w.VBox(list(type_dd.values())),
@@ -243,6 +289,7 @@ def explorer(model: Model, *, backends: tuple[str, ...] = ("cpu", "npu"),
     rules_tabs.set_title(0, "[OPCODE]")
     rules_tabs.set_title(1, "[OPNAME]")
     box.children = [w.HBox([backends_box, default_dd]), comply_dd, rules_tabs,
-                    w.HBox([export_path, export_btn]), status, out]
+                    w.HBox([export_path, export_btn]), status, table, picture]
+    box.refresh = refresh
     refresh()
     return box
