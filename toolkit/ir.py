@@ -846,3 +846,23 @@ class Model:
         g = self.graph
         return (f"<Model {self.format} {len(self.subgraphs)} subgraph(s), "
                 f"{len(g)} ops, {len(g._tensors)} tensors>")
+
+    def _repr_html_(self) -> str:
+        """Rich view: summary line, ops per type (most first), the largest tensors."""
+        from toolkit.reprs import html_bars, html_table, html_view
+
+        ops = self.ops_table()
+        kinds = (ops.groupby("op_type").size().rename("ops").reset_index()
+                 .sort_values("ops", ascending=False, kind="stable"))
+        tensors = self.tensors_table()[["name", "kind", "dtype", "shape", "bytes"]]
+        g = self.graph
+        summary = (f"{self.format}, {len(self.subgraphs)} subgraph(s), {len(g)} ops of "
+                   f"{len(kinds)} types, {len(g._tensors)} tensors, origin tables: "
+                   f"{'yes' if self.had_origin_tables else 'no'}"
+                   + (f", from {self.path}" if self.path else ""))
+        top = kinds.head(8)
+        return html_view("Model", summary, [
+            ("ops per type", html_table(kinds, "ops", 8)),
+            ("largest tensors", html_table(tensors, "bytes", 5)),
+        ], figure=html_bars(top["op_type"].tolist(), top["ops"].tolist(), unit=" ops",
+                            title="ops per type"))

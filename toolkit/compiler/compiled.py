@@ -320,3 +320,29 @@ class CompiledModel:
     def __repr__(self) -> str:
         return (f"<CompiledModel {len(self.source_ops())} source ops -> {len(self._ops)} "
                 f"compiled ops, {len(self.command_list)} commands for {self.target.name!r}>")
+
+    def _repr_html_(self) -> str:
+        """Rich view: summary line, compiled ops by estimated cycles (largest first) with
+        their source ops, and a bar chart of the largest."""
+        from toolkit.reprs import html_bars, html_table, html_view
+
+        ops = self.optimised_ops()[["optimised_id", "operator", "name", "macs"]]
+        cmds = self.commands()
+        per_op = cmds.groupby("optimised_id").agg(commands=("command_id", "size"),
+                                                  est_cycles=("est_cycles", "sum"))
+        names = self.source_ops().set_index("source_id")["name"]
+        sources = (self.origins().assign(source=lambda d: d["source_id"].map(names))
+                   .groupby("optimised_id")["source"].agg(lambda s: ", ".join(map(str, s))))
+        table = (ops.merge(per_op, left_on="optimised_id", right_index=True, how="left")
+                 .merge(sources.rename("source ops"), left_on="optimised_id",
+                        right_index=True, how="left")
+                 .fillna({"commands": 0, "est_cycles": 0}))
+        summary = (f"{len(self.source_ops())} source ops -> {len(self._ops)} compiled ops -> "
+                   f"{len(self.command_list)} commands for target {self.target.name!r}, "
+                   f"{len(self.removed())} source op(s) removed, {int(ops['macs'].sum()):,} MACs")
+        top = table.sort_values("est_cycles", ascending=False, kind="stable").head(8)
+        return html_view("CompiledModel", summary, [
+            ("compiled ops", html_table(table, "est_cycles", 10)),
+        ], figure=html_bars(top["name"].astype(str).tolist(), top["est_cycles"].tolist(),
+                            unit=" cycles", title="estimated cycles per compiled op"))
+

@@ -200,8 +200,31 @@ class PartitionResult:
         return report.removed(self)
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{self.file_of(p)}({len(p.op_indices)} ops)" for p in self.parts)
-        return f"<PartitionResult {self.source_file}: {parts}>"
+        backends = ", ".join(dict.fromkeys(p.backend for p in self.parts))
+        ops = sum(len(p.op_indices) for p in self.parts)
+        return (f"<PartitionResult {self.source_file}: {len(self.parts)} part(s) over "
+                f"{backends or '-'}, {ops} ops, {len(self.warnings)} warning(s)>")
+
+    def _repr_html_(self) -> str:
+        """Rich view: summary line, parts by op count (largest first) with their cut bytes,
+        and a bar chart of ops per part."""
+        from toolkit.reprs import html_bars, html_table, html_view
+
+        parts = self.parts_table()
+        cut = int(parts["cut_in_bytes"].sum()) if len(parts) else 0
+        summary = (f"{self.source_file}: {len(self.parts)} part(s) over "
+                   f"{', '.join(dict.fromkeys(p.backend for p in self.parts)) or '-'}, "
+                   f"comply={self.spec.comply}, {cut:,} bytes cross a cut per inference, "
+                   f"{len(self.warnings)} warning(s)")
+        cols = ["part", "backend", "op_count", "op_types", "cut_in_bytes", "cut_out_bytes"]
+        sections = [("parts", html_table(parts, "op_count", 10, columns=cols))]
+        if self.warnings:
+            sections.append(("warnings", html_table(self.warnings_table(), None, 10)))
+        top = parts.sort_values("op_count", ascending=False, kind="stable").head(8)
+        labels = [f"part {r.part} ({r.backend})" for r in top.itertuples()]
+        return html_view("PartitionResult", summary, sections,
+                         figure=html_bars(labels, top["op_count"].tolist(), unit=" ops",
+                                          title="ops per part"))
 
 
 def _inside(work: Path, name: str) -> Path:

@@ -108,6 +108,26 @@ class Trace:
         return (f"<Trace {len(self.events)} events, {self.runs} run(s), keys: {kinds or '-'}, "
                 f"from {self.meta.get('source', '?')}>")
 
+    def _repr_html_(self) -> str:
+        """Rich view: summary line and event names by total duration (largest first)."""
+        from toolkit.reprs import html_bars, html_table, html_view
+
+        ev = self.events
+        by_name = (ev.groupby("name", observed=True)
+                   .agg(events=("event_id", "size"), total_ns=("dur_ns", "sum"))
+                   .reset_index())
+        span = int((ev["start_ns"] + ev["dur_ns"]).max() - ev["start_ns"].min()) if len(ev) else 0
+        kinds = ", ".join(f"{k}={n}" for k, n in self.key_kinds().itertuples(index=False))
+        problems = int((ev["problem"].astype(str) != "").sum()) if len(ev) else 0
+        summary = (f"{len(ev):,} events, {self.runs} run(s), {span / 1e6:,.3f} ms from first "
+                   f"start to last end, keys: {kinds or '-'}, {problems} problem row(s), "
+                   f"from {self.meta.get('source', '?')}")
+        top = by_name.sort_values("total_ns", ascending=False, kind="stable").head(8)
+        return html_view("Trace", summary, [
+            ("time per event name", html_table(by_name, "total_ns", 10)),
+        ], figure=html_bars(top["name"].astype(str).tolist(), (top["total_ns"] / 1e3).tolist(),
+                            unit=" µs", title="total duration per event name"))
+
 
 # --------------------------------------------------------------------------------------------
 # Public entry point

@@ -148,6 +148,41 @@ class VelaResult:
     _attributions: dict[tuple[str, str], VelaAttribution] = field(
         default_factory=dict, repr=False, compare=False)
 
+    def __repr__(self) -> str:
+        n_sched = len(self.estimates.frame())
+        return (f"<VelaResult {self.outdir} ({self.core} core): {n_sched} scheduled op(s) for "
+                f"{len(self.model.graph)} source ops of "
+                f"{self.model_path.name if self.model_path else 'a loaded model'}>")
+
+    def _repr_html_(self) -> str:
+        """Rich view: summary line (Vela's summary figures when present), layers by
+        estimated cycles (largest first) with their share, and a bar chart of the shares."""
+        from toolkit.reprs import html_bars, html_table, html_view
+
+        att = self.attribution()
+        layers = att.by_layer()
+        s = self.summary or {}
+        known = []
+        if "accelerator_configuration" in s:
+            known.append(str(s["accelerator_configuration"]))
+        if isinstance(s.get("inference_time"), (int, float)):
+            known.append(f"estimated inference time {1e3 * float(s['inference_time']):.3f} ms")
+        if isinstance(s.get("cycles_total"), (int, float)):
+            known.append(f"{float(s['cycles_total']):,.0f} cycles in total")
+        summary = (f"{self.outdir} ({self.core} core), {len(self.estimates.frame())} "
+                   f"scheduled op(s), {len(layers)} original layers"
+                   + (", " + ", ".join(known) if known else ""))
+        by = att.metric if att.metric in layers.columns else None
+        top = (layers.sort_values(by, ascending=False, kind="stable").head(8) if by
+               else layers.head(0))
+        figure = (html_bars(top["layer"].astype(str).tolist(), (100 * top["share"]).tolist(),
+                            unit=" %", title=f"share of Vela's {att.metric}")
+                  if "share" in top.columns else "")
+        return html_view("VelaResult", summary, [
+            (f"Vela's estimates per original layer ({att.metric})",
+             html_table(layers, by, 10)),
+        ], figure=figure)
+
     @property
     def core(self) -> str:
         """``"default"`` or ``"legacy"``: the Vela core that wrote the output."""
