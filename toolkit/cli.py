@@ -330,6 +330,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except SystemExit as e:  # argparse: bad flags (it printed the usage and the reason)
         return 2 if e.code not in (0, None) else 0
+    except KeyboardInterrupt:
+        print(f"toolkit {args[0]}: interrupted (Ctrl-C); nothing more was written",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

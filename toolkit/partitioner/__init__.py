@@ -139,7 +139,10 @@ class PartitionResult:
                                  fix="pass a folder (it is created when missing)")
         payload: dict[Path, bytes] = {}
         conn = self.connection(ext)
-        for p, cp in zip(self.parts, conn.parts):
+        from toolkit.progress import progress
+
+        for p, cp in progress(list(zip(self.parts, conn.parts)), desc="writing parts",
+                              unit="part"):
             target = _inside(work, cp.file)
             data = bytes(write_model(p.model, _FORMATS[ext], origin_tables=True,
                                      where=str(target)))

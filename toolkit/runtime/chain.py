@@ -23,6 +23,7 @@ import pandas as pd
 from toolkit.errors import PartitionError, RuntimeInputError
 from toolkit.formats.conn_file import Connection, ConnPart, file_digest, read_connection
 from toolkit.ir import Model
+from toolkit.progress import progress
 from toolkit.runtime.result import RunResult
 
 __all__ = ["run_connection", "litert_runner", "Runner"]
@@ -198,7 +199,7 @@ def run_connection(conn: Any, inputs: Any = None, *, run: Runner | None = None,
         for s in stages:
             _take(s, run(s.model, _feed(s, env, where)), env, where)
     start = time.perf_counter_ns()
-    for r in range(repeat):
+    for r in progress(range(repeat), desc="chained inferences", unit="run"):
         env = dict(env0)
         for s in stages:
             feed = _feed(s, env, where)
@@ -234,7 +235,7 @@ def _run_reference(stages: list[_Stage], c: Connection, env0: dict[str, np.ndarr
         env = dict(env0)
         for s, it in zip(stages, interps):
             _take(s, it.invoke(_feed(s, env, where)), env, where)
-    for _ in range(repeat):
+    for _ in progress(range(repeat), desc="chained inferences", unit="run"):
         if tracer is not None:
             tracer.new_run()
         env = dict(env0)

@@ -443,8 +443,10 @@ def run_model(model: Any, inputs: Any = None, *, trace: bool = False, repeat: in
     if trace and tracer is None:
         tracer = EventTracer()
     out: dict[str, np.ndarray] = {}
+    from toolkit.progress import progress
+
     for _ in range(warmup):
         out = it.invoke(inputs)
-    for _ in range(repeat):
+    for _ in progress(range(repeat), desc="inferences", unit="run"):
         out = it.invoke(inputs, tracer, new_run=True)
     return RunResult(out, tracer)

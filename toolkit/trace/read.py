@@ -253,9 +253,42 @@ def _from_path(path: Path, format: str | None, opts: _Options) -> Trace:
         raise ToolkitError(f"format {format!r} is for in-memory objects, not files",
                            where=str(path), fix="use 'chrome', 'csv' or 'records'")
     from toolkit.formats.chrome_trace import read_chrome_trace
+    from toolkit.progress import ByteProgress, progress_enabled
 
-    frame = read_chrome_trace(path)
+    if progress_enabled() and path.stat().st_size >= _PROGRESS_BYTES:
+        # a bar over the bytes read from disk; the reader sees the same stream
+        with ByteProgress(open(path, "rb"), path.stat().st_size, f"reading {path.name}") as raw:
+            head = raw.read(2)
+            stream: Any = _Prefixed(head, raw)
+            gz = head == b"\x1f\x8b"
+            if gz:
+                stream = gzip.GzipFile(fileobj=stream, mode="rb")
+            frame = read_chrome_trace(stream)
+        frame.attrs["source"] = f"{path} (gzip)" if gz else str(path)
+    else:
+        frame = read_chrome_trace(path)
     return _from_frame(frame, opts, {**_chrome_meta(frame), "format": "chrome"})
+
+
+_PROGRESS_BYTES = 16 << 20
+"""Trace files from this size on are read with a progress bar (when bars are on)."""
+
+
+class _Prefixed:
+    """A read-only stream: ``head`` (already read) then the rest of ``raw``."""
+
+    def __init__(self, head: bytes, raw: Any) -> None:
+        self._head, self._raw = head, raw
+        self.name = getattr(raw, "name", "<file>")
+
+    def read(self, n: int = -1) -> bytes:
+        if not self._head:
+            return bytes(self._raw.read(n))
+        if n < 0:
+            data, self._head = self._head + self._raw.read(), b""
+            return data
+        data, self._head = self._head[:n], self._head[n:]
+        return data + (bytes(self._raw.read(n - len(data))) if n > len(data) else b"")
 
 
 def _open_bytes(path: Path) -> Any:

@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,7 +101,7 @@ def run_vela(model_path: str | os.PathLike[str], outdir: str | os.PathLike[str],
         cmd.append("--debug-force-legacy-core")
     cmd += [*extra_args, str(model)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        proc = _run_with_progress(cmd, timeout, f"vela {model.name}")
     except subprocess.TimeoutExpired:
         raise VelaError(f"vela did not finish within {timeout:g} s", where=str(model),
                         fix="raise the timeout or try a smaller model") from None
@@ -118,6 +118,43 @@ def run_vela(model_path: str | os.PathLike[str], outdir: str | os.PathLike[str],
         raise VelaError(f"vela wrote no {debug.name}", where=str(out),
                         fix="check that this Vela supports --enable-debug-db")
     return out
+
+
+def _run_with_progress(cmd: list[str], timeout: float, desc: str
+                       ) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` capturing its output, with an elapsed-seconds bar while it runs (see
+    :mod:`toolkit.progress`); raises ``subprocess.TimeoutExpired`` after ``timeout`` s (the
+    process is killed) and ``OSError`` when it cannot start."""
+    import time
+
+    from toolkit.progress import progress
+
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        start = time.monotonic()
+
+        def ticks() -> Iterator[tuple[str, str]]:
+            while True:
+                left = timeout - (time.monotonic() - start)
+                if left <= 0:
+                    proc.kill()
+                    proc.communicate()
+                    raise subprocess.TimeoutExpired(cmd, timeout)
+                try:
+                    yield proc.communicate(timeout=min(0.5, left))
+                    return
+                except subprocess.TimeoutExpired:
+                    yield ("", "")
+
+        out = err = ""
+        try:
+            for o, e in progress(ticks(), desc=desc, unit="tick",
+                                 bar_format="{desc}: {elapsed} elapsed"):
+                out, err = out + o, err + e
+        except BaseException:
+            proc.kill()
+            raise
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 @dataclass
