@@ -44,10 +44,13 @@ def _say(msg: str) -> None:
     print(msg, flush=True)
 
 
-def _table(df: pd.DataFrame, n: int = 12) -> str:
-    with pd.option_context("display.width", 160, "display.max_columns", 12,
-                           "display.max_colwidth", 48):
-        return df.head(n).to_string(index=False)
+def _table(df: pd.DataFrame, title: str, by: str | None, n: int = 12,
+           columns: list[str] | None = None) -> str:
+    """The ``n`` rows with the largest ``by`` (the first ``n`` when None) under a title
+    line that says how many of how many rows are shown and their share of the total."""
+    from toolkit.reprs import format_top
+
+    return format_top(df, by, n, title=title, columns=columns)
 
 
 def compile_run_join(out: Path) -> None:
@@ -65,7 +68,8 @@ def compile_run_join(out: Path) -> None:
          f"compiled ops -> {len(compiled.commands())} commands")
     for p in written:
         _say(f"          wrote {p}")
-    _say(_table(compiled.rewrites()[["relation", "pass", "sources", "result"]], 20))
+    _say(_table(compiled.rewrites(), "rewrites, in the order the passes made them", None, 20,
+                ["relation", "pass", "sources", "result"]))
 
     outputs, trace = tk.run(compiled, None, trace=True, repeat=10, warmup=5)
     reference = tk.run(model, None).outputs
@@ -87,8 +91,8 @@ def compile_run_join(out: Path) -> None:
          f"{d / 'runtime_trace.json'}")
     _say(f"[join]    {s['attributed_ns']} of {s['total_ns']} ns attributed, "
          f"{s['unattributed_ns']} ns unattributed (policy {s['policy']}, key {s['key_used']})")
-    _say(_table(by_layer.sort_values("total_ns", ascending=False)[
-        ["layer", "total_ns", "share", "avg_ms", "p50_ms"]]))
+    _say(_table(by_layer, "time per original layer", "total_ns", 12,
+                ["layer", "total_ns", "share", "avg_ms", "p50_ms"]))
 
 
 def partition_example(out: Path) -> None:
@@ -110,8 +114,8 @@ def partition_example(out: Path) -> None:
          f"{'identical to' if same else 'DIFFER from'} the source model's")
     for p in files:
         _say(f"          wrote {p}")
-    _say(_table(result.parts_table()[["part", "backend", "op_count", "inputs", "outputs",
-                                      "cut_in_bytes"]]))
+    _say(_table(result.parts_table(), "parts, in order", None, 12,
+                ["part", "backend", "op_count", "inputs", "outputs", "cut_in_bytes"]))
     if not same:
         raise ToolkitError("partitioned model does not reproduce the source model")
 
@@ -133,7 +137,8 @@ def vela_example(out: Path) -> None:
     by_layer = att.by_layer()
     by_layer.to_csv(d / "vela_by_layer.csv", index=False)
     _say(f"[vela]    Vela's estimates per original layer -> {d / 'vela_by_layer.csv'}")
-    _say(_table(by_layer))
+    _say(_table(by_layer, f"Vela's estimates per original layer ({att.metric})", att.metric,
+                12))
 
 
 def render_notebooks(out: Path) -> None:

@@ -81,13 +81,12 @@ def main_trace_join(argv: Sequence[str]) -> int:
           f"unattributed {s['unattributed_ns']} ns in {s['events'] - s['attributed_events']} "
           "event(s)")
     table = getattr(att, f"by_{a.by}")()
-    shown = table.sort_values("total_ns", ascending=False, kind="stable")
-    if a.top > 0:
-        shown = shown.head(a.top)
+    from toolkit.reprs import format_top
+
+    print()
+    print(format_top(table, "total_ns", a.top if a.top > 0 else len(table), title=f"by {a.by}"))
     with pd.option_context("display.max_rows", None, "display.max_columns", 20,
                            "display.width", 200, "display.max_colwidth", 60):
-        print(f"\n== by {a.by} ({len(table)} rows, largest {len(shown)} shown)")
-        print(shown.to_string(index=False) if len(shown) else "(empty)")
         un = att.unattributed()
         if len(un):
             why = un.groupby("reason", observed=True)["dur_ns"].agg(["count", "sum"])
