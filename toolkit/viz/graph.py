@@ -2,7 +2,8 @@
 
 The layout is layered: an op's column is its depth (longest path from a graph input), ops of
 one column are stacked. An op with several origins is drawn as a box striped with the colour
-of each origin, so a fused op shows at a glance which source ops it came from.
+of each origin, so a fused op shows at a glance which source ops it came from. An edge that
+skips levels (a residual connection) is routed beside the boxes it passes, never under them.
 """
 
 from __future__ import annotations
@@ -12,11 +13,17 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
 from matplotlib.patches import FancyBboxPatch, Patch, Rectangle
 
 from toolkit.ir import Graph, Model, Op
 
-__all__ = ["layout", "draw_graph", "origin_colors", "palette"]
+__all__ = ["layout", "draw_graph", "origin_colors", "palette", "SKIP_COLOR", "LABEL_SIZE"]
+
+SKIP_COLOR = "#7b3294"
+"""Colour of edges that skip levels (residual connections)."""
+LABEL_SIZE = 9
+"""Font size (points) of the text in each op's box: legible at notebook width."""
 
 
 def palette(n: int) -> list[Any]:
@@ -58,15 +65,16 @@ def draw_graph(graph: Graph | Model, *, color_by: str | Mapping[Op, Any] |
                Callable[[Op], Any] = "origin", ax: Axes | None = None,
                origin_names: Mapping[int, str] | None = None, title: str | None = None,
                colors: Mapping[Any, Any] | None = None, legend: bool = True,
-               label: Callable[[Op], str] | None = None, vertical: bool | None = None
-               ) -> Axes:
+               label: Callable[[Op], str] | None = None, vertical: bool | None = None,
+               legend_title: str | None = None) -> Axes:
     """Draw ``graph`` (or a model's main graph) and return the matplotlib Axes.
 
     ``color_by``: ``"origin"`` (one stripe per origin id, colours from ``colors`` or
     :func:`origin_colors`), ``"type"`` (op type), a mapping op → category, or a function
     op → category (e.g. the backend of a partition). ``label`` gives each box's text
     (default: the op type). ``vertical`` draws depth downwards (default: when the graph is
-    more than 12 ops deep).
+    more than 12 ops deep). ``legend_title`` names the colours (default from ``color_by``).
+    Edges that skip levels are drawn in :data:`SKIP_COLOR` beside the boxes they pass.
     """
     if isinstance(graph, Model):
         if origin_names is None:
@@ -77,25 +85,48 @@ def draw_graph(graph: Graph | Model, *, color_by: str | Mapping[Op, Any] |
     nrow = max((sum(1 for p in pos.values() if p[0] == c) for c in range(ncol)), default=1)
     if vertical is None:
         vertical = ncol > 12
+    depth_of = {op: int(x) for op, (x, _) in pos.items()}
     if vertical:
-        pos = {op: (-y * 1.3, -x * 0.8) for op, (x, y) in pos.items()}
+        pos = {op: (-y * 1.5, -x * 0.9) for op, (x, y) in pos.items()}
     if ax is None:
-        size = (max(4, 1.5 * nrow + 1), max(3, 0.55 * ncol + 1)) if vertical else \
-            (max(6, 1.6 * ncol), max(2.5, 0.9 * nrow + 1))
+        size = (max(5, 1.7 * nrow + 2.5), max(3, 0.62 * ncol + 1)) if vertical else \
+            (max(6, 1.7 * ncol), max(2.5, 1.0 * nrow + 1))
         _, ax = plt.subplots(figsize=size)
-    w, h = (1.1, 0.45) if vertical else (0.8, 0.5)
-    # edges first, under the boxes
+    w, h = (1.2, 0.5) if vertical else (0.9, 0.5)
+    # edges first, under the boxes; an edge skipping levels goes round the boxes between, in
+    # its own lane beside the column (vertical) or above the row (horizontal)
+    skips = 0
+    edge_x = max((p[0] for p in pos.values()), default=0.0) + w / 2
+    edge_y = max((p[1] for p in pos.values()), default=0.0) + h / 2
     for op in graph.ops:
         x1, y1 = pos[op]
         for t in op.inputs:
-            if t is not None and t.producer is not None and t.producer in pos:
-                x0, y0 = pos[t.producer]
-                if vertical:
-                    xy, xytext = (x1, y1 + h / 2), (x0, y0 - h / 2)
-                else:
-                    xy, xytext = (x1 - w / 2, y1), (x0 + w / 2, y0)
-                ax.annotate("", xy=xy, xytext=xytext,
-                            arrowprops={"arrowstyle": "->", "color": "0.45", "lw": 0.8})
+            if t is None or t.producer is None or t.producer not in pos:
+                continue
+            x0, y0 = pos[t.producer]
+            span = depth_of[op] - depth_of[t.producer]
+            if span > 1:
+                lane = 0.22 + 0.16 * (skips % 4)
+                skips += 1
+                if vertical:   # out of the right side, down the lane, back in
+                    lx = edge_x + lane
+                    path = [(x0 + w / 2, y0), (lx, y0), (lx, y1)]
+                    end = (x1 + w / 2, y1)
+                else:          # out of the top, along the lane, back down
+                    ly = edge_y + lane
+                    path = [(x0, y0 + h / 2), (x0, ly), (x1, ly)]
+                    end = (x1, y1 + h / 2)
+                ax.plot(*zip(*path), color=SKIP_COLOR, lw=1.2, solid_joinstyle="round")
+                ax.annotate("", xy=end, xytext=path[-1],
+                            arrowprops={"arrowstyle": "->", "color": SKIP_COLOR, "lw": 1.2,
+                                        "shrinkA": 0, "shrinkB": 0})
+                continue
+            if vertical:
+                xy, xytext = (x1, y1 + h / 2), (x0, y0 - h / 2)
+            else:
+                xy, xytext = (x1 - w / 2, y1), (x0 + w / 2, y0)
+            ax.annotate("", xy=xy, xytext=xytext,
+                        arrowprops={"arrowstyle": "->", "color": "0.45", "lw": 0.8})
     cats: dict[Any, Any] = {}
     if color_by == "origin":
         cmap = dict(colors) if colors else origin_colors(graph.live_origins() |
@@ -135,12 +166,13 @@ def draw_graph(graph: Graph | Model, *, color_by: str | Mapping[Op, Any] |
     for op in graph.ops:
         x, y = pos[op]
         text = label(op) if label else op.kind
-        ax.text(x, y, text, ha="center", va="center", fontsize=7,
-                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
+        ax.text(x, y, text, ha="center", va="center", fontsize=LABEL_SIZE,
+                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.75})
     xs = [p[0] for p in pos.values()] or [0]
     ys = [p[1] for p in pos.values()] or [0]
-    ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
-    ax.set_ylim(min(ys) - 0.8, max(ys) + 0.8)
+    # room for skip edges beside (vertical) or above (horizontal) the boxes
+    ax.set_xlim(min(xs) - 0.8, max(xs) + (1.4 if vertical and skips else 0.8))
+    ax.set_ylim(min(ys) - 0.8, max(ys) + (1.3 if not vertical and skips else 0.8))
     if vertical:
         ax.set_xticks([])
         ax.set_ylabel("depth (ops from the inputs, downwards)")
@@ -150,10 +182,13 @@ def draw_graph(graph: Graph | Model, *, color_by: str | Mapping[Op, Any] |
         ax.set_yticks([])
     for side in ("top", "right", "left", "bottom"):
         ax.spines[side].set_visible(False)
-    if title:
-        ax.set_title(title)
+    what = legend_title or {"origin": "source op (origin)", "type": "op type"}.get(
+        color_by if isinstance(color_by, str) else "", "category")
+    ax.set_title(title or f"{graph.name or 'graph'}: {len(graph.ops)} ops coloured by {what}")
+    if skips:
+        handles.append(Line2D([], [], color=SKIP_COLOR, lw=1.2,
+                              label=f"edge skipping levels ({skips})"))
     if legend and handles:
-        ax.legend(handles=handles[:30], loc="upper left", bbox_to_anchor=(1.0, 1.0),
-                  fontsize=7, frameon=False,
-                  title="origin" if color_by == "origin" else None)
+        ax.legend(handles=handles[:31], loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                  fontsize=8, frameon=False, title=what)
     return ax

@@ -84,22 +84,24 @@ class PartitionExperiment:
 
         A plain Figure (not registered with pyplot): a notebook shows it when it is a cell's
         value; :func:`figure_png` renders it."""
-        fig = Figure(figsize=(13, 6.5), layout="constrained")
+        fig = Figure(figsize=(13, 7), layout="constrained")
         gs = fig.add_gridspec(2, 2, width_ratios=[1.1, 1])
         ax_g = fig.add_subplot(gs[:, 0])
         backend_of = {op: row for op, row in _backend_by_op(self.result, self.model).items()}
         draw_graph(self.model, color_by=lambda op: backend_of.get(op, "?"), ax=ax_g,
-                   colors=self.backend_colors, title="ops by backend",
-                   label=lambda op: f"{op.kind}\n[{_part_of(self.result, self.model, op)}]")
+                   colors=self.backend_colors, legend_title="backend",
+                   title=f"{len(self.model.graph.ops)} ops by backend, [part]",
+                   label=lambda op: f"{op.kind} [{_part_of(self.result, self.model, op)}]")
         ax_c = fig.add_subplot(gs[0, 1])
         cuts = self.cuts()
         if len(cuts):
             labels = [f"{r.tensor} ({r.from_part}→{r.to_part})" for r in cuts.itertuples()]
             ax_c.barh(range(len(cuts)), cuts["bytes"] / 1024,
                       color=[self.backend_colors.get(b, "0.6") for b in cuts["from_backend"]])
-            ax_c.set_yticks(range(len(cuts)), labels, fontsize=7)
+            ax_c.set_yticks(range(len(cuts)), labels, fontsize=8)
             ax_c.invert_yaxis()
         ax_c.set_xlabel("KiB crossing the cut (per inference)")
+        ax_c.set_ylabel("tensor (from part → to part)")
         ax_c.set_title(f"{len(cuts)} tensor(s) cross a cut; outputs "
                        f"{'identical' if self.verified else 'DIFFER'}")
         ax_t = fig.add_subplot(gs[1, 1])

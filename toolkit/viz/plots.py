@@ -13,12 +13,13 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from toolkit.viz.graph import palette
 
 __all__ = ["plot_layer_bars", "plot_timeline", "timeline_segments", "plot_policy_split",
-           "layer_colors"]
+           "layer_colors", "timeline_stats", "plot_timeline_stats"]
 
 
 def layer_colors(layers: Sequence[str]) -> dict[str, Any]:
@@ -60,7 +61,13 @@ def plot_layer_bars(by_layer: pd.DataFrame, *, value: str = "total_ns", label: s
     for i, v in enumerate(df["_v"]):
         ax.text(v, i, f" {100 * v / total:.1f}%", va="center", fontsize=7)
     ax.set_xlabel(xlabel)
+    ax.set_ylabel({"layer": "original layer"}.get(label, label.replace("_", " ")))
     ax.set_title(title or f"{xlabel.split(' (')[0]} per {label.replace('_', ' ')}")
+    shown = f"{len(df)} of {len(vals)} shown, largest first" if len(df) < len(vals) else \
+        "largest first"
+    ax.legend(handles=[Patch(facecolor="none", edgecolor="none",
+                             label=f"% = share of the total; {shown}")],
+              loc="lower right", fontsize=8, frameon=False, handlelength=0)
     ax.spines[["top", "right"]].set_visible(False)
     return ax
 
@@ -111,6 +118,7 @@ def plot_timeline(segments: pd.DataFrame, *, ax: Axes | None = None,
                   fontsize=8)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlabel("time since the start of the run (µs)")
+    ax.set_ylabel("compiled op")
     ax.set_title(title or "commands over time, coloured by original layer")
     ax.spines[["top", "right"]].set_visible(False)
     if legend:
@@ -118,6 +126,83 @@ def plot_timeline(segments: pd.DataFrame, *, ax: Axes | None = None,
                    for k in dict.fromkeys(segments["layer"])]
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7,
                   frameon=False, title="original layer")
+    return ax
+
+
+def timeline_stats(events: pd.DataFrame, joined: pd.DataFrame) -> pd.DataFrame:
+    """Each original layer's place in a run, over all runs.
+
+    ``events``: trace events (``event_id``, ``run``, ``start_ns``); ``joined``: the
+    attribution's long form (``event_id``, ``layer``, ``attributed_ns``). An event shared by
+    several layers is cut into consecutive segments in the join's order (as
+    :func:`timeline_segments` does). For each run and layer, the layer starts at its first
+    segment (from the run's first event) and takes the sum of its attributed time.
+    Returns one row per layer, by median start: ``layer`` (str), ``runs`` (int64),
+    ``start_us`` (median start), ``dur_us`` (median time), ``min_us`` / ``max_us`` (fewest /
+    most time in one run), all float64 microseconds.
+    """
+    ev = events[["event_id", "run", "start_ns"]]
+    t0 = ev.groupby("run")["start_ns"].transform("min")
+    ev = ev.assign(offset_ns=ev["start_ns"] - t0)
+    j = joined[["event_id", "layer", "attributed_ns"]].merge(ev, on="event_id")
+    within = j.groupby("event_id", sort=False)["attributed_ns"].cumsum() - j["attributed_ns"]
+    j = j.assign(offset_ns=j["offset_ns"] + within)
+    per = j.groupby(["run", "layer"], observed=True).agg(
+        start_ns=("offset_ns", "min"), dur_ns=("attributed_ns", "sum")).reset_index()
+    g = per.groupby("layer", observed=True)
+    out = pd.DataFrame({
+        "runs": g["run"].nunique().astype("int64"),
+        "start_us": g["start_ns"].median() / 1e3,
+        "dur_us": g["dur_ns"].median() / 1e3,
+        "min_us": g["dur_ns"].min() / 1e3,
+        "max_us": g["dur_ns"].max() / 1e3,
+    }).reset_index()
+    out["layer"] = out["layer"].astype(str)
+    return out.sort_values(["start_us", "layer"], kind="stable").reset_index(drop=True)
+
+
+def plot_timeline_stats(stats: pd.DataFrame, *, ax: Axes | None = None,
+                        colors: Mapping[str, Any] | None = None, title: str | None = None
+                        ) -> Axes:
+    """The median run as a timeline: one row per layer (:func:`timeline_stats`), a bar from
+    its median start lasting its median time, and a whisker from its fewest to its most
+    microseconds in any run."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 0.34 * len(stats) + 1.6))
+    names = stats["layer"].tolist()
+    cmap = dict(colors) if colors else layer_colors(names)
+    y = range(len(stats))
+    ax.barh(y, stats["dur_us"], left=stats["start_us"], color=[cmap.get(n, "0.6") for n in names],
+            edgecolor="white", linewidth=0.5)
+    end = stats["start_us"] + stats["dur_us"]
+    # the axis fits the median run; a whisker reaching past it (a warm-up run, say) is cut at
+    # the edge with an arrow and its value written there
+    right = float((stats["start_us"] + stats["max_us"].clip(
+        upper=3 * stats["dur_us"])).max()) * 1.1 if len(stats) else 1.0
+    right = max(right, float(end.max()) * 1.1 if len(stats) else 1.0)
+    tip = (stats["start_us"] + stats["max_us"]).clip(upper=right)
+    lo = (stats["dur_us"] - stats["min_us"]).clip(lower=0)
+    hi = (tip - end).clip(lower=0)
+    ax.errorbar(end, list(y), xerr=[lo, hi], fmt="none", ecolor="0.15", elinewidth=1,
+                capsize=3)
+    for i, (full, at) in enumerate(zip(stats["start_us"] + stats["max_us"], tip)):
+        if full > at:
+            ax.annotate(f"{stats['max_us'].iloc[i]:,.0f} µs", xy=(at, i), xytext=(-3, 3),
+                        textcoords="offset points", ha="right", va="bottom", fontsize=7,
+                        arrowprops=None)
+            ax.plot([at], [i], marker=">", color="0.15", markersize=4)
+    ax.set_xlim(0, right)
+    ax.set_yticks(list(y), [n if len(n) < 40 else "…" + n[-39:] for n in names], fontsize=8)
+    ax.invert_yaxis()
+    runs = int(stats["runs"].max()) if len(stats) else 0
+    ax.set_xlabel("time since the start of the run (µs)")
+    ax.set_ylabel("original layer")
+    ax.set_title(title or f"the median of {runs} runs: when each layer runs and for how long")
+    ax.legend(handles=[Patch(facecolor="0.6", label="median start and time of the layer"),
+                       Line2D([], [], color="0.15", marker="|", markersize=8, lw=1,
+                              label="its time: fewest to most µs in one run")],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
     return ax
 
 
@@ -141,6 +226,7 @@ def plot_policy_split(splits: Mapping[str, pd.Series], *, ax: Axes | None = None
                 ax.text(left + v / 2, i, f"{v:.0f}", ha="center", va="center", fontsize=7)
             left += v
     ax.set_yticks(range(len(splits)), list(splits), fontsize=9)
+    ax.set_ylabel("policy")
     ax.invert_yaxis()
     ax.set_xlabel(f"attributed time ({'µs' if unit == 'us' else unit}, total over all runs)")
     ax.set_title(title or "one fused op's time, split by each policy")
