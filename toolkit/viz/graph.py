@@ -9,9 +9,10 @@ skips levels (a residual connection) is routed beside the boxes it passes, never
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import matplotlib.pyplot as plt
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyBboxPatch, Patch, Rectangle
@@ -129,7 +130,7 @@ def draw_graph(graph: Graph | Model, *, color_by: str | Mapping[Op, Any] |
                         arrowprops={"arrowstyle": "->", "color": "0.45", "lw": 0.8})
     cats: dict[Any, Any] = {}
     if color_by == "origin":
-        cmap = dict(colors) if colors else origin_colors(graph.live_origins() |
+        cmap = dict(colors) if colors else origin_colors(set(graph.live_origins()) |
                                                          set(graph.removed_origins))
         for op in graph.ops:
             x, y = pos[op]
@@ -142,16 +143,17 @@ def draw_graph(graph: Graph | Model, *, color_by: str | Mapping[Op, Any] |
             ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02",
                                         facecolor="none", edgecolor="0.2", lw=0.8))
         names = origin_names or {}
-        handles = [Patch(facecolor=c, label=f"{o}: {names.get(o, '')}"[:40])
-                   for o, c in sorted(cats.items())]
+        handles: list[Artist] = [Patch(facecolor=c, label=f"{o}: {names.get(o, '')}"[:40])
+                                 for o, c in sorted(cats.items())]
     else:
+        key: Callable[[Op], Any]
         if color_by == "type":
             def key(op: Op) -> Any:
                 return op.kind
         elif callable(color_by):
             key = color_by
         else:
-            mapping = color_by
+            mapping = cast(Mapping[Op, Any], color_by)
 
             def key(op: Op) -> Any:
                 return mapping.get(op)

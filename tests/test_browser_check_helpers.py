@@ -1,0 +1,102 @@
+"""The browser check's own judgement, without a browser: a half-drawn figure is told apart
+from a complete one, and the figure log records what a rendering showed."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+from matplotlib.figure import Figure
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "browser"))
+
+import check_notebooks as bc
+
+HERE = Path(__file__).resolve().parent
+
+
+def _figure(panels: int, labels: bool = True) -> Figure:
+    fig = Figure(figsize=(9, 4), layout="constrained")
+    gs = fig.add_gridspec(2, 2)
+    left = fig.add_subplot(gs[:, 0])
+    left.barh(range(5), [3, 1, 4, 1, 5])
+    if labels:
+        left.set_title("left")
+        left.set_xlabel("x (ms)")
+    if panels > 1:
+        fig.add_subplot(gs[0, 1]).plot([0, 1, 2], [2, 0, 1], lw=6)
+        fig.add_subplot(gs[1, 1]).bar(range(4), [1, 3, 2, 4])
+    return fig
+
+
+def _png(fig: Figure, path: Path) -> Path:
+    fig.savefig(path, dpi=60)
+    return path
+
+
+def test_half_drawn_figure_is_told_apart(tmp_path: Path) -> None:
+    full = _png(_figure(3), tmp_path / "full.png")
+    again = _png(_figure(3), tmp_path / "again.png")
+    half = _png(_figure(1, labels=False), tmp_path / "half.png")
+    assert bc.missing_regions(again, full) == []
+    gone = bc.missing_regions(half, full)
+    assert {"top-right", "middle-right", "bottom-right"} <= set(gone)
+    assert not any(r.endswith("left") for r in gone)     # the panel that was drawn
+
+
+def test_compare_figure_reports_axes_size_and_blank_regions(tmp_path: Path) -> None:
+    figs = tmp_path / "figures"
+    figs.mkdir()
+    _png(_figure(3), figs / "ref.png")
+    _png(_figure(1, labels=False), figs / "half.png")
+    expected = {"sha1": "ref", "width": 540, "height": 240, "axes": 3, "texts": 20}
+    logged = {"half": {"sha1": "half", "axes": 1, "texts": 5},
+              "ref": {"sha1": "ref", "axes": 3, "texts": 20}}
+    report = bc.Report()
+    bc.compare_figure(report, "x", {"sha1": "half", "width": 540, "height": 240}, expected,
+                      logged, figs)
+    (failure,) = report.failures
+    assert "1 axes (off-screen: 3)" in failure and "5 text labels" in failure
+    assert "blank where the off-screen figure is drawn" in failure
+    report = bc.Report()
+    bc.compare_figure(report, "x", {"sha1": "ref", "width": 541, "height": 240}, expected,
+                      logged, figs)
+    assert report.failures == [] and report.notes
+    bc.compare_figure(report, "x", {"sha1": "unknown", "width": 1, "height": 1}, expected,
+                      logged, figs)
+    assert "not a figure the kernel rendered" in report.failures[0]
+
+
+def test_explorer_states_give_experiment_arguments() -> None:
+    start, steps = bc.explorer_steps()
+    assert start.kwargs()["opcode"] == {"ADD": "cpu"}
+    assert len(steps) == 6
+    assert steps[2].state.kwargs()["comply"] == "opname"
+    assert steps[2].state.kwargs()["opcode"] is None
+    assert steps[-1].state.kwargs()["backends"] == ["npu", "cpu"]
+    # consecutive states differ, so every interaction must change what is shown
+    states = [start, *(s.state for s in steps)]
+    assert all(a.kwargs() != b.kwargs() for a, b in itertools.pairwise(states))
+
+
+def test_figure_log_records_axes_when_rendering_starts(tmp_path: Path) -> None:
+    pytest.importorskip("IPython")
+    log = tmp_path / "figures.jsonl"
+    startup = str(HERE / "browser" / "figure_log.py")
+    code = (f"import runpy, io; runpy.run_path({startup!r}); "
+            "from matplotlib.figure import Figure; "
+            "f = Figure(); f.add_subplot(121); f.add_subplot(122).set_title('t'); "
+            "b = io.BytesIO(); f.canvas.print_figure(b, format='png')")
+    env = {"TOOLKIT_FIGURE_LOG": str(log), "MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
+    (row,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert row["axes"] == 2 and row["texts"] >= 1 and row["cell"] is None
+    assert (tmp_path / "figures" / f"{row['sha1']}.png").is_file()
