@@ -48,8 +48,8 @@ def test_half_drawn_figure_is_told_apart(tmp_path: Path) -> None:
     half = _png(_figure(1, labels=False), tmp_path / "half.png")
     assert bc.missing_regions(again, full) == []
     gone = bc.missing_regions(half, full)
-    assert {"top-right", "middle-right", "bottom-right"} <= set(gone)
-    assert not any(r.endswith("left") for r in gone)     # the panel that was drawn
+    assert "right" in gone
+    assert "left" not in gone      # the panel that was drawn
 
 
 def test_compare_figure_reports_axes_size_and_blank_regions(tmp_path: Path) -> None:
