@@ -26,7 +26,7 @@ def _in_jupyter_kernel() -> bool:
     shell = sys.modules.get("IPython")
     if shell is None or "ipykernel" not in sys.modules:
         return False
-    ip = shell.get_ipython()  # type: ignore[attr-defined]
+    ip = shell.get_ipython()
     return ip is not None and getattr(ip, "kernel", None) is not None
 
 
