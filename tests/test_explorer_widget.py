@@ -72,3 +72,9 @@ def test_bad_backends_are_reported_not_raised(cnn: tk.Model) -> None:
     assert "no backend" in status.value
     backends_box.value = "cpu,cpu"
     assert "error" in status.value
+
+
+def test_tk_explore_takes_a_path(cnn: tk.Model) -> None:
+    box = tk.explore(SAMPLES / "cnn.tflite", ["cpu", "npu"], "npu", repeat=1)
+    assert box.experiment.verified and box.experiment.spec.default == "npu"
+    assert len(box.experiment.model.graph) == len(cnn.graph)

@@ -8,7 +8,7 @@
     att.by_layer()                                      # time per original layer
 
 The entry points (``load``, ``save``, ``compile``, ``partition``, ``codegen``, ``run``,
-``read_trace``, ``trace_join``, ``read_vela``) are plain functions defined in
+``read_trace``, ``trace_join``, ``read_vela``, ``explore``) are plain functions defined in
 :mod:`toolkit.api`. The packages behind them are nouns: ``formats``, ``ir``, ``compiler``,
 ``partitioner``, ``generator``, ``runtime``, ``trace``, ``vela``, ``viz``.
 """
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from toolkit.api import (
     codegen,
     compile,
+    explore,
     join_ort,
     load,
     load_onnx,
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
-    "read_vela", "load_onnx", "join_ort", "run_onnxruntime",
+    "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore",
     "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",
     "CompiledModel", "Target", "PartitionResult", "RunResult", "EventTracer", "Trace",
     "Attribution", "ModelBuilder",

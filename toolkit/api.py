@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from toolkit.vela.run import VelaResult
 
 __all__ = ["load", "save", "compile", "partition", "codegen", "run", "read_trace",
-           "trace_join", "read_vela", "load_onnx", "join_ort", "run_onnxruntime"]
+           "trace_join", "read_vela", "load_onnx", "join_ort", "run_onnxruntime",
+           "explore"]
 
 PathLike = str | os.PathLike[str]
 
@@ -445,6 +446,34 @@ def run_onnxruntime(model: Model | PathLike,
 
     return _run(model, inputs, optimization=optimization, trace=trace, repeat=repeat,
                 warmup=warmup, threads=threads, workdir=workdir)
+
+
+def explore(model: Model | PathLike, backends: Sequence[str] = ("cpu", "npu"),
+            default: str | None = None, *, repeat: int = 3) -> Any:
+    """Partition experiments behind notebook widgets: pick backends and rules, see the parts.
+
+    Every change of a control partitions ``model`` again, checks the chained parts against
+    the model, runs them traced ``repeat`` times and shows the parts, the bytes crossing each
+    cut and the time per backend (one run per change; the backends field applies on Enter).
+
+    Args:
+        model: a :class:`~toolkit.ir.Model` or a ``.circle``/``.tflite`` path.
+        backends: the backends to choose from (the first is the default unless ``default``).
+        default: the backend of every op no rule names.
+        repeat: traced inferences per experiment.
+
+    Returns:
+        An ipywidgets ``VBox`` to display; its ``.experiment`` is the latest
+        :class:`~toolkit.viz.partition_explorer.PartitionExperiment`.
+
+    Raises:
+        ToolkitError: a model argument that is not a model.
+    """
+    from toolkit.model_arg import as_model
+    from toolkit.viz.partition_explorer import explorer
+
+    return explorer(as_model(model, purpose="tk.explore"), backends=tuple(backends),
+                    default=default, repeat=repeat)
 
 
 for _name in __all__:
