@@ -403,8 +403,7 @@ def check_notebook(page: Any, report: Report, name: str, reference: dict[str, An
         imgs = cell.locator(".jp-OutputArea-output img:not(.jupyter-widgets img)")
         shown = [r for r in _image_rows(imgs)]
         expected = reference.get(cell_key(source), [])
-        in_widgets = cell.locator(".jupyter-widgets").count() > 0
-        if in_widgets:
+        if cell.locator(".widget-vbox").count() > 0:
             continue  # the explorer is checked interaction by interaction
         if len(shown) != len(expected):
             report.fail(f"{stem} cell {i}: {len(shown)} figure(s) shown, "
