@@ -191,9 +191,13 @@ def explorer(model: Model, *, backends: tuple[str, ...] = ("cpu", "npu"),
              default: str | None = None, repeat: int = 3) -> Any:
     """Return an ipywidgets box that re-runs :func:`experiment` whenever a control changes.
 
-    Controls: the backend list, the default backend, ``comply`` (opcode/opname), one dropdown
-    per op type (opcode) and per op name (opname), and a button that writes the ``.part``
-    file. The widget's ``.experiment`` attribute holds the latest result.
+    Controls: the backend list (applied on Enter or when the field loses focus), the default
+    backend, ``comply`` (opcode/opname), one dropdown per op type (opcode) and per op name
+    (opname), and a button that writes the ``.part`` file. Each change runs the experiment
+    once; while it runs the status line says so (with the run number) and the controls are
+    disabled. The parts table is an ``HTML`` widget and the figure PNG bytes in an ``Image``
+    widget. The box's ``.experiment`` attribute holds the latest result and ``.refresh()``
+    runs it again.
     """
     import ipywidgets as w
 
