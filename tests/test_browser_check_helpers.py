@@ -100,3 +100,36 @@ def test_figure_log_records_axes_when_rendering_starts(tmp_path: Path) -> None:
     (row,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert row["axes"] == 2 and row["texts"] >= 1 and row["cell"] is None
     assert (tmp_path / "figures" / f"{row['sha1']}.png").is_file()
+
+
+def test_chromium_is_installed_with_apt_get_as_root(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "chromium"
+    calls: list[list[str]] = []
+
+    def fake_run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        if cmd[:2] == ["apt-get", "install"]:
+            target.write_text("")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(bc.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(bc.subprocess, "run", fake_run)
+    assert bc.ensure_chromium(str(target)) == str(target)
+    assert calls == [["apt-get", "update"],
+                     ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]]
+    calls.clear()
+    assert bc.ensure_chromium(str(target)) == str(target) and calls == []   # already there
+
+
+def test_chromium_missing_without_root_says_how_to_get_it(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    monkeypatch.setattr(bc.os, "geteuid", lambda: 1000)
+    with pytest.raises(bc.SetupError, match=r"apt-get install chromium"):
+        bc.ensure_chromium(str(tmp_path / "nope"))
+    monkeypatch.setattr(bc.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(bc.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
+        cmd, 100, "", "E: Unable to locate package chromium"))
+    with pytest.raises(bc.SetupError, match="Unable to locate package"):
+        bc.ensure_chromium(str(tmp_path / "nope"))
