@@ -108,12 +108,12 @@ def test_cli_not_on_a_terminal_prints_no_bar(tmp_path: Path) -> None:
 
 
 def test_cli_on_a_terminal_prints_a_bar(tmp_path: Path) -> None:
-    master, slave = pty.openpty()
+    master, slave = pty.openpty()   # the child's terminal (its own session), never ours
     # a terminal 100 columns wide (a new pty has 0 columns, and a bar fits in none)
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
     proc = subprocess.Popen(_toolkit("run", str(CNN), "--repeat", "300"), stdin=slave,
                             stdout=subprocess.PIPE, stderr=slave, cwd=tmp_path,
-                            env=_env(TOOLKIT_PROGRESS_DELAY="0"))
+                            env=_env(TOOLKIT_PROGRESS_DELAY="0"), start_new_session=True)
     os.close(slave)
     seen = b""
     deadline = time.monotonic() + 120
@@ -138,7 +138,8 @@ def test_cli_on_a_terminal_prints_a_bar(tmp_path: Path) -> None:
 def test_ctrl_c_stops_cleanly_with_status_130(tmp_path: Path) -> None:
     proc = subprocess.Popen(_toolkit("run", str(CNN), "--repeat", "100000000"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-                            env=_env(TOOLKIT_PROGRESS="1", TOOLKIT_PROGRESS_DELAY="0"))
+                            env=_env(TOOLKIT_PROGRESS="1", TOOLKIT_PROGRESS_DELAY="0"),
+                            start_new_session=True)   # the signal reaches the child alone
     assert proc.stderr is not None
     # wait until the loop is running (its bar has started), then press Ctrl-C
     os.set_blocking(proc.stderr.fileno(), False)
