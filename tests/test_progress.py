@@ -100,7 +100,7 @@ def _toolkit(*args: str) -> list[str]:
 
 
 def test_cli_not_on_a_terminal_prints_no_bar(tmp_path: Path) -> None:
-    r = subprocess.run(_toolkit("run", str(CNN), "--repeat", "300"), capture_output=True,
+    r = subprocess.run(_toolkit("run", str(CNN), "--repeat", "50"), capture_output=True,
                        text=True, env=_env(TOOLKIT_PROGRESS_DELAY="0"), cwd=tmp_path,
                        timeout=120)
     assert r.returncode == 0, r.stderr
@@ -111,7 +111,7 @@ def test_cli_on_a_terminal_prints_a_bar(tmp_path: Path) -> None:
     master, slave = pty.openpty()   # the child's terminal (its own session), never ours
     # a terminal 100 columns wide (a new pty has 0 columns, and a bar fits in none)
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-    proc = subprocess.Popen(_toolkit("run", str(CNN), "--repeat", "300"), stdin=slave,
+    proc = subprocess.Popen(_toolkit("run", str(CNN), "--repeat", "50"), stdin=slave,
                             stdout=subprocess.PIPE, stderr=slave, cwd=tmp_path,
                             env=_env(TOOLKIT_PROGRESS_DELAY="0"), start_new_session=True)
     os.close(slave)
@@ -132,7 +132,7 @@ def test_cli_on_a_terminal_prints_a_bar(tmp_path: Path) -> None:
     proc.wait(30)
     os.close(master)
     assert proc.returncode == 0
-    assert b"inferences" in seen and b"/300 [" in seen
+    assert b"inferences" in seen and b"/50 [" in seen
 
 
 def test_ctrl_c_stops_cleanly_with_status_130(tmp_path: Path) -> None:
