@@ -527,14 +527,14 @@ class Attribution:
         if again != self.attributed_ns:
             raise ToolkitError(f"the split gives {again} ns, the sums hold {self.attributed_ns}")
         for view in ("by_layer", "by_source_op"):
-            got = int(getattr(self, view)()["total_ns"].sum())
-            if got != self.attributed_ns:
-                raise ToolkitError(f"{view}() sums to {got} ns, attributed is "
+            view_ns = int(getattr(self, view)()["total_ns"].sum())
+            if view_ns != self.attributed_ns:
+                raise ToolkitError(f"{view}() sums to {view_ns} ns, attributed is "
                                    f"{self.attributed_ns} ns")
         column_op = r.catalog.member_op[r.hit_members]
         _run, column, ns = r.sums.triplets()
         no_op = int(ns[column_op[column] < 0].sum())
-        got = int(self.by_op()["total_ns"].sum()) + no_op
-        if got != self.attributed_ns:
-            raise ToolkitError(f"by_op() plus time without an op is {got} ns, attributed is "
+        op_ns = int(self.by_op()["total_ns"].sum()) + no_op
+        if op_ns != self.attributed_ns:
+            raise ToolkitError(f"by_op() plus time without an op is {op_ns} ns, attributed is "
                                f"{self.attributed_ns} ns")
