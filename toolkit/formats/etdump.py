@@ -76,12 +76,12 @@ class ETDump:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def sniff_executorch_file(data: bytes | memoryview) -> str | None:
+def sniff_executorch_file(data: bytes | bytearray | memoryview) -> str | None:
     """``"etdump"``, ``"program"``, ``"etrecord"``, ``"inspector_csv"`` or None for other bytes."""
     head = bytes(data[:64])
-    if len(head) >= 12 and head[8:12] == b"ED00" or head[4:8] == b"ED00":
+    if (len(head) >= 12 and head[8:12] == b"ED00") or head[4:8] == b"ED00":
         return "etdump"
-    if head[4:8] == b"ET12" or head[4:6] == b"ET" and head[6:8].isdigit():
+    if head[4:8] == b"ET12" or (head[4:6] == b"ET" and head[6:8].isdigit()):
         return "program"
     if head[:4] == b"PK\x03\x04" and b"ETRECORD" in head:
         return "etrecord"
@@ -90,7 +90,7 @@ def sniff_executorch_file(data: bytes | memoryview) -> str | None:
     return None
 
 
-def etdump_offset(data: bytes | memoryview, where: str = "<bytes>") -> tuple[int, bool]:
+def etdump_offset(data: bytes | bytearray | memoryview, where: str = "<bytes>") -> tuple[int, bool]:
     """Where the FlatBuffer starts in ``data`` and whether the buffer is size-prefixed.
 
     Raises:
@@ -237,8 +237,7 @@ def _interned(fc: FlatColumns, fpos: np.ndarray, what: str) -> pd.Categorical:
                          fix="the file is truncated or corrupt")
     width = int(ln.max())
     if width > _MAX_INTERN_WIDTH:  # rare long strings: decode one by one
-        texts = fc.strings(fpos[present], what)
-        cat = pd.Categorical(texts)
+        cat = pd.Categorical(fc.strings(fpos[present], what))
         codes[present] = cat.codes
         return _cat([str(c) for c in cat.categories], codes)
     width = max(width, 1)

@@ -300,11 +300,11 @@ def _decode(data: bytes, where: str) -> Program:
                 loc = "segment"
             delegates.append(Delegate(b.string(d, 0, "BackendDelegate.id"), loc, index, blob))
         for chain_ins in chains:
-            for ins in chain_ins:
-                if ins.kind == "DelegateCall" and not (
-                        ins.delegate_index is not None
-                        and 0 <= ins.delegate_index < len(delegates)):
-                    raise ProgramError(f"a delegate call names delegate {ins.delegate_index} "
+            for call in chain_ins:
+                if call.kind == "DelegateCall" and not (
+                        call.delegate_index is not None
+                        and 0 <= call.delegate_index < len(delegates)):
+                    raise ProgramError(f"a delegate call names delegate {call.delegate_index} "
                                        f"of {len(delegates)}", where=where)
         plans[name] = ExecutionPlan(name, operators, chains, delegates)
     return Program(where, version, plans, program_size, segment_base, segment_size)

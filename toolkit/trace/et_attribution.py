@@ -264,9 +264,9 @@ def attribute(profile: ExecutorchProfile, policy: str = "equal") -> ExecutorchAt
     n_targets = len(targets.members)
     if counted.any() and runs:
         cell = target[counted] * runs + run[counted]
-        sums = np.zeros(n_targets * runs, dtype=np.int64)
-        np.add.at(sums, cell, excl[counted])
-        sums = sums.reshape(n_targets, runs)
+        flat = np.zeros(n_targets * runs, dtype=np.int64)
+        np.add.at(flat, cell, excl[counted])
+        sums = flat.reshape(n_targets, runs)
         hits = np.bincount(target[counted], minlength=n_targets)
         for t, members in enumerate(targets.members):
             if not members:
@@ -335,7 +335,7 @@ def _map_delegate_ops(profile: ExecutorchProfile, dop: np.ndarray, parent: np.nd
                 xnodes_of[value] = []
             else:
                 xnodes_of[value] = read_xnnpack_blob(delegate.data,
-                                                     f"{profile.program.source if profile.program else ''}: delegate {ins.delegate_index}")  # noqa: E501
+                                                     f"delegate {ins.delegate_index}")
             handles = set(handle_map.get(value, []))
             graph = [nd for nd in nodes if nd.graph.startswith(_delegate_graph(nodes, value,
                                                                                record, method))]
@@ -350,10 +350,10 @@ def _map_delegate_ops(profile: ExecutorchProfile, dop: np.ndarray, parent: np.nd
                                        "knows")
             target[rows] = targets.bucket(_UNATTRIBUTED)
             continue
-        key = (value, tuple(codes[rows].tolist()))
-        if key not in cache:
-            cache[key] = align([texts[c] if c >= 0 else "" for c in key[1]], xnodes)
-        al = cache[key]
+        sequence = (value, tuple(codes[rows].tolist()))
+        if sequence not in cache:
+            cache[sequence] = align([texts[c] if c >= 0 else "" for c in sequence[1]], xnodes)
+        al = cache[sequence]
         owner, _ = owner_of[value]
         for s, why in al.skipped:
             if (value, s) not in seen_skips:
@@ -370,7 +370,7 @@ def _map_delegate_ops(profile: ExecutorchProfile, dop: np.ndarray, parent: np.nd
             if h == INSERTED_HANDLE:
                 target[r] = targets.bucket(_INSERTED)
                 continue
-            hs = [h] + sorted(f for f, o in owner.items() if o == h)
+            hs = [h, *sorted(f for f, o in owner.items() if o == h)]
             members = _weights(hs, nodes_of, policy, 2, n_nodes)
             if not members:
                 reason[r] = reason_code(f"XNNPACK node {k} has handle {h}, which no edge node "
@@ -516,7 +516,6 @@ class ExecutorchAttribution:
         """
         layers = self.by_layer()
         rows = layers[layers["kind"] == "layer"]
-        names, row_of_node, _ = self._layer_index()
         k = len(self._nodes)
         node_m = self._m[:k] + self._m[k:2 * k] + self._m[2 * k:3 * k]
         prefixes: list[str] = []
@@ -566,7 +565,7 @@ class ExecutorchAttribution:
         """
         rows = np.flatnonzero(self._reason >= 0)
         ev = self.profile.events
-        texts = np.array(self._reasons + [""], dtype=object)
+        texts = np.array([*self._reasons, ""], dtype=object)
         return pd.DataFrame({
             "event_id": rows.astype(np.int64),
             "run": ev["run"].to_numpy()[rows],

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.formats.etdump import ETDump
-from toolkit.formats.etrecord import ETRecord, EdgeNode
+from toolkit.formats.etrecord import EdgeNode, ETRecord
 
 __all__ = ["inspector_table", "INSPECTOR_COLUMNS"]
 
@@ -97,8 +97,7 @@ def inspector_table(dump: ETDump, record: ETRecord | None = None,
         signatures: OrderedDict[tuple[Any, ...], int] = OrderedDict()
         for key, members in instruction_events.items():
             for i in members:
-                name = names[i] or ""
-                sig = (key[0], name, key[0] if key[0] != -1 else None,
+                sig = (key[0], names[i] or "", key[0] if key[0] != -1 else None,
                        key[2] if key[2] != -1 else None,
                        dstr[i] if dstr[i] != "" else None)
                 signatures[sig] = i  # a repeated signature keeps the last event
@@ -142,10 +141,10 @@ def inspector_table(dump: ETDump, record: ETRecord | None = None,
             if handles is not None and event_name not in _FRAMEWORK:
                 for h in handles if isinstance(handles, list) else [handles]:
                     for node in node_map.get(h, []):
-                        key = node.name + "_"
-                        if key not in row["stack_traces"]:
-                            row["stack_traces"][key] = node.stack_trace
-                            row["module_hierarchy"][key] = _module_dict(node)
+                        label = node.name + "_"
+                        if label not in row["stack_traces"]:
+                            row["stack_traces"][label] = node.stack_trace
+                            row["module_hierarchy"][label] = _module_dict(node)
                         if node.op:
                             row["op_types"].append(node.op)
             ops = row["op_types"]

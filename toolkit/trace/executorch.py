@@ -195,7 +195,7 @@ class ExecutorchProfile:
     events: pd.DataFrame
 
     def __repr__(self) -> str:
-        runs = int((self.events["run"].max() + 1)) if len(self.events) else 0
+        runs = int(self.events["run"].max() + 1) if len(self.events) else 0
         return (f"<ExecutorchProfile {len(self.events)} events, {runs} run(s), "
                 f"etrecord={'yes' if self.record else 'no'}, "
                 f"program={'yes' if self.program else 'no'}, from {self.dump.source}>")

@@ -212,6 +212,23 @@ def _from_path(path: Path, format: str | None, opts: _Options) -> Trace:
     if not path.is_file():
         raise TraceError("no such trace file", where=str(path), fix="check the path")
     name = path.name.lower()
+    executorch = _executorch_kind(path) if format is None else None
+    if executorch == "etdump":
+        from toolkit.trace.executorch import read_executorch
+
+        profile = read_executorch(path)
+        return Trace(profile.events, {"source": str(path), "format": "etdump",
+                                      "run_from": "ordinal of the Execute block (-1: load)"})
+    if executorch is not None:
+        from toolkit.formats.etdump import _fix_for
+
+        what = {"program": "an ExecuTorch program (.pte)", "etrecord": "an ETRecord",
+                "inspector_csv": "the ExecuTorch Inspector's table (to_dataframe() as CSV), "
+                                 "which keeps one event per signature and cannot be read "
+                                 "losslessly"}[executorch]
+        raise TraceError(f"this is {what}, not a trace", where=str(path),
+                         fix=_fix_for(executorch, "etdump") + "; read the .etdp trace with "
+                         "read_trace or read_executorch(etdump, etrecord, program)")
     if format is None:
         if name.endswith((".csv", ".csv.gz")):
             format = "csv"
@@ -236,6 +253,17 @@ def _from_path(path: Path, format: str | None, opts: _Options) -> Trace:
 
     frame = read_chrome_trace(path)
     return _from_frame(frame, opts, {**_chrome_meta(frame), "format": "chrome"})
+
+
+def _executorch_kind(path: Path) -> str | None:
+    """``etdump``, ``program``, ``etrecord`` or ``inspector_csv`` from the file's first bytes."""
+    from toolkit.formats.etdump import sniff_executorch_file
+
+    try:
+        with open(path, "rb") as f:
+            return sniff_executorch_file(f.read(64))
+    except OSError as exc:
+        raise TraceError(f"cannot read the trace ({exc})", where=str(path)) from None
 
 
 def _open_bytes(path: Path) -> Any:
