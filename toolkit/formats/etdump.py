@@ -31,6 +31,7 @@ __all__ = ["ETDump", "RunBlock", "read_etdump", "etdump_offset", "EVENT_KINDS",
 EVENT_KINDS: tuple[str, ...] = ("profile", "allocation", "debug", "empty")
 _STR = pd.Series([""]).dtype
 _MAX_INTERN_WIDTH = 512
+_CHUNK = 1 << 16
 
 
 @dataclass
@@ -165,8 +166,45 @@ def read_etdump(source: str | os.PathLike[str] | bytes | bytearray | memoryview)
                          fix="the file is truncated or corrupt") from None
 
 
+class _Columns(FlatColumns):
+    """:class:`FlatColumns` reading scalars by one gather per byte (no per-element index
+    matrix: a million-event file needs a fraction of the memory and time)."""
+
+    def _bytes(self, pos: np.ndarray, size: int, what: str) -> list[np.ndarray]:
+        pos = np.asarray(pos, dtype=np.int64)
+        if pos.size and (pos.min() < 0 or pos.max() + size > self.size):
+            bad = int(pos[(pos < 0) | (pos + size > self.size)][0])
+            raise TraceError(f"{what} at byte {bad} lies outside the file ({self.size} bytes)",
+                             where=self.where, fix="the file is truncated or corrupt")
+        return [self.u8[pos + i] for i in range(size)]
+
+    def _unsigned(self, pos: np.ndarray, size: int, what: str) -> np.ndarray:
+        out = np.zeros(np.shape(pos), dtype=np.uint64)
+        for i, b in enumerate(self._bytes(pos, size, what)):
+            out |= b.astype(np.uint64) << np.uint64(8 * i)
+        return out
+
+    def u32(self, pos: np.ndarray, what: str = "offset") -> np.ndarray:
+        return self._unsigned(pos, 4, what).astype(np.int64)
+
+    def i32(self, pos: np.ndarray, what: str = "value") -> np.ndarray:
+        return self._unsigned(pos, 4, what).astype(np.uint32).view(np.int32).astype(np.int64)
+
+    def u16(self, pos: np.ndarray, what: str = "vtable") -> np.ndarray:
+        return self._unsigned(pos, 2, what).astype(np.int64)
+
+    def u64(self, pos: np.ndarray, what: str = "value") -> np.ndarray:
+        return self._unsigned(pos, 8, what).view(np.int64)
+
+    def u8_at(self, pos: np.ndarray, what: str = "value") -> np.ndarray:
+        return self._bytes(pos, 1, what)[0].astype(np.int64)
+
+    def i8(self, pos: np.ndarray, what: str = "value") -> np.ndarray:
+        return self._bytes(pos, 1, what)[0].view(np.int8).astype(np.int64)
+
+
 def _decode(buf: memoryview, where: str, prefixed: bool) -> ETDump:
-    fc = FlatColumns(buf, where)
+    fc = _Columns(buf, where)
     if fc.size < 8:
         raise TraceError("the ETDump is shorter than a FlatBuffer header", where=where)
     root = fc.u32(np.array([0]), "root offset")
@@ -178,32 +216,59 @@ def _decode(buf: memoryview, where: str, prefixed: bool) -> ETDump:
         return ETDump(version, [], _empty_events(), prefixed, where)
     runs = fc.table_vector(int(runs_pos[0] + fc.u32(runs_pos, "run_data")[0]), "run_data")
     fc._vt = None
-    names = fc.strings(fc.fields(runs, 0, "RunData"), "RunData.name")
-    bundled = fc.scalar(fc.fields(runs, 1, "RunData"), "i32", -1, "bundled_input_index")
-    bundled_present = fc.fields(runs, 1, "RunData") > 0
+    name_pos = fc.fields(runs, 0, "RunData")
+    bundled_pos = fc.fields(runs, 1, "RunData")
     alloc_pos = fc.fields(runs, 2, "RunData")
     events_pos = fc.fields(runs, 3, "RunData")
-    allocators: list[list[str | None]] = []
-    for p in alloc_pos.tolist():
-        if p == 0:
-            allocators.append([])
-            continue
-        tables = fc.table_vector(p + int(fc.u32(np.array([p]), "allocators")[0]), "allocators")
-        fc._vt = None
-        allocators.append(fc.strings(fc.fields(tables, 0, "Allocator"), "Allocator.name"))
-    event_tables: list[np.ndarray] = []
-    for p in events_pos.tolist():
-        if p == 0:
-            event_tables.append(np.zeros(0, dtype=np.int64))
-        else:
-            event_tables.append(fc.table_vector(p + int(fc.u32(np.array([p]), "events")[0]),
-                                                "events"))
-    counts = np.array([len(t) for t in event_tables], dtype=np.int64)
-    blocks = [RunBlock(names[i], int(bundled[i]) if bundled_present[i] else None,
+    run_names = _interned(fc, name_pos, "RunData.name")
+    texts = list(run_names.categories)
+    names = [texts[c] if c >= 0 else None for c in run_names.codes.tolist()]
+    bundled = fc.scalar(bundled_pos, "i32", -1, "bundled_input_index")
+    alloc_tables, alloc_counts = _tables_of_vectors(fc, alloc_pos, "allocators")
+    fc._vt = None
+    alloc_names = fc.strings(fc.fields(alloc_tables, 0, "Allocator"), "Allocator.name")
+    if alloc_counts.any():
+        alloc_split = np.cumsum(alloc_counts)[:-1].tolist()
+        allocators = [list(x) for x in np.split(np.array(alloc_names, dtype=object),
+                                                 alloc_split)]
+    else:
+        allocators = [[] for _ in range(len(runs))]
+    events, counts = _tables_of_vectors(fc, events_pos, "events")
+    blocks = [RunBlock(names[i], int(bundled[i]) if bundled_pos[i] else None,
                        allocators[i], int(counts[i])) for i in range(len(names))]
-    events = np.concatenate(event_tables) if event_tables else np.zeros(0, np.int64)
     frame = _events(fc, events, np.repeat(np.arange(len(counts), dtype=np.int64), counts))
     return ETDump(version, blocks, frame, prefixed, where)
+
+
+def _tables_of_vectors(fc: FlatColumns, fpos: np.ndarray, what: str
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Table positions of the vector-of-tables fields at ``fpos`` (0: absent), all vectors
+    concatenated, and each vector's length."""
+    start, length = fc.vectors(fpos, what)
+    counts = np.maximum(length, 0)
+    total = int(counts.sum())
+    if total and (start + 4 * counts).max() > fc.size:
+        raise TraceError(f"a {what} vector runs past the end of the file", where=fc.where,
+                         fix="the file is truncated or corrupt")
+    if total == 0:
+        return np.zeros(0, dtype=np.int64), counts
+    first = np.repeat(start, counts)
+    index = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    elems = first + 4 * index
+    return elems + _u32(fc, elems, what), counts
+
+
+def _u32(fc: FlatColumns, pos: np.ndarray, what: str) -> np.ndarray:
+    """uint32 values at ``pos`` (four byte gathers; no per-element index matrix)."""
+    if pos.size and (pos.min() < 0 or pos.max() + 4 > fc.size):
+        raise TraceError(f"{what} lies outside the file ({fc.size} bytes)", where=fc.where,
+                         fix="the file is truncated or corrupt")
+    u8 = fc.u8
+    out = u8[pos].astype(np.int64)
+    out |= u8[pos + 1].astype(np.int64) << 8
+    out |= u8[pos + 2].astype(np.int64) << 16
+    out |= u8[pos + 3].astype(np.int64) << 24
+    return out
 
 
 def _empty_events() -> pd.DataFrame:
@@ -240,30 +305,47 @@ def _interned(fc: FlatColumns, fpos: np.ndarray, what: str) -> pd.Categorical:
         cat = pd.Categorical(fc.strings(fpos[present], what))
         codes[present] = cat.codes
         return _cat([str(c) for c in cat.categories], codes)
-    width = max(width, 1)
+    width = max(8, (width + 7) // 8 * 8)
     k = np.arange(width, dtype=np.int64)
-    idx = st[:, None] + k[None, :]
-    inside = k[None, :] < ln[:, None]
-    mat = np.where(inside, fc.u8[np.minimum(idx, fc.size - 1)], 0).astype(np.uint8)
-    # the length goes into the key too (a string may end with NUL bytes)
-    key = np.concatenate([ln.astype("<u4").view(np.uint8).reshape(-1, 4), mat], axis=1)
-    keyv = np.ascontiguousarray(key).view(np.dtype((np.void, key.shape[1]))).ravel()
-    uniq, inverse = np.unique(keyv, return_inverse=True)
+    table: dict[bytes, int] = {}
     texts: list[str] = []
-    for u in uniq:
-        raw = bytes(u)
-        size = int.from_bytes(raw[:4], "little")
-        try:
-            texts.append(raw[4:4 + size].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise TraceError(f"a {what} string is not UTF-8 ({exc})", where=fc.where,
-                             fix="the file is truncated or corrupt") from None
-    # equal texts from different byte keys cannot happen (the key is the bytes), but keep the
-    # categories unique and sorted for a stable dtype
+    local = np.empty(st.size, dtype=np.int64)
+    consts = (np.arange(width // 8, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C16)
+              + np.uint64(0x100000001B3))
+    for c0 in range(0, st.size, _CHUNK):
+        c1 = min(st.size, c0 + _CHUNK)
+        s_c, l_c = st[c0:c1], ln[c0:c1]
+        idx = np.minimum(s_c[:, None] + k[None, :], fc.size - 1)
+        mat = fc.u8[idx]
+        mat[k[None, :] >= l_c[:, None]] = 0
+        words = mat.view("<u8")
+        h = (words * consts[None, :]).sum(axis=1, dtype=np.uint64)
+        h ^= l_c.astype(np.uint64)
+        _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        rep = first[inv]
+        if not ((words == words[rep]).all(axis=1) & (l_c == l_c[rep])).all():  # a collision
+            key = np.concatenate([l_c.astype("<u4").view(np.uint8).reshape(-1, 4), mat], axis=1)
+            keyv = np.ascontiguousarray(key).view(np.dtype((np.void, key.shape[1]))).ravel()
+            _, first, inv = np.unique(keyv, return_index=True, return_inverse=True)
+            inv = inv.reshape(-1)
+        ids = np.empty(first.size, dtype=np.int64)
+        for j, r in enumerate(first.tolist()):
+            raw = mat[r, :int(l_c[r])].tobytes()
+            if raw not in table:
+                try:
+                    texts.append(raw.decode("utf-8"))
+                except UnicodeDecodeError as exc:
+                    raise TraceError(f"a {what} string is not UTF-8 ({exc})", where=fc.where,
+                                     fix="the file is truncated or corrupt") from None
+                table[raw] = len(texts) - 1
+            ids[j] = table[raw]
+        local[c0:c1] = ids[inv]
     order = np.argsort(np.array(texts, dtype=object), kind="stable")
     rank = np.empty(len(texts), dtype=np.int64)
     rank[order] = np.arange(len(texts))
-    codes[present] = rank[inverse.reshape(-1)]
+    codes[present] = rank[local]
+    return _cat([texts[i] for i in order.tolist()], codes)
     return _cat([texts[i] for i in order.tolist()], codes)
 
 
@@ -328,16 +410,19 @@ def _events(fc: FlatColumns, events: np.ndarray, block: np.ndarray) -> pd.DataFr
     names = _interned(fc, name_pos, "event name")
     dstr = _interned(fc, dstr_pos, "delegate_debug_id_str")
 
-    metadata: list[bytes | None] = [None] * n
+    metadata: Any = [None] * n
     m_start, m_len = fc.vectors(pf[5], "delegate_debug_metadata")
     if (m_len >= 0).any():
         if (m_start + np.maximum(m_len, 0)).max() > fc.size:
             raise TraceError("a delegate_debug_metadata vector runs past the end of the file",
                              where=fc.where, fix="the file is truncated or corrupt")
         raw = fc.u8
-        for i in np.flatnonzero(m_len >= 0).tolist():
+        meta_arr = np.full(n, None, dtype=object)
+        meta_arr[p_rows[m_len == 0]] = b""
+        for i in np.flatnonzero(m_len > 0).tolist():
             s, k = int(m_start[i]), int(m_len[i])
-            metadata[int(p_rows[i])] = raw[s:s + k].tobytes()
+            meta_arr[int(p_rows[i])] = raw[s:s + k].tobytes()
+        metadata = meta_arr
 
     start = np.zeros(n, dtype=np.uint64)
     end = np.zeros(n, dtype=np.uint64)
@@ -361,7 +446,8 @@ def _u64(fc: FlatColumns, fpos: np.ndarray, what: str) -> np.ndarray:
     out = np.zeros(fpos.size, dtype=np.uint64)
     m = fpos > 0
     if m.any():
-        out[m] = fc._gather(fpos[m], np.arange(8, dtype=np.int64), what).view("<u8").ravel()
+        out[m] = fc._unsigned(fpos[m], 8, what) if isinstance(fc, _Columns) else \
+            fc._gather(fpos[m], np.arange(8, dtype=np.int64), what).view("<u8").ravel()
     return out
 
 
