@@ -291,16 +291,20 @@ def _map_delegate_ops(profile: ExecutorchProfile, dop: np.ndarray, parent: np.nd
                       mapped_to: np.ndarray, xnodes_of: dict[int, list[Any]],
                       owner_of: dict[int, tuple[dict[int, int], dict[int, str]]],
                       skipped: list[dict[str, Any]]) -> None:
+    """Targets of the delegate per-op events ``dop``, one delegate call at a time; the
+    result for a call is cached by (instruction, sequence of event names)."""
     ev = profile.events
     dstr = ev["delegate_debug_id_str"]
     codes = dstr.cat.codes.to_numpy()
     texts = list(dstr.cat.categories)
-    did_int = ev["delegate_debug_id_int"]
+    did_present = ev["delegate_debug_id_int"].notna().to_numpy()
+    did_value = ev["delegate_debug_id_int"].fillna(-1).to_numpy(dtype=np.int64)
     n_nodes = len(nodes)
     handle_map = record.debug_handle_map.get(method, {})
     delegate_map = record.delegate_map.get(method, {})
-    cache: dict[tuple[int, tuple[int, ...]], Any] = {}
+    cache: dict[tuple[int, bytes, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     seen_skips: set[tuple[int, int]] = set()
+    chain = plan.chains[0] if plan.chains else []
     order = np.lexsort((dop, parent[dop]))
     dop = dop[order]
     par = parent[dop]
@@ -308,76 +312,97 @@ def _map_delegate_ops(profile: ExecutorchProfile, dop: np.ndarray, parent: np.nd
     for g0, g1 in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         rows = dop[g0:g1]
         value = int(instr[rows[0]])
-        chain = plan.chains[0] if plan.chains else []
-        ins = chain[value] if 0 <= value < len(chain) else None
-        if par[g0] < 0 or ins is None or ins.kind != "DelegateCall":
-            reason[rows] = reason_code(f"delegate event of instruction {value}, which is not a "
-                                       "delegate call in the program")
-            target[rows] = targets.bucket(_UNATTRIBUTED)
-            continue
-        delegate = plan.delegates[ins.delegate_index]
-        if did_int.iloc[rows].notna().any():  # integer ids: the delegate map says the handles
-            inner = (delegate_map.get(value) or {}).get("delegate_map") or {}
-            for r in rows.tolist():
-                key = str(int(did_int.iloc[r])) if pd.notna(did_int.iloc[r]) else None
-                handles = inner.get(key) if key is not None else None
-                if handles is None:
-                    reason[r] = reason_code(f"delegate id {key} is not in the delegate map")
-                    target[r] = targets.bucket(_UNATTRIBUTED)
-                    continue
-                hs = handles if isinstance(handles, list) else [handles]
-                members = _weights(hs, nodes_of, policy, 2, n_nodes)
-                target[r] = (targets.add(("did", value, key), members) if members
-                             else targets.bucket(_UNATTRIBUTED))
-            continue
-        if value not in xnodes_of:
-            if delegate.id != "XnnpackBackend":
-                xnodes_of[value] = []
-            else:
-                xnodes_of[value] = read_xnnpack_blob(delegate.data,
-                                                     f"delegate {ins.delegate_index}")
-            handles = set(handle_map.get(value, []))
-            graph = [nd for nd in nodes if nd.graph.startswith(_delegate_graph(nodes, value,
-                                                                               record, method))]
-            with_x = {x.debug_handle for x in xnodes_of[value]}
-            owner_of[value] = fused_handles(handles, with_x, graph)
-            for h, why in owner_of[value][1].items():
-                skipped.append({"instruction_id": value, "xnode": -1, "handle": h,
-                                "reason": why})
-        xnodes = xnodes_of[value]
-        if not xnodes:
-            reason[rows] = reason_code(f"delegate {delegate.id} has no node list this reader "
-                                       "knows")
-            target[rows] = targets.bucket(_UNATTRIBUTED)
-            continue
-        sequence = (value, tuple(codes[rows].tolist()))
-        if sequence not in cache:
-            cache[sequence] = align([texts[c] if c >= 0 else "" for c in sequence[1]], xnodes)
-        al = cache[sequence]
-        owner, _ = owner_of[value]
-        for s, why in al.skipped:
-            if (value, s) not in seen_skips:
-                seen_skips.add((value, s))
-                skipped.append({"instruction_id": value, "xnode": s,
-                                "handle": xnodes[s].debug_handle, "reason": why})
-        for r, k, why in zip(rows.tolist(), al.node_of, al.reason_of):
-            mapped_to[r] = k
-            if k < 0:
-                reason[r] = reason_code(why)
-                target[r] = targets.bucket(_UNATTRIBUTED)
+        key = (value, codes[rows].tobytes(), did_value[rows].tobytes())
+        hit = cache.get(key)
+        if hit is None:
+            hit = _delegate_call_targets(
+                value, int(par[g0]), codes[rows], did_present[rows], did_value[rows], texts,
+                chain, plan, profile, record, method, nodes, nodes_of, policy, targets,
+                reason_code, handle_map, delegate_map, n_nodes, xnodes_of, owner_of, skipped,
+                seen_skips)
+            cache[key] = hit
+        target[rows], reason[rows], mapped_to[rows] = hit
+
+
+def _delegate_call_targets(value: int, parent: int, codes: np.ndarray, did_present: np.ndarray,
+                           did_value: np.ndarray, texts: list[str], chain: list[Any],
+                           plan: Any, profile: ExecutorchProfile, record: ETRecord,
+                           method: str, nodes: list[EdgeNode], nodes_of: dict[int, list[int]],
+                           policy: str, targets: _Targets, reason_code: Any,
+                           handle_map: dict[int, list[int]],
+                           delegate_map: dict[int, dict[str, Any]], n_nodes: int,
+                           xnodes_of: dict[int, list[Any]],
+                           owner_of: dict[int, tuple[dict[int, int], dict[int, str]]],
+                           skipped: list[dict[str, Any]], seen_skips: set[tuple[int, int]]
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(target, reason code, xnode) for the per-op events of one delegate call."""
+    k = codes.size
+    tgt = np.full(k, -1, dtype=np.int64)
+    why = np.full(k, -1, dtype=np.int64)
+    xn = np.full(k, -1, dtype=np.int64)
+    ins = chain[value] if 0 <= value < len(chain) else None
+    if parent < 0 or ins is None or ins.kind != "DelegateCall":
+        why[:] = reason_code(f"delegate event of instruction {value}, which is not a "
+                             "delegate call in the program")
+        tgt[:] = targets.bucket(_UNATTRIBUTED)
+        return tgt, why, xn
+    delegate = plan.delegates[ins.delegate_index]
+    if did_present.any():  # integer ids: the delegate map names the handles
+        inner = (delegate_map.get(value) or {}).get("delegate_map") or {}
+        for r in range(k):
+            ident = str(int(did_value[r])) if did_present[r] else None
+            handles = inner.get(ident) if ident is not None else None
+            if handles is None:
+                why[r] = reason_code(f"delegate id {ident} is not in the delegate map")
+                tgt[r] = targets.bucket(_UNATTRIBUTED)
                 continue
-            h = xnodes[k].debug_handle
-            if h == INSERTED_HANDLE:
-                target[r] = targets.bucket(_INSERTED)
-                continue
-            hs = [h, *sorted(f for f, o in owner.items() if o == h)]
+            hs = handles if isinstance(handles, list) else [handles]
             members = _weights(hs, nodes_of, policy, 2, n_nodes)
-            if not members:
-                reason[r] = reason_code(f"XNNPACK node {k} has handle {h}, which no edge node "
-                                        "carries")
-                target[r] = targets.bucket(_UNATTRIBUTED)
-                continue
-            target[r] = targets.add(("xnode", value, k), members)
+            tgt[r] = (targets.add(("did", value, ident), members) if members
+                      else targets.bucket(_UNATTRIBUTED))
+        return tgt, why, xn
+    if value not in xnodes_of:
+        xnodes_of[value] = (read_xnnpack_blob(delegate.data, f"delegate {ins.delegate_index}")
+                            if delegate.id == "XnnpackBackend" else [])
+        handles = set(handle_map.get(value, []))
+        prefix = _delegate_graph(nodes, value, record, method)
+        graph = [nd for nd in nodes if nd.graph.startswith(prefix)]
+        owner_of[value] = fused_handles(handles, {x.debug_handle for x in xnodes_of[value]},
+                                        graph)
+        for h, text in owner_of[value][1].items():
+            skipped.append({"instruction_id": value, "xnode": -1, "handle": h,
+                            "reason": text})
+    xnodes = xnodes_of[value]
+    if not xnodes:
+        why[:] = reason_code(f"delegate {delegate.id} has no node list this reader knows")
+        tgt[:] = targets.bucket(_UNATTRIBUTED)
+        return tgt, why, xn
+    al = align([texts[c] if c >= 0 else "" for c in codes.tolist()], xnodes)
+    owner, _ = owner_of[value]
+    for s, text in al.skipped:
+        if (value, s) not in seen_skips:
+            seen_skips.add((value, s))
+            skipped.append({"instruction_id": value, "xnode": s,
+                            "handle": xnodes[s].debug_handle, "reason": text})
+    for r, (node_k, text) in enumerate(zip(al.node_of, al.reason_of)):
+        xn[r] = node_k
+        if node_k < 0:
+            why[r] = reason_code(text)
+            tgt[r] = targets.bucket(_UNATTRIBUTED)
+            continue
+        h = xnodes[node_k].debug_handle
+        if h == INSERTED_HANDLE:
+            tgt[r] = targets.bucket(_INSERTED)
+            continue
+        hs = [h, *sorted(f for f, o in owner.items() if o == h)]
+        members = _weights(hs, nodes_of, policy, 2, n_nodes)
+        if not members:
+            why[r] = reason_code(f"XNNPACK node {node_k} has handle {h}, which no edge node "
+                                 "carries")
+            tgt[r] = targets.bucket(_UNATTRIBUTED)
+            continue
+        tgt[r] = targets.add(("xnode", value, node_k), members)
+    return tgt, why, xn
 
 
 def _delegate_graph(nodes: list[EdgeNode], instruction: int, record: ETRecord,
