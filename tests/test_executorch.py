@@ -109,6 +109,17 @@ def test_inspector_table_equals_the_inspectors_csv(stem: str) -> None:
             assert a.astype(str).tolist() == b.astype(str).tolist(), column
 
 
+@pytest.mark.parametrize("stem", STEMS)
+def test_inspector_module_totals_match_find_total_for_module(stem: str) -> None:
+    from toolkit.trace.et_inspector import inspector_total_for_module
+
+    etdp, etrecord, _ = files(stem)
+    table = read_executorch(etdp, etrecord).inspector_table()
+    expected = json.loads((DIR / f"{stem}.inspector_totals.json").read_text())
+    for module, total in expected.items():
+        assert inspector_total_for_module(table, module) == total, module
+
+
 # ------------------------------------------------------------------------------- ETRecord
 def test_etrecord_never_unpickles(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:

@@ -142,7 +142,21 @@ def export(name: str, backend: str) -> None:
     inspector.to_dataframe().to_csv(f"{stem}.inspector.csv", index=False)
     dump = gen_etdump_object(etdump_path=str(etdp))
     Path(f"{stem}.etdump.json").write_text(json.dumps(_plain(dump), indent=1) + "\n")
+    inspector_extras(stem)
     print(f"{stem.name}: {pte.stat().st_size} B program, {etdp.stat().st_size} B ETDump")
+
+
+MODULE_QUERIES = ("conv", "stem", "conv1", "fc", "relu", "block", "head", "layers", "layers.1")
+
+
+def inspector_extras(stem: Path) -> None:
+    """``<stem>.inspector_totals.json``: ``Inspector.find_total_for_module`` for a few names
+    (the Inspector matches them as substrings)."""
+    from executorch.devtools import Inspector
+
+    inspector = Inspector(etdump_path=f"{stem}.etdp", etrecord=f"{stem}.etrecord.bin")
+    totals = {m: float(inspector.find_total_for_module(m)) for m in MODULE_QUERIES}
+    Path(f"{stem}.inspector_totals.json").write_text(json.dumps(totals, indent=1) + "\n")
 
 
 def _plain(value: Any) -> Any:
@@ -161,6 +175,10 @@ def _plain(value: Any) -> Any:
 def main() -> None:
     import sys
 
+    if sys.argv[1:2] == ["--extras-only"]:  # re-derive from the committed files
+        for etdp in sorted(HERE.glob("*.etdp")):
+            inspector_extras(etdp.with_suffix(""))
+        return
     for name in sys.argv[1:] or MODELS:
         for backend in ("portable", "xnnpack"):
             export(name, backend)

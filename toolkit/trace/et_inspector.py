@@ -19,7 +19,7 @@ import pandas as pd
 from toolkit.formats.etdump import ETDump
 from toolkit.formats.etrecord import EdgeNode, ETRecord
 
-__all__ = ["inspector_table", "INSPECTOR_COLUMNS"]
+__all__ = ["inspector_table", "inspector_total_for_module", "INSPECTOR_COLUMNS"]
 
 #: Columns of ``Inspector.to_dataframe()`` (``include_units=True``).
 INSPECTOR_COLUMNS: tuple[str, ...] = (
@@ -177,3 +177,22 @@ def _resolve_handles(row: dict[str, Any], instruction_id: str, handle_map: dict[
             if key in str(identifier):
                 handles = value
     return handles
+
+
+def inspector_total_for_module(table: pd.DataFrame, module_name: str) -> float:
+    """``Inspector.find_total_for_module(module_name)`` on an :func:`inspector_table`: the sum
+    of ``avg (ms)`` of every row (``OPERATOR_CALL`` rows left out) whose module hierarchy has
+    a key *containing* ``module_name`` (a substring match, as the Inspector does)."""
+    total = 0.0
+    for name, hierarchy, avg in zip(table["event_name"], table["module_hierarchy"],
+                                    table["avg (ms)"]):
+        if name == "OPERATOR_CALL":
+            continue
+        for stack in hierarchy.values():
+            if not stack:
+                continue
+            if any(module_name in key for key in stack):
+                if avg is not None and avg == avg:
+                    total += float(avg)
+                break
+    return total
