@@ -461,10 +461,9 @@ class ExecutorchAttribution:
         index = {p: i for i, p in enumerate(names)}
         row_of_node = np.array([index[p] for p in self._layers], dtype=np.int64)
         types: dict[str, str] = {}
-        for node, p in zip(self._nodes, self._layers):
+        for node in self._nodes:
             for _, path, ty in node.module_stack:
                 types.setdefault(path, ty)
-            types.setdefault(p, node.module_type or "")
         return names, row_of_node, types
 
     def by_layer(self) -> pd.DataFrame:
