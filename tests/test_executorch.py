@@ -352,3 +352,20 @@ def test_negative_duration_is_flagged_not_hidden() -> None:
     assert (dump.events["end_time"].to_numpy() >= dump.events["start_time"].to_numpy()).all()
     ev = read_executorch(bytes(data)).events
     assert (ev["problem"] == "").all() and np.all(ev["dur_ns"] >= 0)
+
+
+# ------------------------------------------------------------------------------- CLI
+def test_cli_trace_join_with_etrecord(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from toolkit.cli import main
+
+    etdp, etrecord, pte = files("cnn_xnnpack")
+    out = tmp_path / "layers.csv"
+    status = main(["trace-join", str(etdp), "--etrecord", str(etrecord), "--program", str(pte),
+                   "--by", "layer", "--csv", str(out)])
+    assert status == 0
+    table = pd.read_csv(out, keep_default_na=False)
+    expected = read_executorch(etdp, etrecord, pte).attribution().by_layer()
+    assert table["total_ns"].tolist() == expected["total_ns"].tolist()
+    assert "to layers" in capsys.readouterr().out
+    assert main(["trace-join", str(etdp), "--etrecord", str(pte)]) == 2
+    assert "not an ETRecord" in capsys.readouterr().err

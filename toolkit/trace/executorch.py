@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from toolkit.formats.etdump import ETDump, read_etdump
 from toolkit.formats.etrecord import ETRecord, read_etrecord
 from toolkit.formats.executorch_program import Program, read_program
 
-__all__ = ["read_executorch", "ExecutorchProfile", "etdump_events", "ROLES"]
+__all__ = ["read_executorch", "ExecutorchProfile", "etdump_events", "main_executorch", "ROLES"]
 
 _STR = pd.Series([""]).dtype
 #: ``role`` categories of :attr:`ExecutorchProfile.events`.
@@ -286,3 +287,43 @@ def read_executorch(etdump: Any, etrecord: Any = None, program: Any = None, *,
         raise ToolkitError(f"the program has no method {method!r}", where=prog.source,
                            fix=f"use one of {list(prog.plans)}")
     return ExecutorchProfile(dump, record, prog, method, etdump_events(dump))
+
+
+def main_executorch(etdump: Path, etrecord: Path, program: Path | None, *, policy: str,
+                    by: str, csv: Path | None, top: int) -> int:
+    """``toolkit trace-join X.etdp --etrecord R.bin [--program M.pte] --by layer|op``.
+
+    Prints the totals, the table (largest ``total_ns`` first, ``top`` rows; 0: all) and the
+    unattributed time by reason; writes the table as CSV when asked. Returns 0.
+    """
+    if by not in ("layer", "op"):
+        raise ToolkitError(f"--by {by} is not a view of an ExecuTorch profile",
+                           fix="use --by layer or --by op")
+    profile = read_executorch(etdump, etrecord, program)
+    att = profile.attribution(policy)
+    att.check()
+    share = att.attributed_ns / att.total_ns if att.total_ns else 0.0
+    print(f"{etdump}: {len(profile.events)} events, {att.runs} run(s), policy {policy}, "
+          f"program {'given' if program else 'not given'}")
+    print(f"to layers {att.attributed_ns} of {att.total_ns} ticks ({share:.1%}) of "
+          "Method::execute; the rest in the named buckets")
+    table = att.by_layer() if by == "layer" else att.by_op()
+    shown = table.sort_values("total_ns", ascending=False, kind="stable")
+    if top > 0:
+        shown = shown.head(top)
+    with pd.option_context("display.max_rows", None, "display.max_columns", 20,
+                           "display.width", 200, "display.max_colwidth", 60):
+        print(f"\n== by {by} ({len(table)} rows, largest {len(shown)} shown)")
+        print(shown.to_string(index=False) if len(shown) else "(empty)")
+        un = att.unattributed()
+        if len(un):
+            why = un.groupby("reason", observed=True)[["dur_ns", "counted_ns"]].agg("sum")
+            why.insert(0, "events", un.groupby("reason", observed=True).size())
+            print("\n== unattributed or unmapped, by reason")
+            print(why.to_string())
+    if csv is not None:
+        from toolkit.formats.flatbuffer_write import atomic_write
+
+        atomic_write(Path(csv), table.to_csv(index=False).encode())
+        print(f"wrote {csv}")
+    return 0
