@@ -229,11 +229,22 @@ def test_loop_counts_the_events_the_inspector_drops() -> None:
     kept = sum(row["raw"])
     ours = addmm["dur_ns"].sum() / 1e6
     assert ours > kept
-    att = profile.attribution()
-    un = att.unattributed()
+    # without the program the body's kernels have no debug handle: listed, every one counted
+    bare = read_executorch(etdp, etrecord).attribution()
+    un = bare.unattributed()
     body = un[un["event_id"].isin(addmm["event_id"])]
     assert len(body) == 12 and int(body["counted_ns"].sum()) == int(addmm["dur_ns"].sum())
+    bare.check()
+    # with it, they are matched in order to the loop body's nodes (layer: the enclosing node's)
+    att = profile.attribution()
     att.check()
+    ops = att.by_op()
+    node = ops[(ops["graph"] == "map_impl/submodule_0") & (ops["name"] == "aten_addmm_default")]
+    assert int(node["kernel_ns"].iloc[0]) == int(addmm["dur_ns"].sum())
+    assert not att.unattributed()["event_id"].isin(addmm["event_id"]).any()
+    nodes = profile.nodes().set_index(["graph", "name"])
+    assert nodes.loc[("map_impl/submodule_0", "aten_addmm_default"), "layer_source"] == \
+        "enclosing node map_impl"
 
 
 def test_rollup_and_exact_module_names() -> None:

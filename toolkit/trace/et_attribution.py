@@ -197,6 +197,7 @@ def attribute(profile: ExecutorchProfile, policy: str = "equal") -> ExecutorchAt
     xnodes_of: dict[int, list[Any]] = {}
     owner_of: dict[int, tuple[dict[int, int], dict[int, str]]] = {}
     skipped: list[dict[str, Any]] = []
+    body = _body_kernels(plan, nodes, handle_map) if plan is not None and record else {}
     for value in np.unique(instr[execute & ((role == 3) | (role == 4))]).tolist():
         handles = handle_map.get(value)
         at = execute & (instr == value) & ((role == 3) | (role == 4))
@@ -205,8 +206,20 @@ def attribute(profile: ExecutorchProfile, policy: str = "equal") -> ExecutorchAt
             reason[at] = code
             target[at] = targets.bucket(_UNATTRIBUTED)
             continue
+        if not handles and value in body:
+            body_node = body[value]
+            for comp, mask in ((0, at & (role == 4)), (1, at & (role == 3))):
+                if mask.any():
+                    target[mask] = targets.add(("body", value, comp),
+                                               [(comp * n_nodes + body_node, 1)])
+            continue
         if not handles:
-            code = reason_code(f"instruction {value} has no debug handle in the ETRecord "
+            kind = ""
+            if plan is not None and plan.chains and 0 <= value < len(plan.chains[0]):
+                ins = plan.chains[0][value]
+                kind = (f" ({plan.operators[ins.op_index][0]})" if ins.op_index is not None
+                        else f" ({ins.kind})")
+            code = reason_code(f"instruction {value}{kind} has no debug handle in the ETRecord "
                                "(control flow or an op inserted after export)")
             reason[at] = code
             target[at] = targets.bucket(_UNATTRIBUTED)
@@ -281,6 +294,47 @@ def attribute(profile: ExecutorchProfile, policy: str = "equal") -> ExecutorchAt
     return ExecutorchAttribution(profile, policy, nodes, layers, matrix, events_per_row,
                                  total_per_run, target, reason, reasons, excl, mapped_to,
                                  skipped)
+
+
+def _base_op(name: str) -> str:
+    """``aten::addmm`` and ``aten.addmm.default`` -> ``aten.addmm``."""
+    if "::" in name:
+        return name.replace("::", ".")
+    parts = name.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 else name
+
+
+def _body_kernels(plan: Any, nodes: list[EdgeNode], handle_map: dict[int, list[int]]
+                  ) -> dict[int, int]:
+    """Kernel calls without a debug handle matched to control-flow body nodes.
+
+    A loop or branch body's nodes (graph ``<node>/<subgraph>``, not a delegate's) have
+    handles the debug-handle map does not list for the instructions emitted from them. Walking
+    those instructions and the body nodes in order, a kernel call is matched to the next body
+    node of the same operator (``aten::addmm`` <-> ``aten.addmm.default``); instructions of
+    the runtime's loop machinery match no node and stay unattributed.
+
+    Returns:
+        ``{instruction id: node index}``.
+    """
+    delegates = {o.name for o in nodes if o.graph == "" and o.backend is not None}
+    body = [i for i, nd in enumerate(nodes)
+            if nd.graph and nd.backend is None and nd.graph.split("/", 1)[0] not in delegates]
+    if not body or not plan.chains:
+        return {}
+    out: dict[int, int] = {}
+    j = 0
+    for value, ins in enumerate(plan.chains[0]):
+        if ins.kind != "KernelCall" or ins.op_index is None or handle_map.get(value):
+            continue
+        want = _base_op(plan.operators[ins.op_index][0])
+        k = j
+        while k < len(body) and _base_op(nodes[body[k]].op) != want:
+            k += 1
+        if k < len(body):
+            out[value] = body[k]
+            j = k + 1
+    return out
 
 
 def _map_delegate_ops(profile: ExecutorchProfile, dop: np.ndarray, parent: np.ndarray,
