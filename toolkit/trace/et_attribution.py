@@ -3,6 +3,8 @@
 Each event of an ``Execute`` block gives its *exclusive* time (duration minus its children's):
 
 - a ``native_call_*`` kernel -> the edge nodes of its instruction's debug handles (``kernel``);
+  a kernel call of a control-flow body has none: with the program it is matched in order to
+  the body graph's node of the same operator (:func:`_body_kernels`);
 - an ``OPERATOR_CALL`` (or another instruction span) -> the same nodes (``dispatch``);
 - an XNNPACK per-op event (with the program) -> the nodes of its XNNPACK node's handle and of
   the handles fused into it (``delegate``); handle 65535 -> ``<delegate-inserted>``;
