@@ -270,6 +270,25 @@ def test_layers_without_instructions_have_a_row_and_a_reason() -> None:
     assert len(view) == 1  # a view: no instruction, its layer is the root and still listed
 
 
+def test_a_module_that_ran_no_instruction_has_a_zero_row_with_a_reason() -> None:
+    etdp, etrecord, pte = files("cnn_portable")
+    record = read_etrecord(etrecord)
+    fc_handles = {n.handle for n in record.nodes["forward"] if n.module_path == "fc"}
+    kept = {i: h for i, h in record.debug_handle_map["forward"].items()
+            if not set(h) & fc_handles}
+    dropped = set(record.debug_handle_map["forward"]) - set(kept)
+    assert dropped
+    record.debug_handle_map["forward"] = kept
+    att = read_executorch(etdp, record, pte).attribution()
+    att.check()
+    row = att.by_layer().set_index("layer").loc["fc"]
+    assert row["total_ns"] == 0 and row["events"] == 0
+    assert row["reason"] == "its nodes ran no instruction (aten.addmm.default, " \
+        "aten.permute_copy.default)"
+    un = att.unattributed()
+    assert set(un["reason"].str.extract(r"instruction (\d+)")[0].astype(int)) == dropped
+
+
 def test_without_etrecord_everything_is_unattributed_with_a_reason() -> None:
     att = read_executorch(files("cnn_portable")[0]).attribution()
     att.check()
@@ -380,3 +399,87 @@ def test_cli_trace_join_with_etrecord(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "to layers" in capsys.readouterr().out
     assert main(["trace-join", str(etdp), "--etrecord", str(pte)]) == 2
     assert "not an ETRecord" in capsys.readouterr().err
+
+
+def _synthetic_etdump() -> bytes:
+    """An un-prefixed ETDump (as ExecuTorch's Python serializer writes) with a profile event
+    whose 32-bit clock wrapped, an allocation event and a debug event."""
+    import flatbuffers
+
+    b = flatbuffers.Builder(256)
+    name = b.CreateString("native_call_add.out")
+    b.StartObject(8)
+    b.PrependUOffsetTRelativeSlot(0, name, 0)
+    b.PrependInt32Slot(2, 7, -1)
+    b.PrependUint64Slot(6, 2**32 - 100, 0)
+    b.PrependUint64Slot(7, 50, 0)
+    profile = b.EndObject()
+    b.StartObject(2)
+    b.PrependInt32Slot(0, 1, 0)
+    b.PrependUint64Slot(1, 4096, 0)
+    alloc = b.EndObject()
+    dname = b.CreateString("dbg")
+    b.StartObject(6)
+    b.PrependInt32Slot(1, 2, -1)
+    b.PrependUOffsetTRelativeSlot(5, dname, 0)
+    debug = b.EndObject()
+    events = []
+    for slot, table in ((0, profile), (1, alloc), (2, debug)):
+        b.StartObject(3)
+        b.PrependUOffsetTRelativeSlot(slot, table, 0)
+        events.append(b.EndObject())
+    b.StartVector(4, len(events), 4)
+    for e in reversed(events):
+        b.PrependUOffsetTRelative(e)
+    vec = b.EndVector()
+    run_name = b.CreateString("Execute")
+    b.StartObject(4)
+    b.PrependUOffsetTRelativeSlot(0, run_name, 0)
+    b.PrependUOffsetTRelativeSlot(3, vec, 0)
+    run = b.EndObject()
+    b.StartVector(4, 1, 4)
+    b.PrependUOffsetTRelative(run)
+    runs = b.EndVector()
+    b.StartObject(2)
+    b.PrependUint32Slot(0, 3, 0)
+    b.PrependUOffsetTRelativeSlot(1, runs, 0)
+    root = b.EndObject()
+    b.Finish(root, file_identifier=b"ED00")
+    return bytes(b.Output())
+
+
+def test_allocation_and_debug_events_and_a_32_bit_wrap() -> None:
+    data = _synthetic_etdump()
+    dump = read_etdump(data)
+    assert not dump.prefixed and dump.version == 3
+    ev = dump.events
+    assert ev["kind"].tolist() == ["profile", "allocation", "debug"]
+    assert ev["allocator_id"].iloc[1] == 1 and ev["allocation_size"].iloc[1] == 4096
+    assert ev["name"].iloc[2] == "dbg" and ev["instruction_id"].iloc[2] == 2
+    assert ev["instruction_id"].iloc[0] == 7 and pd.isna(ev["chain_index"].iloc[0])
+    events = read_executorch(data).events
+    assert events["dur_ns"].tolist() == [150, 0, 0]  # 2**32 - start + end
+    assert events["problem"].tolist() == ["", "not a profile event (no time)",
+                                          "not a profile event (no time)"]
+    sized = len(data).to_bytes(4, "little") + data  # the runtime's framing reads the same
+    pd.testing.assert_frame_equal(read_etdump(sized).events, ev)
+
+
+def test_align_skips_silent_nodes_and_lists_unmatched_events() -> None:
+    from toolkit.formats.executorch_program import XnnNode
+    from toolkit.trace.et_xnnpack import align
+
+    nodes = [XnnNode("XNNConv2d", 1, True), XnnNode("XNNStaticReshape", 2, False),
+             XnnNode("XNNAdd", 3, True), XnnNode("XNNConcatenate2", 4, False),
+             XnnNode("XNNFullyConnected", 5, False)]
+    names = ["Convolution (NHWC, F32) IGEMM #1", "Add (ND) #1", "Clamp (NC) #1",
+             "Copy (NC, X32) #1", "Copy (NC, X32) #2", "Fully Connected (NC, F32) GEMM #1",
+             "Sigmoid (NC) #1"]
+    al = align(names, nodes)
+    assert al.node_of == [0, 2, 2, 3, 3, 4, -1]
+    assert al.reason_of[-1].startswith("no remaining XNNPACK node makes a 'Sigmoid'")
+    assert [s for s, _ in al.skipped] == [1]
+    assert "XNNStaticReshape made no operator event" in al.skipped[0][1]
+    # a Clamp after a binary node without a fused min/max is not that node's
+    plain = align(["Add (ND) #1", "Clamp (NC) #1"], [XnnNode("XNNAdd", 1, False)])
+    assert plain.node_of == [0, -1]
