@@ -3,7 +3,9 @@
 Sources: a Chrome trace event JSON file (``.json``, ``.json.gz``; ``"X"`` events and ``B``/``E``
 pairs; read streaming by :func:`toolkit.formats.chrome_trace.read_chrome_trace`), a CSV of timed
 events, a JSON file or list of ExecuTorch-style debug-handle records
-(``{"delegate_debug_identifier": 3, "start_time": ..., "end_time": ...}``), the toolkit's own
+(``{"delegate_debug_identifier": 3, "start_time": ..., "end_time": ...}``), an ExecuTorch
+ETDump (``.etdp``, told apart by content; see :func:`toolkit.trace.executorch.etdump_events`
+for its columns), the toolkit's own
 :class:`~toolkit.runtime.tracer.EventTracer`, or any DataFrame with a start and a duration (or
 end) column.
 """
