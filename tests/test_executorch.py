@@ -483,3 +483,14 @@ def test_align_skips_silent_nodes_and_lists_unmatched_events() -> None:
     # a Clamp after a binary node without a fused min/max is not that node's
     plain = align(["Add (ND) #1", "Clamp (NC) #1"], [XnnNode("XNNAdd", 1, False)])
     assert plain.node_of == [0, -1]
+
+
+def test_limits_bound_what_a_file_claims() -> None:
+    from toolkit.errors import LimitError
+    from toolkit.limits import limits
+
+    etdp, etrecord, _ = files("cnn_xnnpack")
+    with limits(max_events_per_file=10), pytest.raises(LimitError, match="max_events"):
+        read_etdump(etdp)
+    with limits(max_decompressed_bytes=1000), pytest.raises(LimitError, match="member"):
+        read_etrecord(etrecord)

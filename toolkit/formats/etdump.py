@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from toolkit.errors import ToolkitError, TraceError
+from toolkit.errors import LimitError, ToolkitError, TraceError
 from toolkit.formats.fb_columns import FlatColumns
+from toolkit.limits import check
 
 __all__ = ["ETDump", "RunBlock", "read_etdump", "etdump_offset", "EVENT_KINDS",
            "sniff_executorch_file"]
@@ -157,7 +158,7 @@ def read_etdump(source: str | os.PathLike[str] | bytes | bytearray | memoryview)
     try:
         return _decode(view, where, prefixed)
     except ToolkitError as exc:
-        if isinstance(exc, TraceError):
+        if isinstance(exc, (TraceError, LimitError)):
             raise
         raise TraceError(exc.what, where=exc.where or where,
                          fix=exc.fix or "the ETDump is truncated or corrupt") from None
@@ -233,6 +234,8 @@ def _decode(buf: memoryview, where: str, prefixed: bool) -> ETDump:
                                                  alloc_split)]
     else:
         allocators = [[] for _ in range(len(runs))]
+    check("max_events_per_file", int(np.maximum(fc.vectors(events_pos, "events")[1], 0).sum()),
+          what="events the ETDump claims", where=where)
     events, counts = _tables_of_vectors(fc, events_pos, "events")
     blocks = [RunBlock(names[i], int(bundled[i]) if bundled_pos[i] else None,
                        allocators[i], int(counts[i])) for i in range(len(names))]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ToolkitError
+from toolkit.limits import check
 
 __all__ = ["ETRecord", "EdgeNode", "read_etrecord", "parse_module_stack", "ETRecordError"]
 
@@ -182,9 +183,12 @@ def read_etrecord(source: str | os.PathLike[str] | bytes) -> ETRecord:
 
 def _json_member(z: zipfile.ZipFile, name: str, where: str) -> Any:
     try:
-        raw = z.read(name)
+        info = z.getinfo(name)
     except KeyError:
         return None
+    check("max_decompressed_bytes", info.file_size, what=f"bytes of ETRecord member {name!r}",
+          where=where)
+    raw = z.read(info)
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
