@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from toolkit.errors import ToolkitError
 from toolkit.trace.join import POLICIES
 from toolkit.trace.keys import KEY_KINDS
 
