@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from toolkit.errors import ToolkitError
 from toolkit.trace.join import POLICIES
 from toolkit.trace.keys import KEY_KINDS
 
@@ -65,8 +66,6 @@ def main_trace_join(argv: Sequence[str]) -> int:
         return main_executorch(a.trace, a.etrecord, a.program, policy=a.policy or "equal",
                                by=a.by, csv=a.csv, top=a.top)
     if a.compiled is None:
-        from toolkit.errors import ToolkitError
-
         raise ToolkitError("trace-join needs --compiled (or --etrecord for an ETDump)",
                            fix="toolkit trace-join TRACE --compiled OUT, or "
                                "toolkit trace-join X.etdp --etrecord R.bin [--program M.pte]")

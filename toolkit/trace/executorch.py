@@ -322,7 +322,7 @@ def main_executorch(etdump: Path, etrecord: Path, program: Path | None, *, polic
             print("\n== unattributed or unmapped, by reason")
             print(why.to_string())
     if csv is not None:
-        from toolkit.formats.flatbuffer_write import atomic_write
+        from toolkit.util.atomic import atomic_write
 
         atomic_write(Path(csv), table.to_csv(index=False).encode())
         print(f"wrote {csv}")
