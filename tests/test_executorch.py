@@ -188,6 +188,9 @@ def test_conservation_to_the_tick(stem: str, with_program: bool) -> None:
             == layers["total_ns"]).where(layers["kind"] == "layer", True).all()
     assert int(att.by_op()["total_ns"].sum()) == att.attributed_ns
     assert int(att.load_time()["dur_ns"].sum()) > 0  # reported apart
+    summary = att.summary()
+    assert summary["total_ns"] == att.total_ns and summary["runs"] == 4
+    assert 0 < summary["attributed_events"] <= summary["events"]
 
 
 @pytest.mark.parametrize("stem", XNNPACK)

@@ -295,7 +295,7 @@ def attribute(profile: ExecutorchProfile, policy: str = "equal") -> ExecutorchAt
         np.add.at(total_per_run, run[top], dur[top])
     return ExecutorchAttribution(profile, policy, nodes, layers, matrix, events_per_row,
                                  total_per_run, target, reason, reasons, excl, mapped_to,
-                                 skipped)
+                                 skipped, targets.members)
 
 
 def _base_op(name: str) -> str:
@@ -484,7 +484,7 @@ class ExecutorchAttribution:
                  layers: list[str], matrix: np.ndarray, events: np.ndarray,
                  total_per_run: np.ndarray, target: np.ndarray, reason: np.ndarray,
                  reasons: list[str], exclusive: np.ndarray, mapped_to: np.ndarray,
-                 skipped: list[dict[str, Any]]) -> None:
+                 skipped: list[dict[str, Any]], members: list[list[tuple[int, int]]]) -> None:
         self.profile = profile
         self.policy = policy
         self._nodes = nodes
@@ -498,6 +498,7 @@ class ExecutorchAttribution:
         self._exclusive = exclusive
         self._mapped_to = mapped_to
         self._skipped = skipped
+        self._members = members
         self.runs = int(matrix.shape[1])
         self.total_ns = int(total_per_run.sum())
         k = len(nodes)
@@ -711,10 +712,28 @@ class ExecutorchAttribution:
                                where=self.profile.dump.source)
 
     def summary(self) -> dict[str, Any]:
-        """``total_ns``, ``attributed_ns``, ``unattributed_ns``, ``runs``, ``policy``."""
-        return {"total_ns": self.total_ns, "attributed_ns": self.attributed_ns,
-                "unattributed_ns": self.unattributed_ns, "runs": self.runs,
-                "policy": self.policy}
+        """The headline figures, with the keys of ``Attribution.summary()``: ``events``
+        (execute-time events), ``attributed_events`` (those whose time went to a layer),
+        ``runs``, ``total_ns``, ``attributed_ns``, ``unattributed_ns``, ``policy``,
+        ``key_used`` (``"instruction_id+delegate"``)."""
+        ev = self.profile.events
+        execute = (ev["phase"] == "execute").to_numpy()
+        k = len(self._nodes)
+        on_layers = np.zeros(len(ev), dtype=bool)
+        on_layers[execute] = self._reason[execute] < 0
+        on_layers &= self._target >= 0
+        bucket_rows = {3 * k + b for b in range(len(BUCKETS))}
+        # a target is a layer target when none of its rows is a bucket row
+        return {"events": int(execute.sum()),
+                "attributed_events": int((on_layers & ~np.isin(
+                    self._target, self._bucket_targets(bucket_rows))).sum()),
+                "runs": self.runs, "total_ns": self.total_ns,
+                "attributed_ns": self.attributed_ns, "unattributed_ns": self.unattributed_ns,
+                "policy": self.policy, "key_used": "instruction_id+delegate"}
+
+    def _bucket_targets(self, bucket_rows: set[int]) -> np.ndarray:
+        return np.array([t for t, members in enumerate(self._members)
+                         if any(row in bucket_rows for row, _ in members)], dtype=np.int64)
 
 
 __all__ += ["STAT_COLUMNS"]
