@@ -58,7 +58,8 @@ def etdump_events(dump: ETDump) -> pd.DataFrame:
     event keeps its runtime name), ``start_ns``, ``dur_ns`` (int64 ticks; ns on Linux; a
     32-bit wrap is undone), ``problem`` (categorical), ``phase`` (``load`` / ``execute``),
     ``block`` (int64), ``role`` (categorical of :data:`ROLES`), ``instruction_id``,
-    ``chain_index``, ``delegate_debug_id_int`` (Int64, NA when absent),
+    ``chain_index``, ``delegate_debug_id_int`` (Int64, NA when absent; ``problem`` also flags
+    a span whose children add up to more than it, as XNNPACK's synthetic op times can),
     ``delegate_debug_id_str`` (categorical), ``parent`` (int64 event id, -1 at the top),
     ``exclusive_ns`` (int64: duration minus the children's).
     """
@@ -139,6 +140,8 @@ def etdump_events(dump: ETDump) -> pd.DataFrame:
     has_parent = parent >= 0
     np.add.at(child_sum, parent[has_parent], dur[has_parent])
     exclusive = dur - child_sum
+    problems.append("children last longer than the span (negative exclusive time)")
+    problem[(exclusive < 0) & (problem == 0)] = len(problems) - 1
 
     key = pd.Series(np.where(did_str.notna().to_numpy(), did_str.astype(object).to_numpy(),
                              names.astype(object).to_numpy()), dtype=object)
