@@ -497,3 +497,17 @@ def test_limits_bound_what_a_file_claims() -> None:
         read_etdump(etdp)
     with limits(max_decompressed_bytes=1000), pytest.raises(LimitError, match="member"):
         read_etrecord(etrecord)
+
+
+def test_executorch_join_pairs_the_files() -> None:
+    from toolkit.trace.executorch import executorch_join
+
+    etdp, etrecord, pte = files("cnn_portable")
+    att = executorch_join(str(etdp), str(etrecord))
+    assert att is not None and att.policy == "equal"
+    att.check()
+    assert executorch_join(DIR / "make_fixtures.py", DIR / "make_fixtures.py") is None
+    with pytest.raises(ToolkitError, match="ETDump and then the ETRecord"):
+        executorch_join(etrecord, etdp)
+    with pytest.raises(ToolkitError, match="program"):
+        executorch_join(etdp, pte)

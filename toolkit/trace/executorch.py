@@ -29,7 +29,8 @@ from toolkit.formats.etdump import ETDump, read_etdump
 from toolkit.formats.etrecord import ETRecord, read_etrecord
 from toolkit.formats.executorch_program import Program, read_program
 
-__all__ = ["read_executorch", "ExecutorchProfile", "etdump_events", "main_executorch", "ROLES"]
+__all__ = ["read_executorch", "ExecutorchProfile", "etdump_events", "executorch_join",
+           "main_executorch", "ROLES"]
 
 _STR = pd.Series([""]).dtype
 #: ``role`` categories of :attr:`ExecutorchProfile.events`.
@@ -330,3 +331,45 @@ def main_executorch(etdump: Path, etrecord: Path, program: Path | None, *, polic
         atomic_write(Path(csv), table.to_csv(index=False).encode())
         print(f"wrote {csv}")
     return 0
+
+
+def _sniff(value: Any) -> str | None:
+    if isinstance(value, ETDump):
+        return "etdump"
+    if isinstance(value, ETRecord):
+        return "etrecord"
+    if isinstance(value, (str, os.PathLike)) and Path(value).is_file():
+        from toolkit.formats.etdump import sniff_executorch_file
+
+        with open(value, "rb") as f:
+            return sniff_executorch_file(f.read(64))
+    return None
+
+
+def executorch_join(trace: Any, model: Any, policy: str = "equal",
+                    program: Any = None) -> Any:
+    """``trace_join`` for ExecuTorch: the attribution when ``trace`` is an ETDump or ``model``
+    an ETRecord (paths or decoded), else None (not an ExecuTorch join).
+
+    ``policy`` ``"equal"`` or ``"nodes"``; ``"macs"`` (trace_join's default) is taken as
+    ``"equal"``, since an ETRecord carries no MAC counts.
+
+    Returns:
+        An :class:`~toolkit.trace.et_attribution.ExecutorchAttribution`, or None.
+
+    Raises:
+        ToolkitError: one of the two is an ExecuTorch file and the other is not the file it
+            pairs with (the message names what was passed).
+    """
+    kinds = (_sniff(trace), _sniff(model))
+    if kinds == (None, None) or "etdump" not in kinds and "etrecord" not in kinds:
+        return None
+    if kinds != ("etdump", "etrecord"):
+        raise ToolkitError(f"an ExecuTorch join takes the ETDump and then the ETRecord; got "
+                           f"{kinds[0] or type(trace).__name__} and "
+                           f"{kinds[1] or type(model).__name__}",
+                           fix="trace_join('run.etdp', 'model.etrecord.bin'), or "
+                               "read_executorch(etdump, etrecord, program)")
+    if policy == "macs":
+        policy = "equal"
+    return read_executorch(trace, model, program).attribution(policy)
