@@ -362,7 +362,7 @@ def executorch_join(trace: Any, model: Any, policy: str = "equal",
             pairs with (the message names what was passed).
     """
     kinds = (_sniff(trace), _sniff(model))
-    if kinds == (None, None) or ("etdump" not in kinds and "etrecord" not in kinds):
+    if "etdump" not in kinds and "etrecord" not in kinds:
         return None
     if kinds != ("etdump", "etrecord"):
         raise ToolkitError(f"an ExecuTorch join takes the ETDump and then the ETRecord; got "
