@@ -511,3 +511,15 @@ def test_executorch_join_pairs_the_files() -> None:
         executorch_join(etrecord, etdp)
     with pytest.raises(ToolkitError, match="program"):
         executorch_join(etdp, pte)
+
+
+def test_front_door() -> None:
+    import toolkit as tk
+
+    etdp, etrecord, pte = files("cnn_xnnpack")
+    profile = tk.read_executorch(etdp, etrecord, pte)
+    assert profile.attribution().by_layer()["total_ns"].sum() == execute_total("cnn_xnnpack")
+    att = tk.trace_join(str(etdp), str(etrecord))
+    att.check()
+    assert att.total_ns == execute_total("cnn_xnnpack")
+    assert tk.read_trace(etdp).meta["format"] == "etdump"
