@@ -180,6 +180,14 @@ class _Columns(FlatColumns):
         return [self.u8[pos + i] for i in range(size)]
 
     def _unsigned(self, pos: np.ndarray, size: int, what: str) -> np.ndarray:
+        pos = np.asarray(pos, dtype=np.int64)
+        if pos.size > 64:  # FlatBuffers align scalars: then one gather through a typed view
+            r = int(pos[0]) % size
+            if not ((pos - r) % size).any():
+                if pos.min() < 0 or pos.max() + size > self.size:
+                    self._bytes(pos, size, what)  # raises, naming the first bad offset
+                words = self.u8[r:r + (self.size - r) // size * size].view(f"<u{size}")
+                return words[(pos - r) // size].astype(np.uint64)
         out = np.zeros(np.shape(pos), dtype=np.uint64)
         for i, b in enumerate(self._bytes(pos, size, what)):
             out |= b.astype(np.uint64) << np.uint64(8 * i)
