@@ -323,13 +323,26 @@ def _interned(fc: FlatColumns, fpos: np.ndarray, what: str) -> pd.Categorical:
     local = np.empty(st.size, dtype=np.int64)
     consts = (np.arange(width // 8, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C16)
               + np.uint64(0x100000001B3))
+    # FlatBuffers strings start 4-aligned: then read 4-byte words through a typed view
+    n32 = fc.size // 4
+    aligned = not (st % 4).any() and int((st + ln).max()) <= 4 * n32
+    if aligned:
+        u32 = fc.u8[:4 * n32].view("<u4")
+        k4 = np.arange(width // 4, dtype=np.int64)
+        masks = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], dtype=np.uint32)
     for c0 in range(0, st.size, _CHUNK):
         c1 = min(st.size, c0 + _CHUNK)
         s_c, l_c = st[c0:c1], ln[c0:c1]
-        idx = np.minimum(s_c[:, None] + k[None, :], fc.size - 1)
-        mat = fc.u8[idx]
-        mat[k[None, :] >= l_c[:, None]] = 0
-        words = mat.view("<u8")
+        if aligned:
+            w32 = u32[np.minimum((s_c // 4)[:, None] + k4[None, :], n32 - 1)]
+            w32 &= masks[np.clip(l_c[:, None] - 4 * k4[None, :], 0, 4)]
+            words = w32.view("<u8")
+            mat = w32.view(np.uint8)
+        else:
+            idx = np.minimum(s_c[:, None] + k[None, :], fc.size - 1)
+            mat = fc.u8[idx]
+            mat[k[None, :] >= l_c[:, None]] = 0
+            words = mat.view("<u8")
         h = (words * consts[None, :]).sum(axis=1, dtype=np.uint64)
         h ^= l_c.astype(np.uint64)
         _, first, inv = np.unique(h, return_index=True, return_inverse=True)
@@ -356,7 +369,6 @@ def _interned(fc: FlatColumns, fpos: np.ndarray, what: str) -> pd.Categorical:
     rank = np.empty(len(texts), dtype=np.int64)
     rank[order] = np.arange(len(texts))
     codes[present] = rank[local]
-    return _cat([texts[i] for i in order.tolist()], codes)
     return _cat([texts[i] for i in order.tolist()], codes)
 
 
