@@ -19,7 +19,7 @@ from toolkit.runtime.result import RunResult
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_models"
 ENTRY_POINTS = ["load", "save", "compile", "partition", "codegen", "run", "read_trace",
-                "trace_join", "read_vela", "explore"]
+                "trace_join", "read_vela", "explore", "read_executorch"]
 
 
 @pytest.mark.parametrize("name", ENTRY_POINTS)

@@ -15,6 +15,7 @@ def test_the_notebooks_are_there() -> None:
     assert [p.name for p in NOTEBOOKS] == ["01_provenance_tables.ipynb",
                                            "02_runtime_attribution.ipynb",
                                            "03_partition_experiments.ipynb",
+                                           "04_executorch.ipynb",
                                            "05_onnx.ipynb"]
 
 

@@ -8,9 +8,9 @@
     att.by_layer()                                      # time per original layer
 
 The entry points (``load``, ``save``, ``compile``, ``partition``, ``codegen``, ``run``,
-``read_trace``, ``trace_join``, ``read_vela``, ``explore``) are plain functions defined in
-:mod:`toolkit.api`. The packages behind them are nouns: ``formats``, ``ir``, ``compiler``,
-``partitioner``, ``generator``, ``runtime``, ``trace``, ``vela``, ``viz``.
+``read_trace``, ``trace_join``, ``read_vela``, ``read_executorch``, ``explore``) are plain
+functions defined in :mod:`toolkit.api`. The packages behind them are nouns: ``formats``,
+``ir``, ``compiler``, ``partitioner``, ``generator``, ``runtime``, ``trace``, ``vela``, ``viz``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from toolkit.api import (
     load,
     load_onnx,
     partition,
+    read_executorch,
     read_trace,
     read_vela,
     run,
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
-    "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore",
+    "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore", "read_executorch",
     "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",
     "CompiledModel", "Target", "PartitionResult", "RunResult", "EventTracer", "Trace",
     "Attribution", "ModelBuilder",

@@ -25,13 +25,15 @@ if TYPE_CHECKING:
     from toolkit.runtime.result import RunResult
     from toolkit.runtime.tracer import EventTracer
     from toolkit.trace.attribution import Attribution
+    from toolkit.trace.et_attribution import ExecutorchAttribution
+    from toolkit.trace.executorch import ExecutorchProfile
     from toolkit.trace.ort_join import OrtAttribution
     from toolkit.trace.read import Trace
     from toolkit.vela.run import VelaResult
 
 __all__ = ["load", "save", "compile", "partition", "codegen", "run", "read_trace",
            "trace_join", "read_vela", "load_onnx", "join_ort", "run_onnxruntime",
-           "explore"]
+           "explore", "read_executorch"]
 
 PathLike = str | os.PathLike[str]
 
@@ -300,7 +302,7 @@ def read_trace(source: Any, *, format: str | None = None, key_column: str | None
 
 def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = None, *,
                overlaps: str = "leaves", optimized: Model | PathLike | None = None
-               ) -> Attribution | OrtAttribution:
+               ) -> Attribution | OrtAttribution | ExecutorchAttribution:
     """Join a trace with the model it measured and attribute its time to the original layers.
 
     Args:
@@ -308,9 +310,11 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
         model: the model the trace measured: a ``CompiledModel``, a ``PartitionResult``, a
             :class:`~toolkit.ir.Model` (joined as compiled with no passes), a compiled output
             folder or a model path (see :mod:`toolkit.model_arg`), or any provenance tables
-            (:class:`~toolkit.provenance.Provenance`).
+            (:class:`~toolkit.provenance.Provenance`). For an ExecuTorch ETDump (``trace``),
+            its ETRecord (see :func:`read_executorch`).
         policy: how an event of a fused op is split over its source ops: ``"equal"``,
-            ``"macs"`` or ``"bytes"``.
+            ``"macs"`` or ``"bytes"`` (ExecuTorch: ``"equal"`` or ``"nodes"``; ``"macs"`` is
+            taken as ``"equal"``, an ETRecord has no MAC counts).
         key: ``None`` to use each event's own key kind, or one kind for every event
             (``command_id``, ``part_op``, ``op_index``, ``debug_handle``, ``part``, ``name``,
             ``source_op_index``, ``source_name``).
@@ -323,7 +327,10 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
     Returns:
         An :class:`~toolkit.trace.attribution.Attribution`: ``.by_layer()``, ``.by_op()``,
         ``.by_command()``, ``.unattributed()``, ``.summary()``, ``.check()`` (for an ONNX
-        model, :func:`join_ort`'s ``OrtAttribution`` with the same views).
+        model, :func:`join_ort`'s ``OrtAttribution`` with the same views; for an ExecuTorch
+        ETDump and its ETRecord, an
+        :class:`~toolkit.trace.et_attribution.ExecutorchAttribution` with ``by_layer()``,
+        ``by_op()``, ``unattributed()``, ``summary()``, ``check()``).
 
     Raises:
         ToolkitError: an unknown policy, key kind or overlaps mode; a model argument of
@@ -336,8 +343,13 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
 
         return _join_ort(trace, model, optimized,
                          policy="compute" if policy == "macs" else policy)
+    from toolkit.trace.executorch import executorch_join
     from toolkit.trace.join import trace_join as _join
 
+    joined = executorch_join(trace, model, policy)
+    if joined is not None:
+        result: ExecutorchAttribution = joined
+        return result
     return _join(trace, model, policy=policy, key=key, overlaps=overlaps)
 
 
@@ -474,6 +486,34 @@ def explore(model: Model | PathLike, backends: Sequence[str] = ("cpu", "npu"),
 
     return explorer(as_model(model, purpose="tk.explore"), backends=tuple(backends),
                     default=default, repeat=repeat)
+
+
+def read_executorch(etdump: Any, etrecord: Any = None, program: Any = None, *,
+                    method: str = "forward") -> ExecutorchProfile:
+    """Read an ExecuTorch profile, with no torch or executorch installed.
+
+    Args:
+        etdump: the ETDump the runtime wrote (``.etdp`` path, bytes, or a decoded ``ETDump``).
+        etrecord: the ETRecord (path, bytes or decoded); needed to name layers.
+        program: the program (``.pte`` path, bytes or decoded); needed to map a delegate's
+            per-op events (XNNPACK) and control-flow bodies to layers.
+        method: the method profiled.
+
+    Returns:
+        An :class:`~toolkit.trace.executorch.ExecutorchProfile`: ``.events`` (every event,
+        nested, integer ticks), ``.nodes()`` (the edge nodes: handle, op, module path and
+        type, stack trace, torch.export node), ``.inspector_table()`` (the Inspector's own
+        table) and ``.attribution(policy)`` (every tick of ``Method::execute`` to a layer or a
+        named bucket: ``by_layer()``, ``by_op()``, ``rollup()``, ``unattributed()``,
+        ``check()``).
+
+    Raises:
+        ToolkitError: a file that is not what its argument expects (the message says which
+            file it is and where it goes), or a corrupt one.
+    """
+    from toolkit.trace.executorch import read_executorch as _read
+
+    return _read(etdump, etrecord, program, method=method)
 
 
 for _name in __all__:

@@ -24,10 +24,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Attribute the time of a runtime trace to the original layers of a model.")
     p.add_argument("trace", type=Path,
                    help="Chrome trace JSON (.json, .json.gz), CSV, or debug-handle records")
-    p.add_argument("--compiled", type=Path, required=True,
+    p.add_argument("--compiled", type=Path,
                    help="compiled output folder (toolkit compile -o), or a .circle/.tflite")
-    p.add_argument("--policy", choices=POLICIES, default="macs",
-                   help="how an op's time is split over its source ops (default: macs)")
+    p.add_argument("--etrecord", type=Path,
+                   help="ExecuTorch ETRecord (the trace is then an ETDump .etdp)")
+    p.add_argument("--program", type=Path, help="ExecuTorch program (.pte), with --etrecord")
+    p.add_argument("--policy", choices=(*POLICIES, "nodes"), default=None,
+                   help="how an op's time is split over its source ops (default: macs; "
+                        "with --etrecord: equal or nodes, default equal)")
     p.add_argument("--key", choices=KEY_KINDS, help="key kind of every event "
                                                     "(default: each event's own)")
     p.add_argument("--by", choices=_VIEWS, default="layer", help="table to print and write")
@@ -56,6 +60,17 @@ def main_trace_join(argv: Sequence[str]) -> int:
     :class:`~toolkit.errors.ToolkitError` (the main command line prints it, status 2).
     """
     a = _parser().parse_args(list(argv))
+    if a.etrecord is not None:
+        from toolkit.trace.executorch import main_executorch
+
+        return main_executorch(a.trace, a.etrecord, a.program, policy=a.policy or "equal",
+                               by=a.by, csv=a.csv, top=a.top)
+    if a.compiled is None:
+        raise ToolkitError("trace-join needs --compiled (or --etrecord for an ETDump)",
+                           fix="toolkit trace-join TRACE --compiled OUT, or "
+                               "toolkit trace-join X.etdp --etrecord R.bin [--program M.pte]")
+    if a.policy is None:
+        a.policy = "macs"
     from toolkit.trace.export import to_chrome_trace, to_model_explorer
     from toolkit.trace.join import as_provenance, trace_join
     from toolkit.trace.read import read_trace

@@ -3,7 +3,9 @@
 Sources: a Chrome trace event JSON file (``.json``, ``.json.gz``; ``"X"`` events and ``B``/``E``
 pairs; read streaming by :func:`toolkit.formats.chrome_trace.read_chrome_trace`), a CSV of timed
 events, a JSON file or list of ExecuTorch-style debug-handle records
-(``{"delegate_debug_identifier": 3, "start_time": ..., "end_time": ...}``), the toolkit's own
+(``{"delegate_debug_identifier": 3, "start_time": ..., "end_time": ...}``), an ExecuTorch
+ETDump (``.etdp``, told apart by content; see :func:`toolkit.trace.executorch.etdump_events`
+for its columns), the toolkit's own
 :class:`~toolkit.runtime.tracer.EventTracer`, or any DataFrame with a start and a duration (or
 end) column.
 """
@@ -232,6 +234,23 @@ def _from_path(path: Path, format: str | None, opts: _Options) -> Trace:
     if not path.is_file():
         raise TraceError("no such trace file", where=str(path), fix="check the path")
     name = path.name.lower()
+    executorch = _executorch_kind(path) if format is None else None
+    if executorch == "etdump":
+        from toolkit.trace.executorch import read_executorch
+
+        profile = read_executorch(path)
+        return Trace(profile.events, {"source": str(path), "format": "etdump",
+                                      "run_from": "ordinal of the Execute block (-1: load)"})
+    if executorch is not None:
+        from toolkit.formats.etdump import _fix_for
+
+        what = {"program": "an ExecuTorch program (.pte)", "etrecord": "an ETRecord",
+                "inspector_csv": "the ExecuTorch Inspector's table (to_dataframe() as CSV), "
+                                 "which keeps one event per signature and cannot be read "
+                                 "losslessly"}[executorch]
+        raise TraceError(f"this is {what}, not a trace", where=str(path),
+                         fix=_fix_for(executorch, "etdump") + "; read the .etdp trace with "
+                         "read_trace or read_executorch(etdump, etrecord, program)")
     if format is None:
         if name.endswith((".csv", ".csv.gz")):
             format = "csv"
@@ -289,6 +308,17 @@ class _Prefixed:
             return data
         data, self._head = self._head[:n], self._head[n:]
         return data + (bytes(self._raw.read(n - len(data))) if n > len(data) else b"")
+
+
+def _executorch_kind(path: Path) -> str | None:
+    """``etdump``, ``program``, ``etrecord`` or ``inspector_csv`` from the file's first bytes."""
+    from toolkit.formats.etdump import sniff_executorch_file
+
+    try:
+        with open(path, "rb") as f:
+            return sniff_executorch_file(f.read(64))
+    except OSError as exc:
+        raise TraceError(f"cannot read the trace ({exc})", where=str(path)) from None
 
 
 def _open_bytes(path: Path) -> Any:
