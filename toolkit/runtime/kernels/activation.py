@@ -19,6 +19,7 @@ maximum). Quantized kernels:
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
     GENERAL,
     FloatClamp,
+    General,
     QParams,
     dequantize,
     int_range,
@@ -95,7 +97,8 @@ def softmax_f(x: np.ndarray, beta: float) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     # one row: reducing the whole array is the same reduction, with less overhead
     axis = None if x.ndim and x.size == x.shape[-1] and x.flags.c_contiguous else -1
-    keep = axis is not None
+    # NumPy's stubs type ``keepdims`` of ufunc.reduce only as a literal True or False
+    keep = cast(Any, axis is not None)
     e = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=keep))
     if beta != 1.0:  # multiplying by 1 changes no value
         np.multiply(e, np.float32(beta), out=e)
@@ -109,19 +112,18 @@ def _relu_x(op: Op, args: list[np.ndarray | None], lo: float, hi: float) -> list
     x = args[0] if len(args) == 1 else None
     if type(x) is np.ndarray:
         plan = single_input_plan(op, x, _relu_plan, lo, hi)
-        if plan is not GENERAL:
-            if isinstance(plan, FloatClamp):
-                if x.flags.c_contiguous:
-                    return [plan.of(x)]
-            else:
-                return [plan[x.astype(np.intp)]]
+        if isinstance(plan, FloatClamp):
+            if x.flags.c_contiguous:
+                return [plan.of(x)]
+        elif isinstance(plan, np.ndarray):
+            return [plan[x.astype(np.intp)]]
     return [_relu_general(op, args, lo, hi)]
 
 
 _F32 = np.dtype(np.float32)
 
 
-def _relu_plan(op: Op, x: np.ndarray, lo: float, hi: float) -> FloatClamp | np.ndarray | str:
+def _relu_plan(op: Op, x: np.ndarray, lo: float, hi: float) -> FloatClamp | np.ndarray | General:
     """A float32 clamp, a table over every 8/16-bit input value, or ``GENERAL``."""
     dt = op.outputs[0].dtype if len(op.outputs) == 1 else None
     if x.dtype == _F32 and dt == _F32:
@@ -229,9 +231,9 @@ def hard_swish_quantized(x: np.ndarray, in_s: np.float32, in_zp: int, out_s: np.
     """TFLite's fixed-point int8/uint8 HARD_SWISH (None when TFLite would reject the scales)."""
     hires = np.float32(1.0 / 128.0) * np.float32(in_s)
     reluish_scale = np.float32(3.0) / np.float32(32768.0)
-    om, oe = quantize_multiplier(np.float64(hires / np.float32(out_s)))
-    rm, re = quantize_multiplier(np.float64(hires / reluish_scale))
-    oe, re = int(oe), int(re)
+    om, oe_m = quantize_multiplier(np.float64(hires / np.float32(out_s)))
+    rm, re_m = quantize_multiplier(np.float64(hires / reluish_scale))
+    oe, re = int(oe_m), int(re_m)
     if oe > 0:
         return None
     om16, rm16 = _to_int16_multiplier(int(om)), _to_int16_multiplier(int(rm))
@@ -297,9 +299,9 @@ def softmax(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     x = args[0] if len(args) == 1 else None
     if type(x) is np.ndarray:
         plan = single_input_plan(op, x, _softmax_plan)
-        if plan is not GENERAL and x.flags.c_contiguous:
+        if isinstance(plan, tuple) and x.flags.c_contiguous:
             beta, iq, oq, dt = plan
-            if iq is None:
+            if iq is None or oq is None:  # float32: the plan sets both or neither
                 return [softmax_f(x, beta)]
             return [quantize_float(softmax_f(dequantize(x, iq), beta), oq, dt)]
     x = need(op, args, 0)
@@ -313,8 +315,11 @@ def softmax(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     return [quantize_float(softmax_f(real, beta), qparams(op, op.outputs[0]), dt)]
 
 
-def _softmax_plan(op: Op, x: np.ndarray) -> tuple[float, QParams | None, QParams | None,
-                                                   np.dtype] | str:
+SoftmaxPlan = tuple[float, QParams | None, QParams | None, np.dtype]
+"""``(beta, input qparams, output qparams, output dtype)`` of a prepared SOFTMAX."""
+
+
+def _softmax_plan(op: Op, x: np.ndarray) -> SoftmaxPlan | General:
     """``(beta, input qparams, output qparams, output dtype)``, or ``GENERAL``."""
     if x.ndim == 0 or len(op.outputs) != 1:
         return GENERAL

@@ -23,7 +23,7 @@ import numpy as np
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import Bound, binds
 from toolkit.runtime.kernels.activation import _relu_plan, _softmax_plan, softmax_f
-from toolkit.runtime.kernels.common import GENERAL, FloatClamp, single_input_plan, weighted_plan
+from toolkit.runtime.kernels.common import FloatClamp, single_input_plan, weighted_plan
 from toolkit.runtime.kernels.conv import (
     Window,
     _conv_plan,
@@ -71,6 +71,8 @@ def _clamp_fn(clamp: FloatClamp | None) -> Callable[[np.ndarray], Any] | None:
         return both
     if lo is not None:
         return lambda y: maximum(y, lo, out=y)
+    if hi is None:  # no bounds: the clamp's own call
+        return clamp
     return lambda y: minimum(y, hi, out=y)
 
 
@@ -165,7 +167,7 @@ def _float_depthwise(plan: _DepthwisePlan) -> Bound:
     if clamp is not None:
         lo, hi = clamp.lo, clamp.hi
         if clamp.length > 0:
-            a_clamp = a.reshape(-1, clamp.length)
+            a_clamp: np.ndarray = a.reshape(-1, clamp.length)
         else:
             a_clamp = a
     copyto, multiply, add = np.copyto, np.multiply, np.add
@@ -222,8 +224,11 @@ def _bind_pool(op: Op, args: Args, kind: str) -> Bound | None:
     plan = pool_plan(op, args, kind)
     if plan is None:
         return None
+    x0 = args[0]
+    if x0 is None:  # pool_plan has no plan for a missing input
+        return None
     win = plan.win
-    if plan.kind != "tiles" or args[0].dtype != _F32 or win.kh != 2 or win.kw != 2:
+    if plan.kind != "tiles" or x0.dtype != _F32 or win.kh != 2 or win.kw != 2:
         return _call(plan, first=True)
     # 2x2 tiles: the maximum of each window row, then of the two rows (see _tiles_max)
     shape5 = (win.n, win.h, win.ow, 2, win.c)
@@ -309,7 +314,7 @@ def bind_softmax(op: Op, args: Args) -> Bound | None:
     if type(x) is not np.ndarray or not x.flags.c_contiguous:
         return None
     plan = single_input_plan(op, x, _softmax_plan)
-    if plan is GENERAL or plan[1] is not None:
+    if not isinstance(plan, tuple) or plan[1] is not None:
         return None
     beta = plan[0]
     return lambda v: softmax_f(v, beta)

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import numpy as np
 
@@ -57,6 +57,7 @@ __all__ = [
     "padding_same",
     "conv_out_and_pad",
     "GENERAL",
+    "General",
     "cached_plan",
     "single_input_plan",
     "plain_float",
@@ -183,6 +184,9 @@ def quant_activation_range(op: Op, out: Tensor, code: int | None = None) -> tupl
     range of the output type.
     """
     code = op.activation if code is None else code
+    if out.dtype is None:
+        raise unsupported(op, f"output {out.name!r} has type {out.type_name}, "
+                              "which NumPy cannot hold")
     qmin, qmax = int_range(out.dtype)
     name = ACTIVATIONS.get(code, str(code))
     if name in ("NONE", "TANH"):
@@ -305,8 +309,11 @@ def int_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 _PLANS: weakref.WeakKeyDictionary[Op, tuple[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
 """The prepared-constants cache: op -> (key, plan) (see the module docstring)."""
 
-GENERAL = "general"
+GENERAL: Final = "general"
 """The plan of an op whose inputs take the general (unprepared) path."""
+
+General = Literal["general"]
+"""The type of :data:`GENERAL`, for the return types of plan makers."""
 
 P = TypeVar("P")
 

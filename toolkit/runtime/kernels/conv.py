@@ -184,14 +184,14 @@ def conv2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     if quant:
         x_mag = max(abs(int(x.min(initial=0)) - iq.zp), abs(int(x.max(initial=0)) - iq.zp))
         acc_dtype = exact_float_dtype(kdim, x_mag, float(np.abs(wf).max(initial=0)))
-    acc = np.empty((n, oh, ow, o), dtype=acc_dtype)
+    acc: np.ndarray = np.empty((n, oh, ow, o), dtype=acc_dtype)
     w_mats = [filter_matrix(wf[g * og:(g + 1) * og], acc_dtype) for g in range(groups)]
     for b in range(n):
         for r0, r1 in _row_blocks(oh, ow * kdim * groups):
             blk = v[b, r0:r1]  # [rows, OW, C, KH, KW]
             for g in range(groups):
                 pg = blk[:, :, g * ci:(g + 1) * ci].transpose(0, 1, 3, 4, 2)
-                pm = np.array(pg.reshape(-1, kdim), dtype=acc_dtype, order="C")
+                pm: np.ndarray = np.array(pg.reshape(-1, kdim), dtype=acc_dtype, order="C")
                 if quant:
                     pm -= iq.zp
                 res = pm @ w_mats[g]
@@ -507,7 +507,7 @@ class _DepthwisePlan:
             self.offsets = [(i * win.dh * win.wp + j * win.dw) * c
                             for i in range(win.kh) for j in range(win.kw)]
             length = block_len(self.ext, c) or self.ext
-            self.rows = (length,) if length == self.ext else (-1, length)
+            self.rows: tuple[int, ...] = (length,) if length == self.ext else (-1, length)
             self.taps = [tile_block(wk, length) for wk in weights]
             self.all_taps = None
             if self.rows == (self.ext,):  # small: the taps' products in one call
@@ -525,7 +525,7 @@ class _DepthwisePlan:
         [N, OH, OW, C] view into the full-width rows."""
         win, dtype = self.win, self.dtype
         full = win.n * win.hp * win.wp * win.c
-        buf = np.zeros(full + self.offsets[-1], dtype=dtype)
+        buf: np.ndarray = np.zeros(full + self.offsets[-1], dtype=dtype)
         xp = buf[:full].reshape(win.n, win.hp, win.wp, win.c)
         inner = xp[:, win.pt:win.pt + win.h, win.pl:win.pl + win.w]
         if self.zp is None:
@@ -533,7 +533,7 @@ class _DepthwisePlan:
         else:
             np.subtract(x, self.zp, out=inner, dtype=dtype)
         ext, rows = self.ext, self.rows
-        acc = np.zeros(full, dtype=dtype)
+        acc: np.ndarray = np.zeros(full, dtype=dtype)
         a = acc[:ext].reshape(rows)
         if self.all_taps is not None:
             # one multiply for every tap: [KH, KW, ext] runs of the input
@@ -543,7 +543,7 @@ class _DepthwisePlan:
             prods = np.multiply(runs, self.all_taps).reshape(-1, ext)
             np.add.reduce(prods, axis=0, out=a)  # row by row, in (ky, kx) order
         else:
-            tmp = np.empty(ext, dtype=dtype).reshape(rows)
+            tmp: np.ndarray = np.empty(ext, dtype=dtype).reshape(rows)
             np.multiply(buf[:ext].reshape(rows), self.taps[0], out=a)
             for off, wt in zip(self.offsets[1:], self.taps[1:]):
                 np.multiply(buf[off:off + ext].reshape(rows), wt, out=tmp)
@@ -562,8 +562,8 @@ class _DepthwisePlan:
         else:
             xp = win.pad(np.subtract(x, self.zp, dtype=self.dtype), 0)
         shape = (win.n, win.oh, win.ow, win.c)
-        acc = np.zeros(shape, dtype=self.dtype)
-        tmp = np.empty(shape, dtype=self.dtype)
+        acc: np.ndarray = np.zeros(shape, dtype=self.dtype)
+        tmp: np.ndarray = np.empty(shape, dtype=self.dtype)
         k = 0
         for i in range(win.kh):
             for j in range(win.kw):

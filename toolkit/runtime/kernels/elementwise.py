@@ -318,14 +318,14 @@ class _BinaryPlan:
         return self.table[lookup_index(a, b, self.shape)]
 
     def _table_tile_a(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        assert self.table is not None
+        assert self.table is not None and self.tile is not None
         idx = (b if self.rows is None else b.reshape(self.rows)).astype(np.intp)
         np.add(idx, self.tile, out=idx)
         return self.table[idx].reshape(self.shape)
 
     def _table_tile_b(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         # the table of a constant second operand is indexed by b * 256 + a
-        assert self.table is not None
+        assert self.table is not None and self.tile is not None
         idx = (a if self.rows is None else a.reshape(self.rows)).astype(np.intp)
         np.add(idx, self.tile, out=idx)
         return self.table[idx].reshape(self.shape)
@@ -513,8 +513,8 @@ def unary(op: Op, args: list[np.ndarray | None], ffn: FloatFn,
         with np.errstate(all="ignore"):
             return [np.asarray(ffn(x.astype(np.float32)), dtype=np.float32).astype(dt)]
     if is_quantized(op.inputs[0]) and is_quantized(op.outputs[0]):
-        y = unary_table(op, args, lambda v: lut_unary(op, v, ffn))
-        return [lut_unary(op, x, ffn) if y is None else y]
+        t = unary_table(op, args, lambda v: lut_unary(op, v, ffn))
+        return [lut_unary(op, x, ffn) if t is None else t]
     if ifn is None:
         raise unsupported(op, f"{op.type} on non-quantized {x.dtype} input")
     return [ifn(x).astype(dt)]

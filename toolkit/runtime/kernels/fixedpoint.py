@@ -27,6 +27,8 @@ int32) and broadcast their arguments, so per-channel multipliers are just arrays
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from toolkit.runtime.kernels.blocks import block_len, per_channel
@@ -51,7 +53,7 @@ INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
 
 
-def round_half_away(x: np.ndarray | float) -> np.ndarray:
+def round_half_away(x: np.ndarray | float | np.floating[Any]) -> np.ndarray:
     """Round to the nearest integer, ties away from zero (C ``std::round``), in x's dtype."""
     x = np.asarray(x)
     t = np.trunc(x)

@@ -19,6 +19,7 @@ from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
     GENERAL,
     FloatClamp,
+    General,
     bad_input,
     float_activation,
     float_clamp,
@@ -54,9 +55,9 @@ def _taps(v: np.ndarray) -> np.ndarray:
 @register("MAX_POOL_2D")
 def max_pool2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """MAX_POOL_2D."""
-    y = _prepared(op, args, "max")
-    if y is not None:
-        return y
+    prepared = _prepared(op, args, "max")
+    if prepared is not None:
+        return prepared
     x = need(op, args, 0)
     fh, fw, sh, sw, same = _params(op, x)
     dt = out_dtype(op)
@@ -77,9 +78,9 @@ def max_pool2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
 @register("AVERAGE_POOL_2D")
 def average_pool2d(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """AVERAGE_POOL_2D."""
-    y = _prepared(op, args, "avg")
-    if y is not None:
-        return y
+    prepared = _prepared(op, args, "avg")
+    if prepared is not None:
+        return prepared
     x = need(op, args, 0)
     fh, fw, sh, sw, same = _params(op, x)
     dt = out_dtype(op)
@@ -165,10 +166,12 @@ class _PoolPlan:
         acc = np.zeros(taps[0].shape, dtype=np.int64)
         for t in taps:
             np.add(acc, t, out=acc)
-        cnt, half = self.count, self.half
+        cnt, half, lo, hi = self.count, self.half, self.lo, self.hi
+        if cnt is None or half is None or lo is None or hi is None:
+            raise RuntimeError("integer average pooling plan without counts or range")
         y = np.where(acc > 0, c_div(acc + half, cnt), c_div(acc - half, cnt))
-        np.maximum(y, self.lo, out=y)
-        np.minimum(y, self.hi, out=y)
+        np.maximum(y, lo, out=y)
+        np.minimum(y, hi, out=y)
         return y.astype(x.dtype)
 
     def __call__(self, x: np.ndarray) -> list[np.ndarray]:
@@ -186,7 +189,7 @@ class _PoolPlan:
                 np.maximum(y, t, out=y)
         if self.clamp is not None:
             self.clamp(y)
-        if self.lo is not None:
+        if self.lo is not None and self.hi is not None:  # set together
             np.maximum(y, self.lo, out=y)
             np.minimum(y, self.hi, out=y)
         return [y]
@@ -199,16 +202,16 @@ def pool_plan(op: Op, args: list[np.ndarray | None], kind: str) -> _PoolPlan | N
     if type(x) is not np.ndarray:
         return None
     plan = single_input_plan(op, x, _pool_plan, kind)
-    return None if plan is GENERAL else plan
+    return plan if isinstance(plan, _PoolPlan) else None
 
 
 def _prepared(op: Op, args: list[np.ndarray | None], kind: str) -> list[np.ndarray] | None:
     """Run a pooling op through its prepared plan; None when it takes the general path."""
     plan = pool_plan(op, args, kind)
-    return None if plan is None else plan(args[0])
+    return None if plan is None else plan(need(op, args, 0))
 
 
-def _pool_plan(op: Op, x: np.ndarray, kind: str) -> _PoolPlan | str:
+def _pool_plan(op: Op, x: np.ndarray, kind: str) -> _PoolPlan | General:
     """The plan of a pooling op (``kind`` ``"max"`` or ``"avg"``) or GENERAL."""
     if x.ndim != 4 or len(op.outputs) != 1 or op.outputs[0].dtype != x.dtype:
         return GENERAL

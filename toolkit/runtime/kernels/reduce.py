@@ -19,7 +19,7 @@ ARG_MAX (axis tensor, first index of equal maxima) works on raw values of any dt
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -125,10 +125,12 @@ class _MeanPlan:
     def __call__(self, x: np.ndarray) -> Any:
         """The mean (a NumPy scalar for a float32 mean over every axis without keepDims, as
         the general path returns)."""
+        # NumPy's stubs type ``keepdims`` of ufunc.reduce only as a literal True or False
+        keep = cast(Any, self.keep)
         if self.requant is not None:
-            total = np.add.reduce(x, axis=self.axes, dtype=np.int64, keepdims=self.keep)
+            total = np.add.reduce(x, axis=self.axes, dtype=np.int64, keepdims=keep)
             return self.requant(total)
-        s = np.add.reduce(x, axis=self.axes, dtype=np.float32, keepdims=self.keep)
+        s = np.add.reduce(x, axis=self.axes, dtype=np.float32, keepdims=keep)
         return quiet(np.divide, s, np.float32(self.count))
 
 

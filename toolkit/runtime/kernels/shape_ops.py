@@ -9,6 +9,8 @@ with the output zero point.
 
 from __future__ import annotations
 
+from types import EllipsisType
+
 import numpy as np
 
 from toolkit.ir import Op
@@ -227,7 +229,7 @@ def strided_slice(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     nam = int(opt(op, "newAxisMask", 0))
     sam = int(opt(op, "shrinkAxisMask", 0))
     offset = bool(opt(op, "offset", False))
-    index: list[object] = []
+    index: list[int | slice | EllipsisType | None] = []
     for i, (b, e, s) in enumerate(zip(begin, end, strides, strict=True)):
         bit = 1 << i
         if elm & bit:
