@@ -189,7 +189,7 @@ def test_unattributed_reasons_and_conservation() -> None:
         "start_ns": [0, 100, 200, 300, 400, 500, 1000, 1010, 1100, 1150],
         "dur_ns": [10, 10, -5, 10, 10, 10, 80, 20, 100, 10],
     }).astype({"command_id": object})
-    att = trace_join(frame, prov)
+    att = trace_join(frame, prov, overlaps="leaves")
     att.check()
     un = att.unattributed().set_index("event_id")
     assert un.loc[1, "reason"] == "unknown command_id"
@@ -203,13 +203,18 @@ def test_unattributed_reasons_and_conservation() -> None:
     assert un.loc[8, "reason"] == "encloses other events on its track"
     assert 7 not in un.index and 9 not in un.index and 0 not in un.index
     assert list(att.unattributed().columns) == ["event_id", "run", "key", "key_kind", "name",
-                                                "start_ns", "dur_ns", "reason"]
+                                                "start_ns", "dur_ns", "reason", "self_ns"]
     assert att.total_ns == int(frame["dur_ns"].sum())
     assert att.attributed_ns + att.unattributed_ns == att.total_ns
     assert att.unattributed()["dur_ns"].sum() == att.unattributed_ns
     assert att.attributed_ns == 10 + 20 + 10
     keep = trace_join(frame, prov, overlaps="keep")
     assert keep.attributed_ns == 10 + 80 + 20 + 100 + 10
+    # by default, nested spans count their self time: 6 keeps 80 - 20, 8 keeps 100 - 10
+    nested = trace_join(frame, prov)
+    nested.check()
+    assert nested.attributed_ns == 10 + 60 + 20 + 90 + 10
+    assert nested.total_ns == int(frame["dur_ns"].sum()) - 20 - 10
 
 
 def test_partial_overlap_on_one_track_and_other_tracks_are_independent() -> None:

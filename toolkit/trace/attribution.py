@@ -29,6 +29,7 @@ from toolkit.errors import ToolkitError
 from toolkit.trace.accumulate import CellSums
 from toolkit.trace.catalog import Catalog
 from toolkit.trace.keys import KEY_KINDS
+from toolkit.trace.overlaps import track_codes
 from toolkit.trace.read import Trace
 from toolkit.trace.split import TargetWeights, group_sum, split_targets
 from toolkit.trace.stats import STAT_COLUMNS, matrix_stats_frame, stats_frame
@@ -51,7 +52,12 @@ class JoinResult:
     ``reason_code`` (``int16`` index into ``reason_texts``; 0 = attributed). ``runs``: the run
     codes. ``weight``: the policy's weight per member; ``weights``: the same laid out per target.
     ``target_events``: matched events per target; ``hit_members``: the catalog members of the
-    targets hit, one column each of ``sums`` (nanoseconds per (run, column)).
+    targets hit, one column each of ``sums`` (nanoseconds per (run, column)). ``time_ns``: the
+    time each event counts (its self time when spans nest, else its duration);
+    ``overhead``: events whose self time is dispatch overhead (unmatched spans with
+    children); ``overlapping``: rows of spans that overlap without nesting;
+    ``keyed_events`` / ``matched_events``: the match score's terms; ``skipped``: the
+    warm-up runs dropped (``skipped_runs``, ``skipped_events``, ``skipped_ns``).
     """
 
     trace: Trace
@@ -71,6 +77,25 @@ class JoinResult:
     target_events: np.ndarray
     hit_members: np.ndarray
     sums: CellSums
+    time_ns: np.ndarray | None = None
+    overhead: np.ndarray | None = None
+    nested: bool = False
+    overlapping: np.ndarray | None = None
+    keyed_events: int = 0
+    matched_events: int = 0
+    skipped: dict[str, int] | None = None
+    parent: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.target)
+        if self.time_ns is None:
+            self.time_ns = self.trace.events["dur_ns"].to_numpy(dtype=np.int64)
+        if self.overhead is None:
+            self.overhead = np.zeros(n, dtype=bool)
+        if self.overlapping is None:
+            self.overlapping = np.zeros(0, dtype=np.int64)
+        if self.skipped is None:
+            self.skipped = {"skipped_runs": 0, "skipped_events": 0, "skipped_ns": 0}
 
 
 def _str_column(values: Any) -> pd.Series:
@@ -125,26 +150,42 @@ class Attribution:
         overlaps: the overlap mode (``leaves`` or ``keep``).
         trace: the :class:`~toolkit.trace.read.Trace` joined.
         provenance: the provenance joined against.
-        total_ns: sum of ``dur_ns`` over all events (``int``).
+        total_ns: time of all events (``int``): the sum of their self times, that is the
+            wall time of the top-level spans of each track (the sum of ``dur_ns`` when no
+            span nests).
         attributed_ns: time split over layers (``int``).
+        overhead_ns: self time of unmatched spans with children (:meth:`overhead`).
         unattributed_ns: time of the events in :meth:`unattributed` (``int``);
-            ``attributed_ns + unattributed_ns == total_ns`` exactly.
-        runs: number of runs (inferences) in the trace.
+            ``attributed_ns + overhead_ns + unattributed_ns == total_ns`` exactly.
+        runs: number of runs (inferences) in the trace (after ``skip_runs``).
+        nested: True when some spans nest (times are then exclusive: see
+            :mod:`toolkit.trace.nesting`).
+        match_score: events matched / events keyed (``float``; NaN when no event has a
+            key): the share of events whose key names an op of the model and whose own op
+            name, type, part ... agree with it.
+        skipped_runs: warm-up runs dropped by ``trace_join(..., skip_runs=N)``.
     """
 
     def __init__(self, result: JoinResult) -> None:
         self._r = result
         self._cache: dict[str, pd.DataFrame] = {}
         r = result
-        dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
+        time_ns = r.time_ns
+        assert time_ns is not None and r.overhead is not None and r.skipped is not None
+        self._unattributed = (r.reason_code != 0) & ~r.overhead
         self.policy = r.policy
         self.overlaps = r.overlaps
         self.trace = r.trace
         self.provenance = r.provenance
-        self.total_ns = int(dur.sum())
+        self.total_ns = int(time_ns.sum())
         self.attributed_ns = r.sums.total()
-        self.unattributed_ns = int(dur[r.reason_code != 0].sum())
+        self.overhead_ns = int(time_ns[r.overhead].sum())
+        self.unattributed_ns = int(time_ns[self._unattributed].sum())
         self.runs = len(r.runs)
+        self.nested = r.nested
+        self.match_score = (r.matched_events / r.keyed_events if r.keyed_events
+                            else float("nan"))
+        self.skipped_runs = int(r.skipped["skipped_runs"])
         if r.key is not None:
             self.key_used = r.key
         else:
@@ -155,7 +196,10 @@ class Attribution:
     def __repr__(self) -> str:
         return (f"<Attribution policy={self.policy!r} key={self.key_used!r}: "
                 f"{self.attributed_ns} of {self.total_ns} ns attributed over {self.runs} "
-                f"run(s), {int((self._r.reason_code != 0).sum())} event(s) unattributed>")
+                f"run(s), {int(self._unattributed.sum())} event(s) unattributed, match "
+                f"{self.match_score:.0%}"
+                + (f", {self.skipped_runs} warm-up run(s) skipped" if self.skipped_runs else "")
+                + ">")
 
     def _repr_html_(self) -> str:
         """Rich view: summary line, layers by time (largest first) with their share and
@@ -201,12 +245,14 @@ class Attribution:
         return _grouped_stats(r.sums, member_row[r.hit_members], n_rows,
                               self._event_counts(member_row, n_rows), self.total_ns)
 
-    def _blocks(self) -> Any:
+    def _blocks(self, inclusive: bool = False) -> Any:
         """Yield ``(b0, b1, rows, member, ns)`` per block ``[b0, b1)`` of events: the
-        attributed events split again, one element per (event, member) piece."""
+        attributed events split again, one element per (event, member) piece (their self
+        time, or with ``inclusive`` their whole duration)."""
         r = self._r
         ptr = r.catalog.target_ptr
-        dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
+        dur = (r.trace.events["dur_ns"].to_numpy(dtype=np.int64) if inclusive
+               else np.asarray(r.time_ns))
         n = len(dur)
         for b0 in range(0, n, _BLOCK):
             b1 = min(n, b0 + _BLOCK)
@@ -229,15 +275,41 @@ class Attribution:
     def by_layer(self) -> pd.DataFrame:
         """One row per original layer, in the order of the provenance's ``layers()``.
 
-        Columns: ``layer`` (str), then :data:`STAT_COLUMNS`. ``total_ns`` sums to
+        Columns: ``layer`` (str), then :data:`STAT_COLUMNS`, then ``inclusive_ns`` (int64:
+        the layer's events counted whole, children included; equal to ``total_ns``, the
+        exclusive (self) time, unless the layer's events hold other events), ``first_ms``
+        (float64: the layer's time in the first run) and ``first_run_outlier`` (bool: with
+        3 runs or more, the first run took more than twice the median run: warm-up; join
+        with ``skip_runs=1`` or run with ``warmup=``). ``total_ns`` sums to
         :attr:`attributed_ns`. A source op with several layers splits its share equally.
         """
         if "layer" not in self._cache:
             cat = self._r.catalog
+            n_rows = len(cat.layer_names)
             ids = pd.DataFrame({"layer": _str_column(cat.layer_names)})
-            self._cache["layer"] = self._join(
-                ids, self._grouped(cat.member_layer, len(cat.layer_names)))
+            table = self._join(ids, self._grouped(cat.member_layer, n_rows))
+            if self.nested:
+                inclusive = np.zeros(n_rows, dtype=np.int64)
+                for _b0, _b1, _rows, member, ns in self._blocks(inclusive=True):
+                    inclusive += group_sum(cat.member_layer[member], ns, n_rows)
+                table["inclusive_ns"] = inclusive
+            else:
+                table["inclusive_ns"] = table["total_ns"].to_numpy(dtype=np.int64)
+            first = self._first_run(cat.member_layer, n_rows)
+            table["first_ms"] = first / 1e6
+            median = table["p50_ms"].to_numpy(dtype=np.float64)
+            table["first_run_outlier"] = (self.runs >= 3) & (first / 1e6 > 2 * median) & (
+                first > 0)
+            self._cache["layer"] = table
         return self._cache["layer"].copy()
+
+    def _first_run(self, member_row: np.ndarray, n_rows: int) -> np.ndarray:
+        """``int64`` ns per row in the first run (run code 0)."""
+        r = self._r
+        run, column, ns = r.sums.triplets()
+        rows = member_row[r.hit_members][column]
+        keep = (run == 0) & (rows >= 0)
+        return group_sum(rows[keep], ns[keep], n_rows)
 
     def by_source_op(self) -> pd.DataFrame:
         """One row per source op (every origin id of the provenance), by ``source_id``.
@@ -319,7 +391,7 @@ class Attribution:
                 if "stripe" in cmd.columns and c else np.full(c, -1, np.int64),
             })
             sums = CellSums(self.runs, c)
-            dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
+            dur = np.asarray(r.time_ns)
             run = r.trace.events["run"].to_numpy(dtype=np.int64)
             counts = np.zeros(c, dtype=np.int64)
             for b0 in range(0, len(dur), _BLOCK):
@@ -363,10 +435,14 @@ class Attribution:
         (categorical str: the reader's problem, ``negative duration``, ``no key``,
         ``unknown <kind>``, ``ambiguous <kind>``, ``<kind> key is not an integer``, ``its op
         has no origins``, ``overlaps an earlier event on its track``, ``encloses other events
-        on its track``). ``dur_ns`` sums to :attr:`unattributed_ns`.
+        on its track``, ``trace event names <type> '<name>', model op <id> is ...`` when what
+        the event says disagrees with the op its key names), ``self_ns`` (int64: the time
+        the event counts, its duration minus its children's). ``self_ns`` sums to
+        :attr:`unattributed_ns` (as ``dur_ns`` does when no span nests). Unmatched spans with
+        children are in :meth:`overhead`, not here.
         """
         r = self._r
-        rows = np.flatnonzero(r.reason_code != 0)
+        rows = np.flatnonzero(self._unattributed)
         ev = r.trace.events
         return pd.DataFrame({
             "event_id": ev["event_id"].to_numpy(dtype=np.int64)[rows],
@@ -380,7 +456,41 @@ class Attribution:
             "reason": pd.Categorical.from_codes(
                 r.reason_code[rows].astype(np.int64),
                 categories=pd.Index(r.reason_texts, dtype=_STR)),
+            "self_ns": np.asarray(r.time_ns)[rows],
         })
+
+    def overhead(self) -> pd.DataFrame:
+        """Dispatch overhead: the self time of spans that hold other spans and match no op
+        (``Method::execute``, a delegate call without a key, a profiler's wrapper), one row
+        per span name.
+
+        Columns: ``bucket`` (str: ``dispatch overhead of <name>``), ``name`` (str),
+        ``total_ns`` (int64: self time, which sums to :attr:`overhead_ns`), ``share``
+        (float64, of :attr:`total_ns`), ``events`` (int64), ``inclusive_ns`` (int64: the
+        spans' whole durations), ``avg_ms`` ... ``max_ms`` (per run, as :data:`STAT_COLUMNS`).
+        """
+        if "overhead" not in self._cache:
+            r = self._r
+            assert r.overhead is not None
+            rows = np.flatnonzero(r.overhead)
+            ev = r.trace.events
+            names = ev["name"].astype(object).to_numpy()[rows]
+            codes, uniques = pd.factorize(pd.Series(names, dtype=object).astype(str))
+            codes = np.asarray(codes, dtype=np.int64)
+            k = len(uniques)
+            run = r.runs.codes(ev["run"].to_numpy(dtype=np.int64)[rows]) if len(rows) else \
+                np.zeros(0, np.int64)
+            self_ns = np.asarray(r.time_ns)[rows]
+            dur = ev["dur_ns"].to_numpy(dtype=np.int64)[rows]
+            stats = stats_frame(codes, run, self_ns, k, self.runs,
+                                np.bincount(codes, minlength=k), self.total_ns)
+            labels = [str(u) for u in list(uniques)]
+            table = pd.concat([pd.DataFrame({
+                "bucket": _str_column([f"dispatch overhead of {u}" for u in labels]),
+                "name": _str_column(labels)}), stats], axis=1)
+            table.insert(5, "inclusive_ns", group_sum(codes, dur, k))
+            self._cache["overhead"] = table
+        return self._cache["overhead"].copy()
 
     def events(self) -> pd.DataFrame:
         """The join in long form: one row per (attributed event, compiled op, source op,
@@ -426,7 +536,7 @@ class Attribution:
         without a key), ``events``, ``attributed_events``, ``unattributed_events``,
         ``total_ns``, ``attributed_ns`` (int64)."""
         r = self._r
-        dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
+        dur = np.asarray(r.time_ns)
         size = len(KEY_KINDS) + 1
         kind = r.kind_code.astype(np.int64)
         ok = r.reason_code == 0
@@ -490,51 +600,83 @@ class Attribution:
     # ------------------------------------------------------------------ checks
     def summary(self) -> dict[str, Any]:
         """Return the headline figures: ``events``, ``attributed_events``, ``runs``,
-        ``total_ns``, ``attributed_ns``, ``unattributed_ns``, ``policy``, ``key_used``."""
-        ok = self._r.reason_code == 0
+        ``total_ns``, ``attributed_ns``, ``overhead_ns``, ``unattributed_ns``, ``policy``,
+        ``key_used``, ``match_score``, ``keyed_events``, ``matched_events``, ``nested``,
+        ``overlapping_events`` (spans that overlap without nesting), ``tracks``, and the
+        warm-up runs dropped: ``skipped_runs``, ``skipped_events``, ``skipped_ns``."""
+        r = self._r
+        ok = r.reason_code == 0
+        assert r.overlapping is not None and r.skipped is not None
+        tracks = track_codes(r.trace.events)
         return {"events": len(ok), "attributed_events": int(ok.sum()), "runs": self.runs,
                 "total_ns": self.total_ns, "attributed_ns": self.attributed_ns,
+                "overhead_ns": self.overhead_ns,
                 "unattributed_ns": self.unattributed_ns, "policy": self.policy,
-                "key_used": self.key_used}
+                "key_used": self.key_used, "match_score": self.match_score,
+                "keyed_events": r.keyed_events, "matched_events": r.matched_events,
+                "nested": self.nested, "overlapping_events": len(r.overlapping),
+                "tracks": int(len(np.unique(tracks))) if tracks is not None else 1,
+                **{k: int(v) for k, v in r.skipped.items()}}
 
     def check(self) -> None:
         """Verify conservation; raise :class:`ToolkitError` naming the first failure.
 
-        Checks: attributed + unattributed = total; splitting every attributed event again
-        gives pieces >= 0 that sum to its duration, and to :attr:`attributed_ns` in all;
+        Checks: attributed + overhead + unattributed = total; the self times of nested spans
+        add up to the durations of the top-level spans; per target, the sums hold exactly the
+        time of the events matched to it, and no (run, member) cell is negative; splitting the
+        first block of attributed events again gives pieces >= 0 that sum to each event's time;
         ``by_layer``, ``by_source_op`` and (with pieces that have no compiled op) ``by_op``
-        sum to :attr:`attributed_ns`.
+        sum to :attr:`attributed_ns`. Costs a fraction of the join (no second split of every
+        event).
         """
         r = self._r
         ev = r.trace.events
-        dur = ev["dur_ns"].to_numpy(dtype=np.int64)
-        if self.attributed_ns + self.unattributed_ns != self.total_ns:
-            raise ToolkitError(f"attributed {self.attributed_ns} + unattributed "
-                               f"{self.unattributed_ns} != total {self.total_ns} ns")
-        again = 0
+        time_ns = np.asarray(r.time_ns)
+        if self.attributed_ns + self.overhead_ns + self.unattributed_ns != self.total_ns:
+            raise ToolkitError(f"attributed {self.attributed_ns} + overhead {self.overhead_ns} "
+                               f"+ unattributed {self.unattributed_ns} != total "
+                               f"{self.total_ns} ns")
+        if r.parent is not None:
+            dur = ev["dur_ns"].to_numpy(dtype=np.int64)
+            child = r.parent >= 0
+            top = int(dur.sum()) - int(dur[child].sum())
+            if top != self.total_ns:
+                raise ToolkitError(f"the self times sum to {self.total_ns} ns, the top-level "
+                                   f"spans last {top} ns")
+        cat = r.catalog
+        t = r.target
+        hit = t >= 0
+        per_target = group_sum(t[hit].astype(np.int64), time_ns[hit], cat.targets)
+        member_target = np.repeat(np.arange(cat.targets, dtype=np.int64),
+                                  cat.target_sizes())
+        _run, column, cell_ns = r.sums.triplets()
+        if len(cell_ns) and int(cell_ns.min()) < 0:
+            raise ToolkitError("a negative time was attributed to a (run, member) cell")
+        got = group_sum(member_target[r.hit_members][column], cell_ns, cat.targets)
+        bad = np.flatnonzero(got != per_target)
+        if len(bad):
+            raise ToolkitError(f"target {int(bad[0])} holds {int(got[bad[0]])} ns, its events "
+                               f"{int(per_target[bad[0]])} ns")
         for b0, b1, rows, _member, ns in self._blocks():
             if len(ns) and int(ns.min()) < 0:
                 raise ToolkitError("a negative share was attributed")
             got = group_sum(rows - b0, ns, b1 - b0)
-            want = np.where(r.target[b0:b1] >= 0, dur[b0:b1], 0)
-            bad = np.flatnonzero(got != want)
-            if len(bad):
-                i = b0 + int(bad[0])
-                raise ToolkitError(f"event {i} has {int(got[bad[0]])} ns attributed for a "
-                                   f"duration of {int(dur[i])} ns",
+            want = np.where(t[b0:b1] >= 0, time_ns[b0:b1], 0)
+            wrong = np.flatnonzero(got != want)
+            if len(wrong):
+                i = b0 + int(wrong[0])
+                raise ToolkitError(f"event {i} has {int(got[wrong[0]])} ns attributed for a "
+                                   f"time of {int(time_ns[i])} ns",
                                    where=f"event_id {int(ev['event_id'].iloc[i])}")
-            again += int(ns.sum())
-        if again != self.attributed_ns:
-            raise ToolkitError(f"the split gives {again} ns, the sums hold {self.attributed_ns}")
+            break
         for view in ("by_layer", "by_source_op"):
-            view_ns = int(getattr(self, view)()["total_ns"].sum())
-            if view_ns != self.attributed_ns:
-                raise ToolkitError(f"{view}() sums to {view_ns} ns, attributed is "
+            got_ns = int(getattr(self, view)()["total_ns"].sum())
+            if got_ns != self.attributed_ns:
+                raise ToolkitError(f"{view}() sums to {got_ns} ns, attributed is "
                                    f"{self.attributed_ns} ns")
-        column_op = r.catalog.member_op[r.hit_members]
-        _run, column, ns = r.sums.triplets()
-        no_op = int(ns[column_op[column] < 0].sum())
-        op_ns = int(self.by_op()["total_ns"].sum()) + no_op
-        if op_ns != self.attributed_ns:
-            raise ToolkitError(f"by_op() plus time without an op is {op_ns} ns, attributed is "
+        column_op = cat.member_op[r.hit_members]
+        no_op = int(cell_ns[column_op[column] < 0].sum())
+        got_op = int(self.by_op()["total_ns"].sum()) + no_op
+        if got_op != self.attributed_ns:
+            raise ToolkitError(f"by_op() plus time without an op is {got_op} ns, attributed is "
                                f"{self.attributed_ns} ns")

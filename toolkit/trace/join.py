@@ -7,25 +7,35 @@
 Steps, each vectorised over blocks of ~10^5 events (no per-event Python):
 
 1. **Problems.** Events the reader flagged (unpaired ``B``/``E``, missing time, ...) and events
-   with a negative duration are unattributed with that reason.
+   with a negative duration are unattributed with that reason (and never part of a span tree).
+   With ``skip_runs=N`` the events of the first N runs (warm-up) are dropped first.
 2. **Keys.** Each event's key (command id, compiled op index, (part, op index), debug handle,
    part, op name; see :mod:`toolkit.trace.keys`) is looked up in the provenance
    (:mod:`toolkit.trace.catalog`, :mod:`toolkit.trace.resolve`) and names a *target*: a
    compiled op, a debug handle, a source op or a part, each with its (compiled op, source op,
    layer) members. Unknown or ambiguous keys are unattributed with the reason.
-3. **Overlaps** (``overlaps="leaves"``, the default; :mod:`toolkit.trace.overlaps`). On one
-   track, an event that encloses later matched events is unattributed ("encloses other events
-   on its track": its children carry the detail), and one that starts inside an earlier event
-   but ends after it is unattributed ("overlaps an earlier event on its track"), so that no
-   nanosecond is attributed twice. ``overlaps="keep"`` attributes every matched event.
-4. **Split.** Each matched event's duration is split over its target's members by the
+3. **Consistency** (:mod:`toolkit.trace.consistency`). What an event says about itself (op
+   name, op type, compiled op, part, backend) is compared with the op its key names; an event
+   that disagrees is unattributed with both sides in the reason. The *match score* is matched
+   events / keyed events; below 0.5 the join raises (another model, another compile) unless
+   ``strict=False``.
+4. **Nesting** (``overlaps="self"``, the default; :mod:`toolkit.trace.nesting`). Spans nest per
+   track; each event counts its *self* time (its duration minus its children's), so that the
+   time of a tree is its root's duration, exactly. A span with children that matches no op
+   (``Method::execute``, a profiler's wrapper) is *dispatch overhead*: its self time is a named
+   bucket of :meth:`Attribution.overhead`, not unattributed. A span that overlaps an earlier
+   one without nesting is unattributed ("overlaps an earlier event on its track").
+   ``overlaps="leaves"`` instead unattributes enclosing events whole
+   (:mod:`toolkit.trace.overlaps`); ``overlaps="keep"`` attributes every matched event whole.
+5. **Split.** Each matched event's time is split over its target's members by the
    policy's integer weights (:mod:`toolkit.trace.policies`), exactly
    (:func:`toolkit.trace.split.split_targets`), and summed per (run, member).
 
 **Remainders.** Member ``j`` of an event gets ``floor(dur * w_j / W)``; the ``r < k``
 nanoseconds left over go one each to the ``r`` members with the largest remainders
 ``dur * w_j mod W``, ties to the member with the smaller ``source_id`` (then the layer listed
-first). So attributed time plus unattributed time equals total event time exactly.
+first). So attributed + overhead + unattributed time equals the total time (the sum of self times)
+exactly.
 """
 
 from __future__ import annotations
@@ -41,7 +51,9 @@ from toolkit.provenance import Provenance
 from toolkit.trace.accumulate import CellSums
 from toolkit.trace.attribution import Attribution, JoinResult
 from toolkit.trace.catalog import Catalog, catalog_of
+from toolkit.trace.consistency import describe, find_mismatches
 from toolkit.trace.keys import KEY_COLUMNS, KEY_KINDS, kind_values
+from toolkit.trace.nesting import span_tree
 from toolkit.trace.overlaps import find_overlaps, track_codes
 from toolkit.trace.policies import POLICIES, member_weights
 from toolkit.trace.read import Trace, read_trace
@@ -50,7 +62,7 @@ from toolkit.trace.split import TargetWeights, exact_int, split_targets
 
 __all__ = ["trace_join", "POLICIES", "as_provenance", "RunCodes"]
 
-_OVERLAPS = ("leaves", "keep")
+_OVERLAPS = ("self", "leaves", "keep")
 _BLOCK = 1 << 16
 
 
@@ -226,8 +238,47 @@ def _split_and_sum(target: np.ndarray, command: np.ndarray, reason: np.ndarray,
     return target_events, hit_members, sums
 
 
+def _skip_runs(trace: Trace, skip_runs: int) -> tuple[Trace, dict[str, int]]:
+    """Drop the events of the first ``skip_runs`` runs (smallest run values) of ``trace``."""
+    events = trace.events
+    run = events["run"].to_numpy(dtype=np.int64)
+    values = np.unique(run)
+    if skip_runs <= 0 or len(values) == 0:
+        return trace, {"skipped_runs": 0, "skipped_events": 0, "skipped_ns": 0}
+    if skip_runs >= len(values):
+        raise ToolkitError(f"skip_runs={skip_runs} would drop every run of the trace "
+                           f"({len(values)} run(s))",
+                           fix=f"pass skip_runs below {len(values)}, or trace more runs")
+    dropped = run < values[skip_runs]
+    dur = events["dur_ns"].to_numpy(dtype=np.int64)
+    info = {"skipped_runs": int(skip_runs), "skipped_events": int(dropped.sum()),
+            "skipped_ns": int(dur[dropped].sum())}
+    kept = events.loc[~dropped].reset_index(drop=True)
+    return Trace(kept, {**trace.meta, **info}), info
+
+
+def _likely_cause(events: pd.DataFrame, bad: np.ndarray, cat: Catalog) -> str:
+    """A sentence naming the likely cause of mostly mismatching events."""
+    column = next((c for c in ("op_name", "arg_op_name") if c in events.columns), None)
+    has_part = any(c in events.columns for c in ("part", "arg_part", "backend", "arg_backend"))
+    if has_part and "part" not in cat.ops.columns:
+        return ("the trace comes from a partitioned (chained) run and the model is not "
+                "partitioned; pass its .conn.json or PartitionResult")
+    if column is not None and len(bad):
+        names = pd.unique(events[column].astype(object).to_numpy()[bad[:100_000]])
+        names = [str(x) for x in names.tolist() if x is not None and str(x) != ""]
+        if names:
+            known = sum(1 for x in names if x in cat.name_lookup)
+            if known >= 0.8 * len(names):
+                return ("the trace's ops are in this model at other positions: it was "
+                        "compiled differently (another target, buffer size or passes)")
+            return "the trace comes from another model"
+    return "the trace comes from another model or another compile of it"
+
+
 def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | None = None, *,
-               overlaps: str = "leaves") -> Attribution:
+               overlaps: str = "self", strict: bool = True, skip_runs: int = 0
+               ) -> Attribution:
     """Join a trace with a compiled (or partitioned) model and attribute time to its layers.
 
     Args:
@@ -246,15 +297,24 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
             every event: ``command_id``, ``part_op``, ``op_index``, ``debug_handle``,
             ``part``, ``name``, ``source_op_index`` (op index in the source model),
             ``source_name``.
-        overlaps: ``"leaves"`` (default: enclosing and partially overlapping events on one
-            track are unattributed) or ``"keep"``.
+        overlaps: ``"self"`` (default: spans nest per track and each event gets its exclusive
+            time, see :mod:`toolkit.trace.nesting`; an unmatched span with children is
+            dispatch overhead, :meth:`Attribution.overhead`), ``"leaves"`` (enclosing and
+            partially overlapping events on one track are unattributed) or ``"keep"`` (every
+            matched event gets its whole duration).
+        strict: raise when most keyed events do not match the model (their key is unknown,
+            or what they say about themselves disagrees with the op the key names); with
+            ``strict=False`` they are unattributed with the reason and the join goes on.
+        skip_runs: drop the events of the first ``skip_runs`` runs (warm-up inferences)
+            before joining; :attr:`Attribution.skipped_runs` and ``summary()`` say so.
 
     Returns:
         An :class:`~toolkit.trace.attribution.Attribution`.
 
     Raises:
         ToolkitError: unknown policy, key kind or overlaps mode; provenance tables without the
-            columns of :mod:`toolkit.provenance`.
+            columns of :mod:`toolkit.provenance`; with ``strict``, a match score below 0.5
+            (the message names the likely cause: another model, another compile target).
     """
     if policy not in POLICIES:
         raise ToolkitError(f"unknown policy {policy!r}", fix=f"use one of {POLICIES}")
@@ -262,8 +322,12 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
         raise ToolkitError(f"unknown key kind {key!r}", fix=f"use one of {KEY_KINDS}")
     if overlaps not in _OVERLAPS:
         raise ToolkitError(f"unknown overlaps mode {overlaps!r}", fix=f"use one of {_OVERLAPS}")
+    if isinstance(skip_runs, bool) or not isinstance(skip_runs, (int, np.integer)) \
+            or skip_runs < 0:
+        raise ToolkitError(f"skip_runs must be an integer >= 0, got {skip_runs!r}")
     if not isinstance(trace, Trace):
         trace = read_trace(trace)
+    trace, skipped = _skip_runs(trace, int(skip_runs))
     prov = as_provenance(provenance)
     cat = catalog_of(prov)
     events = trace.events
@@ -276,8 +340,18 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
     reasons = _Reasons(n)
     _problem_reasons(events, reasons)
     reasons.set_mask(dur < 0, "negative duration")
+    sound = reasons.codes == 0
     kind, keys = _event_kinds(trace, key)
     reasons.set_mask(kind == NO_KIND, "no key" if key is None else f"no {key} key")
+    tracks = track_codes(events)
+    time_ns = dur
+    overlapping = np.zeros(0, dtype=np.int64)
+    nested = False
+    tree_parent: np.ndarray | None = None
+    tree = span_tree(start, dur, sound, tracks) if overlaps == "self" else None
+    if tree is not None:
+        time_ns, nested = tree.self_ns, tree.nested
+        tree_parent = tree.parent if nested else None
 
     # 2. keys -> targets
     op_index = 1 + KEY_KINDS.index("op_index")
@@ -292,23 +366,52 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
     target, command = resolved.target, resolved.command
     sizes = cat.target_sizes()
     matched = np.flatnonzero((reasons.codes == 0) & (target >= 0))
+
+    # 3. what each event says about itself against the op its key names
+    mism = find_mismatches(events, target, kind, matched, cat)
+    for text, rows in describe(events, mism.rows, target, cat):
+        reasons.set_rows(rows, text)
+    # spans holding others that name no op are wrappers (overhead), not mismatches
+    wrapper = (tree.children > 0) & (target < 0) if tree is not None else np.zeros(n, bool)
+    keyed = int(np.count_nonzero(sound & (kind != NO_KIND) & ~wrapper))
+    good = int(np.count_nonzero((reasons.codes == 0) & (target >= 0)))
+    score = good / keyed if keyed else float("nan")
+    if strict and keyed and good * 2 < keyed:
+        bad = np.flatnonzero(sound & (kind != NO_KIND) & ~wrapper
+                             & ((reasons.codes != 0) | (target < 0)))
+        example = reasons.texts[int(reasons.codes[bad[0]])] if len(bad) else ""
+        raise ToolkitError(
+            f"only {good} of {keyed} keyed trace events ({score:.0%}) match the model: "
+            f"{_likely_cause(events, bad, cat)} (e.g. {example})",
+            where=str(trace.meta.get("source", "trace")),
+            fix="join the trace with the model it was recorded from, or pass strict=False "
+                "(--no-strict) to attribute what matches")
+    matched = np.flatnonzero((reasons.codes == 0) & (target >= 0))
     reasons.set_rows(matched[sizes[target[matched]] == 0], "its op has no origins")
 
-    # 3. overlaps on one track
-    if overlaps == "leaves":
+    # 4. nesting and overlaps on one track
+    overhead = np.zeros(n, dtype=bool)
+    if tree is not None:
+        overlapping = tree.overlapping
+        reasons.set_rows(overlapping, "overlaps an earlier event on its track")
+        overhead = (tree.children > 0) & (reasons.codes != 0) & sound
+        overhead[overlapping] = False
+    elif overlaps == "leaves":
         enclosing, overlapping = find_overlaps(start, dur, (reasons.codes == 0) & (target >= 0),
-                                               track_codes(events))
+                                               tracks)
         reasons.set_rows(overlapping, "overlaps an earlier event on its track")
         reasons.set_rows(enclosing, "encloses other events on its track")
     weight, total = member_weights(cat, policy)
     weights = TargetWeights(cat.target_ptr[:-1], sizes, weight, total)
     target_events, hit_members, sums = _split_and_sum(
-        target, command, reasons.codes, dur, events["run"].to_numpy(dtype=np.int64), runs,
+        target, command, reasons.codes, time_ns, events["run"].to_numpy(dtype=np.int64), runs,
         cat, weights)
 
     result = JoinResult(
         trace=trace, catalog=cat, provenance=prov, policy=policy, key=key, overlaps=overlaps,
         target=target, command=command, kind_code=kind, reason_code=reasons.codes,
         reason_texts=reasons.texts, runs=runs, weight=weight, weights=weights,
-        target_events=target_events, hit_members=hit_members, sums=sums)
+        target_events=target_events, hit_members=hit_members, sums=sums, time_ns=time_ns,
+        overhead=overhead, nested=nested, overlapping=overlapping, keyed_events=keyed,
+        matched_events=good, skipped=skipped, parent=tree_parent)
     return Attribution(result)

@@ -1,0 +1,188 @@
+"""Nested spans: exclusive (self) time, dispatch overhead, conservation to the nanosecond."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_trace_join import fused_provenance
+
+from toolkit.trace import read_trace, trace_join
+from toolkit.trace.nesting import span_tree
+
+US = 1000
+
+
+def nested_chrome(tmp_path: Path) -> Path:
+    """Three levels on thread 1 (B/E and X mixed), two levels on thread 2."""
+    ev = [
+        {"ph": "B", "name": "Method::execute", "pid": 1, "tid": 1, "ts": 0},
+        {"ph": "X", "name": "delegate", "pid": 1, "tid": 1, "ts": 10, "dur": 60,
+         "args": {"debug_handle": 10}},
+        {"ph": "X", "name": "k0", "pid": 1, "tid": 1, "ts": 15, "dur": 20,
+         "args": {"command_id": 0}},
+        {"ph": "B", "name": "k1", "pid": 1, "tid": 1, "ts": 40, "args": {"command_id": 1}},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 60},
+        {"ph": "X", "name": "pool", "pid": 1, "tid": 1, "ts": 75, "dur": 20,
+         "args": {"command_id": 2}},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 100},
+        {"ph": "X", "name": "Method::execute", "pid": 1, "tid": 2, "ts": 5, "dur": 50},
+        {"ph": "X", "name": "pool", "pid": 1, "tid": 2, "ts": 10, "dur": 30,
+         "args": {"command_id": 2}},
+    ]
+    path = tmp_path / "nested.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    return path
+
+
+def test_three_levels_two_threads_exclusive_times(tmp_path: Path) -> None:
+    att = trace_join(nested_chrome(tmp_path), fused_provenance(), policy="macs")
+    att.check()
+    assert att.nested
+    # wall time of the top-level spans: 100 us on thread 1, 50 us on thread 2
+    assert att.total_ns == 150 * US
+    # op 0: delegate self 60 - 20 - 20, k0 20, k1 20; op 1: 20 on thread 1, 30 on thread 2
+    layers = att.by_layer().set_index("layer")
+    assert layers.loc["model/conv", "total_ns"] == 36 * US  # 60 us x 6/10
+    assert layers.loc["model/bias", "total_ns"] == 18 * US
+    assert layers.loc["model/relu", "total_ns"] == 6 * US
+    assert layers.loc["model/pool", "total_ns"] == 50 * US
+    # inclusive: the delegate counted whole (its kernels twice): 100 us for op 0
+    assert layers.loc["model/conv", "inclusive_ns"] == 60 * US
+    assert layers.loc["model/pool", "inclusive_ns"] == 50 * US
+    # the wrappers' own time is a named bucket, not unattributed
+    over = att.overhead()
+    assert over["bucket"].tolist() == ["dispatch overhead of Method::execute"]
+    assert over["total_ns"].tolist() == [40 * US] and over["events"].tolist() == [2]
+    assert over["inclusive_ns"].tolist() == [150 * US]
+    assert att.unattributed_ns == 0 and len(att.unattributed()) == 0
+    assert att.attributed_ns + att.overhead_ns == att.total_ns == 150 * US
+    assert att.summary()["tracks"] == 2
+
+
+def test_bad_rows_are_kept_with_a_problem(tmp_path: Path) -> None:
+    ev = [
+        {"ph": "X", "name": "w", "pid": 1, "tid": 1, "ts": 0, "dur": 50},
+        {"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 10, "dur": 10,
+         "args": {"command_id": 2}},
+        {"ph": "B", "name": "open", "pid": 1, "tid": 1, "ts": 20, "args": {"command_id": 0}},
+        {"ph": "X", "name": "neg", "pid": 1, "tid": 1, "ts": 30, "dur": -5,
+         "args": {"command_id": 0}},
+        {"ph": "B", "name": "back", "pid": 1, "tid": 2, "ts": 40, "args": {"command_id": 1}},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 35},
+    ]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    trace = read_trace(path)
+    att = trace_join(trace, fused_provenance())
+    att.check()
+    un = att.unattributed().set_index("name")
+    assert len(att.trace.events) == len(trace.events)  # nothing dropped
+    assert "E" in un.loc["open", "reason"]  # B without E
+    assert un.loc["neg", "reason"] == "negative duration"
+    assert un.loc["back", "reason"] == "negative duration"  # time went backwards
+    # the bad rows are in no tree: w holds only k
+    assert att.overhead()["total_ns"].tolist() == [40 * US]
+    assert att.attributed_ns == 10 * US
+    assert att.attributed_ns + att.overhead_ns + att.unattributed_ns == att.total_ns
+
+
+def test_partial_overlaps_keep_todays_rule_and_are_reported() -> None:
+    frame = pd.DataFrame({"command_id": [2, 0, 1, 2], "tid": [1, 1, 1, 1],
+                          "start_ns": [0, 10, 30, 200], "dur_ns": [100, 30, 20, 10]})
+    # 0 holds 1; 2 starts inside 1 and ends after it: overlapping
+    att = trace_join(frame, fused_provenance())
+    att.check()
+    assert att.unattributed()["event_id"].tolist() == [2]
+    assert att.unattributed()["reason"].tolist() == ["overlaps an earlier event on its track"]
+    assert att.summary()["overlapping_events"] == 1
+    assert att.attributed_ns == (100 - 30) + 30 + 10
+
+
+# --------------------------------------------------------------------------------------------
+# Against a per-event reference
+
+
+def reference_self(start: list[int], dur: list[int], track: list[int]) -> list[int]:
+    """Self time of every span by brute force: its duration minus that of every span whose
+    innermost enclosing span it is (spans ordered by start, longer first, then row)."""
+    n = len(start)
+    order = sorted(range(n), key=lambda i: (track[i], start[i], -(start[i] + dur[i]), i))
+    rank = {i: r for r, i in enumerate(order)}
+    out = list(dur)
+    for i in range(n):
+        if dur[i] <= 0:
+            continue
+        parents = [j for j in range(n) if j != i and dur[j] > 0 and track[j] == track[i]
+                   and rank[j] < rank[i] and start[j] <= start[i]
+                   and start[j] + dur[j] >= start[i] + dur[i]]
+        if parents:
+            p = max(parents, key=lambda j: rank[j])
+            out[p] -= dur[i]
+    return out
+
+
+@st.composite
+def laminar(draw: Any) -> tuple[list[int], list[int], list[int]]:
+    """Properly nested spans on up to three tracks, in random row order."""
+    spans: list[tuple[int, int, int]] = []
+
+    def fill(lo: int, hi: int, depth: int, track: int) -> None:
+        t = lo
+        while t < hi and len(spans) < 40:
+            if draw(st.booleans()):
+                t += draw(st.integers(0, 5))
+            length = draw(st.integers(0, max(0, hi - t)))
+            if length == 0 and draw(st.booleans()):
+                break
+            spans.append((t, length, track))
+            if depth < 3 and length > 2:
+                fill(t, t + length, depth + 1, track)
+            t += length
+            if draw(st.booleans()):
+                break
+
+    for track in range(draw(st.integers(1, 3))):
+        fill(0, draw(st.integers(1, 400)), 0, track)
+    perm = draw(st.permutations(range(len(spans))))
+    spans = [spans[i] for i in perm]
+    return [s[0] for s in spans], [s[1] for s in spans], [s[2] for s in spans]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(laminar())
+def test_self_times_match_the_reference(spans: tuple[list[int], list[int], list[int]]) -> None:
+    start, dur, track = spans
+    n = len(start)
+    tree = span_tree(np.array(start, np.int64), np.array(dur, np.int64), np.ones(n, bool),
+                     np.array(track, np.int64) if len(set(track)) > 1 else None)
+    assert tree.self_ns.tolist() == reference_self(start, dur, track)
+    assert len(tree.overlapping) == 0
+    assert (tree.self_ns >= 0).all()
+    # conservation: self times sum to the durations of the top-level spans
+    top = sum(d for d, p in zip(dur, tree.parent.tolist()) if p < 0)
+    assert int(tree.self_ns.sum()) == top
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(laminar(), st.data())
+def test_join_of_nested_commands_conserves_wall_time(spans: tuple[list[int], list[int],
+                                                                  list[int]],
+                                                     data: Any) -> None:
+    start, dur, track = spans
+    n = len(start)
+    keyed = data.draw(st.lists(st.sampled_from([0, 1, 2, None]), min_size=n, max_size=n))
+    frame = pd.DataFrame({"command_id": pd.array(keyed, dtype="Int64"), "tid": track,
+                          "start_ns": start, "dur_ns": dur})
+    att = trace_join(frame, fused_provenance(), strict=False)
+    att.check()
+    self_ns = reference_self(start, dur, track)
+    assert att.total_ns == sum(self_ns)
+    assert att.attributed_ns + att.overhead_ns + att.unattributed_ns == att.total_ns
+    want_attributed = sum(s for s, k in zip(self_ns, keyed) if k is not None)
+    assert att.attributed_ns == want_attributed
