@@ -202,7 +202,7 @@ def test_chain_of_tflite_parts_in_litert(tmp_path: Path) -> None:
                                atol=1e-6)
     traced = run_connection(result, x, run=lr, trace=True, repeat=2)
     assert traced.trace["part"].tolist() == [1, 2, 3, 1, 2, 3]
-    assert list(traced.trace.columns) == ["run", "part", "file", "backend", "ts_us", "dur_us"]
+    assert list(traced.trace.columns) == ["run", "part", "file", "backend", "start_ns", "dur_ns"]
 
 
 def _part_files(model: Model) -> dict[str, PartSpec]:

@@ -180,8 +180,9 @@ def run_connection(conn: Any, inputs: Any = None, *, run: Runner | None = None,
     over all parts, as in ``PartitionResult.optimised_ops()``; on the track of the part's
     backend; the event also carries ``part``, ``part_file``, ``backend`` and the runtime's
     ``op_index`` in the part); with another runner, a DataFrame with one row per part call:
-    ``run`` (int64), ``part`` (int64, from 1), ``file`` (str), ``backend`` (str), ``ts_us``
-    (float64, start since the first call), ``dur_us`` (float64); ``None`` when not traced.
+    ``run`` (int64), ``part`` (int64, from 1), ``file`` (str), ``backend`` (str),
+    ``start_ns`` (int64, start since the first call), ``dur_ns`` (int64), integer nanoseconds
+    as every event table; ``None`` when not traced.
     Raises :class:`PartitionError` when a part needs a tensor no
     earlier part made or a runner does not return a listed output.
     """
@@ -209,12 +210,12 @@ def run_connection(conn: Any, inputs: Any = None, *, run: Runner | None = None,
             _take(s, out, env, where)
             if trace:
                 rows.append({"run": r, "part": s.index, "file": s.file, "backend": s.backend,
-                             "ts_us": (t0 - start) / 1e3, "dur_us": (t1 - t0) / 1e3})
+                             "start_ns": t0 - start, "dur_ns": t1 - t0})
     outs = _outputs(c, env, where)
     if trace:
-        df = pd.DataFrame(rows, columns=["run", "part", "file", "backend", "ts_us", "dur_us"])
-        df = df.astype({"run": "int64", "part": "int64", "ts_us": "float64",
-                        "dur_us": "float64"})
+        df = pd.DataFrame(rows, columns=["run", "part", "file", "backend", "start_ns", "dur_ns"])
+        df = df.astype({"run": "int64", "part": "int64", "start_ns": "int64",
+                        "dur_ns": "int64"})
         return RunResult(outs, df)
     return RunResult(outs, None)
 

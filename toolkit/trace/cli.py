@@ -25,7 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("trace", type=Path,
                    help="Chrome trace JSON (.json, .json.gz), CSV, or debug-handle records")
     p.add_argument("--compiled", type=Path,
-                   help="compiled output folder (toolkit compile -o), or a .circle/.tflite")
+                   help="compiled output folder (toolkit compile -o), a partitioned model's "
+                        ".conn.json/.conn.ini, or a .circle/.tflite")
     p.add_argument("--etrecord", type=Path,
                    help="ExecuTorch ETRecord (the trace is then an ETDump .etdp)")
     p.add_argument("--program", type=Path, help="ExecuTorch program (.pte), with --etrecord")
@@ -35,7 +36,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--key", choices=KEY_KINDS, help="key kind of every event "
                                                     "(default: each event's own)")
     p.add_argument("--by", choices=_VIEWS, default="layer", help="table to print and write")
-    p.add_argument("--overlaps", choices=("leaves", "keep"), default="leaves")
+    p.add_argument("--overlaps", choices=("self", "leaves", "keep"), default="self",
+                   help="self: nested spans count their exclusive time (default); leaves: "
+                        "enclosing spans are unattributed; keep: every span counts whole")
+    p.add_argument("--skip-runs", type=int, default=0, metavar="N",
+                   help="drop the first N runs (warm-up inferences) of the trace")
+    p.add_argument("--no-strict", action="store_true",
+                   help="attribute what matches even when most events do not match the model")
     p.add_argument("--csv", type=Path, help="write the --by table as CSV")
     p.add_argument("--unattributed-csv", type=Path, help="write the unattributed events as CSV")
     p.add_argument("--chrome", type=Path, help="write a Chrome trace with layers in args")
@@ -55,8 +62,10 @@ def _parser() -> argparse.ArgumentParser:
 def main_trace_join(argv: Sequence[str]) -> int:
     """Run ``toolkit trace-join``; return the exit status (0).
 
-    Prints the totals, the ``--by`` table (largest ``total_ns`` first, ``--top`` rows) and the
-    unattributed time by reason; writes the files asked for. Bad input raises
+    Prints the totals and the match score, the ``--by`` table (largest ``total_ns`` first,
+    ``--top`` rows; with ``--by layer``, layers whose first run is an outlier are named), the
+    dispatch overhead and the unattributed time by reason; writes the files asked for. Bad
+    input, and a trace that mostly does not match the model (unless ``--no-strict``), raise
     :class:`~toolkit.errors.ToolkitError` (the main command line prints it, status 2).
     """
     a = _parser().parse_args(list(argv))
@@ -86,15 +95,25 @@ def main_trace_join(argv: Sequence[str]) -> int:
                        duration_column=a.duration_column, end_column=a.end_column,
                        unit=a.unit, clock_hz=a.clock_hz)
     provenance = as_provenance(a.compiled)
-    att = trace_join(trace, provenance, policy=a.policy, key=a.key, overlaps=a.overlaps)
+    att = trace_join(trace, provenance, policy=a.policy, key=a.key, overlaps=a.overlaps,
+                     strict=not a.no_strict, skip_runs=a.skip_runs)
     att.check()
     s = att.summary()
     share = s["attributed_ns"] / s["total_ns"] if s["total_ns"] else 0.0
     print(f"{a.trace}: {s['events']} events, {s['runs']} run(s), key {s['key_used'] or '-'}, "
-          f"policy {s['policy']}")
+          f"policy {s['policy']}, match score {s['match_score']:.1%} "
+          f"({s['matched_events']} of {s['keyed_events']} keyed events match the model)")
+    if s["skipped_runs"]:
+        print(f"skipped the first {s['skipped_runs']} run(s) as warm-up: "
+              f"{s['skipped_events']} event(s), {s['skipped_ns']} ns")
     print(f"attributed {s['attributed_ns']} of {s['total_ns']} ns ({share:.1%}); "
-          f"unattributed {s['unattributed_ns']} ns in {s['events'] - s['attributed_events']} "
-          "event(s)")
+          f"unattributed {s['unattributed_ns']} ns in "
+          f"{len(att.unattributed())} event(s)"
+          + (f"; dispatch overhead {s['overhead_ns']} ns" if s["overhead_ns"] else "")
+          + ("; spans nest: times are exclusive (self)" if s["nested"] else ""))
+    if s["overlapping_events"]:
+        print(f"{s['overlapping_events']} span(s) overlap an earlier span without nesting "
+              "(unattributed)")
     table = getattr(att, f"by_{a.by}")()
     from toolkit.reprs import format_top
 
@@ -102,6 +121,14 @@ def main_trace_join(argv: Sequence[str]) -> int:
     print(format_top(table, "total_ns", a.top if a.top > 0 else len(table), title=f"by {a.by}"))
     with pd.option_context("display.max_rows", None, "display.max_columns", 20,
                            "display.width", 200, "display.max_colwidth", 60):
+        if a.by == "layer" and table["first_run_outlier"].any():
+            slow = table.loc[table["first_run_outlier"], "layer"].tolist()
+            print(f"\nfirst run is an outlier (warm-up) for {len(slow)} layer(s), e.g. "
+                  f"{slow[:3]}: pass --skip-runs 1, or record with `toolkit run --warmup N`")
+        over = att.overhead()
+        if len(over):
+            print("\n== dispatch overhead (self time of spans holding others)")
+            print(over[["bucket", "total_ns", "share", "events"]].to_string(index=False))
         un = att.unattributed()
         if len(un):
             why = un.groupby("reason", observed=True)["dur_ns"].agg(["count", "sum"])

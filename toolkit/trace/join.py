@@ -123,10 +123,12 @@ def as_provenance(obj: Any) -> Provenance:
     ``obj`` is a provenance (``CompiledModel``, ``PartitionResult``,
     :class:`~toolkit.trace.tables.ProvenanceTables` ...), a plain
     :class:`~toolkit.ir.Model` (joined as compiled without passes: op i is compiled op i), or a
-    path: a compiled output folder, or a model file (one with ``<stem>_debug.xml`` beside it is
-    that compiled output; any other is compiled now with the default passes and target, as
-    ``toolkit compile`` would, so a trace of that compile joins to it). The rules for paths are
-    those of :func:`toolkit.model_arg.resolve_model`.
+    path: a compiled output folder, a ``.conn.json``/``.conn.ini`` of a partitioned model
+    (:func:`toolkit.trace.partitioned.load_partitioned`: a chained run joins to the parts and
+    back to the source model's layers), or a model file (one with ``<stem>_debug.xml`` beside
+    it is that compiled output; any other is compiled now with the default passes and target,
+    as ``toolkit compile`` would, so a trace of that compile joins to it). The rules for paths
+    are those of :func:`toolkit.model_arg.resolve_model`.
     """
     if isinstance(obj, Provenance):
         return obj
@@ -134,7 +136,12 @@ def as_provenance(obj: Any) -> Provenance:
     from toolkit.model_arg import resolve_model
 
     was_path = isinstance(obj, (str, os.PathLike))
-    arg = resolve_model(obj, purpose="trace_join", accept=("model", "compiled", "partition"))
+    arg = resolve_model(obj, purpose="trace_join",
+                        accept=("model", "compiled", "partition", "connection"))
+    if arg.kind == "connection":
+        from toolkit.trace.partitioned import load_partitioned
+
+        return load_partitioned(arg.value)
     if arg.kind == "model":
         return compile_model(arg.value, passes=None if was_path else [])
     return arg.value
