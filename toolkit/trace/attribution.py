@@ -615,7 +615,7 @@ class Attribution:
                 "key_used": self.key_used, "match_score": self.match_score,
                 "keyed_events": r.keyed_events, "matched_events": r.matched_events,
                 "nested": self.nested, "overlapping_events": len(r.overlapping),
-                "tracks": int(len(np.unique(tracks))) if tracks is not None else 1,
+                "tracks": len(np.unique(tracks)) if tracks is not None else 1,
                 **{k: int(v) for k, v in r.skipped.items()}}
 
     def check(self) -> None:

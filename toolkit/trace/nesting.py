@@ -135,6 +135,7 @@ def span_tree(start: np.ndarray, dur: np.ndarray, valid: np.ndarray,
     try:
         ss, ee = _shifted(s, e, track)
     except OverflowError:
+        assert tracks is not None  # only tracks are shifted
         return _per_track(start, dur, valid, tracks)
     keep = np.ones(len(rows), dtype=bool)
     over: list[np.ndarray] = []
