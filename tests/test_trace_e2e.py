@@ -142,11 +142,11 @@ def test_cli_trace_join(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     joined = json.loads((tmp_path / "joined.json").read_text())
     assert all("layers" in e["args"] for e in joined["traceEvents"] if e["ph"] == "X")
     me = json.loads((tmp_path / "me.json").read_text())
-    assert set(me["main"]["results"]) == set(compiled.source_ops()["name"])
+    assert set(me["cnn"]["results"]) == set(compiled.source_ops()["name"])
     from toolkit.cli import main
 
     assert main(["trace-join", str(trace_path), "--compiled", str(tmp_path / "nope")]) == 2
-    values = np.array([v["value"] for v in me["main"]["results"].values()])
+    values = np.array([v["value"] for v in me["cnn"]["results"].values()])
     assert (values >= 0).all()
 
 

@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--unattributed-csv", type=Path, help="write the unattributed events as CSV")
     p.add_argument("--chrome", type=Path, help="write a Chrome trace with layers in args")
     p.add_argument("--model-explorer", type=Path, help="write Model Explorer node data JSON")
-    p.add_argument("--graph-id", default="main", help="graph id for --model-explorer")
+    p.add_argument("--graph-id", help="graph id for --model-explorer (default: the "
+                                      "subgraph's name, as Model Explorer looks it up)")
     p.add_argument("--top", type=int, default=40, help="rows to print (0: all)")
     g = p.add_argument_group("reading the trace")
     g.add_argument("--key-column")

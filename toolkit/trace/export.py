@@ -1,10 +1,13 @@
 """Write an attribution for viewers: a Chrome trace for Perfetto, node data for Model Explorer.
 
 **Chrome trace** (:func:`to_chrome_trace`): the trace's events again, as ``"X"`` events with
-exact times, each carrying in ``args`` what it was joined to: ``layers`` (list of original layer
-names), ``source_ops`` (list of origin ids), ``optimised_id`` (the compiled op, when the event
-names one), ``run``, ``key``, ``key_kind``, ``unattributed`` (the reason, only on events that
-were not attributed) and the source trace's own args.
+exact times, each *named by its original layer(s)* (``" + "``-joined when an op fuses
+several; unattributed events keep their own name), so that the timeline reads as the layers
+the user wrote. Each carries in ``args`` what it was joined to: ``event`` (the event's own
+name), ``layers`` (list of original layer names), ``source_ops`` (list of origin ids),
+``optimised_id`` (the compiled op, when the event names one), ``command_id`` (when the
+trace has it), ``run``, ``key``, ``key_kind``, ``unattributed`` (the reason, only on events
+that were not attributed) and the source trace's own args.
 
 **Model Explorer node data** (:func:`to_model_explorer`), the JSON that Model Explorer's
 ``node_data_builder.ModelNodeData`` writes and its "load node data" accepts::
@@ -19,8 +22,9 @@ were not attributed) and the source trace's own args.
 ``results`` is keyed by the output tensor name of each op (Model Explorer matches it against the
 ``tensor_name`` of a node's outputs): source op names (``level="source_op"``, to paint the model
 as given) or compiled op names (``level="op"``, to paint the compiled ``.circle``). For a
-TFLite/circle model the graph id is the subgraph's name; the default ``"main"`` is what
-converters usually name it.
+TFLite/circle model the graph id is the subgraph's name (Model Explorer looks graphs up by
+it): taken from the model joined (the source model for ``level="source_op"``, the compiled
+one for ``level="op"``), ``"main"`` when the subgraph has no name.
 """
 
 from __future__ import annotations
@@ -37,9 +41,10 @@ from toolkit.errors import ToolkitError
 from toolkit.trace.attribution import Attribution
 from toolkit.trace.stats import STAT_COLUMNS
 
-__all__ = ["to_chrome_trace", "to_model_explorer", "model_explorer_data"]
+__all__ = ["to_chrome_trace", "to_model_explorer", "model_explorer_data", "graph_id_of"]
 
-_OURS = ("run", "key", "key_kind", "optimised_id", "layers", "source_ops", "unattributed")
+_OURS = ("event", "run", "key", "key_kind", "optimised_id", "layers", "source_ops",
+         "unattributed")
 _SKIP = frozenset({"event_id", "end_ns", "problem", "start_ns", "dur_ns", "name", "cat", "pid",
                    "tid", "track"})
 _LEVELS = ("source_op", "op")
@@ -51,12 +56,18 @@ def _chrome_frame(att: Attribution) -> pd.DataFrame:
     ev = att.trace.events
     joined = att.event_layers()
     dur = ev["dur_ns"].to_numpy(dtype=np.int64)
-    frame = pd.DataFrame({"name": ev["name"].reset_index(drop=True),
+    layers = joined["layers"]
+    titles = pd.Index([" + ".join(t) for t in layers.cat.categories], dtype=object)
+    own = ev["name"].astype(object).to_numpy()
+    codes = layers.cat.codes.to_numpy()
+    names = np.where(titles.to_numpy()[codes] != "", titles.to_numpy()[codes], own)
+    frame = pd.DataFrame({"name": pd.Categorical(names),
                           "start_ns": ev["start_ns"].to_numpy(dtype=np.int64),
                           "dur_ns": np.maximum(dur, 0)})
     for column in ("cat", "pid", "tid", "track"):
         if column in ev.columns:
             frame[column] = ev[column].reset_index(drop=True)
+    frame["event"] = ev["name"].reset_index(drop=True)
     frame["run"] = ev["run"].to_numpy(dtype=np.int64)
     frame["key"] = ev["key"].reset_index(drop=True)
     frame["key_kind"] = joined["key_kind"]
@@ -101,13 +112,29 @@ def to_chrome_trace(att: Attribution, path: str | os.PathLike[str], *,
                               metadata=meta)
 
 
-def model_explorer_data(att: Attribution, *, graph_id: str = "main", level: str = "source_op",
-                        value: str = "total_ms") -> dict[str, Any]:
+def graph_id_of(provenance: Any, level: str = "source_op") -> str:
+    """Return the Model Explorer graph id of the model joined: the name of its first subgraph
+    (the source model's for ``level="source_op"``, the compiled model's for ``"op"``), or
+    ``"main"`` when it has none or the provenance holds no model."""
+    models = [getattr(provenance, "source", None), getattr(provenance, "model", None)]
+    if level == "op":
+        models.reverse()
+    for model in models:
+        graph = getattr(model, "graph", None)
+        name = getattr(graph, "name", None)
+        if isinstance(name, str) and name:
+            return name
+    return "main"
+
+
+def model_explorer_data(att: Attribution, *, graph_id: str | None = None,
+                        level: str = "source_op", value: str = "total_ms") -> dict[str, Any]:
     """Return Model Explorer node data (see the module docstring) as a dict.
 
     Args:
         att: the attribution.
-        graph_id: the graph (subgraph) the values belong to.
+        graph_id: the graph (subgraph) the values belong to; default: the subgraph's name
+            (:func:`graph_id_of`).
         level: ``"source_op"`` (keys: source op names, for the model as given) or ``"op"``
             (keys: compiled op names, for the compiled model).
         value: ``"total_ms"`` (milliseconds over the whole trace) or any statistics column of
@@ -130,11 +157,13 @@ def model_explorer_data(att: Attribution, *, graph_id: str = "main", level: str 
     summed = pd.Series(values.to_numpy()[keep]).groupby(names[keep], sort=False).sum()
     results = {str(k): {"value": (int(v) if value in ("total_ns", "events") else float(v))}
                for k, v in summed.items()}
+    if graph_id is None:
+        graph_id = graph_id_of(att.provenance, level)
     return {graph_id: {"results": results, "gradient": _GRADIENT}}
 
 
 def to_model_explorer(att: Attribution, path: str | os.PathLike[str], *,
-                      graph_id: str = "main", level: str = "source_op",
+                      graph_id: str | None = None, level: str = "source_op",
                       value: str = "total_ms") -> Path:
     """Write Model Explorer node data JSON (see :func:`model_explorer_data`); return the path.
 
