@@ -49,7 +49,7 @@ class JoinResult:
 
     Per event: ``target`` (``int32``, -1 when unattributed), ``command`` (``int32`` command
     row, -1), ``kind_code`` (``int8``: 0 no key, else 1 + index in ``KEY_KINDS``),
-    ``reason_code`` (``int16`` index into ``reason_texts``; 0 = attributed). ``runs``: the run
+    ``reason_code`` (``int32`` index into ``reason_texts``; 0 = attributed). ``runs``: the run
     codes. ``weight``: the policy's weight per member; ``weights``: the same laid out per target.
     ``target_events``: matched events per target; ``hit_members``: the catalog members of the
     targets hit, one column each of ``sums`` (nanoseconds per (run, column)). ``time_ns``: the

@@ -51,6 +51,7 @@ from toolkit.provenance import Provenance
 from toolkit.trace.accumulate import CellSums
 from toolkit.trace.attribution import Attribution, JoinResult
 from toolkit.trace.catalog import Catalog, catalog_of
+from toolkit.trace.codes import TextCodes
 from toolkit.trace.consistency import describe, find_mismatches
 from toolkit.trace.keys import KEY_COLUMNS, KEY_KINDS, kind_values
 from toolkit.trace.nesting import span_tree
@@ -64,32 +65,6 @@ __all__ = ["trace_join", "POLICIES", "as_provenance", "RunCodes"]
 
 _OVERLAPS = ("self", "leaves", "keep")
 _BLOCK = 1 << 16
-
-
-class _Reasons:
-    """Per-event reason codes (0 = attributed) and their texts; a row keeps its first."""
-
-    def __init__(self, n: int) -> None:
-        self.texts: list[str] = [""]
-        self.codes = np.zeros(n, dtype=np.int16)
-
-    def code(self, text: str) -> int:
-        if text not in self.texts:
-            self.texts.append(text)
-        return self.texts.index(text)
-
-    def set_rows(self, rows: np.ndarray, text: str) -> None:
-        """Give ``text`` to the listed rows that have no reason yet."""
-        if len(rows) == 0:
-            return
-        free = rows[self.codes[rows] == 0]
-        if len(free):
-            self.codes[free] = self.code(text)
-
-    def set_mask(self, mask: np.ndarray, text: str) -> None:
-        """Give ``text`` to the rows of ``mask`` that have no reason yet."""
-        if mask.any():
-            self.set_rows(np.flatnonzero(mask), text)
 
 
 class RunCodes:
@@ -145,22 +120,6 @@ def as_provenance(obj: Any) -> Provenance:
     if arg.kind == "model":
         return compile_model(arg.value, passes=None if was_path else [])
     return arg.value
-
-
-def _problem_reasons(events: pd.DataFrame, reasons: _Reasons) -> None:
-    """Reasons from the reader's ``problem`` column."""
-    problem = events["problem"]
-    if isinstance(problem.dtype, pd.CategoricalDtype):
-        texts = [str(c) for c in problem.cat.categories]
-        if not any(texts):
-            return
-        table = np.array([reasons.code(t) if t else 0 for t in texts] + [0], dtype=np.int16)
-        reasons.codes = table[problem.cat.codes.to_numpy()]
-        return
-    values = problem.astype(object).to_numpy()
-    for text in pd.unique(values[pd.notna(values)]).tolist():
-        if text:
-            reasons.set_mask(values == text, str(text))
 
 
 def _event_kinds(trace: Trace, key: str | None) -> tuple[np.ndarray, np.ndarray]:
@@ -344,8 +303,8 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
     runs = RunCodes(events["run"].to_numpy(dtype=np.int64))
 
     # 1. problems from the reader, negative durations, no key
-    reasons = _Reasons(n)
-    _problem_reasons(events, reasons)
+    reasons = TextCodes(n)
+    reasons.set_column(events["problem"])
     reasons.set_mask(dur < 0, "negative duration")
     sound = reasons.codes == 0
     kind, keys = _event_kinds(trace, key)

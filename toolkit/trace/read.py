@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import ToolkitError, TraceError
+from toolkit.trace.codes import TextCodes
 from toolkit.trace.keys import (
     AUTO_KINDS,
     KEY_KINDS,
@@ -483,36 +484,6 @@ def _to_ns(values: pd.Series, unit: str, clock_hz: float | None
     return out, bad
 
 
-class _Problems:
-    """Per-row problem texts kept as categorical codes (no per-row Python strings)."""
-
-    def __init__(self, frame: pd.DataFrame) -> None:
-        n = len(frame)
-        self.categories: list[str] = [""]
-        self.codes = np.zeros(n, dtype=np.int32)
-        if "problem" in frame.columns:
-            cat = pd.Categorical(frame["problem"].astype(object).where(
-                frame["problem"].notna(), ""))
-            texts = [str(c) for c in cat.categories]
-            table = np.array([self._code(t) for t in texts], dtype=np.int32)
-            self.codes = table[cat.codes] if len(texts) else self.codes
-
-    def _code(self, text: str) -> int:
-        if text not in self.categories:
-            self.categories.append(text)
-        return self.categories.index(text)
-
-    def add(self, mask: np.ndarray, text: str) -> None:
-        """Set ``text`` on the rows of ``mask`` that have no problem yet."""
-        rows = mask & (self.codes == 0)
-        if rows.any():
-            self.codes[rows] = self._code(text)
-
-    def categorical(self) -> pd.Categorical:
-        return pd.Categorical.from_codes(self.codes,
-                                         categories=pd.Index(self.categories, dtype=_STR))
-
-
 def _time_columns(frame: pd.DataFrame, opts: _Options) -> tuple[str, str | None, str | None]:
     columns = list(frame.columns)
     start = opts.start_column or _first(columns, _START_COLUMNS)
@@ -590,19 +561,21 @@ def _from_frame(frame: pd.DataFrame, opts: _Options, meta: dict[str, Any]) -> Tr
     n = len(frame)
     start_col, dur_col, end_col = _time_columns(frame, opts) if n or len(frame.columns) else (
         None, None, None)
-    problems = _Problems(frame)
+    problems = TextCodes(n)
+    if "problem" in frame.columns:
+        problems.set_column(frame["problem"])
     if start_col is None:
         start = dur = np.zeros(0, np.int64)
     else:
         start, bad_start = _to_ns(frame[start_col], _unit_of(start_col, opts.unit), opts.clock_hz)
-        problems.add(bad_start, f"missing or invalid {start_col}")
+        problems.set_mask(bad_start, f"missing or invalid {start_col}")
         other = dur_col if dur_col is not None else end_col
         assert other is not None
         value, bad_other = _to_ns(frame[other], _unit_of(other, opts.unit), opts.clock_hz)
-        problems.add(bad_other, f"missing or invalid {other}")
+        problems.set_mask(bad_other, f"missing or invalid {other}")
         dur = value if dur_col is not None else value - start
         dur = np.where(bad_start | bad_other, 0, dur)
-        problems.add(dur < 0, "negative duration")
+        problems.set_mask(dur < 0, "negative duration")
 
     # keys
     if opts.key_column is not None:
@@ -632,7 +605,7 @@ def _from_frame(frame: pd.DataFrame, opts: _Options, meta: dict[str, Any]) -> Tr
             raise ToolkitError(f"the trace has no column {run_col!r}",
                                where=f"columns {list(frame.columns)}")
         run, ok = integer_values(frame[run_col])
-        problems.add(~ok, f"missing or invalid {run_col}")
+        problems.set_mask(~ok, f"missing or invalid {run_col}")
         run = np.where(ok, run, 0)
         meta["run_from"] = f"column {run_col!r}"
     else:

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["TargetWeights", "split_targets", "split_by_weights", "group_sum", "exact_int",
-           "MAX_TOTAL_WEIGHT"]
+__all__ = ["TargetWeights", "split_targets", "split_by_weights", "split_grouped", "group_sum",
+           "exact_int", "MAX_TOTAL_WEIGHT"]
 
 #: A target's weights are scaled down (ratios kept to 1 part in 2**31) when they sum above
 #: this, so that ``remainder * weight`` stays inside ``int64``.
@@ -154,6 +154,83 @@ def split_by_weights(dur: np.ndarray, first: np.ndarray, count: np.ndarray, tota
     event, member, ns = (np.concatenate(x) for x in (events, members, shares))
     order = np.argsort(event, kind="stable")
     return event[order], member[order], ns[order]
+
+
+def split_grouped(totals: np.ndarray, unit: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Split integer ``totals[u]`` over the rows of each unit ``u`` in proportion to weights.
+
+    The same largest-remainder split as :func:`split_targets` (ties to the earlier row), for
+    rows grouped by a unit column rather than laid out per target.
+
+    Args:
+        totals: ``int64``, one total per unit.
+        unit: int, the unit index of each row (rows of one unit need not be adjacent).
+        weights: non-negative integers (``int64``, or Python ints in an object array), one
+            per row. A unit whose weights sum to 0 is split in equal shares.
+
+    Returns:
+        ``int64`` array, one share per row: the shares of a unit sum to its total exactly. A
+        negative total is split as its magnitude and the shares negated. Units whose weights
+        sum to ``MAX_TOTAL_WEIGHT`` or more are split with Python integers (same rule).
+
+    Raises:
+        ValueError: a negative weight.
+    """
+    unit = np.asarray(unit, dtype=np.int64)
+    n = len(unit)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    totals = np.asarray(totals, dtype=np.int64)
+    u_count = len(totals)
+    raw = np.asarray(weights)
+    mag = np.abs(totals)
+    count = np.bincount(unit, minlength=u_count)
+    if raw.dtype.kind in "iu" and (len(raw) == 0 or int(raw.max()) < MAX_TOTAL_WEIGHT):
+        w = raw.astype(np.int64)
+        if (w < 0).any():
+            raise ValueError("split weights must be non-negative")
+        wsum = np.bincount(unit, weights=w.astype(np.float64), minlength=u_count)
+        small = bool(wsum.max() < MAX_TOTAL_WEIGHT) if u_count else True
+    else:
+        small = False
+    if small:
+        wsum_i = exact_int(wsum)
+        equal = wsum_i == 0
+        w = np.where(equal[unit], 1, w)
+        wsum_i = np.where(equal, count, wsum_i)
+        order = np.argsort(unit, kind="stable")
+        u_sorted = unit[order]
+        present = np.flatnonzero(count)
+        first = np.searchsorted(u_sorted, present)
+        _event, member, ns = split_by_weights(mag[present], first, count[present],
+                                              wsum_i[present], w[order])
+        share = np.zeros(n, dtype=np.int64)
+        share[order[member]] = ns
+    else:  # weights beyond int64 products: the same rule with Python integers
+        w_obj = [int(x) for x in np.asarray(weights, dtype=object).tolist()]
+        if any(x < 0 for x in w_obj):
+            raise ValueError("split weights must be non-negative")
+        sums = [0] * u_count
+        for u, x in zip(unit.tolist(), w_obj):
+            sums[u] += x
+        w_obj = [x if sums[u] else 1 for u, x in zip(unit.tolist(), w_obj)]
+        totals_w = [ws if ws else int(c) for ws, c in zip(sums, count.tolist())]
+        share_l: list[int] = []
+        rem_l: list[int] = []
+        for u, x in zip(unit.tolist(), w_obj):
+            q, r = divmod(int(mag[u]) * x, totals_w[u])
+            share_l.append(q)
+            rem_l.append(r)
+        left = [int(m) for m in mag.tolist()]
+        for u, q in zip(unit.tolist(), share_l):
+            left[u] -= q
+        units = unit.tolist()
+        for i in sorted(range(n), key=lambda i: (units[i], -rem_l[i], i)):
+            if left[units[i]] > 0:
+                share_l[i] += 1
+                left[units[i]] -= 1
+        share = np.array(share_l, dtype=np.int64)
+    return np.where(totals[unit] < 0, -share, share)
 
 
 def exact_int(values: np.ndarray) -> np.ndarray:

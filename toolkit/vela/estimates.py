@@ -53,6 +53,7 @@ import pandas as pd
 from toolkit.errors import VelaError
 from toolkit.formats.vela_db import VelaDebugDB
 from toolkit.source_table import layer_names
+from toolkit.trace.split import split_grouped
 
 if TYPE_CHECKING:
     from toolkit.trace import Attribution
@@ -377,77 +378,9 @@ def read_estimates(db: VelaDebugDB, per_layer: pd.DataFrame | None = None
 
 
 def split_int(totals: np.ndarray, unit: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Split integer ``totals[u]`` over the rows of each unit ``u`` in proportion to weights.
-
-    Args:
-        totals: int64, one total per unit.
-        unit: int, the unit index of each row (rows of one unit need not be adjacent).
-        weights: non-negative integers (int64, or Python ints in an object array), one per
-            row. A unit whose weights sum to 0 is split in equal shares.
-
-    Returns:
-        int64 array, one share per row: the shares of a unit sum to its total exactly (largest
-        remainder; ties go to the earlier row). A negative total is split as its magnitude and
-        the shares negated.
-    """
-    unit = np.asarray(unit, dtype=np.intp)
-    n = len(unit)
-    if n == 0:
-        return np.zeros(0, dtype=_I64)
-    totals = np.asarray(totals, dtype=_I64)
-    u_count = len(totals)
-    w_arr = np.asarray(weights)
-    if w_arr.dtype.kind in "iu" and (not len(w_arr) or int(w_arr.max()) < 2**62):
-        w = w_arr.astype(_I64)
-        if (w < 0).any():
-            raise ValueError("split weights must be non-negative")
-        wsum = np.zeros(u_count, dtype=_I64)
-        np.add.at(wsum, unit, w)
-        count = np.bincount(unit, minlength=u_count).astype(_I64)
-        equal = wsum == 0
-        w = np.where(equal[unit], 1, w)
-        wsum = np.where(equal, count, wsum)
-        mag = np.abs(totals)
-        if not u_count or float(mag.max()) * float(max(int(wsum.max()), 1)) < 2.0**62:
-            t = mag[unit]
-            ws = wsum[unit]
-            q, r = np.divmod(t * w, ws)
-            given = np.zeros(u_count, dtype=_I64)
-            np.add.at(given, unit, q)
-            left = mag - given
-            order = np.lexsort((np.arange(n), -r, unit))
-            first = np.searchsorted(unit[order], np.arange(u_count))
-            rank = np.empty(n, dtype=_I64)
-            rank[order] = np.arange(n) - first[unit[order]]
-            share = q + (rank < left[unit]).astype(_I64)
-            return np.where(totals[unit] < 0, -share, share).astype(_I64)
-    # exact Python integers: weights or products beyond int64
-    w_list = [int(x) for x in np.asarray(weights, dtype=object).tolist()]
-    if any(x < 0 for x in w_list):
-        raise ValueError("split weights must be non-negative")
-    mag = [abs(int(t)) for t in totals.tolist()]
-    wsum_l = [0] * u_count
-    count_l = [0] * u_count
-    for u, x in zip(unit.tolist(), w_list):
-        wsum_l[u] += x
-        count_l[u] += 1
-    w_list = [x if wsum_l[u] else 1 for u, x in zip(unit.tolist(), w_list)]
-    wsum_l = [ws if ws else c for ws, c in zip(wsum_l, count_l)]
-    share_l, rem_l = [], []
-    for u, x in zip(unit.tolist(), w_list):
-        q, r = divmod(mag[u] * x, wsum_l[u])
-        share_l.append(q)
-        rem_l.append(r)
-    left_l = list(mag)
-    for u, q in zip(unit.tolist(), share_l):
-        left_l[u] -= q
-    for i in sorted(range(n), key=lambda i: (unit[i], -rem_l[i], i)):
-        u = unit[i]
-        if left_l[u] > 0:
-            share_l[i] += 1
-            left_l[u] -= 1
-    signs = [-1 if totals[u] < 0 else 1 for u in unit.tolist()]
-    return np.array([s * g for s, g in zip(share_l, signs)], dtype=_I64)
+    """Split integer ``totals[u]`` over the rows of each unit ``u`` in proportion to weights:
+    :func:`toolkit.trace.split.split_grouped`, the one exact largest-remainder splitter."""
+    return split_grouped(totals, unit, weights)
 
 
 # ---------------------------------------------------------------------------------------------
