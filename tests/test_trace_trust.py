@@ -157,3 +157,29 @@ def test_partitioned_trace_joins_from_the_cli(tmp_path: Path,
     # the source model instead of the connection: refused, naming the cause
     with pytest.raises(tk.ToolkitError, match="partitioned"):
         trace_join(trace, SAMPLES / "Net_InstanceNorm_003.circle")
+
+
+def test_the_runtime_says_what_its_keys_are(cnn: tuple, tmp_path: Path) -> None:
+    from toolkit.formats.chrome_trace import write_chrome_trace
+
+    _model, compiled, frame = cnn
+    assert set(frame["key_kind"]) == {"command_id"}
+    for source in (frame, write_chrome_trace(frame, tmp_path / "t.json")):
+        trace = read_trace(source)
+        assert "key_kind_from" in trace.meta
+        assert set(trace.events["key_kind"].astype(str)) == {"command_id"}
+        assert trace.events["key"].tolist() == frame["command_id"].tolist()
+    # the same events declaring op_index are keyed by their compiled op, not guessed
+    ev = read_trace(frame.assign(key_kind="op_index")).events
+    assert ev["key_kind"].astype(str).unique().tolist() == ["op_index"]
+    assert ev["key"].tolist() == frame["optimised_id"].tolist()
+    att = trace_join(frame.assign(key_kind="op_index"), compiled)
+    assert att.key_used == "op_index" and att.unattributed_ns == 0
+    # mixed declarations, and rows that declare nothing are read by their column names
+    mixed = frame.assign(key_kind=["op_index", ""] * (len(frame) // 2))
+    ev = read_trace(mixed).events
+    assert ev["key_kind"].astype(str).tolist() == ["op_index", "command_id"] * (len(frame) // 2)
+    # a foreign trace that says nothing is read by column names
+    foreign = read_trace(frame.drop(columns="key_kind"))
+    assert "key_kind_from" not in foreign.meta
+    assert set(foreign.events["key_kind"].astype(str)) == {"command_id"}

@@ -130,7 +130,8 @@ class _PartTracer:
     def __init__(self, inner: Any, stage: _Stage) -> None:
         self._inner = inner
         self._stage = stage
-        self._part = {"part": stage.index, "part_file": stage.file, "backend": stage.backend}
+        self._part = {"part": stage.index, "part_file": stage.file, "backend": stage.backend,
+                      "key_kind": "part_op"}
 
     def _key(self, key: Any) -> Any:
         return int(key) + self._stage.offset if isinstance(key, (int, np.integer)) else key

@@ -111,7 +111,8 @@ class Interpreter:
             for i, op in enumerate(g.ops):
                 steps.append(_Step(self._kernel(op, i), op, self._slots(op.inputs, slot),
                                    [slot[t] for t in op.outputs], i,
-                                   {"op_index": i, "op_type": op.kind, "op_name": op.name}))
+                                   {"op_index": i, "op_type": op.kind, "op_name": op.name,
+                                    "key_kind": "op_index"}))
             key_name = "op_index"
         else:
             op_index = {op: i for i, op in enumerate(g.ops)}
@@ -120,7 +121,8 @@ class Interpreter:
                 step = _Step(self._kernel(op, op_index[op]), op, self._slots(op.inputs, slot),
                              [slot[t] for t in op.outputs], int(c.command_id),
                              {"command_id": int(c.command_id), "optimised_id": op_index[op],
-                              "stripe": int(c.stripe), "op_type": op.kind, "op_name": op.name})
+                              "stripe": int(c.stripe), "op_type": op.kind, "op_name": op.name,
+                              "key_kind": "command_id"})
                 if int(c.stripes) > 1:
                     step.rows = (int(c.row_start), int(c.row_end))
                     step.full_shape = op.outputs[0].shape

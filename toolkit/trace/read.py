@@ -55,6 +55,9 @@ _RECORD_HINT = re.compile(r'"(delegate_debug_identifier|delegate_debug_id_(int|s
                           r'start_time|debug_handle)"\s*:')
 _PHASE_HINT = re.compile(r'"ph"\s*:')
 _FORMATS = ("chrome", "csv", "records", "frame", "tracer", "ort")
+#: Columns in which a trace says what kind of key each event carries (the event tracer's
+#: runtimes write ``key_kind``; a Chrome trace has it in ``args``).
+_DECLARED_KIND = ("key_kind", "arg_key_kind")
 
 
 @dataclass
@@ -589,6 +592,9 @@ def _from_frame(frame: pd.DataFrame, opts: _Options, meta: dict[str, Any]) -> Tr
             key, key_kind = extract_keys(frame, (kind,), {kind: (opts.key_column,)})
         else:
             key, key_kind = _raw_keys(frame[opts.key_column])
+    elif opts.key_kind is None and _first(list(frame.columns), _DECLARED_KIND) is not None:
+        key, key_kind = _declared_keys(frame)
+        meta["key_kind_from"] = "the trace (each event says what its key is)"
     else:
         key, key_kind = extract_keys(frame, (opts.key_kind,) if opts.key_kind else AUTO_KINDS,
                                      generic=opts.key_kind is None)
@@ -612,7 +618,8 @@ def _from_frame(frame: pd.DataFrame, opts: _Options, meta: dict[str, Any]) -> Tr
         run = _runs_by_occurrence(key, kind_codes, names, start)
         meta["run_from"] = "key occurrence (the k-th event of a key is run k)"
 
-    consumed = {start_col, dur_col, end_col, run_col, "problem", *EVENT_COLUMNS} - {"key"}
+    consumed = {start_col, dur_col, end_col, run_col, "problem", *EVENT_COLUMNS,
+                *_DECLARED_KIND} - {"key"}
     if name_col == "name":
         consumed.add("name")
     events = pd.DataFrame({
@@ -634,6 +641,40 @@ def _from_frame(frame: pd.DataFrame, opts: _Options, meta: dict[str, Any]) -> Tr
         events = pd.concat([events, extra], axis=1)
     meta.setdefault("source", "DataFrame")
     return Trace(events, meta)
+
+
+def _declared_keys(frame: pd.DataFrame) -> tuple[np.ndarray, pd.Categorical]:
+    """Keys of a trace that says what kind of key each event carries (a ``key_kind``
+    column): each event's key is read as its declared kind, from that kind's columns (see
+    :mod:`toolkit.trace.keys`); events that declare nothing (or an unknown kind) are read as
+    a foreign trace's are, by column names."""
+    column = _first(list(frame.columns), _DECLARED_KIND)
+    assert column is not None
+    declared = frame[column].astype(object).where(frame[column].notna(), "")
+    declared = declared.astype(str).to_numpy(dtype=object)
+    kinds = [k for k in pd.unique(declared).tolist() if k in KEY_KINDS]
+    guessed = ~np.isin(declared, kinds)
+    n = len(frame)
+    parts: list[tuple[np.ndarray, np.ndarray, pd.Categorical]] = []
+    for kind in kinds:
+        rows = np.flatnonzero(declared == kind)
+        sub = frame if len(rows) == n else frame.iloc[rows]
+        key, cat = extract_keys(sub, (kind,))
+        parts.append((rows, key, cat))
+    if guessed.any():
+        rows = np.flatnonzero(guessed)
+        key, cat = extract_keys(frame.iloc[rows], AUTO_KINDS, generic=True)
+        parts.append((rows, key, cat))
+    if len(parts) == 1 and len(parts[0][0]) == n:
+        return parts[0][1], parts[0][2]
+    codes = np.zeros(n, dtype=np.int64)
+    ints = all(p[1].dtype == np.int64 for p in parts)
+    keys = np.zeros(n, dtype=np.int64) if ints else np.full(n, None, dtype=object)
+    for rows, key, cat in parts:
+        codes[rows] = cat.codes
+        keys[rows] = key if ints else key.astype(object)
+    categories = pd.Index(["", *KEY_KINDS], dtype=_STR)
+    return keys, pd.Categorical.from_codes(codes, categories=categories)
 
 
 def _raw_keys(values: pd.Series) -> tuple[np.ndarray, pd.Categorical]:
