@@ -275,31 +275,32 @@ class Attribution:
     def by_layer(self) -> pd.DataFrame:
         """One row per original layer, in the order of the provenance's ``layers()``.
 
-        Columns: ``layer`` (str), then :data:`STAT_COLUMNS`, then ``inclusive_ns`` (int64:
-        the layer's events counted whole, children included; equal to ``total_ns``, the
-        exclusive (self) time, unless the layer's events hold other events), ``first_ms``
-        (float64: the layer's time in the first run) and ``first_run_outlier`` (bool: with
-        3 runs or more, the first run took more than twice the median run: warm-up; join
-        with ``skip_runs=1`` or run with ``warmup=``). ``total_ns`` sums to
+        Columns: ``layer`` (str), ``inclusive_ns`` (int64: the layer's events counted whole,
+        children included; equal to ``total_ns``, the exclusive (self) time, unless the
+        layer's events hold other events), ``first_ms`` (float64: the layer's time in the
+        first run), ``first_run_outlier`` (bool: with 3 runs or more, the first run took more
+        than twice the median run: warm-up; join with ``skip_runs=1`` or run with
+        ``warmup=``), then :data:`STAT_COLUMNS`. ``total_ns`` sums to
         :attr:`attributed_ns`. A source op with several layers splits its share equally.
         """
         if "layer" not in self._cache:
             cat = self._r.catalog
             n_rows = len(cat.layer_names)
             ids = pd.DataFrame({"layer": _str_column(cat.layer_names)})
-            table = self._join(ids, self._grouped(cat.member_layer, n_rows))
+            stats = self._grouped(cat.member_layer, n_rows)
             if self.nested:
                 inclusive = np.zeros(n_rows, dtype=np.int64)
                 for _b0, _b1, _rows, member, ns in self._blocks(inclusive=True):
                     inclusive += group_sum(cat.member_layer[member], ns, n_rows)
-                table["inclusive_ns"] = inclusive
+                ids["inclusive_ns"] = inclusive
             else:
-                table["inclusive_ns"] = table["total_ns"].to_numpy(dtype=np.int64)
+                ids["inclusive_ns"] = stats["total_ns"].to_numpy(dtype=np.int64)
             first = self._first_run(cat.member_layer, n_rows)
-            table["first_ms"] = first / 1e6
-            median = table["p50_ms"].to_numpy(dtype=np.float64)
-            table["first_run_outlier"] = (self.runs >= 3) & (first / 1e6 > 2 * median) & (
+            ids["first_ms"] = first / 1e6
+            median = stats["p50_ms"].to_numpy(dtype=np.float64)
+            ids["first_run_outlier"] = (self.runs >= 3) & (first / 1e6 > 2 * median) & (
                 first > 0)
+            table = self._join(ids, stats)
             self._cache["layer"] = table
         return self._cache["layer"].copy()
 
@@ -626,8 +627,9 @@ class Attribution:
         time of the events matched to it, and no (run, member) cell is negative; splitting the
         first block of attributed events again gives pieces >= 0 that sum to each event's time;
         ``by_layer``, ``by_source_op`` and (with pieces that have no compiled op) ``by_op``
-        sum to :attr:`attributed_ns`. Costs a fraction of the join (no second split of every
-        event).
+        sum to :attr:`attributed_ns` (their row totals from the cells; the tables themselves
+        when already built). Costs a fraction of the join (no second split of every event, no
+        per-run statistics).
         """
         r = self._r
         ev = r.trace.events
@@ -649,10 +651,19 @@ class Attribution:
         per_target = group_sum(t[hit].astype(np.int64), time_ns[hit], cat.targets)
         member_target = np.repeat(np.arange(cat.targets, dtype=np.int64),
                                   cat.target_sizes())
-        _run, column, cell_ns = r.sums.triplets()
-        if len(cell_ns) and int(cell_ns.min()) < 0:
-            raise ToolkitError("a negative time was attributed to a (run, member) cell")
-        got = group_sum(member_target[r.hit_members][column], cell_ns, cat.targets)
+        n_cols = len(r.hit_members)
+        if r.sums.dense is not None:  # per-column totals straight from the matrix
+            if len(r.sums.dense) and int(r.sums.dense.min()) < 0:
+                raise ToolkitError("a negative time was attributed to a (run, member) cell")
+            cell_ns = r.sums.matrix().sum(axis=0) if r.sums.runs else \
+                np.zeros(n_cols, np.int64)
+        else:
+            _run, cells, ns_of_cells = r.sums.triplets()
+            if len(ns_of_cells) and int(ns_of_cells.min()) < 0:
+                raise ToolkitError("a negative time was attributed to a (run, member) cell")
+            cell_ns = group_sum(cells, ns_of_cells, n_cols)
+        column = np.arange(n_cols)
+        got = group_sum(member_target[r.hit_members], cell_ns, cat.targets)
         bad = np.flatnonzero(got != per_target)
         if len(bad):
             raise ToolkitError(f"target {int(bad[0])} holds {int(got[bad[0]])} ns, its events "
@@ -669,14 +680,22 @@ class Attribution:
                                    f"time of {int(time_ns[i])} ns",
                                    where=f"event_id {int(ev['event_id'].iloc[i])}")
             break
-        for view in ("by_layer", "by_source_op"):
-            got_ns = int(getattr(self, view)()["total_ns"].sum())
+        # the views' row totals: from the cells (cheap), and from the tables when built
+        hit_op = cat.member_op[r.hit_members]
+        no_op = int(cell_ns[hit_op[column] < 0].sum())
+        for view, member_row, n_rows, extra in (
+                ("by_layer", cat.member_layer, len(cat.layer_names), 0),
+                ("by_source_op", cat.member_source, len(cat.source_id), 0),
+                ("by_op", cat.member_op, len(cat.op_ids), no_op)):
+            rows = member_row[r.hit_members][column]
+            ok = rows >= 0
+            totals = group_sum(rows[ok], cell_ns[ok], n_rows)
+            got_ns = int(totals.sum()) + extra
+            cached = self._cache.get(view[3:] if view != "by_source_op" else "source")
+            if cached is not None:
+                if cached["total_ns"].to_numpy(dtype=np.int64).tolist() != totals.tolist():
+                    raise ToolkitError(f"{view}() disagrees with the attributed cells")
             if got_ns != self.attributed_ns:
-                raise ToolkitError(f"{view}() sums to {got_ns} ns, attributed is "
+                what = "plus time without an op " if extra else ""
+                raise ToolkitError(f"{view}() {what}sums to {got_ns} ns, attributed is "
                                    f"{self.attributed_ns} ns")
-        column_op = cat.member_op[r.hit_members]
-        no_op = int(cell_ns[column_op[column] < 0].sum())
-        got_op = int(self.by_op()["total_ns"].sum()) + no_op
-        if got_op != self.attributed_ns:
-            raise ToolkitError(f"by_op() plus time without an op is {got_op} ns, attributed is "
-                               f"{self.attributed_ns} ns")

@@ -206,11 +206,11 @@ def _split_and_sum(target: np.ndarray, command: np.ndarray, reason: np.ndarray,
 
 def _skip_runs(trace: Trace, skip_runs: int) -> tuple[Trace, dict[str, int]]:
     """Drop the events of the first ``skip_runs`` runs (smallest run values) of ``trace``."""
+    if skip_runs <= 0 or len(trace.events) == 0:
+        return trace, {"skipped_runs": 0, "skipped_events": 0, "skipped_ns": 0}
     events = trace.events
     run = events["run"].to_numpy(dtype=np.int64)
     values = np.unique(run)
-    if skip_runs <= 0 or len(values) == 0:
-        return trace, {"skipped_runs": 0, "skipped_events": 0, "skipped_ns": 0}
     if skip_runs >= len(values):
         raise ToolkitError(f"skip_runs={skip_runs} would drop every run of the trace "
                            f"({len(values)} run(s))",
