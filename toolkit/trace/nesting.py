@@ -62,6 +62,10 @@ def _order(s: np.ndarray, e: np.ndarray, track: np.ndarray | None) -> np.ndarray
     if track is None:
         if len(s) < 2 or bool((s[1:] > s[:-1]).all()):
             return np.arange(len(s), dtype=np.int64)
+        order = np.argsort(s, kind="stable")  # starts rarely tie: then no second key needed
+        ordered = s[order]
+        if not bool((ordered[1:] == ordered[:-1]).any()):
+            return order
         return np.lexsort((-e, s))
     return np.lexsort((-e, s, track))
 
@@ -84,7 +88,7 @@ def _parents(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(parent position or -1, depth)`` for spans sorted by (start, longer first), assuming
     they nest; positions index the sorted arrays."""
     m = len(s)
-    ends = np.sort(e)
+    ends = np.sort(e, kind="stable")  # nearly sorted in start order: a merge sort is quick
     depth = np.arange(m, dtype=np.int64) - np.searchsorted(ends, s, side="right")
     parent = np.full(m, -1, dtype=np.int64)
     if m == 0 or int(depth.max()) == 0:
