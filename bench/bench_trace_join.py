@@ -262,8 +262,6 @@ def main(argv: list[str] | None = None) -> int:
           f"{t_base / (t_join + t_layer):.1f} x; same result on the subset: {same}")
 
     step("building the nested trace")
-    del trace, att
-    gc.collect()
     nested = read_trace(nested_events(prov, a.events))
     step("nested trace_join")
     t_nested, natt = best_of(lambda: trace_join(nested, prov, policy=a.policy), 2)

@@ -15,9 +15,9 @@ import pytest
 from support import ALL_TFLITE, SAMPLES
 
 import toolkit as tk
+from toolkit import run
 from toolkit.compiler import compile_model
 from toolkit.formats.flatbuffer_write import BUILTIN_CODES, write_model
-from toolkit.runtime.interpreter import run
 from toolkit.trace import model_explorer_data, to_chrome_trace, trace_join
 
 node_data_builder = pytest.importorskip("model_explorer.node_data_builder")

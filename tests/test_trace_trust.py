@@ -12,9 +12,9 @@ import pytest
 from support import SAMPLES
 
 import toolkit as tk
+from toolkit import run
 from toolkit.cli import main
 from toolkit.compiler import compile_model
-from toolkit import run
 from toolkit.trace import read_trace, trace_join
 from toolkit.trace.partitioned import load_partitioned
 

@@ -692,9 +692,9 @@ class Attribution:
             totals = group_sum(rows[ok], cell_ns[ok], n_rows)
             got_ns = int(totals.sum()) + extra
             cached = self._cache.get(view[3:] if view != "by_source_op" else "source")
-            if cached is not None:
-                if cached["total_ns"].to_numpy(dtype=np.int64).tolist() != totals.tolist():
-                    raise ToolkitError(f"{view}() disagrees with the attributed cells")
+            if cached is not None and \
+                    cached["total_ns"].to_numpy(dtype=np.int64).tolist() != totals.tolist():
+                raise ToolkitError(f"{view}() disagrees with the attributed cells")
             if got_ns != self.attributed_ns:
                 what = "plus time without an op " if extra else ""
                 raise ToolkitError(f"{view}() {what}sums to {got_ns} ns, attributed is "
