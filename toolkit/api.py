@@ -301,7 +301,8 @@ def read_trace(source: Any, *, format: str | None = None, key_column: str | None
 
 
 def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = None, *,
-               overlaps: str = "leaves", optimized: Model | PathLike | None = None
+               overlaps: str = "self", strict: bool = True, skip_runs: int = 0,
+               optimized: Model | PathLike | None = None
                ) -> Attribution | OrtAttribution | ExecutorchAttribution:
     """Join a trace with the model it measured and attribute its time to the original layers.
 
@@ -309,7 +310,8 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
         trace: a :class:`~toolkit.trace.read.Trace` or anything :func:`read_trace` reads.
         model: the model the trace measured: a ``CompiledModel``, a ``PartitionResult``, a
             :class:`~toolkit.ir.Model` (joined as compiled with no passes), a compiled output
-            folder or a model path (see :mod:`toolkit.model_arg`), or any provenance tables
+            folder, a partitioned model's ``.conn.json``/``.conn.ini`` or a model path (see
+            :mod:`toolkit.model_arg`), or any provenance tables
             (:class:`~toolkit.provenance.Provenance`). For an ExecuTorch ETDump (``trace``),
             its ETRecord (see :func:`read_executorch`).
         policy: how an event of a fused op is split over its source ops: ``"equal"``,
@@ -318,23 +320,30 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
         key: ``None`` to use each event's own key kind, or one kind for every event
             (``command_id``, ``part_op``, ``op_index``, ``debug_handle``, ``part``, ``name``,
             ``source_op_index``, ``source_name``).
-        overlaps: ``"leaves"`` (enclosing and partly overlapping events on one track are
-            unattributed) or ``"keep"``.
+        overlaps: ``"self"`` (spans nest per track and each counts its exclusive time; a
+            wrapper's own time is dispatch overhead, ``.overhead()``), ``"leaves"``
+            (enclosing and partly overlapping events on one track are unattributed) or
+            ``"keep"``.
+        strict: raise when most keyed events do not match the model (unknown keys, or an op
+            name / type / part that disagrees with the op the key names); ``False``
+            unattributes them with the reason and goes on. ``.match_score`` says how many
+            matched.
+        skip_runs: drop the first N runs (warm-up inferences) of the trace.
         optimized: for an ONNX model (an ``.onnx`` path or a model of :func:`load_onnx`),
             the graph ONNX Runtime saved for the profiled session; the join is then
             :func:`join_ort`'s (``policy`` ``"macs"`` means its ``"compute"``).
 
     Returns:
         An :class:`~toolkit.trace.attribution.Attribution`: ``.by_layer()``, ``.by_op()``,
-        ``.by_command()``, ``.unattributed()``, ``.summary()``, ``.check()`` (for an ONNX
-        model, :func:`join_ort`'s ``OrtAttribution`` with the same views; for an ExecuTorch
-        ETDump and its ETRecord, an
+        ``.by_command()``, ``.unattributed()``, ``.overhead()``, ``.summary()``,
+        ``.check()``, ``.match_score`` (for an ONNX model, :func:`join_ort`'s
+        ``OrtAttribution`` with the same views; for an ExecuTorch ETDump and its ETRecord, an
         :class:`~toolkit.trace.et_attribution.ExecutorchAttribution` with ``by_layer()``,
         ``by_op()``, ``unattributed()``, ``summary()``, ``check()``).
 
     Raises:
         ToolkitError: an unknown policy, key kind or overlaps mode; a model argument of
-            another kind.
+            another kind; with ``strict``, a trace that mostly does not match the model.
     """
     is_onnx = (isinstance(model, (str, os.PathLike)) and str(model).lower().endswith(".onnx")
                ) or getattr(model, "format", None) == "onnx"
@@ -350,7 +359,8 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
     if joined is not None:
         result: ExecutorchAttribution = joined
         return result
-    return _join(trace, model, policy=policy, key=key, overlaps=overlaps)
+    return _join(trace, model, policy=policy, key=key, overlaps=overlaps, strict=strict,
+                 skip_runs=skip_runs)
 
 
 def read_vela(outdir: PathLike, model: Model | PathLike | None = None, *,
