@@ -17,14 +17,9 @@ from hypothesis import strategies as st
 
 from toolkit.errors import ToolkitError, TraceError
 from toolkit.formats import chrome_trace
-from toolkit.formats.chrome_trace import (
-    TRACE_COLUMNS,
-    arg_column,
-    read_chrome_trace,
-    read_trace_csv,
-    write_chrome_trace,
-    write_trace_csv,
-)
+from toolkit.formats.chrome_trace import read_chrome_trace, write_chrome_trace
+from toolkit.formats.event_columns import TRACE_COLUMNS, arg_column
+from toolkit.formats.trace_csv import read_trace_csv, write_trace_csv
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)

@@ -179,7 +179,8 @@ def cmd_run(argv: Sequence[str]) -> int:
         np.savez(buf, **outputs)  # type: ignore[arg-type]
         atomic_write(a.outputs, buf.getvalue())
     if want_trace:
-        from toolkit.formats.chrome_trace import write_chrome_trace, write_trace_csv
+        from toolkit.formats.chrome_trace import write_chrome_trace
+        from toolkit.formats.trace_csv import write_trace_csv
 
         frame = res.trace.to_frame()
         if a.trace:

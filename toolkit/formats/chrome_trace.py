@@ -1,4 +1,4 @@
-"""Chrome trace event files (the JSON that Perfetto and ``chrome://tracing`` open) and trace CSVs.
+"""Chrome trace event files: the JSON that Perfetto and ``chrome://tracing`` open.
 
 Times inside the toolkit are integer nanoseconds (``int64``). Chrome traces carry microseconds;
 :func:`write_chrome_trace` prints them as exact decimals (``12.345``) and
@@ -6,23 +6,7 @@ Times inside the toolkit are integer nanoseconds (``int64``). Chrome traces carr
 ``dur_ns`` survive a round trip bit for bit for every ``int64`` value, including the large values
 of a monotonic clock counted since boot.
 
-Every reader returns the same columns (:data:`TRACE_COLUMNS`, then ``arg_<key>`` columns, then
-``problem``):
-
-======== ===================================================================================
-name     event name (categorical of ``str``)
-cat      event category (categorical of ``str``; ``""`` when absent)
-pid      process id (``int64``; ``object`` when a file uses non-integer ids)
-tid      thread id (``int64``; ``object`` when a file uses non-integer ids)
-start_ns start time (``int64`` nanoseconds, ``ts`` x 1000 rounded half to even)
-dur_ns   duration (``int64`` nanoseconds; ``0`` for rows that cannot have one, see ``problem``)
-arg_<k>  one column per key of the events' ``args`` objects, holding the original values
-         (see :func:`arg_column`): ``int64`` when every row has an int, nullable ``Int64``
-         when some rows lack it, ``float64`` for floats (NaN when missing), ``bool``,
-         categorical for texts, else ``object`` with ``None`` where missing (ints stay ints)
-problem  ``""`` when the row is fine, else what is wrong with it (unpaired ``B``/``E``,
-         negative duration, missing ``ts`` ...). Such rows are kept, never dropped.
-======== ===================================================================================
+:func:`read_chrome_trace` returns the reader frame of :mod:`toolkit.formats.event_columns`.
 
 The reader streams: it decodes the file in blocks of a few MB with the standard library's C JSON
 scanner and turns each block into columns before reading the next, so a 500 MB trace never exists
@@ -33,221 +17,59 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import csv
-import decimal
 import gc
 import gzip
-import io
 import json
 import math
-import operator
 import os
 import re
-import uuid
 import warnings
 import zlib
-from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from fractions import Fraction
-from itertools import chain, compress, repeat
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 import pandas as pd
 
 from toolkit.errors import ToolkitError, TraceError
+from toolkit.formats.event_columns import (
+    ARG_PREFIX,
+    EVENT_FIELDS,
+    Collector,
+    atomic_text,
+    integer_column,
+    is_missing,
+    json_default,
+    start_and_duration,
+)
+from toolkit.formats.exact_time import us_texts
 
-__all__ = [
-    "TRACE_COLUMNS",
-    "arg_column",
-    "read_chrome_trace",
-    "read_trace_csv",
-    "write_chrome_trace",
-    "write_trace_csv",
-]
+__all__ = ["read_chrome_trace", "write_chrome_trace"]
 
-#: Leading columns of every frame the readers return (``arg_<key>`` columns and ``problem``
-#: follow).
-TRACE_COLUMNS: tuple[str, ...] = ("name", "cat", "pid", "tid", "start_ns", "dur_ns")
 
-#: Columns of an event frame that the writer maps to fields of the event itself; every other
-#: column goes into the event's ``args``.
-_EVENT_FIELDS = frozenset({"name", "cat", "pid", "tid", "track", "start_ns", "end_ns", "dur_ns"})
-
-_INT64_MAX = np.iinfo(np.int64).max
-_INT64_MIN = np.iinfo(np.int64).min
-_ARG_PREFIX = "arg_"
 _ROWS_PER_WRITE = 100_000
+
+
 _READ_CHARS = 1 << 23  # characters decoded per block by the reader
+
+
 _READ_BYTES = 1 << 22
+
+
 _WS = re.compile(r"[ \t\n\r]*")
+
+
 # A place where one event ends and the next begins ("}, {" with any white space).
 _EVENT_GAP = re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*\{")
+
+
 _ARRAY_END = re.compile(r"\}[ \t\n\r]*\]")
-_PLAIN_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)")
-_STRIP_DOT = operator.methodcaller("replace", b".", b"")
-_UNIT_DIGITS = {"ns": 0, "us": 3, "ms": 6, "s": 9}
-
-
-# --------------------------------------------------------------------------------------------
-# Exact decimal <-> integer nanoseconds
-
-
-def _fraction_text(ns: int) -> str:
-    """``".123"`` style text for ``ns % 1000`` with trailing zeros removed (``""`` for 0)."""
-    return f".{ns:03d}".rstrip("0").rstrip(".")
-
-
-_FRACTIONS = np.array([_fraction_text(i) for i in range(1000)], dtype=object)
-
-
-def _us_texts(ns: np.ndarray) -> list[str]:
-    """JSON number texts of ``ns / 1000`` printed exactly (``12345`` -> ``"12.345"``).
-
-    Returns one ``str`` per element of the ``int64`` array ``ns``.
-    """
-    ns = np.asarray(ns, dtype=np.int64)
-    neg = ns < 0
-    mag = np.abs(ns).view(np.uint64)  # abs(INT64_MIN) wraps to itself; as uint64 it is 2**63
-    whole = (mag // np.uint64(1000)).tolist()
-    frac = _FRACTIONS[(mag % np.uint64(1000)).astype(np.intp)].tolist()
-    texts = list(map(operator.add, map(str, whole), frac))
-    for i in np.flatnonzero(neg).tolist():
-        texts[i] = "-" + texts[i]
-    return texts
-
-
-def _scaled_decimal(text: str, digits: int) -> int | None:
-    """``round_half_even(value(text) * 10**digits)`` for a decimal number text, else ``None``.
-
-    Accepts exponents (``1.5e3``); returns ``None`` for text that is not a finite number.
-    """
-    try:
-        value = decimal.Decimal(text.strip())
-    except (decimal.InvalidOperation, ValueError):
-        return None
-    if not value.is_finite():
-        return None
-    if value.adjusted() > 40:  # far outside int64 either way; don't build a huge int
-        return _INT64_MAX + 1
-    return int(value.scaleb(digits).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
-
-
-def _bytes_to_scaled(texts: Sequence[bytes | int], digits: int) -> np.ndarray:
-    """Plain decimal texts (``b"-12.5"``, no exponent) or ints -> ``int64`` ``value * 10**digits``,
-    exactly.
-
-    Works on the texts as one byte matrix. Raises ``ValueError`` when a text is not a plain
-    decimal with at most ``digits`` fractional digits, or ``OverflowError`` when a value does not
-    fit, so that the caller can take the exact one-by-one path (:func:`_scaled_decimal`).
-    """
-    n = len(texts)
-    array = np.array(texts, dtype=bytes)
-    width = array.dtype.itemsize
-    if n == 0 or width == 0:
-        raise ValueError("empty text")
-    chars = array.view(np.uint8).reshape(n, width)
-    if np.any((chars | 0x20) == ord("e")):
-        raise ValueError("exponent")
-    is_dot = chars == ord(".")
-    dot = is_dot.argmax(axis=1)
-    has_dot = is_dot[np.arange(n), dot]
-    dot = np.where(has_dot, dot, width)
-    length = np.count_nonzero(chars, axis=1)
-    frac_digits = np.where(has_dot, length - dot - 1, 0)
-    if frac_digits.max() > digits:
-        raise ValueError("more fractional digits than kept")
-    column = np.arange(width)
-    whole_chars = np.where(column[None, :] >= dot[:, None], np.uint8(0), chars)
-    whole = whole_chars.view(f"S{width}").ravel().astype(np.int64)  # ValueError if not digits
-    scale = 10**digits
-    limit = (_INT64_MAX - (scale - 1)) // scale
-    if np.any((whole > limit) | (whole < -limit)):
-        raise OverflowError("does not fit int64")
-    magnitude = np.abs(whole) * scale
-    for j in range(digits):  # fractional digits, missing ones count as 0
-        position = np.minimum(dot + 1 + j, width - 1)
-        digit = chars[np.arange(n), position].astype(np.int64) - ord("0")
-        present = j < frac_digits
-        if np.any(present & ((digit < 0) | (digit > 9))):
-            raise ValueError("not a digit")
-        magnitude += np.where(present, digit, 0) * 10 ** (digits - 1 - j)
-    return np.where(chars[:, 0] == ord("-"), -magnitude, magnitude)
-
-
-def _numbers_to_ns(values: Sequence[Any], digits: int) -> tuple[np.ndarray, dict[int, str]]:
-    """JSON-decoded numbers in a unit of ``10**-digits`` s -> ``int64`` nanoseconds.
-
-    ``values`` holds ``int`` (JSON integers), ``bytes`` (the text of JSON numbers with a fraction
-    or an exponent), ``None`` (absent) or anything else (invalid). Returns the nanoseconds
-    (``0`` where invalid) and ``{position: problem}`` for the invalid ones.
-    """
-    n = len(values)
-    out = np.zeros(n, dtype=np.int64)
-    problems: dict[int, str] = {}
-    if n == 0:
-        return out, problems
-    kinds = set(map(type, values))
-    if kinds <= {int, bytes}:
-        try:
-            if kinds == {int}:
-                number = np.fromiter(values, np.int64, n)
-                scale = 10**digits
-                if number.max() > _INT64_MAX // scale or number.min() < -(_INT64_MAX // scale):
-                    raise OverflowError("does not fit int64")
-                return number * scale, problems
-            return _bytes_to_scaled(values, digits), problems  # numpy prints the ints
-        except (ValueError, OverflowError):
-            pass  # exponents, rounding, overflow: exact path below, one value at a time
-    for i, value in enumerate(values):
-        kind = type(value)
-        if kind is int:
-            scaled: int | None = value * 10**digits
-        elif kind is bytes:
-            value = value.decode("utf-8", "replace")
-            scaled = _scaled_decimal(value, digits)
-        elif value is None:
-            problems[i] = "missing"
-            continue
-        else:
-            problems[i] = f"not a number ({value!r})"
-            continue
-        if scaled is None:
-            problems[i] = f"not a number ({value!r})"
-        elif not _INT64_MIN <= scaled <= _INT64_MAX:
-            problems[i] = "outside the int64 nanosecond range"
-        else:
-            out[i] = scaled
-    return out, problems
-
-
-# --------------------------------------------------------------------------------------------
-# Values -> JSON text (writer)
-
-
-def _json_default(value: Any) -> Any:
-    """``json.dumps`` hook for numpy scalars/arrays, sets, tuples and paths."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=repr)
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def _is_missing(value: Any) -> bool:
-    if value is None or value is pd.NA or value is pd.NaT:
-        return True
-    return isinstance(value, (float, np.floating)) and math.isnan(value)
 
 
 def _dump(value: Any) -> str | None:
     """JSON text of one arg value; ``None`` for missing or non-finite values (key left out)."""
-    if _is_missing(value):
+    if is_missing(value):
         return None
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
@@ -255,7 +77,7 @@ def _dump(value: Any) -> str | None:
         return str(int(value))
     if isinstance(value, (float, np.floating)):
         return repr(float(value)) if math.isfinite(value) else None
-    return json.dumps(value, default=_json_default, allow_nan=False, separators=(",", ":"))
+    return json.dumps(value, default=json_default, allow_nan=False, separators=(",", ":"))
 
 
 def _arg_texts(values: pd.Series) -> list[str | None]:
@@ -287,81 +109,15 @@ def _arg_texts(values: pd.Series) -> list[str | None]:
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# Writers
-
-
-@contextlib.contextmanager
-def _atomic_text(path: Path) -> Iterator[IO[str]]:
-    """A text file that appears at ``path`` only when the block ends without error.
-
-    Writes a temporary file beside ``path`` and renames it over ``path`` (``os.replace``); a path
-    ending in ``.gz`` is gzip-compressed.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(temp, "xb") as raw:
-            if path.name.endswith(".gz"):
-                packed = gzip.GzipFile(filename=path.name[:-3], mode="wb", fileobj=raw,
-                                       compresslevel=6, mtime=0)
-                with packed, io.TextIOWrapper(packed, encoding="utf-8", newline="") as text:
-                    yield text
-            else:
-                with io.TextIOWrapper(raw, encoding="utf-8", newline="",
-                                      write_through=False) as text:
-                    yield text
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
-
-
-def _integer_column(events: pd.DataFrame, column: str) -> np.ndarray:
-    """Column ``column`` as ``int64``; ``ToolkitError`` if it is missing or not whole numbers."""
-    values = events[column]
-    if values.dtype.kind in "iu" and isinstance(values.dtype, np.dtype):
-        return values.to_numpy(dtype=np.int64)
-    try:
-        as_float = values.to_numpy(dtype=np.float64, na_value=np.nan)
-    except (TypeError, ValueError) as exc:
-        raise ToolkitError(f"column {column!r} must hold integer nanoseconds",
-                           where=f"{column} (dtype {values.dtype})",
-                           fix="convert it with .astype('int64')") from exc
-    bad = ~np.isfinite(as_float) | (as_float != np.round(as_float))
-    if bad.any():
-        row = events.index[int(np.flatnonzero(bad)[0])]
-        raise ToolkitError(f"column {column!r} must hold integer nanoseconds, "
-                           f"got {values.iloc[int(np.flatnonzero(bad)[0])]!r}",
-                           where=f"row {row!r}", fix="fill or drop that row")
-    return values.to_numpy(dtype=object).astype(np.int64)
-
-
-def _start_and_duration(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    if "start_ns" not in events.columns:
-        raise ToolkitError("an event frame needs a 'start_ns' column",
-                           where=f"columns {list(events.columns)}",
-                           fix="name the start-time column 'start_ns' (int64 nanoseconds)")
-    start = _integer_column(events, "start_ns")
-    if "dur_ns" in events.columns:
-        return start, _integer_column(events, "dur_ns")
-    if "end_ns" in events.columns:
-        return start, _integer_column(events, "end_ns") - start
-    raise ToolkitError("an event frame needs a 'dur_ns' or an 'end_ns' column",
-                       where=f"columns {list(events.columns)}",
-                       fix="add dur_ns (int64 nanoseconds) or end_ns")
-
-
 def _arg_columns(events: pd.DataFrame) -> list[tuple[str, Any]]:
     """``(args key, column label)`` for every column that goes into ``args``."""
     out: list[tuple[str, Any]] = []
     seen: dict[str, Any] = {}
     for column in events.columns:
         label = str(column)
-        if label in _EVENT_FIELDS:
+        if label in EVENT_FIELDS:
             continue
-        key = label[len(_ARG_PREFIX):] if label.startswith(_ARG_PREFIX) else label
+        key = label[len(ARG_PREFIX):] if label.startswith(ARG_PREFIX) else label
         if key in seen:
             raise ToolkitError(f"columns {seen[key]!r} and {column!r} both map to args key "
                                f"{key!r}", where="event frame", fix="drop or rename one of them")
@@ -426,7 +182,7 @@ def write_chrome_trace(
         event per row with ``ts``/``dur`` in microseconds printed exactly (``12.345``).
     """
     path = Path(path)
-    start, duration = _start_and_duration(events)
+    start, duration = start_and_duration(events)
     n = len(events)
     if "name" in events.columns:
         names = _label_texts(events["name"])
@@ -437,12 +193,12 @@ def write_chrome_trace(
                            where=f"columns {list(events.columns)}",
                            fix="add a 'name' column of str")
     cats = _label_texts(events["cat"]) if "cat" in events.columns else ['"event"'] * n
-    pids = (_integer_column(events, "pid") if "pid" in events.columns
+    pids = (integer_column(events, "pid") if "pid" in events.columns
             else np.full(n, pid, dtype=np.int64))
     tids, thread_names = _thread_ids(events)
     arg_columns = _arg_columns(events)
     try:
-        other_data = json.dumps(dict(metadata or {}), default=_json_default, allow_nan=False)
+        other_data = json.dumps(dict(metadata or {}), default=json_default, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ToolkitError(f"metadata is not JSON serialisable: {exc}", where=str(path),
                            fix="pass plain str/int/float/list/dict values") from exc
@@ -458,7 +214,7 @@ def write_chrome_trace(
                 meta_events.append(f'{{"ph":"M","name":"thread_name","pid":{p},"tid":{t},'
                                    f'"args":{{"name":{json.dumps(thread_names[t])}}}}}')
 
-    with _atomic_text(path) as out:
+    with atomic_text(path) as out:
         out.write('{"traceEvents":[\n')
         out.write(",\n".join(meta_events))
         separator = ",\n" if meta_events else ""
@@ -481,7 +237,7 @@ def write_chrome_trace(
                     sparse = True
                     fragments.append([prefix + t if t is not None else "" for t in texts])
                 else:
-                    fragments.append([prefix + t for t in texts])
+                    fragments.append([prefix + t for t in texts if t is not None])
             if not fragments:
                 args = [""] * (rows.stop - rows.start)
             elif sparse:
@@ -493,48 +249,13 @@ def write_chrome_trace(
                 f'"args":{{{g}}}}}'
                 for a, b, c, d, e, f, g in zip(
                     names[rows], cats[rows], pids[rows].tolist(), tids[rows].tolist(),
-                    _us_texts(start[rows]), _us_texts(duration[rows]), args)
+                    us_texts(start[rows]), us_texts(duration[rows]), args)
             ]
             out.write(separator)
             out.write(",\n".join(lines))
             separator = ",\n"
         out.write(f'\n],\n"displayTimeUnit":"ns",\n"otherData":{other_data}}}\n')
     return path
-
-
-def write_trace_csv(events: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
-    """Write ``events`` as CSV, atomically (``.gz`` names are gzip-compressed).
-
-    Returns:
-        The path written. Columns: ``name``, ``cat``, ``pid``, ``tid``, ``track`` (those the frame
-        has), ``start_ns``, ``end_ns``, ``dur_ns`` (integer nanoseconds), then every other column
-        in frame order; list/dict cells are written as JSON text. Read it back with
-        ``read_trace_csv(path, key_column="name", start_column="start_ns",
-        duration_column="dur_ns")``.
-    """
-    path = Path(path)
-    start, duration = _start_and_duration(events)
-    front = [c for c in ("name", "cat", "pid", "tid", "track") if c in events.columns]
-    if "name" not in front and "key" in events.columns:
-        front.insert(0, "key")
-    rest = [c for c in events.columns if c not in _EVENT_FIELDS and c not in front]
-    table = pd.DataFrame({c: events[c].to_numpy() for c in front}, index=range(len(events)))
-    table["start_ns"] = start
-    table["end_ns"] = start + duration
-    table["dur_ns"] = duration
-    for column in rest:
-        values = events[column]
-        if values.dtype == object:
-            values = values.map(lambda v: json.dumps(v, default=_json_default)
-                                if isinstance(v, (list, tuple, dict)) else v)
-        table[column] = values.to_numpy()
-    with _atomic_text(path) as out:
-        table.to_csv(out, index=False, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
-    return path
-
-
-# --------------------------------------------------------------------------------------------
-# Reading: a refillable text buffer over the file
 
 
 class _Text:
@@ -628,7 +349,9 @@ class _Text:
 
     def skip_ws(self) -> None:
         while True:
-            self.pos = _WS.match(self.buf, self.pos).end()
+            match = _WS.match(self.buf, self.pos)
+            assert match is not None  # the pattern matches the empty string
+            self.pos = match.end()
             if self.pos < len(self.buf) or not self.fill():
                 return
 
@@ -688,7 +411,7 @@ def _last_match(pattern: re.Pattern[str], text: str, start: int) -> int:
         window = start
 
 
-def _read_event_array(text: _Text, sink: _Collector, *, bare: bool) -> None:
+def _read_event_array(text: _Text, sink: Collector, *, bare: bool) -> None:
     """Stream the events of a ``[...]`` (opening bracket consumed) into ``sink``."""
     decoder = json.JSONDecoder(parse_float=str.encode)
     text.skip_ws()
@@ -757,7 +480,7 @@ def _after_event(text: _Text, bare: bool) -> bool:
     raise text.syntax_error(f"expected ',' or ']' after an event, found {char!r}")
 
 
-def _parse_trace(text: _Text, sink: _Collector) -> dict[str, Any]:
+def _parse_trace(text: _Text, sink: Collector) -> dict[str, Any]:
     """Parse the whole file into ``sink``; returns the top-level keys other than traceEvents."""
     plain = json.JSONDecoder()
     text.skip_ws()
@@ -765,6 +488,7 @@ def _parse_trace(text: _Text, sink: _Collector) -> dict[str, Any]:
     if char == "":
         raise TraceError("the file is empty", where=text.label,
                          fix="a Chrome trace is a JSON object with 'traceEvents' or a JSON array")
+    top: dict[str, Any]
     if char == "[":
         text.pos += 1
         _read_event_array(text, sink, bare=True)
@@ -816,400 +540,6 @@ def _parse_trace(text: _Text, sink: _Collector) -> dict[str, Any]:
     return top
 
 
-# --------------------------------------------------------------------------------------------
-# Reading: events -> columns
-
-_X_FIELD_NAMES = ("name", "cat", "pid", "tid", "ts", "dur", "args")
-_X_FIELDS = operator.itemgetter(*_X_FIELD_NAMES)
-_NO_END = object()  # marks a row without an end event (unpaired B or E, bad event)
-_STR_DTYPE = pd.Series([""]).dtype  # pandas' default dtype for text columns
-
-
-def _floats_back(value: Any) -> Any:
-    """Turn the ``bytes`` number texts of the event decoder back into floats, recursively."""
-    kind = type(value)
-    if kind is bytes:
-        return float(value)
-    if kind is list:
-        return [_floats_back(v) for v in value]
-    if kind is dict:
-        return {k: _floats_back(v) for k, v in value.items()}
-    return value
-
-
-def _fix_floats(column: Sequence[Any]) -> Sequence[Any]:
-    if set(map(type, column)) & {bytes, list, dict}:
-        return [_floats_back(v) for v in column]
-    return column
-
-
-def _add_problem(problems: dict[int, str], i: int, text: str) -> None:
-    problems[i] = f"{problems[i]}; {text}" if i in problems else text
-
-
-def _name_of(value: Any) -> str:
-    """Text of a name-like JSON value (``""`` for missing)."""
-    if value is None:
-        return ""
-    if type(value) is str:
-        return value
-    return json.dumps(_floats_back(value))
-
-
-def _flatten_args(args: Sequence[Any], problems: dict[int, str]) -> dict[str, Sequence[Any]]:
-    """``args`` objects -> ``{key: values}`` in order of first appearance (``None`` if absent)."""
-    n = len(args)
-    if n and type(args[0]) is dict:
-        keys = tuple(args[0])
-        try:  # fast path: every row is a dict with the same keys
-            if sum(map(len, args)) == len(keys) * n:
-                if len(keys) == 1:
-                    return {keys[0]: _fix_floats(list(map(operator.itemgetter(keys[0]), args)))}
-                if keys:
-                    columns = zip(*map(operator.itemgetter(*keys), args))
-                    return {k: _fix_floats(v) for k, v in zip(keys, columns)}
-                return {}
-        except (KeyError, TypeError):
-            pass
-    if set(map(type, args)) != {dict}:
-        for i, value in enumerate(args):
-            if value is not None and type(value) is not dict:
-                _add_problem(problems, i, f"args is not an object ({value!r:.40})")
-        args = [a if type(a) is dict else {} for a in args]
-    keys_seen = dict.fromkeys(chain.from_iterable(args))
-    return {key: _fix_floats([a.get(key) for a in args]) for key in keys_seen}
-
-
-class _Interner:
-    """int32 codes for the texts of one column, shared by all blocks; ``None`` has code -1."""
-
-    __slots__ = ("codes", "texts")
-
-    def __init__(self) -> None:
-        self.codes: dict[Any, int] = {None: -1}
-        self.texts: list[str] = []
-
-    def encode(self, values: Sequence[Any], *, none_is_empty: bool) -> np.ndarray:
-        """Codes of ``values`` (other JSON values become text; ``None`` becomes ``""`` when
-        ``none_is_empty``, else code -1)."""
-        try:
-            fresh = dict.fromkeys(values)
-        except TypeError:  # lists or dicts among the values
-            values = [v if v is None else _name_of(v) for v in values]
-            fresh = dict.fromkeys(values)
-        if not set(map(type, fresh)) <= {str, type(None)}:
-            values = [v if v is None else _name_of(v) for v in values]
-            fresh = dict.fromkeys(values)
-        if none_is_empty and None in fresh:
-            values = ["" if v is None else v for v in values]
-            fresh = dict.fromkeys(values)
-        codes = self.codes
-        for text in fresh:
-            if text not in codes:
-                codes[text] = len(self.texts)
-                self.texts.append(text)
-        return np.fromiter(map(codes.__getitem__, values), np.int32, len(values))
-
-    def categorical(self, codes: np.ndarray) -> pd.Categorical:
-        return pd.Categorical.from_codes(codes, categories=pd.Index(self.texts, dtype=_STR_DTYPE))
-
-
-class _Segment:
-    """Compact columns of a run of output rows; ``ordinal`` is each row's position among the
-    events. Texts are codes of the collector's interners; args are packed per key (see
-    :meth:`_Collector.pack`)."""
-
-    __slots__ = ("args", "cat", "dur", "name", "ordinal", "pid", "problems", "size", "start",
-                 "tid")
-
-    def __init__(self, ordinal: np.ndarray, name: np.ndarray, cat: np.ndarray, pid: np.ndarray,
-                 tid: np.ndarray, start: np.ndarray, dur: np.ndarray,
-                 args: dict[str, tuple[str, Any]], problems: dict[int, str]) -> None:
-        self.size = len(ordinal)
-        self.ordinal = ordinal
-        self.name, self.cat, self.pid, self.tid = name, cat, pid, tid
-        self.start, self.dur, self.args, self.problems = start, dur, args, problems
-
-
-class _Collector:
-    """Turns batches of decoded events into compact :class:`_Segment` columns."""
-
-    def __init__(self) -> None:
-        self.segments: list[_Segment] = []
-        self.count = 0
-        self.ignored: Counter[str] = Counter()
-        self.process_names: dict[Any, str] = {}
-        self.thread_names: dict[tuple[Any, Any], str] = {}
-        self.stacks: dict[tuple[Any, Any], list[tuple[int, dict[str, Any]]]] = {}
-        # (ordinal, begin event, end ts or _NO_END, problem) of rows not from "X" events
-        self.loose: list[tuple[int, dict[str, Any], Any, str]] = []
-        self.names = _Interner()
-        self.cats = _Interner()
-        self.arg_texts: dict[str, _Interner] = {}
-
-    # -- events -> segments -----------------------------------------------------------------
-
-    def add(self, events: list[Any]) -> None:
-        base = self.count
-        self.count += len(events)
-        try:
-            phases = [e.get("ph") for e in events]
-        except AttributeError:
-            phases = [e.get("ph") if type(e) is dict else None for e in events]
-        if phases.count("X") == len(events):
-            self._complete(events, np.arange(base, base + len(events), dtype=np.int64))
-            return
-        complete = [p == "X" for p in phases]
-        if any(complete):
-            chosen = np.flatnonzero(np.fromiter(complete, bool, len(events)))
-            self._complete(list(compress(events, complete)), chosen.astype(np.int64) + base)
-        for i, (phase, event) in enumerate(zip(phases, events)):
-            if phase != "X":
-                self._other(base + i, phase, event)
-
-    def _complete(self, events: Sequence[dict[str, Any]], ordinal: np.ndarray) -> None:
-        """Append the rows of ``X`` events (``start``/``dur`` from ``ts``/``dur``)."""
-        try:  # fast path: every event has every field
-            name, cat, pid, tid, ts, dur, args = zip(*map(_X_FIELDS, events))
-        except (KeyError, ValueError):
-            name, cat, pid, tid, ts, dur, args = (
-                [e.get(field) for e in events] for field in _X_FIELD_NAMES)
-        problems: dict[int, str] = {}
-        start, bad = _numbers_to_ns(ts, 3)
-        for i, text in bad.items():
-            _add_problem(problems, i, f"ts {text}")
-        duration, bad = _numbers_to_ns(dur, 3)
-        for i, text in bad.items():
-            _add_problem(problems, i, "X event without dur" if text == "missing" else f"dur {text}")
-        for i in np.flatnonzero(duration < 0).tolist():
-            _add_problem(problems, i, "negative duration")
-        self.append(ordinal, name, cat, pid, tid, start, duration,
-                    _flatten_args(args, problems), problems)
-
-    def _other(self, ordinal: int, phase: Any, event: Any) -> None:
-        if type(event) is not dict:
-            self.loose.append((ordinal, {}, _NO_END, f"event is not a JSON object ({event!r:.40})"))
-            return
-        if phase == "B":
-            self.stacks.setdefault((event.get("pid"), event.get("tid")), []).append(
-                (ordinal, event))
-        elif phase == "E":
-            stack = self.stacks.get((event.get("pid"), event.get("tid")))
-            if not stack:
-                self.loose.append((ordinal, event, _NO_END, "E without matching B"))
-                return
-            begin_ordinal, begin = stack.pop()
-            problem = ""
-            end_name = event.get("name")
-            if end_name not in (None, "") and end_name != begin.get("name"):
-                problem = (f"E name {_name_of(end_name)!r} does not match "
-                           f"B name {_name_of(begin.get('name'))!r}")
-            end_args = event.get("args")
-            if type(end_args) is dict and end_args:
-                begin_args = begin.get("args")
-                merged = dict(begin_args) if type(begin_args) is dict else {}
-                merged.update(end_args)
-                begin = {**begin, "args": merged}
-            self.loose.append((begin_ordinal, begin, event.get("ts"), problem))
-        elif phase == "M":
-            self.ignored["M"] += 1
-            name, args = event.get("name"), event.get("args")
-            if type(args) is dict and type(args.get("name")) is str:
-                if name == "process_name":
-                    self.process_names[event.get("pid")] = args["name"]
-                elif name == "thread_name":
-                    self.thread_names[(event.get("pid"), event.get("tid"))] = args["name"]
-        elif phase is None:
-            self.loose.append((ordinal, event, _NO_END, "event without 'ph'"))
-        else:
-            self.ignored[_name_of(phase)] += 1
-
-    def finish(self) -> None:
-        """Unmatched ``B`` events and the rows of ``B``/``E`` pairs become one last segment."""
-        for stack in self.stacks.values():
-            for ordinal, begin in stack:
-                self.loose.append((ordinal, begin, _NO_END, "B without matching E"))
-        self.stacks.clear()
-        if not self.loose:
-            return
-        self.loose.sort(key=operator.itemgetter(0))
-        events = [row[1] for row in self.loose]
-        problems = {i: row[3] for i, row in enumerate(self.loose) if row[3]}
-        start, bad = _numbers_to_ns([e.get("ts") for e in events], 3)
-        for i, text in bad.items():
-            if events[i]:  # a non-object event already says what is wrong
-                _add_problem(problems, i, f"ts {text}")
-        paired = [i for i, row in enumerate(self.loose) if row[2] is not _NO_END]
-        dur = np.zeros(len(events), dtype=np.int64)
-        if paired:
-            end, bad_end = _numbers_to_ns([self.loose[i][2] for i in paired], 3)
-            dur[paired] = end - start[paired]
-            for j, text in bad_end.items():
-                _add_problem(problems, paired[j], f"E ts {text}")
-                dur[paired[j]] = 0
-            for i in bad:
-                dur[i] = 0
-        for i in np.flatnonzero(dur < 0).tolist():
-            _add_problem(problems, i, "negative duration")
-        ordinal = np.array([row[0] for row in self.loose], dtype=np.int64)
-        self.append(ordinal, [e.get("name") for e in events], [e.get("cat") for e in events],
-                    [e.get("pid") for e in events], [e.get("tid") for e in events], start, dur,
-                    _flatten_args([e.get("args") for e in events], problems), problems)
-        self.loose.clear()
-
-    # -- compact columns --------------------------------------------------------------------
-
-    def append(self, ordinal: np.ndarray, name: Sequence[Any], cat: Sequence[Any],
-               pid: Sequence[Any], tid: Sequence[Any], start: np.ndarray, dur: np.ndarray,
-               args: dict[str, Sequence[Any]], problems: dict[int, str]) -> None:
-        """Append rows given as Python values; they are packed into compact columns."""
-        self.segments.append(_Segment(
-            ordinal, self.names.encode(name, none_is_empty=True),
-            self.cats.encode(cat, none_is_empty=True), _id_column(pid), _id_column(tid),
-            start, dur, {key: self.pack(key, values) for key, values in args.items()},
-            problems))
-
-    def pack(self, key: str, values: Sequence[Any]) -> tuple[str, Any]:
-        """One block of an args column as ``(kind, data)``: ``"i"`` int64 array, ``"I"`` (int64
-        array, missing mask), ``"f"`` float64 array (NaN missing), ``"s"`` text codes (-1
-        missing), ``"n"`` row count (all missing) or ``"o"`` the Python values."""
-        kinds = set(map(type, values))
-        none = type(None)
-        with contextlib.suppress(OverflowError):
-            if kinds == {int}:
-                return "i", np.fromiter(values, np.int64, len(values))
-            if kinds == {int, none}:
-                missing = np.fromiter(map(operator.is_, values, repeat(None)), bool, len(values))
-                return "I", (np.fromiter((0 if v is None else v for v in values), np.int64,
-                                         len(values)), missing)
-        if float in kinds and kinds <= {float, none}:
-            return "f", np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-        if str in kinds and kinds <= {str, none}:
-            texts = self.arg_texts.setdefault(key, _Interner())
-            return "s", texts.encode(values, none_is_empty=False)
-        if kinds == {none}:
-            return "n", len(values)
-        return "o", list(values)
-
-    def unpack(self, key: str, block: tuple[str, Any]) -> list[Any]:
-        """The Python values of a packed block (``None`` where missing)."""
-        kind, data = block
-        if kind == "i":
-            return data.tolist()
-        if kind == "I":
-            return [None if gap else v for v, gap in zip(data[0].tolist(), data[1].tolist())]
-        if kind == "f":
-            return [None if v != v else v for v in data.tolist()]
-        if kind == "s":
-            texts = self.arg_texts[key].texts
-            return [texts[c] if c >= 0 else None for c in data.tolist()]
-        if kind == "n":
-            return [None] * data
-        return list(data)
-
-    def arg_series(self, key: str) -> Any:
-        """All blocks of args column ``key`` as one column (dtypes as :func:`arg_column`)."""
-        blocks = [s.args.get(key, ("n", s.size)) for s in self.segments]
-        kinds = {kind for kind, _ in blocks}
-        present = kinds - {"n"}
-        if present == {"i"} and kinds == present:
-            return np.concatenate([data for _, data in blocks])
-        if present and present <= {"i", "I"}:
-            values = np.concatenate([data if kind == "i" else data[0] if kind == "I"
-                                     else np.zeros(data, np.int64) for kind, data in blocks])
-            missing = np.concatenate([np.zeros(len(data), bool) if kind == "i" else data[1]
-                                      if kind == "I" else np.ones(data, bool)
-                                      for kind, data in blocks])
-            return pd.arrays.IntegerArray(values, missing)
-        if present == {"f"}:
-            return np.concatenate([data if kind == "f" else np.full(data, np.nan)
-                                   for kind, data in blocks])
-        if present == {"s"}:
-            codes = np.concatenate([data if kind == "s" else np.full(data, -1, np.int32)
-                                    for kind, data in blocks])
-            return self.arg_texts[key].categorical(codes)
-        values = list(chain.from_iterable(self.unpack(key, block) for block in blocks))
-        return arg_column(values)
-
-    def frame(self) -> pd.DataFrame:
-        """All segments as the reader frame, rows in order of ``ordinal``."""
-        segments = self.segments
-        total = sum(s.size for s in segments)
-
-        def joined(attribute: str, dtype: Any) -> np.ndarray:
-            parts = [getattr(s, attribute) for s in segments]
-            return np.concatenate(parts) if parts else np.zeros(0, dtype)
-
-        ids: dict[str, np.ndarray] = {}
-        for column in ("pid", "tid"):
-            parts = [getattr(s, column) for s in segments]
-            if any(p.dtype == object for p in parts):
-                parts = [p.astype(object) for p in parts]
-            ids[column] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        columns: dict[str, Any] = {
-            "name": self.names.categorical(joined("name", np.int32)),
-            "cat": self.cats.categorical(joined("cat", np.int32)),
-            "pid": ids["pid"],
-            "tid": ids["tid"],
-            "start_ns": joined("start", np.int64),
-            "dur_ns": joined("dur", np.int64),
-        }
-        keys: dict[str, None] = {}
-        for segment in segments:
-            keys.update(dict.fromkeys(segment.args))
-        for key in keys:
-            columns[_ARG_PREFIX + str(key)] = self.arg_series(key)
-        problem = np.full(total, "", dtype=object)
-        offset = 0
-        for segment in segments:
-            for i, text in segment.problems.items():
-                problem[offset + i] = text
-            offset += segment.size
-        columns["problem"] = pd.Series(problem, dtype=_STR_DTYPE)
-        frame = pd.DataFrame(columns)
-        ordinal = joined("ordinal", np.int64)
-        if total > 1 and np.any(ordinal[1:] < ordinal[:-1]):
-            frame = frame.take(np.argsort(ordinal, kind="stable")).reset_index(drop=True)
-        return frame
-
-
-def _id_column(values: Sequence[Any]) -> np.ndarray:
-    """pid/tid values -> ``int64`` when all are integers, else ``object``."""
-    if set(map(type, values)) <= {int}:
-        with contextlib.suppress(OverflowError):
-            return np.fromiter(values, np.int64, len(values))
-    return np.fromiter(_fix_floats(values), object, len(values))
-
-
-def arg_column(values: Sequence[Any]) -> np.ndarray | pd.api.extensions.ExtensionArray | pd.Series:
-    """One column of argument values, ``None`` meaning "this row has no such argument".
-
-    Returns, by the kinds of values present: only ints -> ``int64``; ints and missing ->
-    nullable ``Int64``; only bools -> ``bool`` (with missing: ``boolean``); floats (and missing)
-    -> ``float64`` with NaN; texts (and missing) -> categorical (NaN where missing); anything
-    else (mixed int/str keys, lists, dicts) -> ``object`` Series holding the Python values with
-    ``None`` where missing. Ints never turn into floats.
-    """
-    kinds = set(map(type, values))
-    n = len(values)
-    none = type(None)
-    with contextlib.suppress(OverflowError, TypeError):
-        if kinds == {int}:
-            return np.fromiter(values, np.int64, n)
-        if kinds == {int, none}:
-            return pd.array(values, dtype="Int64")
-    if kinds == {bool}:
-        return np.fromiter(values, bool, n)
-    if kinds == {bool, none}:
-        return pd.array(values, dtype="boolean")
-    if float in kinds and kinds <= {float, none}:
-        return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-    if str in kinds and kinds <= {str, none}:
-        texts = _Interner()
-        return texts.categorical(texts.encode(values, none_is_empty=False))
-    return pd.Series(np.fromiter(values, object, n), dtype=object)
-
-
 def read_chrome_trace(path_or_file: str | os.PathLike[str] | IO[Any]) -> pd.DataFrame:
     """Read a Chrome trace event file into one row per duration event.
 
@@ -1236,7 +566,7 @@ def read_chrome_trace(path_or_file: str | os.PathLike[str] | IO[Any]) -> pd.Data
             line, column and byte offset.
     """
     label, opened = _open_trace(path_or_file)
-    sink = _Collector()
+    sink = Collector()
     try:
         with _gc_paused():  # millions of short-lived dicts, no cycles: don't scan them
             top = _parse_trace(_Text(opened, label), sink)
@@ -1266,7 +596,7 @@ def _open_trace(path_or_file: Any) -> tuple[str, IO[Any]]:
             magic = stream.read(2)
             stream.seek(here)
             if isinstance(magic, bytes) and magic == b"\x1f\x8b":
-                return label, gzip.GzipFile(fileobj=stream, mode="rb")
+                return label, cast(IO[Any], gzip.GzipFile(fileobj=stream, mode="rb"))
         return label, stream
     path = Path(path_or_file)
     try:
@@ -1277,138 +607,5 @@ def _open_trace(path_or_file: Any) -> tuple[str, IO[Any]]:
     magic = raw.read(2)
     raw.seek(0)
     if magic == b"\x1f\x8b":
-        return f"{path} (gzip)", gzip.GzipFile(fileobj=raw, mode="rb")
+        return f"{path} (gzip)", cast(IO[Any], gzip.GzipFile(fileobj=raw, mode="rb"))
     return str(path), raw
-
-
-# --------------------------------------------------------------------------------------------
-# CSV reading
-
-
-def _texts_to_ns(values: np.ndarray, unit: str, clock_hz: Fraction | None
-                 ) -> tuple[np.ndarray, dict[int, str]]:
-    """CSV cells (str, numbers or missing) in ``unit`` -> exact ``int64`` nanoseconds + problems."""
-    texts: list[Any] = []
-    problems: dict[int, str] = {}
-    for value in values.tolist():
-        if _is_missing(value) or (type(value) is str and not value.strip()):
-            texts.append(None)
-        elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-            texts.append(int(value))
-        else:
-            texts.append(str(value).strip().encode("utf-8", "replace"))
-    if unit != "cycles":
-        if all(type(t) is not bytes or _PLAIN_DECIMAL.fullmatch(t.decode()) for t in texts):
-            return _numbers_to_ns(texts, _UNIT_DIGITS[unit])
-        out = np.zeros(len(texts), np.int64)
-        for i, t in enumerate(texts):
-            one, bad = _numbers_to_ns([t], _UNIT_DIGITS[unit])
-            out[i] = one[0]
-            if bad:
-                problems[i] = bad[0]
-        return out, problems
-    assert clock_hz is not None
-    out = np.zeros(len(texts), np.int64)
-    for i, t in enumerate(texts):
-        if t is None:
-            problems[i] = "missing"
-            continue
-        cycles = Fraction(t) if type(t) is int else None
-        if cycles is None:
-            try:
-                cycles = Fraction(decimal.Decimal(t.decode()))
-            except (decimal.InvalidOperation, ValueError):
-                problems[i] = f"not a number ({t.decode()!r})"
-                continue
-        ns = round(cycles * 1_000_000_000 / clock_hz)  # Fraction rounds half to even
-        if not _INT64_MIN <= ns <= _INT64_MAX:
-            problems[i] = "outside the int64 nanosecond range"
-        else:
-            out[i] = ns
-    return out, problems
-
-
-def read_trace_csv(
-    path: str | os.PathLike[str],
-    *,
-    key_column: str,
-    start_column: str,
-    duration_column: str | None = None,
-    end_column: str | None = None,
-    unit: str = "ns",
-    clock_hz: float | None = None,
-) -> pd.DataFrame:
-    """Read a CSV of timed events (one row each) into the reader frame.
-
-    Args:
-        path: CSV file (``.gz`` allowed).
-        key_column: column naming each event (debug handle, command id or op name); its values,
-            as text, become ``name``.
-        start_column: start time column.
-        duration_column: duration column; give this or ``end_column``.
-        end_column: end time column (``dur = end - start``).
-        unit: unit of the time columns: ``"ns"``, ``"us"``, ``"ms"``, ``"s"`` (decimals parsed
-            exactly, rounded half to even at 1 ns) or ``"cycles"`` (needs ``clock_hz``).
-        clock_hz: clock frequency for ``unit="cycles"``.
-
-    Returns:
-        The columns of :func:`read_chrome_trace`: ``name``, ``cat`` (from a ``cat`` column, else
-        ``""``), ``pid``/``tid`` (from such columns, else 0), ``start_ns``, ``dur_ns`` (int64
-        nanoseconds), ``arg_<column>`` for every other column, and ``problem`` (missing or
-        unreadable times, negative durations).
-    """
-    if unit not in (*_UNIT_DIGITS, "cycles"):
-        raise ToolkitError(f"unknown time unit {unit!r}", where=str(path),
-                           fix="use 'ns', 'us', 'ms', 's' or 'cycles' (with clock_hz)")
-    hz: Fraction | None = None
-    if unit == "cycles":
-        if clock_hz is None or not clock_hz > 0:
-            raise ToolkitError("unit='cycles' needs a positive clock_hz", where=str(path),
-                               fix="pass clock_hz=<cycles per second>")
-        hz = Fraction(clock_hz)
-    if (duration_column is None) == (end_column is None):
-        raise ToolkitError("give exactly one of duration_column and end_column", where=str(path))
-    time_columns = [c for c in (start_column, duration_column, end_column) if c is not None]
-    try:
-        table = pd.read_csv(path, dtype={c: object for c in time_columns}, keep_default_na=False,
-                            na_values=[""])
-    except FileNotFoundError as exc:
-        raise TraceError("cannot open the trace CSV", where=str(path), fix="check the path"
-                         ) from exc
-    except (pd.errors.ParserError, UnicodeDecodeError, EOFError, OSError) as exc:
-        raise TraceError(f"cannot parse the CSV: {exc}", where=str(path)) from exc
-    for column in (key_column, *time_columns):
-        if column not in table.columns:
-            raise TraceError(f"the CSV has no column {column!r}",
-                             where=f"{path} (columns: {list(table.columns)})",
-                             fix="pass the name of an existing column")
-    n = len(table)
-    problems: dict[int, str] = {}
-    start, bad = _texts_to_ns(table[start_column].to_numpy(dtype=object), unit, hz)
-    for i, text in bad.items():
-        _add_problem(problems, i, f"{start_column} {text}")
-    other_column = duration_column if duration_column is not None else end_column
-    assert other_column is not None
-    other, bad = _texts_to_ns(table[other_column].to_numpy(dtype=object), unit, hz)
-    for i, text in bad.items():
-        _add_problem(problems, i, f"{other_column} {text}")
-    dur = other if duration_column is not None else other - start
-    for i in bad:
-        dur[i] = 0
-    for i in np.flatnonzero(dur < 0).tolist():
-        _add_problem(problems, i, "negative duration")
-
-    def python_values(column: str) -> list[Any]:
-        values = table[column].to_numpy(dtype=object).tolist()
-        return [None if _is_missing(v) else v for v in values]
-
-    used = {key_column, *time_columns}
-    names = [_name_of(v) for v in python_values(key_column)]
-    extras = {c: python_values(c) for c in table.columns if c not in used}
-    sink = _Collector()
-    sink.append(np.arange(n, dtype=np.int64), names, extras.pop("cat", [""] * n),
-                extras.pop("pid", [0] * n), extras.pop("tid", [0] * n), start, dur,
-                {str(c): v for c, v in extras.items()}, problems)
-    frame = sink.frame()
-    frame.attrs["source"] = str(path)
-    return frame

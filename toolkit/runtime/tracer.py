@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import ToolkitError, TraceError
-from toolkit.formats.chrome_trace import arg_column
+from toolkit.formats.event_columns import arg_column
 
 __all__ = ["EVENT_COLUMNS", "EventEntry", "EventTracer", "StepSink"]
 
@@ -301,7 +301,7 @@ class EventTracer:
             given), ``name`` (categorical ``str`` of the key), ``track`` (categorical ``str``),
             ``start_ns``, ``end_ns``, ``dur_ns`` (int64 nanoseconds of the tracer's clock), one
             column per argument name used (see
-            :func:`~toolkit.formats.chrome_trace.arg_column`: ``int64`` when every event has an
+            :func:`~toolkit.formats.event_columns.arg_column`: ``int64`` when every event has an
             int, nullable ``Int64`` when some lack it, ...), then ``problem`` (``str``, ``""``
             when fine, else ``"never ended"`` or ``"negative duration"``). An empty tracer gives
             these columns with these dtypes and no rows.

@@ -394,7 +394,7 @@ def _chrome_meta(frame: pd.DataFrame) -> dict[str, Any]:
 
 def _read_csv(path: Path, opts: _Options) -> tuple[pd.DataFrame, _Options]:
     """Read a CSV with the exact decimal reader; returns the frame and the options to apply."""
-    from toolkit.formats.chrome_trace import read_trace_csv
+    from toolkit.formats.trace_csv import read_trace_csv
 
     try:
         header = list(pd.read_csv(path, nrows=0).columns)
