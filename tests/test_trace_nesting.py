@@ -186,3 +186,60 @@ def test_join_of_nested_commands_conserves_wall_time(spans: tuple[list[int], lis
     assert att.attributed_ns + att.overhead_ns + att.unattributed_ns == att.total_ns
     want_attributed = sum(s for s, k in zip(self_ns, keyed) if k is not None)
     assert att.attributed_ns == want_attributed
+
+
+@st.composite
+def any_spans(draw: Any) -> pd.DataFrame:
+    """Spans in any arrangement: nested, overlapping, negative, zero, on two tracks."""
+    n = draw(st.integers(0, 30))
+    start = draw(st.lists(st.integers(0, 200), min_size=n, max_size=n))
+    dur = draw(st.lists(st.integers(-5, 120), min_size=n, max_size=n))
+    tid = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+    key = draw(st.lists(st.sampled_from([0, 1, 2, None]), min_size=n, max_size=n))
+    return pd.DataFrame({"command_id": pd.array(key, dtype="Int64"), "tid": tid,
+                         "start_ns": pd.array(start, dtype="int64"),
+                         "dur_ns": pd.array(dur, dtype="int64")})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_spans())
+def test_any_arrangement_conserves_time(frame: pd.DataFrame) -> None:
+    att = trace_join(frame, fused_provenance(), strict=False)
+    att.check()
+    dur = frame["dur_ns"].to_numpy()
+    un = att.unattributed()
+    # every bad row is kept and unattributed with its problem
+    negative = set(np.flatnonzero(dur < 0).tolist())
+    assert negative <= set(un["event_id"].tolist())
+    assert (un.set_index("event_id").loc[sorted(negative), "reason"].astype(str)
+            == "negative duration").all()
+    # exclusive times are never negative for spans in a tree; buckets add up
+    tree = span_tree(frame["start_ns"].to_numpy(), dur, np.ones(len(dur), bool),
+                     frame["tid"].to_numpy() if len(frame) else None)
+    in_tree = (dur > 0) & ~np.isin(np.arange(len(dur)), tree.overlapping)
+    assert (tree.self_ns[in_tree] >= 0).all()
+    assert att.total_ns == int(tree.self_ns.sum())
+    assert att.attributed_ns + att.overhead_ns + att.unattributed_ns == att.total_ns
+    overlapping = set(tree.overlapping.tolist())
+    reasons = dict(zip(un["event_id"], un["reason"].astype(str)))
+    assert all(reasons[i] in ("overlaps an earlier event on its track", "no key")
+               for i in overlapping)  # a row keeps its first reason
+    # an overlapping span starts inside an earlier span of its track and ends after it
+    s, e, t = frame["start_ns"].to_numpy(), frame["start_ns"].to_numpy() + dur, frame["tid"]
+    for i in overlapping:
+        assert any(t[j] == t[i] and dur[j] > 0 and s[j] <= s[i] < e[j] < e[i]
+                   for j in range(len(dur)) if j != i)
+
+
+def test_flat_traces_have_no_overhead_and_keep_dtypes() -> None:
+    frame = pd.DataFrame({"command_id": [0, 2], "start_ns": [0, 100], "dur_ns": [50, 50]})
+    att = trace_join(frame, fused_provenance())
+    assert not att.nested and att.overhead_ns == 0
+    over = att.overhead()
+    assert len(over) == 0
+    assert list(over.columns) == ["bucket", "name", "total_ns", "share", "events",
+                                  "inclusive_ns", "avg_ms", "min_ms", "p10_ms", "p50_ms",
+                                  "p90_ms", "max_ms"]
+    assert over["total_ns"].dtype == np.int64
+    layers = att.by_layer()
+    assert (layers["inclusive_ns"] == layers["total_ns"]).all()

@@ -28,7 +28,7 @@ from toolkit.trace.split import group_sum
 
 __all__ = ["SpanTree", "span_tree"]
 
-_MAX_ROUNDS = 64
+_MAX_ROUNDS = 256
 
 
 @dataclass
@@ -153,8 +153,16 @@ def span_tree(start: np.ndarray, dur: np.ndarray, valid: np.ndarray,
         bad[has] = ee[pos][has] > ee[pos][parent[has]]
         if not bad.any():
             break
-        over.append(rows[pos[bad]])
-        keep[pos[bad]] = False
+        # a violation is certain only when no earlier violator is still open at its start
+        # (an open straddler miscounts the depths after it): those go now, the rest are
+        # looked at again without them
+        at = pos[bad]
+        ends = ee[at]
+        reach = np.maximum.accumulate(ends)
+        prior = np.r_[np.iinfo(np.int64).min, reach[:-1]]
+        sure = at[prior <= ss[at]]
+        over.append(rows[sure])
+        keep[sure] = False
     else:  # pathological input: whatever still straddles stays out of the trees
         has = parent >= 0
         bad = np.zeros(len(pos), dtype=bool)
