@@ -129,7 +129,10 @@ def _event_kinds(trace: Trace, key: str | None) -> tuple[np.ndarray, np.ndarray]
         cats = [str(c) for c in events["key_kind"].cat.categories]
         remap = np.array([NO_KIND if c == "" else 1 + KEY_KINDS.index(c) for c in cats]
                          + [NO_KIND], dtype=np.int8)
-        return remap[events["key_kind"].cat.codes.to_numpy()], events["key"].to_numpy()
+        kinds = remap[events["key_kind"].cat.codes.to_numpy()]
+        if trace.int_keys is not None and len(trace.int_keys) == len(events):
+            return kinds, trace.int_keys  # integer keys without reading objects
+        return kinds, events["key"].to_numpy()
     columns = KEY_COLUMNS[key]
     if trace.meta.get("key_column"):
         columns = (trace.meta["key_column"], *columns)
@@ -220,7 +223,8 @@ def _skip_runs(trace: Trace, skip_runs: int) -> tuple[Trace, dict[str, int]]:
     info = {"skipped_runs": int(skip_runs), "skipped_events": int(dropped.sum()),
             "skipped_ns": int(dur[dropped].sum())}
     kept = events.loc[~dropped].reset_index(drop=True)
-    return Trace(kept, {**trace.meta, **info}), info
+    ints = trace.int_keys[~dropped] if trace.int_keys is not None else None
+    return Trace(kept, {**trace.meta, **info}, ints), info
 
 
 def _likely_cause(events: pd.DataFrame, bad: np.ndarray, cat: Catalog) -> str:

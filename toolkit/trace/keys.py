@@ -33,7 +33,7 @@ import pandas as pd
 __all__ = [
     "KEY_KINDS", "AUTO_KINDS", "INT_KINDS", "KEY_COLUMNS", "PART_COLUMNS", "GENERIC_COLUMNS",
     "kind_of_column",
-    "present_mask", "integer_values", "extract_keys", "part_values",
+    "present_mask", "integer_values", "extract_keys", "extract_keys_ints", "part_values",
 ]
 
 KEY_KINDS: tuple[str, ...] = ("command_id", "part_op", "op_index", "debug_handle", "part",
@@ -205,6 +205,15 @@ def kind_values(frame: pd.DataFrame, kind: str, columns: Sequence[str] | None = 
 def extract_keys(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
                  columns: dict[str, Sequence[str]] | None = None, *, generic: bool = False
                  ) -> tuple[np.ndarray, pd.Categorical]:
+    """As :func:`extract_keys_ints`, without the ``int64`` keys."""
+    key, kind, _ints = extract_keys_ints(frame, kinds, columns, generic=generic)
+    return key, kind
+
+
+def extract_keys_ints(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
+                      columns: dict[str, Sequence[str]] | None = None, *,
+                      generic: bool = False
+                      ) -> tuple[np.ndarray, pd.Categorical, np.ndarray | None]:
     """Find each event's key: for every row, the first of ``kinds`` it has a value for.
 
     With ``generic``, rows that have none of ``kinds`` take a generic ``key`` column
@@ -212,10 +221,11 @@ def extract_keys(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
     anything else a ``name``; the event ``name`` column (the key's text there) then does not
     count as a name key, ``op_name`` does.
 
-    Returns ``(key, key_kind)``: ``key`` is an ``int64`` array when every row got an integer
-    key, else an ``object`` array of ``int`` / ``str`` (``None`` for rows without a key; keys of
-    integer kinds that are not integers keep their original value); ``key_kind`` is a
-    categorical over :data:`KEY_KINDS` plus ``""`` (no key).
+    Returns ``(key, key_kind, ints)``: ``key`` is an ``int64`` array when every row got an
+    integer key, else an ``object`` array of ``int`` / ``str`` (``None`` for rows without a key;
+    keys of integer kinds that are not integers keep their original value); ``key_kind`` is a
+    categorical over :data:`KEY_KINDS` plus ``""`` (no key); ``ints`` is the keys as ``int64``
+    (0 for rows without a key) when every row that has a key has an integer one, else None.
     """
     n = len(frame)
     code = np.full(n, -1, dtype=np.int16)
@@ -264,9 +274,9 @@ def extract_keys(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
     kind_cat = pd.Categorical.from_codes(code.astype(np.int64) + 1,
                                          categories=pd.Index(categories, dtype="str"))
     if other is None and is_int.all():
-        return ints, kind_cat
+        return ints, kind_cat, ints
     key = np.full(n, None, dtype=object) if other is None else other
     if is_int.any():
         idx = np.flatnonzero(is_int)
         key[idx] = ints[idx].tolist()
-    return key, kind_cat
+    return key, kind_cat, (ints if other is None else None)

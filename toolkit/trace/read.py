@@ -29,7 +29,7 @@ from toolkit.trace.codes import TextCodes
 from toolkit.trace.keys import (
     AUTO_KINDS,
     KEY_KINDS,
-    extract_keys,
+    extract_keys_ints,
     integer_values,
     kind_of_column,
     present_mask,
@@ -89,6 +89,9 @@ class Trace:
 
     events: pd.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
+    #: The keys as ``int64`` (0 where an event has none) when every keyed event has an integer
+    #: key, else None: lets a join skip reading ``events.key`` object by object.
+    int_keys: np.ndarray | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -589,15 +592,18 @@ def _from_frame(frame: pd.DataFrame, opts: _Options, meta: dict[str, Any]) -> Tr
         kind = opts.key_kind or kind_of_column(opts.key_column)
         meta["key_column"] = opts.key_column
         if kind:
-            key, key_kind = extract_keys(frame, (kind,), {kind: (opts.key_column,)})
+            key, key_kind, int_keys = extract_keys_ints(frame, (kind,),
+                                                        {kind: (opts.key_column,)})
         else:
             key, key_kind = _raw_keys(frame[opts.key_column])
+            int_keys = None
     elif opts.key_kind is None and _first(list(frame.columns), _DECLARED_KIND) is not None:
-        key, key_kind = _declared_keys(frame)
+        key, key_kind, int_keys = _declared_keys(frame)
         meta["key_kind_from"] = "the trace (each event says what its key is)"
     else:
-        key, key_kind = extract_keys(frame, (opts.key_kind,) if opts.key_kind else AUTO_KINDS,
-                                     generic=opts.key_kind is None)
+        key, key_kind, int_keys = extract_keys_ints(
+            frame, (opts.key_kind,) if opts.key_kind else AUTO_KINDS,
+            generic=opts.key_kind is None)
     kind_codes = np.asarray(key_kind.codes, dtype=np.int64)
 
     # names
@@ -640,10 +646,11 @@ def _from_frame(frame: pd.DataFrame, opts: _Options, meta: dict[str, Any]) -> Tr
                                           else "source_key"})
         events = pd.concat([events, extra], axis=1)
     meta.setdefault("source", "DataFrame")
-    return Trace(events, meta)
+    return Trace(events, meta, int_keys)
 
 
-def _declared_keys(frame: pd.DataFrame) -> tuple[np.ndarray, pd.Categorical]:
+def _declared_keys(frame: pd.DataFrame
+                   ) -> tuple[np.ndarray, pd.Categorical, np.ndarray | None]:
     """Keys of a trace that says what kind of key each event carries (a ``key_kind``
     column): each event's key is read as its declared kind, from that kind's columns (see
     :mod:`toolkit.trace.keys`); events that declare nothing (or an unknown kind) are read as
@@ -655,26 +662,29 @@ def _declared_keys(frame: pd.DataFrame) -> tuple[np.ndarray, pd.Categorical]:
     kinds = [k for k in pd.unique(declared).tolist() if k in KEY_KINDS]
     guessed = ~np.isin(declared, kinds)
     n = len(frame)
-    parts: list[tuple[np.ndarray, np.ndarray, pd.Categorical]] = []
+    parts: list[tuple[np.ndarray, np.ndarray, pd.Categorical, np.ndarray | None]] = []
     for kind in kinds:
         rows = np.flatnonzero(declared == kind)
         sub = frame if len(rows) == n else frame.iloc[rows]
-        key, cat = extract_keys(sub, (kind,))
-        parts.append((rows, key, cat))
+        parts.append((rows, *extract_keys_ints(sub, (kind,))))
     if guessed.any():
         rows = np.flatnonzero(guessed)
-        key, cat = extract_keys(frame.iloc[rows], AUTO_KINDS, generic=True)
-        parts.append((rows, key, cat))
+        parts.append((rows, *extract_keys_ints(frame.iloc[rows], AUTO_KINDS, generic=True)))
     if len(parts) == 1 and len(parts[0][0]) == n:
-        return parts[0][1], parts[0][2]
+        return parts[0][1], parts[0][2], parts[0][3]
+    int_keys: np.ndarray | None = None
+    if all(p[3] is not None for p in parts):
+        int_keys = np.zeros(n, dtype=np.int64)
+        for rows, _key, _cat, part_ints in parts:
+            int_keys[rows] = part_ints
     codes = np.zeros(n, dtype=np.int64)
     ints = all(p[1].dtype == np.int64 for p in parts)
     keys = np.zeros(n, dtype=np.int64) if ints else np.full(n, None, dtype=object)
-    for rows, key, cat in parts:
+    for rows, key, cat, _ints in parts:
         codes[rows] = cat.codes
         keys[rows] = key if ints else key.astype(object)
     categories = pd.Index(["", *KEY_KINDS], dtype=_STR)
-    return keys, pd.Categorical.from_codes(codes, categories=categories)
+    return keys, pd.Categorical.from_codes(codes, categories=categories), int_keys
 
 
 def _raw_keys(values: pd.Series) -> tuple[np.ndarray, pd.Categorical]:
