@@ -355,11 +355,11 @@ class EventTracer:
         # runtimes give the same argument dicts at every inference: work per distinct dict
         ids = list(map(id, self._args))
         dict_of = dict(zip(ids, self._args))
-        position = dict.fromkeys(ids, 0)
-        distinct = [dict_of[i] or {} for i in position]
-        for k, i in enumerate(position):
-            position[i] = k
-        codes = np.fromiter(map(position.__getitem__, ids), np.intp, n)
+        slot = dict.fromkeys(ids, 0)
+        distinct = [dict_of[i] or {} for i in slot]
+        for k, i in enumerate(slot):
+            slot[i] = k
+        codes = np.fromiter(map(slot.__getitem__, ids), np.intp, n)
         arg_names: dict[str, None] = {}
         for args in distinct:
             arg_names.update(dict.fromkeys(args))
