@@ -182,29 +182,32 @@ def describe(events: pd.DataFrame, rows: np.ndarray, target: np.ndarray, cat: Ca
              ) -> list[tuple[str, np.ndarray]]:
     """Group the mismatching ``rows`` by (target, what the event says) and give each group
     its reason text: ``trace event names CONV_2D 'stem_conv', model op 3 is MAX_POOL_2D
-    'pool'``. Returns ``[(text, rows), ...]``."""
+    'pool'``. Returns ``[(text, rows), ...]``; grouped on integer codes, one text per group."""
     if len(rows) == 0:
         return []
     model = _target_values(cat)
-
-    def column(field: str) -> np.ndarray:
-        cols = dict(FIELDS)[field]
-        c = next((c for c in cols if c in events.columns), None)
-        if c is None:
-            return np.full(len(rows), None, dtype=object)
-        values = events[c].iloc[rows]
-        return values.astype(object).where(values.notna(), None).to_numpy(dtype=object)
-
-    said = {f: column(f) for f, _ in FIELDS}
-    t = target[rows].astype(np.int64)
-    frame = pd.DataFrame({"t": t, **{f: pd.Series(said[f], dtype=object).astype(str)
-                                     for f, _ in FIELDS}})
-    groups = frame.groupby(list(frame.columns), sort=False, dropna=False).indices
+    group = target[rows].astype(np.int64)
+    said: dict[str, np.ndarray] = {}
+    for field, cols in FIELDS:
+        column = next((c for c in cols if c in events.columns), None)
+        if column is None:
+            said[field] = np.full(len(rows), None, dtype=object)
+            continue
+        values = events[column].iloc[rows]
+        codes, uniques = pd.factorize(values.astype(object).where(values.notna(), None),
+                                      use_na_sentinel=True)
+        codes = np.asarray(codes, dtype=np.int64)
+        said[field] = np.asarray(uniques, dtype=object)[np.maximum(codes, 0)]
+        said[field][codes < 0] = None
+        joined, _ = pd.factorize(group * (len(uniques) + 1) + codes + 1)
+        group = np.asarray(joined, dtype=np.int64)
+    order = np.argsort(group, kind="stable")
+    starts = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
     out: list[tuple[str, np.ndarray]] = []
-    for key, idx in groups.items():
-        target_ = int(key[0])
+    for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(order)]):
+        idx = order[a:b]
         r0 = int(idx[0])
-        out.append((_text(said, r0, model, target_, cat), rows[np.asarray(idx)]))
+        out.append((_text(said, r0, model, int(target[rows[r0]]), cat), rows[idx]))
     return out
 
 
