@@ -154,7 +154,7 @@ def laminar(draw: Any) -> tuple[list[int], list[int], list[int]]:
     return [s[0] for s in spans], [s[1] for s in spans], [s[2] for s in spans]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(laminar())
 def test_self_times_match_the_reference(spans: tuple[list[int], list[int], list[int]]) -> None:
     start, dur, track = spans
@@ -169,7 +169,7 @@ def test_self_times_match_the_reference(spans: tuple[list[int], list[int], list[
     assert int(tree.self_ns.sum()) == top
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(laminar(), st.data())
 def test_join_of_nested_commands_conserves_wall_time(spans: tuple[list[int], list[int],
                                                                   list[int]],
@@ -201,7 +201,7 @@ def any_spans(draw: Any) -> pd.DataFrame:
                          "dur_ns": pd.array(dur, dtype="int64")})
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(any_spans())
 def test_any_arrangement_conserves_time(frame: pd.DataFrame) -> None:
     att = trace_join(frame, fused_provenance(), strict=False)
