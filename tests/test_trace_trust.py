@@ -183,3 +183,22 @@ def test_the_runtime_says_what_its_keys_are(cnn: tuple, tmp_path: Path) -> None:
     foreign = read_trace(frame.drop(columns="key_kind"))
     assert "key_kind_from" not in foreign.meta
     assert set(foreign.events["key_kind"].astype(str)) == {"command_id"}
+
+
+def test_command_ids_and_debug_handles_carried_beside_the_key_are_checked() -> None:
+    from test_trace_join import fused_provenance
+
+    prov = fused_provenance()  # commands 0, 1 run op 0; command 2 op 1; handle 10 op 0
+    frame = pd.DataFrame({"delegate_debug_identifier": [10, 10, "pool", 10],
+                          "command_id": [0, 2, 2, 99],
+                          "start_ns": [0, 100, 200, 300], "dur_ns": [10, 10, 10, 10],
+                          "key_kind": "debug_handle"})
+    att = trace_join(frame, prov, strict=False)
+    att.check()
+    un = att.unattributed().set_index("event_id")["reason"].astype(str)
+    # event 1: handle 10 is op 0, its command 2 runs op 1; event 3: no command 99
+    assert sorted(un.index) == [1, 3]
+    assert un.loc[1] == ("trace event names command_id 2, debug_handle 10, model op 0 is "
+                         "CONV_2D 'fused'")
+    assert att.match_score == 0.5
+    assert att.attributed_ns == 20

@@ -13,6 +13,8 @@ op type        ``op_type``, ``operator``                                its ``op
 compiled op    ``optimised_id`` (unless it is the key)                  its ``optimised_id``
 part           ``part`` (unless it is the key)                          its ``part``
 backend        ``backend``                                              its ``backend``
+command        ``command_id`` (unless it is the key)                    the op it runs
+debug handle   ``debug_handle``, ... (unless it is the key)             the op it names
 ============== ======================================================== ======================
 
 A key that reads as a *source* op (``source_op_index``, ``source_name``) is compared with the
@@ -42,7 +44,11 @@ FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("optimised_id", ("optimised_id", "arg_optimised_id")),
     ("part", ("part", "arg_part")),
     ("backend", ("backend", "arg_backend")),
+    ("command_id", ("command_id", "arg_command_id")),
+    ("debug_handle", ("delegate_debug_identifier", "arg_delegate_debug_identifier",
+                      "debug_handle", "arg_debug_handle")),
 )
+_OP_FIELDS = ("command_id", "debug_handle")  # compared through the op they name
 _SKIP = -3  # model value code: not compared for this target
 _ABSENT = -2  # model value code: a value no event carries (never equal)
 
@@ -83,6 +89,8 @@ def _target_values(cat: Catalog) -> dict[str, np.ndarray]:
     out["name"][has_op] = op_column("name")[rows]
     out["type"][has_op] = op_column("operator")[rows]
     out["optimised_id"][has_op] = cat.op_ids[rows].astype(object)
+    for field in _OP_FIELDS:  # op positions
+        out[field][has_op] = rows.astype(object)
     if "part" in ops.columns:
         out["part"][has_op] = op_column("part")[rows]
     if "backend" in ops.columns:
@@ -97,6 +105,8 @@ def _target_values(cat: Catalog) -> dict[str, np.ndarray]:
         out["name"][src[one]] = cat.source_name[first[one]]
         out["type"][src[one]] = cat.source_operator[first[one]]
     for f in out:
+        if f in _OP_FIELDS:
+            continue
         values = out[f]
         empty = np.array([v is None or v == "" or (isinstance(v, float) and np.isnan(v))
                           for v in values.tolist()], dtype=bool) if t else np.zeros(0, bool)
@@ -136,6 +146,35 @@ def _event_codes(values: pd.Series, model: np.ndarray, numeric: bool
     return code, model_code
 
 
+_NO_VALUE = -4  # event side: the event carries no such value
+
+
+def _op_of(values: pd.Series, field: str, cat: Catalog) -> np.ndarray:
+    """Op position named by each event's command id or debug handle (``-2`` when the model
+    has no such command or handle, ``-1`` when the handle spans several ops, :data:`_NO_VALUE`
+    when the event has none)."""
+    from toolkit.trace.catalog import UNKNOWN
+
+    present = present_mask(values)
+    ints, ok = integer_values(values)
+    out = np.full(len(values), _NO_VALUE, dtype=np.int64)
+    if field == "command_id":
+        row = cat.command_lookup.get(np.where(ok, ints, -1))
+        op = np.where(row >= 0, cat.command_op[np.maximum(row, 0)] if len(cat.command_op)
+                      else -2, -2)
+        out = np.where(present & ok, op, np.where(present, -2, _NO_VALUE))
+        return out.astype(np.int64)
+    target = cat.handle_int_lookup.get(np.where(ok, ints, 0))
+    target = np.where(ok, target, UNKNOWN)
+    retry = present & (target < 0)
+    if retry.any():
+        texts = values.astype(object).to_numpy()[retry]
+        target[retry] = [cat.handle_text_lookup.get(str(v), UNKNOWN) for v in texts.tolist()]
+    op = np.where(target >= 0, cat.target_op[np.maximum(target, 0)], -2)
+    op = np.where(op == -1, _NO_VALUE, op)  # a handle over several ops: not compared
+    return np.where(present, op, _NO_VALUE).astype(np.int64)
+
+
 def find_mismatches(events: pd.DataFrame, target: np.ndarray, kind: np.ndarray,
                     rows: np.ndarray, cat: Catalog) -> Mismatches:
     """Compare the events ``rows`` (matched to ``target``) with their targets (see the module
@@ -162,15 +201,22 @@ def find_mismatches(events: pd.DataFrame, target: np.ndarray, kind: np.ndarray,
     for i, field, column in present:
         if not any(v is not None for v in model[field].tolist()):
             continue
-        code, model_code = _event_codes(events[column], model[field],
-                                        field in ("optimised_id", "part"))
-        ev = code[rows]
+        if field in _OP_FIELDS:
+            ev = _op_of(events[column].iloc[rows], field, cat)
+            model_code = np.array([_SKIP if v is None else int(v)
+                                   for v in model[field].tolist()], dtype=np.int64)
+        else:
+            code, model_code = _event_codes(events[column], model[field],
+                                            field in ("optimised_id", "part"))
+            ev = code[rows]
         want = model_code[t]
         check = (ev >= 0) & (want != _SKIP)
         if field == "optimised_id":
             check &= k != 1 + KEY_KINDS.index("op_index")
         if field == "part":
             check &= ~np.isin(k, [1 + KEY_KINDS.index("part"), 1 + KEY_KINDS.index("part_op")])
+        if field in _OP_FIELDS:
+            check = (ev != _NO_VALUE) & (want != _SKIP) & (k != 1 + KEY_KINDS.index(field))
         compared |= check
         bad = check & (ev != want) & (first < 0)
         first[bad] = i
@@ -226,6 +272,8 @@ def _text(said: dict[str, np.ndarray], r: int, model: dict[str, np.ndarray], t: 
     extra = [f"{f} {said[f][r]}" for f in ("optimised_id", "part", "backend")
              if said[f][r] is not None and model[f][t] is not None
              and str(said[f][r]) != str(model[f][t])]
+    if not event:  # nothing named: say which command or handle
+        extra += [f"{f} {said[f][r]}" for f in _OP_FIELDS if said[f][r] is not None]
     if extra:
         event = ", ".join([e for e in (event, *extra) if e])
     kind = TARGET_KINDS[int(cat.target_kind[t])]
