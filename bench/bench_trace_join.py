@@ -22,12 +22,13 @@ Figures (best of 3, pinned to one core):
   dispatch overhead; the sum of every bucket equals the wall time of the top-level spans.
 * reading a 1-million-event Chrome JSON trace with ``read_trace``.
 
-Figures noted on a 2-core machine shared with other work (load ~12, so wall times were about 4x
-the CPU times): join CPU 1.56 s (wall 6.2 s; in a side-by-side run, 1.21 s CPU without
-exclusive times and the consistency check, 1.26 s with them); ``check()`` 0.10 s CPU, 0.06 x the join (it was 2.0x before it
-stopped re-splitting every event and computing per-run statistics); the 3-level nested join of
-9,986,524 events 5.35 s CPU (3.4 x the flat join), whose buckets add up to the wall time of the
-top-level spans exactly; same result as the loop on the subset.
+Figures noted on a 2-core machine shared with other work (load ~12, so wall times were about
+4x the CPU times): join CPU 1.56 s (wall 6.2 s; in a side-by-side run, 1.21 s CPU without
+exclusive times and the consistency check, 1.26 s with them); ``check()`` 0.10 s CPU, 0.06 x
+the join (it was 2.0 x before it stopped re-splitting every event and computing per-run
+statistics); the 3-level nested join of 9,986,524 events 5.35 s CPU (3.4 x the flat join),
+whose buckets add up to the wall time of the top-level spans exactly; same result as the loop
+on the subset.
 
 Run: python bench/bench_trace_join.py [--events N] [--ops N]
 """

@@ -48,6 +48,7 @@ import pandas as pd
 
 from toolkit.errors import ToolkitError
 from toolkit.ir import Model, Op
+from toolkit.trace.codes import TextCodes
 from toolkit.trace.read import Trace
 from toolkit.trace.split import TargetWeights, group_sum, split_targets
 from toolkit.trace.stats import matrix_stats_frame
@@ -368,20 +369,7 @@ def _policy_weight(op: Op, policy: str) -> int:
     return 1
 
 
-class _Reasons:
-    def __init__(self, n: int) -> None:
-        self.code = np.zeros(n, dtype=np.int64)
-        self.texts = [""]
-
-    def add(self, mask: np.ndarray, text: str) -> None:
-        rows = mask & (self.code == 0)
-        if rows.any():
-            if text not in self.texts:
-                self.texts.append(text)
-            self.code[rows] = self.texts.index(text)
-
-
-def _event_nodes(trace: Trace, mapping: OrtGroups, reasons: _Reasons,
+def _event_nodes(trace: Trace, mapping: OrtGroups, reasons: TextCodes,
                  where: str) -> tuple[np.ndarray, bool]:
     """Optimized node position of every event (-1 when none) and whether ``node_index`` is
     the position in the optimized file."""
@@ -457,19 +445,19 @@ def _event_nodes(trace: Trace, mapping: OrtGroups, reasons: _Reasons,
         if wrong.any():
             bad = np.zeros(n, dtype=bool)
             bad[mapped[wrong]] = True
-            reasons.add(bad, "its op differs from its node's op in the optimized graph")
+            reasons.set_mask(bad, "its op differs from its node's op in the optimized graph")
             node = np.where(bad, -1, node)
     dup = np.zeros(n, dtype=bool)
     if cat_dup.any():
         dup = (codes >= 0) & cat_dup[np.maximum(codes, 0)]
-    reasons.add(dup & (node < 0), "ambiguous: several nodes of the graph have this name")
+    reasons.set_mask(dup & (node < 0), "ambiguous: several nodes of the graph have this name")
     cat_generated = np.array([_ort_generated(c) for c in cats], dtype=bool)
     generated = (node < 0) & (codes >= 0) & (cat_generated[np.maximum(codes, 0)]
                                              if len(cats) else False)
     if not exact:
-        reasons.add(generated, "a node ORT created without a name cannot be placed by index "
+        reasons.set_mask(generated, "a node ORT created without a name cannot be placed by index "
                                "here: profile the saved optimized model at ORT_DISABLE_ALL")
-    reasons.add(node < 0, "its node is not in the graph")
+    reasons.set_mask(node < 0, "its node is not in the graph")
     return node, exact
 
 
@@ -492,7 +480,7 @@ class OrtAttribution:
     """
 
     def __init__(self, trace: Trace, model: Model, optimized: Model | None,
-                 mapping: OrtGroups, policy: str, node: np.ndarray, reasons: _Reasons,
+                 mapping: OrtGroups, policy: str, node: np.ndarray, reasons: TextCodes,
                  index_exact: bool) -> None:
         self.trace, self.model, self.optimized = trace, model, optimized
         self.mapping, self.policy, self.index_exact = mapping, policy, index_exact
@@ -521,14 +509,14 @@ class OrtAttribution:
         group = node.copy()  # the split's target: the optimized op
         empty_group = (group >= 0) & (counts[np.maximum(group, 0)] == 0 if len(counts)
                                       else True)
-        reasons.add(empty_group, "its optimized node replaced no node of the model")
+        reasons.set_mask(empty_group, "its optimized node replaced no node of the model")
         problem = ev["problem"].astype(str).to_numpy() if len(ev) else np.zeros(0, object)
         bad_problem = problem != ""
         for text in np.unique(problem[bad_problem]).tolist():
-            reasons.add(problem == text, text)
-        reasons.add(run < 0, "outside every model_run span")
-        reasons.add(dur < 0, "negative duration")
-        ok = reasons.code == 0
+            reasons.set_mask(problem == text, text)
+        reasons.set_mask(run < 0, "outside every model_run span")
+        reasons.set_mask(dur < 0, "negative duration")
+        ok = reasons.codes == 0
         self._target = np.where(ok, group, -1)
         self.total_ns = int(dur.sum())
         self.unattributed_ns = int(dur[~ok].sum())
@@ -552,7 +540,7 @@ class OrtAttribution:
     def __repr__(self) -> str:
         return (f"<OrtAttribution policy={self.policy!r}: {self.attributed_ns} of "
                 f"{self.total_ns} ns attributed over {self.runs} run(s), "
-                f"{int((self._reasons.code != 0).sum())} event(s) unattributed>")
+                f"{int((self._reasons.codes != 0).sum())} event(s) unattributed>")
 
     # --------------------------------------------------------------------------- helpers
     def _rows(self, slot_row: np.ndarray, n_rows: int) -> pd.DataFrame:
@@ -695,7 +683,7 @@ class OrtAttribution:
         """Every event not attributed, in trace order: ``event_id``, ``run`` (int64),
         ``name``, ``op`` (str), ``dur_ns`` (int64), ``reason`` (categorical str).
         ``dur_ns`` sums to :attr:`unattributed_ns`."""
-        rows = np.flatnonzero(self._reasons.code != 0)
+        rows = np.flatnonzero(self._reasons.codes != 0)
         ev = self.trace.events
         return pd.DataFrame({
             "event_id": ev["event_id"].to_numpy(dtype=np.int64)[rows],
@@ -704,7 +692,7 @@ class OrtAttribution:
             "op": pd.Series(ev["op"].astype(str).to_numpy()[rows] if "op" in ev else
                             [""] * len(rows), dtype=_STR),
             "dur_ns": self._dur[rows],
-            "reason": pd.Categorical.from_codes(self._reasons.code[rows],
+            "reason": pd.Categorical.from_codes(self._reasons.codes[rows],
                                                 categories=pd.Index(self._reasons.texts,
                                                                     dtype=_STR)),
         })
@@ -713,7 +701,7 @@ class OrtAttribution:
         """Headline figures: ``events``, ``attributed_events``, ``runs``, ``total_ns``,
         ``attributed_ns``, ``unattributed_ns``, ``groups``, ``fused_groups``,
         ``unmapped_nodes``, ``policy``, ``index_exact``."""
-        ok = self._reasons.code == 0
+        ok = self._reasons.codes == 0
         fused = sum(1 for g, nodes in enumerate(self.mapping.groups)
                     if len(nodes) > 1 or len(self.mapping.members[g]) > 1)
         return {"events": len(ok), "attributed_events": int(ok.sum()), "runs": self.runs,
@@ -791,7 +779,7 @@ def join_ort(trace: Trace | str | os.PathLike[str], model: Model | str | os.Path
     m0 = _as_model(model, "model")
     m1 = _as_model(optimized, "optimized") if optimized is not None else None
     mapping = group_mapping(m0, m1)
-    reasons = _Reasons(len(trace.events))
+    reasons = TextCodes(len(trace.events))
     where = f"{trace.meta.get('source', 'trace')} vs {(m1 or m0).path or 'model'}"
     node, exact = _event_nodes(trace, mapping, reasons, where)
     return OrtAttribution(trace, m0, m1, mapping, policy, node, reasons, exact)
