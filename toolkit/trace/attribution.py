@@ -207,7 +207,7 @@ class Attribution:
         from toolkit.reprs import html_bars, html_table, html_view
 
         layers = self.by_layer()
-        n_bad = int((self._r.reason_code != 0).sum())
+        n_bad = int(self._unattributed.sum())
         summary = (f"{self.total_ns / 1e6:,.3f} ms over {self.runs} run(s), "
                    f"{100 * self.attributed_ns / (self.total_ns or 1):.1f} % attributed to "
                    f"{len(layers)} original layers (policy {self.policy}, key "
