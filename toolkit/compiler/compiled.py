@@ -20,6 +20,7 @@ import pandas as pd
 from toolkit.compiler.lowering import Command
 from toolkit.compiler.pass_manager import PassRun
 from toolkit.compiler.target import Target
+from toolkit.errors import ToolkitError
 from toolkit.formats.debug_handles import encode_debug_handles
 from toolkit.formats.flatbuffer_write import ignores_activation, write_model
 from toolkit.ir import Model, Op
@@ -34,7 +35,7 @@ from toolkit.source_table import (
 )
 from toolkit.util.atomic import atomic_write
 
-__all__ = ["CompiledModel", "DEBUG_DB_TABLES", "uses_circle_only"]
+__all__ = ["CompiledModel", "DEBUG_DB_TABLES", "uses_circle_only", "model_and_commands"]
 
 #: Tables of the debug database written by :meth:`CompiledModel.save`, with their columns.
 DEBUG_DB_TABLES: dict[str, list[str]] = {
@@ -50,6 +51,22 @@ DEBUG_DB_TABLES: dict[str, list[str]] = {
                "command_bytes"],
 }
 _I64 = "int64"
+
+
+def model_and_commands(obj: Any, purpose: str) -> tuple[Model, list[Command] | None]:
+    """Return the graph to execute and, for a compiled model, its command queue.
+
+    ``obj`` is a :class:`Model` (commands ``None``) or a :class:`CompiledModel` (anything with
+    ``model`` and ``command_list``). Raises ToolkitError naming ``purpose`` otherwise.
+    """
+    if isinstance(obj, Model):
+        return obj, None
+    commands = getattr(obj, "command_list", None)
+    inner = getattr(obj, "model", None)
+    if commands is not None and isinstance(inner, Model):
+        return inner, list(commands)
+    raise ToolkitError(f"{purpose} cannot take a {type(obj).__name__}",
+                       fix="pass a Model or a CompiledModel")
 
 
 def uses_circle_only(model: Model) -> list[str]:

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.errors import ToolkitError, UnsupportedOpError
+from toolkit.compiler.compiled import model_and_commands
+from toolkit.errors import UnsupportedOpError
 from toolkit.ir import Model, Op, Tensor
 
 __all__ = ["Step", "Analysis", "analyse", "plan_arena", "c_identifier", "ARENA_ALIGN"]
@@ -97,21 +98,10 @@ def nbytes(t: Tensor) -> int:
     return int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
 
 
-def _model_and_commands(obj: Any) -> tuple[Model, list[Any] | None]:
-    if isinstance(obj, Model):
-        return obj, None
-    commands = getattr(obj, "command_list", None)
-    inner = getattr(obj, "model", None)
-    if commands is not None and isinstance(inner, Model):
-        return inner, list(commands)
-    raise ToolkitError(f"cannot generate code for a {type(obj).__name__}",
-                       fix="pass a Model, a CompiledModel or a path to a .tflite/.circle file")
-
-
 def analyse(obj: Any) -> Analysis:
     """The inference sequence, tensor roles, lifetimes and arena plan of a Model or a
     CompiledModel."""
-    model, commands = _model_and_commands(obj)
+    model, commands = model_and_commands(obj, "codegen")
     g = model.graph
     ops = {"IF", "WHILE", "CALL_ONCE", "CALL"} & {o.type for o in g.ops}
     if ops:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from toolkit.errors import UnsupportedOpError
+from toolkit.fixed_point import quantize_multiplier, round_half_away
 from toolkit.ir import Op, Tensor
 
 __all__ = ["QP", "qp", "is_quantized", "round_half_away", "quantize_multiplier",
@@ -62,29 +63,6 @@ def qp(op: Op, t: Tensor | None) -> QP:
         zp = np.zeros(1, dtype=np.int64)
     return QP(np.asarray(t.quant.scale, dtype=np.float32).reshape(-1),
               np.asarray(zp, dtype=np.int64).reshape(-1), int(t.quant.quantized_dimension))
-
-
-def round_half_away(x: np.ndarray | float | np.floating) -> np.ndarray:
-    """Round to nearest, ties away from zero (``std::round``), in x's dtype."""
-    x = np.asarray(x)
-    t = np.trunc(x)
-    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
-
-
-def quantize_multiplier(m: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``tflite::QuantizeMultiplier``: int64 arrays ``(mantissa, shift)`` with
-    ``m ~= mantissa * 2**(shift - 31)``; a multiplier below ``2**-31`` flushes to (0, 0)."""
-    m = np.asarray(m, dtype=np.float64)
-    q, shift = np.frexp(m)
-    shift = shift.astype(np.int64)
-    q_fixed = round_half_away(q * float(1 << 31)).astype(np.int64)
-    full = q_fixed == (1 << 31)
-    q_fixed = np.where(full, q_fixed // 2, q_fixed)
-    shift = np.where(full, shift + 1, shift)
-    tiny = shift < -31
-    q_fixed = np.where(tiny | (m == 0), 0, q_fixed)
-    shift = np.where(tiny | (m == 0), 0, shift)
-    return q_fixed.astype(np.int64), shift.astype(np.int64)
 
 
 def activation_range(op: Op, out: Tensor, code: int | None = None) -> tuple[int, int]:

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from toolkit.compiler.compiled import model_and_commands
 from toolkit.errors import RuntimeInputError, ToolkitError, UnsupportedOpError
-from toolkit.ir import Model, Op, Tensor
+from toolkit.ir import Op, Tensor
 from toolkit.runtime.codegen import Line, generate
 from toolkit.runtime.control_flow import (
     CONTROL_FLOW_OPS,
@@ -56,17 +57,6 @@ class _Plan:
     out_buffers: dict[int, Tensor] = field(default_factory=dict)
 
 
-def _model_of(obj: Any) -> tuple[Model, list[Any] | None]:
-    if isinstance(obj, Model):
-        return obj, None
-    commands = getattr(obj, "command_list", None)
-    inner = getattr(obj, "model", None)
-    if commands is not None and isinstance(inner, Model):
-        return inner, list(commands)
-    raise ToolkitError(f"cannot run a {type(obj).__name__}",
-                       fix="pass a Model, a CompiledModel, a path or a .conn.json/.conn.ini file")
-
-
 class Interpreter:
     """Prepared execution of one model (or compiled model's command queue).
 
@@ -91,7 +81,7 @@ class Interpreter:
 
     def __init__(self, model: Any, *, bind: bool = True, threads: int | None = 1,
                  subgraph: int = 0, max_iterations: int = DEFAULT_MAX_ITERATIONS) -> None:
-        self.model, commands = _model_of(model)
+        self.model, commands = model_and_commands(model, "the reference runtime")
         if not 0 <= subgraph < len(self.model.subgraphs):
             raise ToolkitError(f"the model has no subgraph {subgraph}",
                                fix=f"pick one of 0..{len(self.model.subgraphs) - 1}")
