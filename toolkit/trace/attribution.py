@@ -598,6 +598,106 @@ class Attribution:
                                                 categories=pd.Index(r.reason_texts, dtype=_STR)),
         })
 
+    # ------------------------------------------------------------------ per-run table
+    def run_values(self) -> np.ndarray:
+        """The run (inference) values of the trace after ``skip_runs``, ascending (``int64``);
+        run code ``i`` of :meth:`per_run` is ``run_values()[i]``."""
+        return np.asarray(self._r.runs.values, dtype=np.int64).copy()
+
+    def _view_rows(self, by: str) -> tuple[np.ndarray, int, pd.Series | np.ndarray, str]:
+        """``(member_row, n_rows, row ids, id column)`` of a grouped view (not ``command``)."""
+        cat = self._r.catalog
+        if by == "layer":
+            return cat.member_layer, len(cat.layer_names), _str_column(cat.layer_names), "layer"
+        if by == "source_op":
+            return (cat.member_source, len(cat.source_id), cat.source_id.astype(np.int64),
+                    "source_id")
+        if by == "op":
+            return cat.member_op, len(cat.op_ids), cat.op_ids.astype(np.int64), "optimised_id"
+        if by == "backend":
+            codes, names = pd.factorize(pd.Series(cat.op_backend, dtype=object))
+            codes = np.asarray(codes, dtype=np.int64)
+            n = len(names)
+            member_row = np.where(cat.member_op >= 0,
+                                  codes[np.maximum(cat.member_op, 0)] if len(codes) else 0, n)
+            return member_row, n + 1, _str_column([*(str(x) for x in names), ""]), "backend"
+        raise ToolkitError(f"unknown per-run view {by!r}",
+                           fix="use 'layer', 'source_op', 'op', 'command' or 'backend'")
+
+    def per_run(self, by: str = "layer") -> pd.DataFrame:
+        """The per-run table: one row per (row of a view, run) that has time or events.
+
+        ``by``: ``"layer"``, ``"source_op"``, ``"op"``, ``"command"`` or ``"backend"`` (the
+        rows of :meth:`by_layer`, :meth:`by_source_op`, :meth:`by_op`, :meth:`by_command`,
+        :meth:`by_backend`, in that order; ``backend`` has the row ``""`` last).
+
+        Columns: ``row`` (int64: position of the row in that view), the view's id column
+        (``layer`` str, ``source_id``, ``optimised_id``, ``command_id`` int64 or ``backend``
+        str), ``run`` (int64: the trace's run value), ``ns`` (int64: time attributed to the
+        row in that run), ``events`` (int64: matched events of that run whose op includes
+        the row). Sorted by ``row`` then ``run``. Per row, ``ns`` sums to the view's
+        ``total_ns`` and ``events`` to its ``events``; a (row, run) pair absent here has 0 of
+        both. Runs without any row are in :meth:`run_values`.
+        """
+        r = self._r
+        runs = len(r.runs)
+        if by == "command":
+            cmd = r.catalog.commands
+            c = len(cmd)
+            ids: pd.Series | np.ndarray = (cmd["command_id"].to_numpy(dtype=np.int64) if c
+                                           else np.zeros(0, np.int64))
+            id_column = "command_id"
+            rows = np.flatnonzero(r.command >= 0)
+            row = r.command[rows].astype(np.int64)
+            code = r.runs.codes(r.trace.events["run"].to_numpy(dtype=np.int64)[rows]) \
+                if len(rows) else np.zeros(0, np.int64)
+            cells = row * max(runs, 1) + code
+            uniq, inverse = np.unique(cells, return_inverse=True)
+            ns = group_sum(inverse.reshape(-1), np.asarray(r.time_ns)[rows], len(uniq))
+            events = np.bincount(inverse.reshape(-1), minlength=len(uniq)).astype(np.int64)
+        else:
+            member_row, n_rows, ids, id_column = self._view_rows(by)
+            run, column, cell_ns = r.sums.triplets()
+            col_row = member_row[r.hit_members]
+            row_of = col_row[column]
+            keep = row_of >= 0
+            ns_cells = row_of[keep] * max(runs, 1) + run[keep]
+            # events per (run, target), spread over the distinct rows of each target
+            cat = r.catalog
+            hit = np.flatnonzero(r.target >= 0)
+            t = r.target[hit].astype(np.int64)
+            code = r.runs.codes(r.trace.events["run"].to_numpy(dtype=np.int64)[hit]) \
+                if len(hit) else np.zeros(0, np.int64)
+            tr, tr_count = np.unique(t * max(runs, 1) + code, return_counts=True)
+            tr_target, tr_run = np.divmod(tr, max(runs, 1))
+            member_target = np.repeat(np.arange(cat.targets, dtype=np.int64),
+                                      cat.target_sizes())
+            valid = member_row >= 0
+            pairs = np.unique(member_target[valid] * max(n_rows, 1) + member_row[valid])
+            pair_t, pair_row = np.divmod(pairs, max(n_rows, 1))
+            ptr = np.searchsorted(pair_t, np.arange(cat.targets + 1))
+            width = ptr[tr_target + 1] - ptr[tr_target]
+            first = np.repeat(ptr[tr_target], width)
+            offset = np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)
+            ev_cells = pair_row[first + offset] * max(runs, 1) + np.repeat(tr_run, width)
+            ev_count = np.repeat(tr_count, width)
+            uniq = np.union1d(ns_cells, ev_cells)
+            ns = np.zeros(len(uniq), dtype=np.int64)
+            np.add.at(ns, np.searchsorted(uniq, ns_cells), cell_ns[keep])
+            events = np.zeros(len(uniq), dtype=np.int64)
+            np.add.at(events, np.searchsorted(uniq, ev_cells), ev_count)
+        row, code = np.divmod(uniq, max(runs, 1))
+        id_values = np.asarray(ids)[row] if len(row) else np.asarray(ids)[:0]
+        return pd.DataFrame({
+            "row": row.astype(np.int64),
+            id_column: (_str_column(id_values) if id_column in ("layer", "backend")
+                        else np.asarray(id_values, dtype=np.int64)),
+            "run": np.asarray(r.runs.values, dtype=np.int64)[code] if len(code)
+            else np.zeros(0, np.int64),
+            "ns": ns.astype(np.int64),
+            "events": events.astype(np.int64),
+        })
+
     # ------------------------------------------------------------------ checks
     def summary(self) -> dict[str, Any]:
         """Return the headline figures: ``events``, ``attributed_events``, ``runs``,

@@ -54,7 +54,7 @@ _NAME_COLUMNS = ("name", "op_name", "arg_op_name")
 _RECORD_HINT = re.compile(r'"(delegate_debug_identifier|delegate_debug_id_(int|str)|'
                           r'start_time|debug_handle)"\s*:')
 _PHASE_HINT = re.compile(r'"ph"\s*:')
-_FORMATS = ("chrome", "csv", "records", "frame", "tracer", "ort")
+_FORMATS = ("chrome", "csv", "records", "frame", "tracer", "ort", "parquet")
 #: Columns in which a trace says what kind of key each event carries (the event tracer's
 #: runtimes write ``key_kind``; a Chrome trace has it in ``args``).
 _DECLARED_KIND = ("key_kind", "arg_key_kind")
@@ -159,7 +159,8 @@ def read_trace(
 
     Args:
         source: a path (``.json``, ``.json.gz``: Chrome trace or debug-handle records, told
-            apart by content; ``.csv``, ``.csv.gz``), an open binary/text file (Chrome JSON),
+            apart by content; ``.csv``, ``.csv.gz``; ``.parquet``, one row per event), an
+            open binary/text file (Chrome JSON),
             an ``EventTracer`` (anything with ``to_frame()``), a DataFrame, a list of record
             dicts, or a :class:`Trace` (returned as is).
         format: force ``"chrome"``, ``"csv"``, ``"records"``, ``"frame"``, ``"tracer"`` or
@@ -261,6 +262,8 @@ def _from_path(path: Path, format: str | None, opts: _Options) -> Trace:
     if format is None:
         if name.endswith((".csv", ".csv.gz")):
             format = "csv"
+        elif name.endswith(".parquet"):
+            format = "parquet"
         else:
             format = _sniff_json(path)
     if format == "ort":
@@ -272,6 +275,11 @@ def _from_path(path: Path, format: str | None, opts: _Options) -> Trace:
         return _from_frame(frame, used, {"source": str(path), "format": "csv",
                                          **({"key_column": opts.key_column}
                                             if opts.key_column else {})})
+    if format == "parquet":
+        from toolkit.formats.trace_parquet import read_trace_parquet
+
+        return _from_frame(read_trace_parquet(path), opts, {"source": str(path),
+                                                            "format": "parquet"})
     if format == "records":
         return _from_frame(_records_frame(_load_json(path), str(path)), opts,
                            {"source": str(path), "format": "records"})

@@ -1,0 +1,178 @@
+"""The engines that map the partition join over a fleet's sources: a process pool or Dask.
+
+Both run the same task, :func:`toolkit.trace.fleet.join_source` (the toolkit's own join
+kernel, one source at a time), and return the partials unmerged. The provenance tables are
+shipped once per worker (the pool's initializer, Dask's ``scatter(broadcast=True)``), so each
+worker builds the catalog once.
+
+Dask's nanny sets ``MALLOC_TRIM_THRESHOLD_=65536`` in its workers by default
+(``distributed.nanny.pre-spawn-environ``); with it glibc returns freed memory to the system
+after every large NumPy temporary, which halves the join kernel's speed. The ``LocalCluster``
+started here leaves it unset (and checks it in a worker); a client given by the caller whose
+workers have it set gets a warning.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import warnings
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from typing import Any
+
+from toolkit.errors import ToolkitError
+from toolkit.trace.fleet_partial import PartialJoin
+from toolkit.trace.tables import ProvenanceTables
+
+__all__ = ["run_local", "run_dask", "worker_malloc_trim", "MALLOC_TRIM"]
+
+MALLOC_TRIM = "MALLOC_TRIM_THRESHOLD_"
+_WORKER_TABLES: list[ProvenanceTables] = []
+Progress = Callable[[PartialJoin, int, int], None] | None
+
+
+def _init_worker(tables: ProvenanceTables) -> None:
+    _WORKER_TABLES[:] = [tables]
+
+
+def _pool_task(source: Any, order: int, options: dict[str, Any]) -> list[PartialJoin]:
+    from toolkit.trace.fleet import join_source
+
+    return join_source(source, order, _WORKER_TABLES[0], options)
+
+
+def _workers(workers: int | None, n: int) -> int:
+    if workers is None:
+        workers = os.cpu_count() or 1
+    return max(0, min(int(workers), n))
+
+
+def _report(progress: Progress, partials: list[PartialJoin], done: int, total: int) -> None:
+    if progress is not None:
+        for p in partials:
+            progress(p, done, total)
+
+
+def run_local(sources: list[Any], tables: ProvenanceTables, options: dict[str, Any],
+              workers: int | None, progress: Progress = None) -> list[PartialJoin]:
+    """Join every source on a pool of ``workers`` spawned processes (``0``: in this
+    process); return the partials in completion order."""
+    from toolkit.trace.fleet import join_source
+
+    n = len(sources)
+    out: list[PartialJoin] = []
+    count = _workers(workers, n)
+    if count == 0:
+        for i, source in enumerate(sources):
+            got = join_source(source, i, tables, options)
+            out.extend(got)
+            _report(progress, got, i + 1, n)
+        return out
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=count, mp_context=context, initializer=_init_worker,
+                             initargs=(tables,)) as pool:
+        pending: set[Future[list[PartialJoin]]] = {
+            pool.submit(_pool_task, source, i, options) for i, source in enumerate(sources)}
+        done_count = 0
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for future in done:
+                error = future.exception()
+                if error is not None:
+                    for other in pending:
+                        other.cancel()
+                    raise error
+                got = future.result()
+                done_count += 1
+                out.extend(got)
+                _report(progress, got, done_count, n)
+    return out
+
+
+def worker_malloc_trim(client: Any) -> dict[str, str | None]:
+    """Return ``{worker address: MALLOC_TRIM_THRESHOLD_ or None}`` of a Dask client's
+    workers."""
+    result: dict[str, str | None] = client.run(os.environ.get, MALLOC_TRIM)
+    return result
+
+
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise ToolkitError("engine='dask' needs dask.distributed",
+                           fix="pip install 'toolkit[dask]'") from None
+    return distributed
+
+
+def start_cluster(workers: int, processes: bool = True) -> tuple[Any, Any]:
+    """Start a ``LocalCluster`` of ``workers`` single-threaded workers whose nanny does not
+    set ``MALLOC_TRIM_THRESHOLD_``; return ``(cluster, client)``.
+
+    Raises:
+        ToolkitError: a worker still has the variable set.
+    """
+    distributed = _import_distributed()
+    import dask
+
+    saved = os.environ.pop(MALLOC_TRIM, None)  # a worker would inherit it from here
+    try:
+        with dask.config.set({f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None}):
+            cluster = distributed.LocalCluster(n_workers=max(1, workers), threads_per_worker=1,
+                                               processes=processes, dashboard_address=None)
+    finally:
+        if saved is not None:
+            os.environ[MALLOC_TRIM] = saved
+    client = distributed.Client(cluster)
+    if processes:
+        bad = {w: v for w, v in worker_malloc_trim(client).items() if v is not None}
+        if bad:
+            client.close()
+            cluster.close()
+            raise ToolkitError(f"Dask workers have {MALLOC_TRIM} set ({bad}), which halves "
+                               "the join's speed",
+                               fix=f"unset {MALLOC_TRIM} in the environment that starts them")
+    return cluster, client
+
+
+def run_dask(sources: list[Any], tables: ProvenanceTables, options: dict[str, Any],
+             workers: int | None, client: Any | None, progress: Progress = None
+             ) -> list[PartialJoin]:
+    """Join every source with ``client.map`` on ``client`` (or on a :func:`start_cluster`
+    cluster of ``workers`` processes, closed afterwards); return the partials in completion
+    order."""
+    distributed = _import_distributed()
+    from toolkit.trace.fleet import join_source
+
+    cluster = None
+    if client is None:
+        cluster, client = start_cluster(max(1, _workers(workers, len(sources))))
+    else:
+        try:
+            bad = {w: v for w, v in worker_malloc_trim(client).items() if v is not None}
+        except Exception:  # a client whose workers cannot run code: no check
+            bad = {}
+        if bad:
+            warnings.warn(f"Dask workers have {MALLOC_TRIM} set ({bad}); the join runs about "
+                          "half as fast. Start them with distributed.nanny.pre-spawn-environ."
+                          f"{MALLOC_TRIM} set to None", stacklevel=3)
+    try:
+        shared = client.scatter(tables, broadcast=True)
+        futures = client.map(join_source, sources, list(range(len(sources))), tables=shared,
+                             options=options, pure=False)
+        out: list[PartialJoin] = []
+        n = len(sources)
+        try:
+            for done, future in enumerate(distributed.as_completed(futures), start=1):
+                got = future.result()
+                out.extend(got)
+                _report(progress, got, done, n)
+        except BaseException:
+            client.cancel(futures)
+            raise
+        return out
+    finally:
+        if cluster is not None:
+            client.close()
+            cluster.close()

@@ -1,0 +1,140 @@
+"""Merge the partial results of a fleet join exactly, refusing partials that do not belong.
+
+Integer sums add in any order; the per-run tables of the partitions are concatenated (a run
+lives in one partition); percentiles are computed once over the merged per-run table
+(:mod:`toolkit.trace.fleet_stats`). Guards: every partial must come from the same compiled
+model (:func:`~toolkit.trace.fleet_partial.provenance_digest`) and the same join options, and
+no run may appear in two partitions (a partition holds whole runs; a run split over two files
+would have its statistics computed from halves).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from toolkit.errors import ToolkitError
+from toolkit.trace.fleet_partial import (
+    PER_RUN_VIEWS,
+    SUMMARY_COUNTS,
+    PartialJoin,
+    PerRun,
+    provenance_digest,
+    provenance_snapshot,
+)
+
+__all__ = ["MergedJoin", "merge_partials", "check_partials"]
+
+
+@dataclass
+class MergedJoin:
+    """The exact merge of a fleet's partials (see :class:`~toolkit.trace.fleet.FleetAttribution`
+    for the views built on it).
+
+    ``partials``: the partials, in source order (``order``, then ``device``), with their
+    per-run tables kept; ``runs``: every run value of the fleet, ascending; ``per_run``: per
+    view, the merged cells with ``run`` as a code into ``runs``; ``counts``: the summed
+    :data:`~toolkit.trace.fleet_partial.SUMMARY_COUNTS`; ``layer_inclusive_ns``,
+    ``reasons``, ``overhead``: summed.
+    """
+
+    digest: str
+    options: dict[str, Any]
+    partials: list[PartialJoin]
+    runs: np.ndarray
+    per_run: dict[str, PerRun]
+    counts: dict[str, int]
+    nested: bool
+    key_used: str
+    layer_inclusive_ns: np.ndarray
+    reasons: dict[str, tuple[int, int]]
+    overhead: dict[str, tuple[int, int, int]]
+
+
+def check_partials(partials: list[PartialJoin], digest: str | None = None) -> None:
+    """Raise :class:`ToolkitError` unless the partials can be merged: one compiled model
+    (equal to ``digest`` when given), one set of join options, no run in two partitions."""
+    if not partials:
+        raise ToolkitError("no partial results to merge", fix="give at least one trace")
+    first = partials[0]
+    want = digest or first.digest
+    for p in partials:
+        if p.digest != want:
+            raise ToolkitError(
+                f"partial {p.label!r} was joined against another compiled model "
+                f"(digest {p.digest[:12]}, expected {want[:12]})", where=p.label,
+                fix="join every partition against the same compiled model")
+        if p.options != first.options:
+            raise ToolkitError(
+                f"partial {p.label!r} was joined with options {p.options}, partial "
+                f"{first.label!r} with {first.options}", where=p.label,
+                fix="join every partition with the same policy, key, overlaps, strict and "
+                    "skip_runs")
+    sizes = [len(p.runs) for p in partials]
+    runs = np.concatenate([p.runs for p in partials]) if partials else np.zeros(0, np.int64)
+    owner = np.repeat(np.arange(len(partials)), sizes)
+    order = np.argsort(runs, kind="stable")
+    runs, owner = runs[order], owner[order]
+    dup = np.flatnonzero(runs[1:] == runs[:-1])
+    if len(dup):
+        a, b = partials[int(owner[dup[0]])], partials[int(owner[dup[0] + 1])]
+        raise ToolkitError(
+            f"run {int(runs[dup[0]])} appears in two partitions: {a.label!r}"
+            f"{f' ({a.device})' if a.device else ''} and {b.label!r}"
+            f"{f' ({b.device})' if b.device else ''}", where=b.label,
+            fix="keep each run (and each device session) in one file; number the runs of "
+                "different sessions apart, or name the session column with partition_by")
+
+
+def merge_partials(partials: Iterable[PartialJoin], compiled: Any | None = None) -> MergedJoin:
+    """Merge partial results exactly (any order gives the same result).
+
+    Args:
+        partials: :class:`~toolkit.trace.fleet_partial.PartialJoin` objects from
+            :func:`~toolkit.trace.fleet_partial.join_partition`.
+        compiled: the compiled model (or its snapshot); when given, every partial must have
+            been joined against it.
+
+    Returns:
+        A :class:`MergedJoin`.
+
+    Raises:
+        ToolkitError: no partials; partials of different compiled models or join options;
+            a run in two partitions.
+    """
+    items = sorted(partials, key=lambda p: (p.order, p.device, p.label))
+    digest = provenance_digest(provenance_snapshot(compiled)) if compiled is not None else None
+    check_partials(items, digest)
+    runs = np.unique(np.concatenate([p.runs for p in items]))
+    per_run: dict[str, PerRun] = {}
+    for view in PER_RUN_VIEWS:
+        parts = [p.per_run[view] for p in items]
+        per_run[view] = PerRun(
+            np.concatenate([q.row for q in parts]),
+            np.searchsorted(runs, np.concatenate([q.run for q in parts])),
+            np.concatenate([q.ns for q in parts]),
+            np.concatenate([q.events for q in parts]))
+    counts = {k: int(sum(p.counts[k] for p in items)) for k in SUMMARY_COUNTS}
+    reasons: dict[str, tuple[int, int]] = {}
+    for p in items:
+        for text, (n, ns) in p.reasons.items():
+            old = reasons.get(text, (0, 0))
+            reasons[text] = (old[0] + n, old[1] + ns)
+    overhead: dict[str, tuple[int, int, int]] = {}
+    for p in items:
+        for name, (n, ns, inc) in p.overhead.items():
+            o = overhead.get(name, (0, 0, 0))
+            overhead[name] = (o[0] + n, o[1] + ns, o[2] + inc)
+    kinds = sorted({k for p in items for k in p.key_used.split("+") if k})
+    from toolkit.trace.keys import KEY_KINDS
+
+    key_used = items[0].options.get("key") or "+".join(k for k in KEY_KINDS if k in kinds)
+    return MergedJoin(
+        digest=items[0].digest, options=dict(items[0].options), partials=items, runs=runs,
+        per_run=per_run, counts=counts, nested=any(p.nested for p in items), key_used=key_used,
+        layer_inclusive_ns=np.asarray(np.sum([p.layer_inclusive_ns for p in items], axis=0,
+                                             dtype=np.int64)),
+        reasons=dict(sorted(reasons.items())), overhead=dict(sorted(overhead.items())))
