@@ -100,7 +100,8 @@ class PerRun:
     @classmethod
     def of(cls, frame: pd.DataFrame) -> PerRun:
         """From :meth:`Attribution.per_run`'s DataFrame."""
-        return cls(*(frame[c].to_numpy(dtype=np.int64) for c in ("row", "run", "ns", "events")))
+        return cls(*(np.array(frame[c].to_numpy(dtype=np.int64))
+                     for c in ("row", "run", "ns", "events")))
 
 
 @dataclass

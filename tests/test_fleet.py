@@ -1,0 +1,291 @@
+"""Fleets of traces: trace_join_many on a process pool and on Dask equals one trace_join over
+the concatenated fleet, to the nanosecond and to the bit of every per-run statistic."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from toolkit.errors import ToolkitError, TraceError
+from toolkit.formats.trace_parquet import read_trace_parquet, write_trace_parquet
+from toolkit.trace import read_trace, trace_join
+from toolkit.trace.fleet import FleetAttribution, trace_join_many
+from toolkit.trace.fleet_merge import merge_partials
+from toolkit.trace.fleet_partial import join_partition, provenance_snapshot
+from toolkit.trace.synthetic import synthetic_model, synthetic_session, write_synthetic_fleet
+
+FILES = 8
+RUNS = 12
+VIEWS = ("by_layer", "by_source_op", "by_op", "by_command", "by_backend")
+COUNTS = ("events", "attributed_events", "runs", "total_ns", "attributed_ns", "overhead_ns",
+          "unattributed_ns", "keyed_events", "matched_events", "overlapping_events", "tracks",
+          "skipped_runs", "skipped_events", "skipped_ns")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return synthetic_model(ops=12, seed=3)
+
+
+@pytest.fixture(scope="module")
+def fleet(model, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """8 sessions: 6 Parquet files and 2 CSV files, every anomaly kind in each."""
+    folder = tmp_path_factory.mktemp("fleet")
+    paths = write_synthetic_fleet(folder, model, FILES - 2, RUNS)
+    for device in (FILES - 2, FILES - 1):
+        path = folder / f"session_{device:04d}.csv"
+        synthetic_session(model, device, RUNS).to_csv(path, index=False)
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def frames(model) -> list[pd.DataFrame]:
+    return [synthetic_session(model, device, RUNS) for device in range(FILES)]
+
+
+@pytest.fixture(scope="module")
+def reference(model, frames):
+    """One trace_join over the whole fleet as one trace."""
+    att = trace_join(read_trace(pd.concat(frames, ignore_index=True)), model)
+    att.check()
+    return att
+
+
+@pytest.fixture(scope="module")
+def local2(model, fleet) -> FleetAttribution:
+    return trace_join_many(fleet, model, engine="local", workers=2)
+
+
+def assert_same(fleet_att: FleetAttribution, att) -> None:
+    """Every view, count and reason of the fleet equals the single join's, exactly."""
+    fleet_att.check()
+    for view in VIEWS:
+        pd.testing.assert_frame_equal(getattr(fleet_att, view)(), getattr(att, view)(),
+                                      check_exact=True, obj=view)
+    summary, want = fleet_att.summary(), att.summary()
+    assert {k: summary[k] for k in COUNTS} == {k: want[k] for k in COUNTS}
+    assert (fleet_att.total_ns, fleet_att.attributed_ns, fleet_att.overhead_ns,
+            fleet_att.unattributed_ns) == (att.total_ns, att.attributed_ns, att.overhead_ns,
+                                           att.unattributed_ns)
+    assert fleet_att.key_used == att.key_used and fleet_att.nested == att.nested
+    assert fleet_att.match_score == att.match_score
+    unatt = att.unattributed()
+    reasons = (unatt.assign(reason=unatt["reason"].astype(str)).groupby("reason")["self_ns"]
+               .agg(["size", "sum"]).sort_index())
+    got = fleet_att.unattributed().set_index("reason")
+    assert got["events"].tolist() == reasons["size"].tolist()
+    assert got["self_ns"].tolist() == reasons["sum"].tolist()
+    over = att.overhead().sort_values("name")
+    got_over = fleet_att.overhead()
+    for column in ("name", "total_ns", "events", "inclusive_ns"):
+        assert got_over[column].tolist() == over[column].tolist()
+    for by in ("layer", "op", "command"):
+        pd.testing.assert_frame_equal(fleet_att.per_run(by), att.per_run(by), check_exact=True)
+    assert fleet_att.run_values().tolist() == att.run_values().tolist()
+
+
+def test_the_fleet_has_every_anomaly_kind(reference) -> None:
+    reasons = set(reference.unattributed()["reason"].astype(str))
+    assert {"unknown command_id", "negative duration",
+            "overlaps an earlier event on its track"} <= reasons
+    assert reference.nested and reference.overhead_ns > 0
+    assert reference.by_layer()["first_run_outlier"].any()  # the warm-up run
+    assert reference.runs == FILES * RUNS
+
+
+def test_local_pool_equals_one_join(local2, reference) -> None:
+    assert local2.partitions == FILES
+    assert_same(local2, reference)
+    parts = local2.by_partition()
+    assert parts["total_ns"].sum() == reference.total_ns
+    assert parts["runs"].tolist() == [RUNS] * FILES
+
+
+def test_shuffled_sources_in_process_give_the_same(model, fleet, local2) -> None:
+    shuffled = list(fleet)
+    random.Random(7).shuffle(shuffled)
+    one = trace_join_many(shuffled, model, engine="local", workers=0)
+    for view in VIEWS:
+        pd.testing.assert_frame_equal(getattr(one, view)(), getattr(local2, view)(),
+                                      check_exact=True)
+    assert one.summary() == local2.summary()
+    # the per-file slices follow the sources' order
+    assert one.by_partition()["source"].tolist() == [str(p) for p in shuffled]
+
+
+def test_in_process_and_in_memory_sources(model, frames, reference) -> None:
+    fleet_att = trace_join_many(frames[::-1], model, workers=0)
+    assert_same(fleet_att, reference)
+
+
+def test_dask_local_cluster_processes(model, fleet, reference) -> None:
+    pytest.importorskip("distributed")
+    from toolkit.trace.fleet_engines import start_cluster, worker_malloc_trim
+
+    cluster, client = start_cluster(2)
+    try:
+        trim = worker_malloc_trim(client)
+        assert len(trim) == 2 and set(trim.values()) == {None}
+        assert_same(trace_join_many(fleet, model, engine="dask", client=client), reference)
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_dask_threads_one_and_two_workers_shuffled(model, fleet, local2) -> None:
+    pytest.importorskip("distributed")
+    from toolkit.trace.fleet_engines import start_cluster
+
+    shuffled = list(fleet)
+    random.Random(3).shuffle(shuffled)
+    for workers in (1, 2):
+        cluster, client = start_cluster(workers, processes=False)
+        try:
+            got = trace_join_many(shuffled, model, engine="dask", client=client)
+        finally:
+            client.close()
+            cluster.close()
+        for view in VIEWS:
+            pd.testing.assert_frame_equal(getattr(got, view)(), getattr(local2, view)(),
+                                          check_exact=True)
+
+
+def test_percentiles_spilled_to_duckdb_are_bit_identical(model, frames, reference) -> None:
+    pytest.importorskip("duckdb")
+    spilled = trace_join_many(frames, model, workers=0, memory_budget=0)
+    assert_same(spilled, reference)
+
+
+def test_warmup_runs_skipped_per_partition(model, frames) -> None:
+    fleet_att = trace_join_many(frames, model, workers=0, skip_runs=1)
+    warm = [f[f["run"] != f["run"].min()] for f in frames]
+    att = trace_join(read_trace(pd.concat(warm, ignore_index=True)), model)
+    for view in VIEWS:
+        pd.testing.assert_frame_equal(getattr(fleet_att, view)(), getattr(att, view)(),
+                                      check_exact=True)
+    assert fleet_att.skipped_runs == FILES
+    dropped = sum(int((f["run"] == f["run"].min()).sum()) for f in frames)
+    assert fleet_att.summary()["skipped_events"] == dropped
+    assert not fleet_att.by_layer()["first_run_outlier"].any()
+
+
+def test_partition_by_device_column(model, frames, tmp_path: Path, reference) -> None:
+    both = tmp_path / "two_devices.parquet"
+    write_trace_parquet(pd.concat(frames[:4], ignore_index=True), both)
+    rest = tmp_path / "rest.parquet"
+    write_trace_parquet(pd.concat(frames[4:], ignore_index=True), rest)
+    fleet_att = trace_join_many([both, rest], model, workers=0, partition_by="device")
+    assert fleet_att.partitions == FILES
+    assert fleet_att.by_partition()["device"].tolist() == [f"dev{i:04d}" for i in range(FILES)]
+    assert_same(fleet_att, reference)
+    spread = fleet_att.layer_by_partition("model/layer0")
+    assert len(spread) == FILES and spread["total_ns"].sum() == \
+        fleet_att.by_layer().set_index("layer").loc["model/layer0", "total_ns"]
+    with pytest.raises(ToolkitError, match="no column 'rack'"):
+        trace_join_many([both], model, workers=0, partition_by="rack")
+
+
+# -------------------------------------------------------------------------------- guards
+def test_merge_refuses_another_compiled_model(model, frames) -> None:
+    other = synthetic_model(ops=12, seed=4)
+    a = join_partition(frames[0], model, label="a")
+    b = join_partition(frames[1], other, label="b", strict=False)
+    with pytest.raises(ToolkitError, match="another compiled model"):
+        merge_partials([a, b])
+    with pytest.raises(ToolkitError, match="another compiled model"):
+        merge_partials([a], compiled=other)
+    merge_partials([a], compiled=provenance_snapshot(model))  # the same model passes
+
+
+def test_merge_refuses_a_run_in_two_partitions(model, frames, fleet) -> None:
+    a = join_partition(frames[0], model, label="a")
+    b = join_partition(frames[0], model, label="b")
+    with pytest.raises(ToolkitError, match=r"run 0 appears in two partitions: 'a' and 'b'"):
+        merge_partials([a, b])
+    with pytest.raises(ToolkitError, match="appears in two partitions"):
+        trace_join_many([fleet[0], fleet[0]], model, workers=0)
+
+
+def test_merge_refuses_other_join_options(model, frames) -> None:
+    a = join_partition(frames[0], model, label="a")
+    b = join_partition(frames[1], model, label="b", policy="equal")
+    with pytest.raises(ToolkitError, match="options"):
+        merge_partials([a, b])
+    with pytest.raises(ToolkitError, match="no partial"):
+        merge_partials([])
+
+
+def test_partials_merge_in_any_order_and_pickle(model, frames) -> None:
+    import pickle
+
+    parts = [join_partition(f, model, label=f"s{i}", order=i) for i, f in enumerate(frames)]
+    back = [pickle.loads(pickle.dumps(p)) for p in parts]
+    a = merge_partials(parts)
+    b = merge_partials(back[::-1])
+    assert a.counts == b.counts and a.runs.tolist() == b.runs.tolist()
+    for view, cells in a.per_run.items():
+        for field in dataclasses.fields(cells):
+            assert getattr(cells, field.name).tolist() == \
+                getattr(b.per_run[view], field.name).tolist()
+
+
+def test_check_catches_a_tampered_partial(model, frames) -> None:
+    parts = [join_partition(f, model, label=f"s{i}", order=i) for i, f in enumerate(frames[:2])]
+    parts[1].per_run["layer"].ns[0] += 1
+    fleet_att = FleetAttribution(merge_partials(parts), provenance_snapshot(model))
+    with pytest.raises(ToolkitError, match="layer per-run table sums to"):
+        fleet_att.check()
+
+
+def test_a_bad_file_is_named(model, fleet, tmp_path: Path) -> None:
+    bad = tmp_path / "broken.parquet"
+    bad.write_bytes(b"not parquet")
+    with pytest.raises(TraceError, match="broken.parquet"):
+        trace_join_many([fleet[0], bad], model, workers=0)
+    with pytest.raises(ToolkitError, match="no trace files match"):
+        trace_join_many(str(tmp_path / "*.nothing"), model)
+    with pytest.raises(ToolkitError, match="unknown engine"):
+        trace_join_many(fleet, model, engine="spark")
+
+
+# -------------------------------------------------------------------------------- tables
+def test_per_run_table_adds_up_to_the_views(reference) -> None:
+    for by, view in (("layer", "by_layer"), ("source_op", "by_source_op"), ("op", "by_op"),
+                     ("command", "by_command"), ("backend", "by_backend")):
+        table = getattr(reference, view)()
+        cells = reference.per_run(by)
+        ns = cells.groupby("row")["ns"].sum().reindex(range(len(table)), fill_value=0)
+        ev = cells.groupby("row")["events"].sum().reindex(range(len(table)), fill_value=0)
+        assert ns.tolist() == table["total_ns"].tolist(), by
+        assert ev.tolist() == table["events"].tolist(), by
+        assert set(cells["run"]) <= set(reference.run_values().tolist())
+        id_column = cells.columns[1]
+        assert (cells[id_column].to_numpy() == table[id_column].to_numpy()[cells["row"]]).all()
+
+
+def test_parquet_round_trip(model, frames, tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow.parquet")
+    trace = read_trace(frames[0])
+    path = write_trace_parquet(trace.events, tmp_path / "t.parquet")
+    schema = pa.read_schema(path)
+    assert str(schema.field("start_ns").type) == "int64"
+    assert str(schema.field("dur_ns").type) == "int64"
+    assert str(schema.field("run").type) == "int64"
+    raw_path = write_trace_parquet(frames[0], tmp_path / "raw.parquet")
+    assert str(pa.read_schema(raw_path).field("command_id").type) == "int32"
+    assert read_trace_parquet(raw_path)["command_id"].dtype == "Int64"  # wrappers: no key
+    again = read_trace(path)
+    assert again.meta["format"] == "parquet"
+    pd.testing.assert_frame_equal(trace_join(again, model).by_layer(),
+                                  trace_join(trace, model).by_layer(), check_exact=True)
+    raw = read_trace_parquet(path)
+    assert raw["start_ns"].dtype == np.int64 and raw["event_id"].dtype == np.int64
+    with pytest.raises(ToolkitError, match="no column"):
+        write_trace_parquet(pd.DataFrame({"x": [1]}), tmp_path / "x.parquet")
+    assert not (tmp_path / "x.parquet").exists()
