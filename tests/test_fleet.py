@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from support import SAMPLES
 
 from toolkit.errors import ToolkitError, TraceError
 from toolkit.formats.trace_parquet import read_trace_parquet, write_trace_parquet
@@ -289,3 +290,34 @@ def test_parquet_round_trip(model, frames, tmp_path: Path) -> None:
     with pytest.raises(ToolkitError, match="no column"):
         write_trace_parquet(pd.DataFrame({"x": [1]}), tmp_path / "x.parquet")
     assert not (tmp_path / "x.parquet").exists()
+
+
+# -------------------------------------------------------------------------------- a real model
+def test_cli_joins_runtime_traces_of_a_compiled_model(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    import toolkit as tk
+    from toolkit.cli import main
+    from toolkit.compiler import compile_model
+
+    compiled = compile_model(tk.load(SAMPLES / "cnn.tflite"))
+    compiled.save(tmp_path / "out", stem="cnn")
+    frames = []
+    for device in range(3):  # three devices, each numbering its runs from 0
+        frame = tk.run(compiled, None, trace=True, repeat=2).trace.to_frame()
+        write_trace_parquet(frame, tmp_path / "fleet" / f"dev{device}.parquet")
+        frames.append(frame.assign(run=frame["run"] + 2 * device))
+    pattern = str(tmp_path / "fleet" / "*.parquet")
+    assert main(["trace-join-many", pattern, "--compiled", str(tmp_path / "out"),
+                 "--workers", "0"]) == 2
+    assert "appears in two partitions" in capsys.readouterr().err
+    assert main(["trace-join-many", pattern, "--compiled", str(tmp_path / "out"),
+                 "--workers", "0", "--runs", "per-partition",
+                 "--csv", str(tmp_path / "layers.csv")]) == 0
+    captured = capsys.readouterr()
+    assert "3 partition(s)" in captured.out and "6 run(s)" in captured.out
+    assert "3/3 files" in captured.err  # the progress bar
+    att = trace_join(read_trace(pd.concat(frames, ignore_index=True)), compiled)
+    written = pd.read_csv(tmp_path / "layers.csv")
+    want = att.by_layer()
+    assert dict(zip(written["layer"], written["total_ns"])) == \
+        dict(zip(want["layer"], want["total_ns"]))

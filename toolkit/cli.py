@@ -8,6 +8,7 @@
     toolkit run M.onnx --runtime onnxruntime [--optimization all] [--repeat N]
     toolkit trace-join TRACE --compiled OUTDIR [--policy macs] ...
     toolkit trace-join PROFILE --model M.onnx [--optimized M.opt.onnx] [--by layer]
+    toolkit trace-join-many GLOB --compiled OUTDIR [--engine local|dask] [--workers N]
     toolkit vela OUTDIR --model M.tflite       Vela's estimates per original layer
     toolkit nnc --caffe|--tflite -m MODEL --target interpreter|cpp ...   nnc's command line
     toolkit demo [--out out]                   the end-to-end demo on the sample models
@@ -274,6 +275,12 @@ def _nnc(argv: Sequence[str]) -> int:
     return main_nnc(list(argv))
 
 
+def _trace_join_many(argv: Sequence[str]) -> int:
+    from toolkit.trace.fleet_cli import main_trace_join_many
+
+    return main_trace_join_many(list(argv))
+
+
 def _demo(argv: Sequence[str]) -> int:
     from toolkit.demo import main_demo
 
@@ -286,6 +293,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "partition": _partition,
     "run": cmd_run,
     "trace-join": _trace_join,
+    "trace-join-many": _trace_join_many,
     "vela": cmd_vela,
     "nnc": _nnc,
     "demo": _demo,

@@ -379,7 +379,8 @@ def trace_join_many(sources: Any, compiled: Any, *, engine: str = "local",
                     client: Any | None = None, workers: int | None = None,
                     partition_by: str | None = None, policy: str = "macs",
                     key: str | None = None, overlaps: str = "self", strict: bool = True,
-                    skip_runs: int = 0, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+                    skip_runs: int = 0, runs: str = "distinct",
+                    memory_budget: int = DEFAULT_MEMORY_BUDGET,
                     progress: Callable[[PartialJoin, int, int], None] | None = None
                     ) -> FleetAttribution:
     """Join a fleet of traces with one compiled model, partition by partition, exactly.
@@ -401,6 +402,10 @@ def trace_join_many(sources: Any, compiled: Any, *, engine: str = "local",
             hold several devices: each (file, device) is its own partition.
         policy, key, overlaps, strict, skip_runs: as :func:`~toolkit.trace.join.trace_join`;
             ``skip_runs`` drops the first runs of every partition (each device's warm-up).
+        runs: ``"distinct"`` (run values name runs across the fleet; a run value in two
+            partitions is refused) or ``"per-partition"`` (every session numbers its runs
+            from its own start, as a runtime does: runs are numbered again through the
+            partitions in source order; see :func:`~toolkit.trace.fleet_merge.merge_partials`).
         memory_budget: bytes of per-run matrix computed in memory; above, DuckDB.
         progress: called as ``progress(partial, done, total)`` after each partition.
 
@@ -414,8 +419,12 @@ def trace_join_many(sources: Any, compiled: Any, *, engine: str = "local",
     """
     from toolkit.trace.fleet_engines import run_dask, run_local
 
+    from toolkit.trace.fleet_merge import RUN_MODES
+
     if engine not in ENGINES:
         raise ToolkitError(f"unknown engine {engine!r}", fix=f"use one of {ENGINES}")
+    if runs not in RUN_MODES:
+        raise ToolkitError(f"unknown runs mode {runs!r}", fix=f"use one of {RUN_MODES}")
     if workers is not None and (isinstance(workers, bool) or int(workers) < 0):
         raise ToolkitError(f"workers must be >= 0, got {workers!r}")
     items = expand_sources(sources)
@@ -427,7 +436,7 @@ def trace_join_many(sources: Any, compiled: Any, *, engine: str = "local",
         partials = run_local(items, tables, options, workers, progress)
     else:
         partials = run_dask(items, tables, options, workers, client, progress)
-    return FleetAttribution(merge_partials(partials), tables, memory_budget)
+    return FleetAttribution(merge_partials(partials, runs=runs), tables, memory_budget)
 
 
 def join_source(source: Any, order: int, tables: ProvenanceTables,

@@ -25,7 +25,8 @@ from toolkit.errors import ToolkitError
 from toolkit.trace.fleet_partial import PartialJoin
 from toolkit.trace.tables import ProvenanceTables
 
-__all__ = ["run_local", "run_dask", "worker_malloc_trim", "MALLOC_TRIM"]
+__all__ = ["run_local", "run_dask", "start_cluster", "worker_malloc_trim", "import_distributed",
+           "MALLOC_TRIM"]
 
 MALLOC_TRIM = "MALLOC_TRIM_THRESHOLD_"
 _WORKER_TABLES: list[ProvenanceTables] = []
@@ -97,7 +98,7 @@ def worker_malloc_trim(client: Any) -> dict[str, str | None]:
     return result
 
 
-def _import_distributed() -> Any:
+def import_distributed() -> Any:
     try:
         import distributed
     except ImportError:
@@ -113,7 +114,7 @@ def start_cluster(workers: int, processes: bool = True) -> tuple[Any, Any]:
     Raises:
         ToolkitError: a worker still has the variable set.
     """
-    distributed = _import_distributed()
+    distributed = import_distributed()
     import dask
 
     saved = os.environ.pop(MALLOC_TRIM, None)  # a worker would inherit it from here
@@ -142,7 +143,7 @@ def run_dask(sources: list[Any], tables: ProvenanceTables, options: dict[str, An
     """Join every source with ``client.map`` on ``client`` (or on a :func:`start_cluster`
     cluster of ``workers`` processes, closed afterwards); return the partials in completion
     order."""
-    distributed = _import_distributed()
+    distributed = import_distributed()
     from toolkit.trace.fleet import join_source
 
     cluster = None

@@ -10,6 +10,7 @@ would have its statistics computed from halves).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,7 @@ from toolkit.trace.fleet_partial import (
     provenance_snapshot,
 )
 
-__all__ = ["MergedJoin", "merge_partials", "check_partials"]
+__all__ = ["MergedJoin", "merge_partials", "check_partials", "RUN_MODES"]
 
 
 @dataclass
@@ -54,9 +55,11 @@ class MergedJoin:
     overhead: dict[str, tuple[int, int, int]]
 
 
-def check_partials(partials: list[PartialJoin], digest: str | None = None) -> None:
+def check_partials(partials: list[PartialJoin], digest: str | None = None,
+                   runs: bool = True) -> None:
     """Raise :class:`ToolkitError` unless the partials can be merged: one compiled model
-    (equal to ``digest`` when given), one set of join options, no run in two partitions."""
+    (equal to ``digest`` when given), one set of join options, and (with ``runs``) no run
+    in two partitions."""
     if not partials:
         raise ToolkitError("no partial results to merge", fix="give at least one trace")
     first = partials[0]
@@ -73,6 +76,8 @@ def check_partials(partials: list[PartialJoin], digest: str | None = None) -> No
                 f"{first.label!r} with {first.options}", where=p.label,
                 fix="join every partition with the same policy, key, overlaps, strict and "
                     "skip_runs")
+    if not runs:
+        return
     sizes = [len(p.runs) for p in partials]
     runs = np.concatenate([p.runs for p in partials]) if partials else np.zeros(0, np.int64)
     owner = np.repeat(np.arange(len(partials)), sizes)
@@ -86,10 +91,29 @@ def check_partials(partials: list[PartialJoin], digest: str | None = None) -> No
             f"{f' ({a.device})' if a.device else ''} and {b.label!r}"
             f"{f' ({b.device})' if b.device else ''}", where=b.label,
             fix="keep each run (and each device session) in one file; number the runs of "
-                "different sessions apart, or name the session column with partition_by")
+                "different sessions apart, or merge with runs='per-partition' (each "
+                "session numbers its runs from its own start), or name the session column "
+                "with partition_by")
 
 
-def merge_partials(partials: Iterable[PartialJoin], compiled: Any | None = None) -> MergedJoin:
+RUN_MODES: tuple[str, ...] = ("distinct", "per-partition")
+
+
+def _renumber(items: list[PartialJoin]) -> list[PartialJoin]:
+    """Copies of ``items`` whose runs are numbered 0, 1, ... across the partitions in order."""
+    out = []
+    offset = 0
+    for p in items:
+        new = np.arange(offset, offset + len(p.runs), dtype=np.int64)
+        per_run = {view: dataclasses.replace(cells, run=new[np.searchsorted(p.runs, cells.run)])
+                   for view, cells in p.per_run.items()}
+        out.append(dataclasses.replace(p, runs=new, per_run=per_run))
+        offset += len(p.runs)
+    return out
+
+
+def merge_partials(partials: Iterable[PartialJoin], compiled: Any | None = None,
+                   runs: str = "distinct") -> MergedJoin:
     """Merge partial results exactly (any order gives the same result).
 
     Args:
@@ -97,6 +121,11 @@ def merge_partials(partials: Iterable[PartialJoin], compiled: Any | None = None)
             :func:`~toolkit.trace.fleet_partial.join_partition`.
         compiled: the compiled model (or its snapshot); when given, every partial must have
             been joined against it.
+        runs: ``"distinct"``: run values identify runs across the fleet (no run in two
+            partitions); ``"per-partition"``: every partition numbers its runs from its own
+            start (each device session from run 0): the runs are numbered again 0, 1, ...
+            through the partitions in source order (``order``, ``device``), and a run is
+            a (partition, run) pair.
 
     Returns:
         A :class:`MergedJoin`.
@@ -105,8 +134,13 @@ def merge_partials(partials: Iterable[PartialJoin], compiled: Any | None = None)
         ToolkitError: no partials; partials of different compiled models or join options;
             a run in two partitions.
     """
+    if runs not in RUN_MODES:
+        raise ToolkitError(f"unknown runs mode {runs!r}", fix=f"use one of {RUN_MODES}")
     items = sorted(partials, key=lambda p: (p.order, p.device, p.label))
     digest = provenance_digest(provenance_snapshot(compiled)) if compiled is not None else None
+    if runs == "per-partition":
+        check_partials(items, digest, runs=False)
+        items = _renumber(items)
     check_partials(items, digest)
     runs = np.unique(np.concatenate([p.runs for p in items]))
     per_run: dict[str, PerRun] = {}
