@@ -247,7 +247,7 @@ def test_check_catches_a_tampered_partial(model, frames) -> None:
 def test_a_bad_file_is_named(model, fleet, tmp_path: Path) -> None:
     bad = tmp_path / "broken.parquet"
     bad.write_bytes(b"not parquet")
-    with pytest.raises(TraceError, match="broken.parquet"):
+    with pytest.raises(TraceError, match=r"broken\.parquet"):
         trace_join_many([fleet[0], bad], model, workers=0)
     with pytest.raises(ToolkitError, match="no trace files match"):
         trace_join_many(str(tmp_path / "*.nothing"), model)

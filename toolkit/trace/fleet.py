@@ -418,7 +418,6 @@ def trace_join_many(sources: Any, compiled: Any, *, engine: str = "local",
             check_partials`).
     """
     from toolkit.trace.fleet_engines import run_dask, run_local
-
     from toolkit.trace.fleet_merge import RUN_MODES
 
     if engine not in ENGINES:
