@@ -4,9 +4,10 @@ Written columns: every column of the event frame, with times (``start_ns``, ``du
 ``end_ns`` and any other ``*_ns``) and ``event_id``/``run`` as ``int64``, integer key columns
 (``key``, ``command_id``, ``op_index``, ``debug_handle``, ``part``, ``part_op_index``,
 ``optimised_id`` and their ``arg_`` forms) as ``int32`` when every value fits (nullable:
-a missing key is a null), categoricals as dictionaries, text as strings. Reading returns the
-frame with ``int64`` times and keys widened back to ``int64`` (nullable ``Int64`` where a key
-is missing). Needs ``pyarrow`` (optional extra ``toolkit[parquet]``).
+a missing key is a null), text and categoricals as dictionaries (read back as
+categoricals). Reading returns the frame with ``int64`` times and keys widened back to
+``int64`` (nullable ``Int64`` where a key is missing). Needs ``pyarrow`` (optional extra
+``toolkit[parquet]``).
 """
 
 from __future__ import annotations
@@ -88,10 +89,11 @@ def write_trace_parquet(events: pd.DataFrame, path: str | os.PathLike[str]) -> P
             if narrow is not None:
                 out[name] = narrow
                 continue
-        if values.dtype == object:
+        if values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
             present = values.dropna()
             if not all(isinstance(v, str) for v in present.tolist()):
                 values = values.map(lambda v: None if v is None else str(v))
+            values = values.astype("category")  # a dictionary: names repeat run after run
         out[name] = values
     table = pa.Table.from_pandas(pd.DataFrame(out), preserve_index=False)
     p = Path(path)

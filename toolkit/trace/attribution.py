@@ -41,6 +41,8 @@ _KIND_CATEGORIES = pd.Index(["", *KEY_KINDS], dtype=_STR)
 _BLOCK = 1 << 16
 _CELLS_PER_BLOCK = 1 << 22
 _DENSE_ROWS_RUNS = 1 << 26  # rows x runs above which views are built sparse
+_DENSE_CELLS = 1 << 24  # cells above which the per-run table is built sparse
+_EXACT_FLOAT = 1 << 53  # integer sums below this are exact in float64
 
 
 @dataclass
@@ -129,6 +131,33 @@ def _row_matrix(sums: CellSums, column_row: np.ndarray, n_rows: int) -> np.ndarr
     return out
 
 
+def _cell_table(size: int, *pairs: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Sum each ``(cells, values)`` pair per cell (``int64``, exact); return the cells used by
+    any pair (ascending) and one sum array per pair. Dense below :data:`_DENSE_CELLS`
+    cells, else sparse."""
+    if size <= _DENSE_CELLS:
+        sums = []
+        used = np.zeros(size, dtype=bool)
+        for cells, values in pairs:
+            values = values.astype(np.int64, copy=False)
+            if len(values) == 0 or int(np.abs(values).sum()) < _EXACT_FLOAT:
+                total = np.bincount(cells, weights=values, minlength=size).astype(np.int64)
+            else:
+                total = np.zeros(size, dtype=np.int64)
+                np.add.at(total, cells, values)
+            used[cells] = True
+            sums.append(total)
+        uniq = np.flatnonzero(used)
+        return (uniq, *(total[uniq] for total in sums))
+    uniq = np.unique(np.concatenate([cells for cells, _ in pairs]))
+    out = []
+    for cells, values in pairs:
+        total = np.zeros(len(uniq), dtype=np.int64)
+        np.add.at(total, np.searchsorted(uniq, cells), values.astype(np.int64, copy=False))
+        out.append(total)
+    return (uniq, *out)
+
+
 def _grouped_stats(sums: CellSums, column_row: np.ndarray, n_rows: int, counts: np.ndarray,
                    total_ns: int) -> pd.DataFrame:
     """:data:`STAT_COLUMNS` per row, the columns of ``sums`` added into their rows."""
@@ -169,6 +198,7 @@ class Attribution:
     def __init__(self, result: JoinResult) -> None:
         self._r = result
         self._cache: dict[str, pd.DataFrame] = {}
+        self._target_runs: tuple[np.ndarray, np.ndarray] | None = None
         r = result
         time_ns = r.time_ns
         assert time_ns is not None and r.overhead is not None and r.skipped is not None
@@ -624,7 +654,22 @@ class Attribution:
         raise ToolkitError(f"unknown per-run view {by!r}",
                            fix="use 'layer', 'source_op', 'op', 'command' or 'backend'")
 
-    def per_run(self, by: str = "layer") -> pd.DataFrame:
+    def _target_run_events(self) -> tuple[np.ndarray, np.ndarray]:
+        """Matched events per (target, run code): the cells ``target * runs + run`` used,
+        ascending, and their counts (computed once)."""
+        if self._target_runs is None:
+            r = self._r
+            width = max(len(r.runs), 1)
+            hit = np.flatnonzero(r.target >= 0)
+            code = r.runs.codes(r.trace.events["run"].to_numpy(dtype=np.int64)[hit]) \
+                if len(hit) else np.zeros(0, np.int64)
+            tr, count = _cell_table(
+                r.catalog.targets * width,
+                (r.target[hit].astype(np.int64) * width + code, np.ones(len(hit), np.int64)))
+            self._target_runs = (tr, count)
+        return self._target_runs
+
+    def per_run(self, by: str = "layer", ids: bool = True) -> pd.DataFrame:
         """The per-run table: one row per (row of a view, run) that has time or events.
 
         ``by``: ``"layer"``, ``"source_op"``, ``"op"``, ``"command"`` or ``"backend"`` (the
@@ -637,66 +682,58 @@ class Attribution:
         row in that run), ``events`` (int64: matched events of that run whose op includes
         the row). Sorted by ``row`` then ``run``. Per row, ``ns`` sums to the view's
         ``total_ns`` and ``events`` to its ``events``; a (row, run) pair absent here has 0 of
-        both. Runs without any row are in :meth:`run_values`.
+        both. Runs without any row are in :meth:`run_values`. With ``ids=False`` the id
+        column is left out (cheaper for large tables).
         """
         r = self._r
         runs = len(r.runs)
+        width = max(runs, 1)
         if by == "command":
             cmd = r.catalog.commands
             c = len(cmd)
-            ids: pd.Series | np.ndarray = (cmd["command_id"].to_numpy(dtype=np.int64) if c
-                                           else np.zeros(0, np.int64))
+            id_values: pd.Series | np.ndarray = (
+                cmd["command_id"].to_numpy(dtype=np.int64) if c else np.zeros(0, np.int64))
             id_column = "command_id"
             rows = np.flatnonzero(r.command >= 0)
             row = r.command[rows].astype(np.int64)
             code = r.runs.codes(r.trace.events["run"].to_numpy(dtype=np.int64)[rows]) \
                 if len(rows) else np.zeros(0, np.int64)
-            cells = row * max(runs, 1) + code
-            uniq, inverse = np.unique(cells, return_inverse=True)
-            ns = group_sum(inverse.reshape(-1), np.asarray(r.time_ns)[rows], len(uniq))
-            events = np.bincount(inverse.reshape(-1), minlength=len(uniq)).astype(np.int64)
+            cells = row * width + code
+            uniq, ns, events = _cell_table(c * width, (cells, np.asarray(r.time_ns)[rows]),
+                                           (cells, np.ones(len(cells), dtype=np.int64)))
         else:
-            member_row, n_rows, ids, id_column = self._view_rows(by)
+            member_row, n_rows, id_values, id_column = self._view_rows(by)
             run, column, cell_ns = r.sums.triplets()
-            col_row = member_row[r.hit_members]
-            row_of = col_row[column]
+            row_of = member_row[r.hit_members][column]
             keep = row_of >= 0
-            ns_cells = row_of[keep] * max(runs, 1) + run[keep]
+            ns_cells = row_of[keep] * width + run[keep]
             # events per (run, target), spread over the distinct rows of each target
             cat = r.catalog
-            hit = np.flatnonzero(r.target >= 0)
-            t = r.target[hit].astype(np.int64)
-            code = r.runs.codes(r.trace.events["run"].to_numpy(dtype=np.int64)[hit]) \
-                if len(hit) else np.zeros(0, np.int64)
-            tr, tr_count = np.unique(t * max(runs, 1) + code, return_counts=True)
-            tr_target, tr_run = np.divmod(tr, max(runs, 1))
+            tr, tr_count = self._target_run_events()
+            tr_target, tr_run = np.divmod(tr, width)
             member_target = np.repeat(np.arange(cat.targets, dtype=np.int64),
                                       cat.target_sizes())
             valid = member_row >= 0
             pairs = np.unique(member_target[valid] * max(n_rows, 1) + member_row[valid])
             pair_t, pair_row = np.divmod(pairs, max(n_rows, 1))
             ptr = np.searchsorted(pair_t, np.arange(cat.targets + 1))
-            width = ptr[tr_target + 1] - ptr[tr_target]
-            first = np.repeat(ptr[tr_target], width)
-            offset = np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)
-            ev_cells = pair_row[first + offset] * max(runs, 1) + np.repeat(tr_run, width)
-            ev_count = np.repeat(tr_count, width)
-            uniq = np.union1d(ns_cells, ev_cells)
-            ns = np.zeros(len(uniq), dtype=np.int64)
-            np.add.at(ns, np.searchsorted(uniq, ns_cells), cell_ns[keep])
-            events = np.zeros(len(uniq), dtype=np.int64)
-            np.add.at(events, np.searchsorted(uniq, ev_cells), ev_count)
-        row, code = np.divmod(uniq, max(runs, 1))
-        id_values = np.asarray(ids)[row] if len(row) else np.asarray(ids)[:0]
-        return pd.DataFrame({
-            "row": row.astype(np.int64),
-            id_column: (_str_column(id_values) if id_column in ("layer", "backend")
-                        else np.asarray(id_values, dtype=np.int64)),
-            "run": np.asarray(r.runs.values, dtype=np.int64)[code] if len(code)
-            else np.zeros(0, np.int64),
-            "ns": ns.astype(np.int64),
-            "events": events.astype(np.int64),
-        })
+            fan = ptr[tr_target + 1] - ptr[tr_target]
+            first = np.repeat(ptr[tr_target], fan)
+            offset = np.arange(int(fan.sum())) - np.repeat(np.cumsum(fan) - fan, fan)
+            ev_cells = pair_row[first + offset] * width + np.repeat(tr_run, fan)
+            uniq, ns, events = _cell_table(n_rows * width, (ns_cells, cell_ns[keep]),
+                                           (ev_cells, np.repeat(tr_count, fan)))
+        row, code = np.divmod(uniq, width)
+        table = {"row": row.astype(np.int64)}
+        if ids:
+            picked = np.asarray(id_values)[row]
+            table[id_column] = (_str_column(picked) if id_column in ("layer", "backend")
+                                else np.asarray(picked, dtype=np.int64))
+        table["run"] = (np.asarray(r.runs.values, dtype=np.int64)[code] if len(code)
+                        else np.zeros(0, np.int64))
+        table["ns"] = ns.astype(np.int64)
+        table["events"] = events.astype(np.int64)
+        return pd.DataFrame(table)
 
     # ------------------------------------------------------------------ checks
     def summary(self) -> dict[str, Any]:

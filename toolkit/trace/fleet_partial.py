@@ -192,7 +192,7 @@ def join_partition(trace: Any, compiled: Any, *, policy: str = "macs", key: str 
     except ToolkitError as exc:
         raise_at(exc, label)
     summary = att.summary()
-    per_run = {view: PerRun.of(att.per_run(view)) for view in PER_RUN_VIEWS}
+    per_run = {view: PerRun.of(att.per_run(view, ids=False)) for view in PER_RUN_VIEWS}
     n_layers = len(catalog_of(tables).layer_names)
     if att.nested:
         inclusive = att.by_layer()["inclusive_ns"].to_numpy(dtype=np.int64)
