@@ -321,3 +321,27 @@ def test_cli_joins_runtime_traces_of_a_compiled_model(tmp_path: Path,
     want = att.by_layer()
     assert dict(zip(written["layer"], written["total_ns"])) == \
         dict(zip(want["layer"], want["total_ns"]))
+
+
+def test_per_device_spread_is_each_session_joined_alone(model, frames) -> None:
+    fleet_att = trace_join_many(frames[:3], model, workers=0)
+    spread = fleet_att.layer_by_partition()
+    for i, frame in enumerate(frames[:3]):
+        alone = trace_join(read_trace(frame), model).by_layer()
+        alone = alone[alone["total_ns"] > 0].reset_index(drop=True)
+        mine = spread[spread["source"] == f"trace {i}"].reset_index(drop=True)
+        assert mine["layer"].tolist() == alone["layer"].tolist()
+        for column in ("total_ns", "avg_ms", "min_ms", "p10_ms", "p50_ms", "p90_ms", "max_ms"):
+            assert mine[column].tolist() == alone[column].tolist(), column
+
+
+def test_sessions_numbering_runs_from_zero_merge_per_partition(model, frames) -> None:
+    from_zero = [f.assign(run=f["run"] - f["run"].min()) for f in frames[:3]]
+    with pytest.raises(ToolkitError, match="appears in two partitions"):
+        trace_join_many(from_zero, model, workers=0)
+    fleet_att = trace_join_many(from_zero, model, workers=0, runs="per-partition")
+    att = trace_join(read_trace(pd.concat(frames[:3], ignore_index=True)), model)
+    for view in VIEWS:
+        pd.testing.assert_frame_equal(getattr(fleet_att, view)(), getattr(att, view)(),
+                                      check_exact=True)
+    assert fleet_att.run_values().tolist() == list(range(3 * RUNS))
