@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                 import distributed
 
                 cluster = distributed.LocalCluster(n_workers=a.workers, threads_per_worker=1,
-                                                   dashboard_address=None)
+                                                   dashboard_address=":0")
                 client = distributed.Client(cluster)
                 try:
                     print(f"  default workers: {worker_malloc_trim(client)}")

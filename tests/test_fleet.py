@@ -238,6 +238,7 @@ def test_partials_merge_in_any_order_and_pickle(model, frames) -> None:
 
 def test_check_catches_a_tampered_partial(model, frames) -> None:
     parts = [join_partition(f, model, label=f"s{i}", order=i) for i, f in enumerate(frames[:2])]
+    assert parts[1].per_run["layer"].row.dtype == np.int32
     parts[1].per_run["layer"].ns[0] += 1
     fleet_att = FleetAttribution(merge_partials(parts), provenance_snapshot(model))
     with pytest.raises(ToolkitError, match="layer per-run table sums to"):

@@ -196,8 +196,9 @@ class FleetAttribution:
             values = (pd.Series(raw, dtype=_STR) if id_column == "layer"
                       else pd.Series(np.asarray(raw, dtype=np.int64)))
         order = np.lexsort((cells.run, cells.row))
-        return pd.DataFrame({"row": cells.row[order], id_column: values.iloc[order].to_numpy(),
-                             "run": self._m.runs[cells.run[order]], "ns": cells.ns[order],
+        return pd.DataFrame({"row": cells.row[order].astype(np.int64), id_column: values.iloc[order].to_numpy(),
+                             "run": self._m.runs[cells.run[order]],
+                             "ns": cells.ns[order],
                              "events": cells.events[order]})
 
     def run_values(self) -> np.ndarray:
@@ -275,13 +276,16 @@ class FleetAttribution:
                 raise ToolkitError(f"no layer {layer!r} in the compiled model",
                                    fix="pick a name of by_layer()['layer']")
             wanted = names.index(layer)
-        for p in self._m.partials:
-            cells = p.per_run["layer"]
-            keep = cells.row == wanted if wanted is not None else np.ones(len(cells.row), bool)
-            used = np.unique(cells.row[keep]) if wanted is None else np.array([wanted])
-            code = np.searchsorted(p.runs, cells.run[keep])
-            local = np.searchsorted(used, cells.row[keep])
-            stats = stats_frame(local, code, cells.ns[keep], len(used), len(p.runs),
+        merged = self._m.per_run["layer"]
+        bounds = self._m.bounds["layer"]
+        for i, p in enumerate(self._m.partials):
+            at = slice(int(bounds[i]), int(bounds[i + 1]))
+            row, run, ns = merged.row[at], merged.run[at], merged.ns[at]
+            keep = row == wanted if wanted is not None else np.ones(len(row), bool)
+            used = np.unique(row[keep]) if wanted is None else np.array([wanted])
+            code = np.searchsorted(np.searchsorted(self._m.runs, p.runs), run[keep])
+            local = np.searchsorted(used, row[keep])
+            stats = stats_frame(local, code, ns[keep], len(used), len(p.runs),
                                 np.zeros(len(used), np.int64), 0)
             rows.append(pd.DataFrame({
                 "source": pd.Series([p.label] * len(used), dtype=_STR),

@@ -121,7 +121,7 @@ def start_cluster(workers: int, processes: bool = True) -> tuple[Any, Any]:
     try:
         with dask.config.set({f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None}):
             cluster = distributed.LocalCluster(n_workers=max(1, workers), threads_per_worker=1,
-                                               processes=processes, dashboard_address=None)
+                                               processes=processes, dashboard_address=":0")
     finally:
         if saved is not None:
             os.environ[MALLOC_TRIM] = saved

@@ -35,9 +35,10 @@ class MergedJoin:
     """The exact merge of a fleet's partials (see :class:`~toolkit.trace.fleet.FleetAttribution`
     for the views built on it).
 
-    ``partials``: the partials, in source order (``order``, then ``device``), with their
-    per-run tables kept; ``runs``: every run value of the fleet, ascending; ``per_run``: per
-    view, the merged cells with ``run`` as a code into ``runs``; ``counts``: the summed
+    ``partials``: the partials, in source order (``order``, then ``device``), without their
+    per-run tables (moved into ``per_run``); ``runs``: every run value of the fleet,
+    ascending; ``per_run``: per view, the merged cells with ``run`` as a code into ``runs``,
+    partition ``i``'s cells at ``bounds[view][i]:bounds[view][i + 1]``; ``counts``: the summed
     :data:`~toolkit.trace.fleet_partial.SUMMARY_COUNTS`; ``layer_inclusive_ns``,
     ``reasons``, ``overhead``: summed.
     """
@@ -47,6 +48,7 @@ class MergedJoin:
     partials: list[PartialJoin]
     runs: np.ndarray
     per_run: dict[str, PerRun]
+    bounds: dict[str, np.ndarray]
     counts: dict[str, int]
     nested: bool
     key_used: str
@@ -103,11 +105,9 @@ def _renumber(items: list[PartialJoin]) -> list[PartialJoin]:
     """Copies of ``items`` whose runs are numbered 0, 1, ... across the partitions in order."""
     out = []
     offset = 0
-    for p in items:
-        new = np.arange(offset, offset + len(p.runs), dtype=np.int64)
-        per_run = {view: dataclasses.replace(cells, run=new[np.searchsorted(p.runs, cells.run)])
-                   for view, cells in p.per_run.items()}
-        out.append(dataclasses.replace(p, runs=new, per_run=per_run))
+    for p in items:  # the cells hold run codes into p.runs: only the values change
+        out.append(dataclasses.replace(
+            p, runs=np.arange(offset, offset + len(p.runs), dtype=np.int64)))
         offset += len(p.runs)
     return out
 
@@ -144,11 +144,14 @@ def merge_partials(partials: Iterable[PartialJoin], compiled: Any | None = None,
     check_partials(items, digest)
     runs = np.unique(np.concatenate([p.runs for p in items]))
     per_run: dict[str, PerRun] = {}
+    bounds: dict[str, np.ndarray] = {}
     for view in PER_RUN_VIEWS:
         parts = [p.per_run[view] for p in items]
+        bounds[view] = np.cumsum([0, *(len(q.row) for q in parts)]).astype(np.int64)
         per_run[view] = PerRun(
             np.concatenate([q.row for q in parts]),
-            np.searchsorted(runs, np.concatenate([q.run for q in parts])),
+            np.concatenate([np.searchsorted(runs, p.runs).astype(np.int32)[q.run]
+                            for p, q in zip(items, parts)]),
             np.concatenate([q.ns for q in parts]),
             np.concatenate([q.events for q in parts]))
     counts = {k: int(sum(p.counts[k] for p in items)) for k in SUMMARY_COUNTS}
@@ -167,8 +170,9 @@ def merge_partials(partials: Iterable[PartialJoin], compiled: Any | None = None,
 
     key_used = items[0].options.get("key") or "+".join(k for k in KEY_KINDS if k in kinds)
     return MergedJoin(
-        digest=items[0].digest, options=dict(items[0].options), partials=items, runs=runs,
-        per_run=per_run, counts=counts, nested=any(p.nested for p in items), key_used=key_used,
+        digest=items[0].digest, options=dict(items[0].options),
+        partials=[dataclasses.replace(p, per_run={}) for p in items], runs=runs,
+        per_run=per_run, bounds=bounds, counts=counts, nested=any(p.nested for p in items), key_used=key_used,
         layer_inclusive_ns=np.asarray(np.sum([p.layer_inclusive_ns for p in items], axis=0,
                                              dtype=np.int64)),
         reasons=dict(sorted(reasons.items())), overhead=dict(sorted(overhead.items())))

@@ -89,8 +89,11 @@ def provenance_digest(tables: ProvenanceTables) -> str:
 
 @dataclass
 class PerRun:
-    """One view's per-run table in a partial: parallel ``int64`` arrays, one element per
-    (row, run) with time or events (see :meth:`Attribution.per_run`)."""
+    """One view's per-run table in a partial: parallel arrays, one element per (row, run)
+    with time or events (see :meth:`Attribution.per_run`): ``row`` (``int32``, position in
+    the view), ``run`` (``int32``, code into the partial's ``runs``), ``ns`` (``int64``),
+    ``events`` (``int64``). 24 bytes a cell: every layer runs in every run, so this is the
+    bulk of a partial (rows x runs cells)."""
 
     row: np.ndarray
     run: np.ndarray
@@ -98,10 +101,13 @@ class PerRun:
     events: np.ndarray
 
     @classmethod
-    def of(cls, frame: pd.DataFrame) -> PerRun:
-        """From :meth:`Attribution.per_run`'s DataFrame."""
-        return cls(*(np.array(frame[c].to_numpy(dtype=np.int64))
-                     for c in ("row", "run", "ns", "events")))
+    def of(cls, frame: pd.DataFrame, runs: np.ndarray) -> PerRun:
+        """From :meth:`Attribution.per_run`'s DataFrame and the run values ``runs``."""
+        return cls(np.array(frame["row"].to_numpy(), dtype=np.int32),
+                   np.searchsorted(runs, frame["run"].to_numpy(dtype=np.int64))
+                   .astype(np.int32),
+                   np.array(frame["ns"].to_numpy(), dtype=np.int64),
+                   np.array(frame["events"].to_numpy(), dtype=np.int64))
 
 
 @dataclass
@@ -192,7 +198,8 @@ def join_partition(trace: Any, compiled: Any, *, policy: str = "macs", key: str 
     except ToolkitError as exc:
         raise_at(exc, label)
     summary = att.summary()
-    per_run = {view: PerRun.of(att.per_run(view, ids=False)) for view in PER_RUN_VIEWS}
+    runs = att.run_values()
+    per_run = {view: PerRun.of(att.per_run(view, ids=False), runs) for view in PER_RUN_VIEWS}
     n_layers = len(catalog_of(tables).layer_names)
     if att.nested:
         inclusive = att.by_layer()["inclusive_ns"].to_numpy(dtype=np.int64)
@@ -214,7 +221,7 @@ def join_partition(trace: Any, compiled: Any, *, policy: str = "macs", key: str 
         digest=digest,
         options={"policy": policy, "key": key, "overlaps": overlaps, "strict": strict,
                  "skip_runs": int(skip_runs)},
-        label=label, device=str(device), order=int(order), runs=att.run_values(),
+        label=label, device=str(device), order=int(order), runs=runs,
         counts={k: int(summary[k]) for k in SUMMARY_COUNTS}, nested=bool(att.nested),
         key_used=att.key_used, per_run=per_run, layer_inclusive_ns=inclusive,
         reasons=reasons, overhead=overhead,
