@@ -196,7 +196,8 @@ class FleetAttribution:
             values = (pd.Series(raw, dtype=_STR) if id_column == "layer"
                       else pd.Series(np.asarray(raw, dtype=np.int64)))
         order = np.lexsort((cells.run, cells.row))
-        return pd.DataFrame({"row": cells.row[order].astype(np.int64), id_column: values.iloc[order].to_numpy(),
+        return pd.DataFrame({"row": cells.row[order].astype(np.int64),
+                             id_column: values.iloc[order].to_numpy(),
                              "run": self._m.runs[cells.run[order]],
                              "ns": cells.ns[order],
                              "events": cells.events[order]})

@@ -172,7 +172,8 @@ def merge_partials(partials: Iterable[PartialJoin], compiled: Any | None = None,
     return MergedJoin(
         digest=items[0].digest, options=dict(items[0].options),
         partials=[dataclasses.replace(p, per_run={}) for p in items], runs=runs,
-        per_run=per_run, bounds=bounds, counts=counts, nested=any(p.nested for p in items), key_used=key_used,
+        per_run=per_run, bounds=bounds, counts=counts, nested=any(p.nested for p in items),
+        key_used=key_used,
         layer_inclusive_ns=np.asarray(np.sum([p.layer_inclusive_ns for p in items], axis=0,
                                              dtype=np.int64)),
         reasons=dict(sorted(reasons.items())), overhead=dict(sorted(overhead.items())))
