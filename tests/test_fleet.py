@@ -346,3 +346,25 @@ def test_sessions_numbering_runs_from_zero_merge_per_partition(model, frames) ->
         pd.testing.assert_frame_equal(getattr(fleet_att, view)(), getattr(att, view)(),
                                       check_exact=True)
     assert fleet_att.run_values().tolist() == list(range(3 * RUNS))
+
+
+@pytest.mark.parametrize("n_runs", [1, 2, 7, 40])
+def test_duckdb_order_statistics_equal_the_in_memory_figures(n_runs: int) -> None:
+    pytest.importorskip("duckdb")
+    from toolkit.trace.fleet_stats import fleet_stats_frame
+
+    rng = np.random.default_rng(n_runs)
+    n_rows = 30
+    dense = rng.integers(0, 10**9, size=(n_rows, n_runs))
+    dense[rng.random((n_rows, n_runs)) < 0.3] = 0  # runs without time for the row
+    dense[5] = 0  # a row never run
+    dense[6] = 123  # ties
+    row, run = np.nonzero(dense)
+    events = rng.integers(0, 50, size=n_rows)
+    args = (row, run, dense[row, run], n_rows, n_runs, events, int(dense.sum()) + 1)
+    memory = fleet_stats_frame(*args)
+    spilled = fleet_stats_frame(*args, memory_budget=0)
+    pd.testing.assert_frame_equal(spilled, memory, check_exact=True)
+    for column, q in (("p10_ms", 10), ("p50_ms", 50), ("p90_ms", 90)):  # numpy's linear
+        np.testing.assert_allclose(memory[column], np.percentile(dense, q, axis=1) / 1e6,
+                                   rtol=1e-15, atol=0)
