@@ -6,7 +6,8 @@ one session per file, every anomaly kind) in a temporary folder (never committed
 * the baseline: the toolkit's own join, one file at a time in this process (read, join,
   per-run table), CPU per event;
 * ``engine="local"`` with ``--workers`` processes: wall time, CPU per event (this process and
-  its workers), ratio to the baseline, peak memory of the largest worker;
+  its workers), ratio to the baseline, and the peak memory (``VmHWM``) of a fresh process
+  joining one file as a worker does;
 * ``engine="dask"`` on a ``LocalCluster`` of as many worker processes, started without
   ``MALLOC_TRIM_THRESHOLD_`` (the bench fails when a worker has it set); with ``--dask-default``
   also on a cluster with Dask's default nanny setting, to show what it costs;
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,9 +50,26 @@ def cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def child_peak_mb() -> float:
-    """Peak resident memory of the largest reaped child process (MB)."""
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+def vm_hwm_mb() -> float:
+    """Peak resident memory of this process (MB), from ``/proc/self/status`` (``VmHWM``; unlike
+    ``ru_maxrss`` it is not inherited from the parent across fork and exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def one_file_peak_mb(path: Path, model_ops: int) -> float:
+    """Peak memory of a fresh process that joins one file as a worker does (MB)."""
+    code = (f"from toolkit.trace.synthetic import synthetic_model\n"
+            f"from toolkit.trace.fleet_partial import join_partition\n"
+            f"import bench_fleet\n"
+            f"join_partition({str(path)!r}, synthetic_model({model_ops}, seed=1))\n"
+            f"print(bench_fleet.vm_hwm_mb())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).parent, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def same(a: FleetAttribution, b: FleetAttribution) -> None:
@@ -82,11 +101,8 @@ def worker_cpu(client: Any) -> float:
 
 
 def worker_peak_mb(client: Any) -> float:
-    """Peak resident memory of the largest Dask worker (MB)."""
-    def peak() -> float:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-    return float(max(client.run(peak).values()))
+    """Peak resident memory of the largest Dask worker (MB, ``VmHWM``)."""
+    return float(max(client.run(vm_hwm_mb).values()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         got, wall, cpu = timed(f"local, {a.workers} workers", lambda: trace_join_many(
             paths, model, workers=a.workers))
         same(got, base)
-        record(f"local x{a.workers}", wall, cpu, child_peak_mb())
+        record(f"local x{a.workers}", wall, cpu, one_file_peak_mb(paths[0], a.ops))
         half = paths[: len(paths) // 2]
         if half:
             _, half_wall, _ = timed(f"local, {a.workers} workers, first {len(half)} files",
