@@ -181,7 +181,6 @@ class FleetAttribution:
             raise ToolkitError(f"unknown per-run view {by!r}",
                                fix="use 'layer', 'source_op', 'op', 'command' or 'backend'")
         if by == "backend":
-            self.by_backend()
             from toolkit.trace.catalog import catalog_of
 
             _codes, names = pd.factorize(pd.Series(catalog_of(self._tables).op_backend,
@@ -418,9 +417,9 @@ def trace_join_many(sources: Any, compiled: Any, *, engine: str = "local",
         A :class:`FleetAttribution`.
 
     Raises:
-        ToolkitError: an unknown engine; no sources; a partition's join error (naming the
-            file); partitions that cannot be merged (:func:`~toolkit.trace.fleet_merge.
-            check_partials`).
+        ToolkitError: an unknown engine or runs mode; no sources; a partition's join error
+            (naming the file); partitions that cannot be merged
+            (:func:`~toolkit.trace.fleet_merge.check_partials`).
     """
     from toolkit.trace.fleet_engines import run_dask, run_local
     from toolkit.trace.fleet_merge import RUN_MODES
