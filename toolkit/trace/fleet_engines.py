@@ -33,7 +33,14 @@ _WORKER_TABLES: list[ProvenanceTables] = []
 Progress = Callable[[PartialJoin, int, int], None] | None
 
 
+#: Set in each pool worker (when not set already), as Dask's nanny does: a worker is one
+#: thread of NumPy, BLAS and Arrow (Parquet decoding), parallelism comes from the processes.
+WORKER_ENVIRON = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
 def _init_worker(tables: ProvenanceTables) -> None:
+    for name, value in WORKER_ENVIRON.items():
+        os.environ.setdefault(name, value)
     _WORKER_TABLES[:] = [tables]
 
 
