@@ -18,7 +18,7 @@ import multiprocessing
 import os
 import warnings
 from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 from toolkit.errors import ToolkitError
@@ -84,7 +84,7 @@ def run_local(sources: list[Any], tables: ProvenanceTables, options: dict[str, A
             pool.submit(_pool_task, source, i, options) for i, source in enumerate(sources)}
         done_count = 0
         while pending:
-            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 error = future.exception()
                 if error is not None:
