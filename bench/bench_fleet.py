@@ -18,8 +18,8 @@ Every engine's result is compared with the baseline's merge (integer ns, counts 
 statistics equal); the figures are ratios in one process, never assertions on time.
 
 Run: python bench/bench_fleet.py [--files 16] [--events 500000] [--ops 400] [--workers 2]
-The issue's configuration is ``--files 64 --events 2000000`` (128M events; about 10 GB of
-Parquet-decoded frames pass through the workers, a few minutes on an idle 2-core machine).
+``--files 64 --events 2000000`` is the 128M-event fleet (its per-run tables are rows x runs
+cells of 24 bytes: mind the parent's memory with large models).
 """
 
 from __future__ import annotations
