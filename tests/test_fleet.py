@@ -368,3 +368,14 @@ def test_duckdb_order_statistics_equal_the_in_memory_figures(n_runs: int) -> Non
     for column, q in (("p10_ms", 10), ("p50_ms", 50), ("p90_ms", 90)):  # numpy's linear
         np.testing.assert_allclose(memory[column], np.percentile(dense, q, axis=1) / 1e6,
                                    rtol=1e-15, atol=0)
+
+
+def test_per_run_table_sparse_equals_dense(model, frames, reference,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolkit.trace.attribution as attribution
+
+    monkeypatch.setattr(attribution, "_DENSE_CELLS", 0)  # every table built sparse
+    sparse = trace_join(read_trace(pd.concat(frames, ignore_index=True)), model)
+    for by in ("layer", "op", "command", "backend"):
+        pd.testing.assert_frame_equal(sparse.per_run(by), reference.per_run(by),
+                                      check_exact=True)
