@@ -58,11 +58,6 @@ def reference(model, frames):
     return att
 
 
-@pytest.fixture(scope="module")
-def local2(model, fleet) -> FleetAttribution:
-    return trace_join_many(fleet, model, engine="local", workers=2)
-
-
 def assert_same(fleet_att: FleetAttribution, att) -> None:
     """Every view, count and reason of the fleet equals the single join's, exactly."""
     fleet_att.check()
@@ -100,22 +95,20 @@ def test_the_fleet_has_every_anomaly_kind(reference) -> None:
     assert reference.runs == FILES * RUNS
 
 
-def test_local_pool_equals_one_join(local2, reference) -> None:
-    assert local2.partitions == FILES
-    assert_same(local2, reference)
-    parts = local2.by_partition()
+def test_local_pool_equals_one_join_and_one_worker_shuffled(model, fleet, reference) -> None:
+    two = trace_join_many(fleet, model, engine="local", workers=2)
+    assert two.partitions == FILES
+    assert_same(two, reference)
+    parts = two.by_partition()
     assert parts["total_ns"].sum() == reference.total_ns
     assert parts["runs"].tolist() == [RUNS] * FILES
-
-
-def test_shuffled_sources_on_one_worker_give_the_same(model, fleet, local2) -> None:
     shuffled = list(fleet)
     random.Random(7).shuffle(shuffled)
     one = trace_join_many(shuffled, model, engine="local", workers=1)
     for view in VIEWS:
-        pd.testing.assert_frame_equal(getattr(one, view)(), getattr(local2, view)(),
+        pd.testing.assert_frame_equal(getattr(one, view)(), getattr(two, view)(),
                                       check_exact=True)
-    assert one.summary() == local2.summary()
+    assert one.summary() == two.summary()
     # the per-file slices follow the sources' order
     assert one.by_partition()["source"].tolist() == [str(p) for p in shuffled]
 
@@ -139,7 +132,7 @@ def test_dask_local_cluster_processes(model, fleet, reference) -> None:
         cluster.close()
 
 
-def test_dask_threads_one_and_two_workers_shuffled(model, fleet, local2) -> None:
+def test_dask_threads_one_and_two_workers_shuffled(model, fleet, reference) -> None:
     pytest.importorskip("distributed")
     from toolkit.trace.fleet_engines import start_cluster
 
@@ -153,7 +146,7 @@ def test_dask_threads_one_and_two_workers_shuffled(model, fleet, local2) -> None
             client.close()
             cluster.close()
         for view in VIEWS:
-            pd.testing.assert_frame_equal(getattr(got, view)(), getattr(local2, view)(),
+            pd.testing.assert_frame_equal(getattr(got, view)(), getattr(reference, view)(),
                                           check_exact=True)
 
 
