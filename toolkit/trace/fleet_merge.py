@@ -58,10 +58,10 @@ class MergedJoin:
 
 
 def check_partials(partials: list[PartialJoin], digest: str | None = None,
-                   runs: bool = True) -> None:
+                   distinct_runs: bool = True) -> None:
     """Raise :class:`ToolkitError` unless the partials can be merged: one compiled model
-    (equal to ``digest`` when given), one set of join options, and (with ``runs``) no run
-    in two partitions."""
+    (equal to ``digest`` when given), one set of join options, and (with
+    ``distinct_runs``) no run in two partitions."""
     if not partials:
         raise ToolkitError("no partial results to merge", fix="give at least one trace")
     first = partials[0]
@@ -78,7 +78,7 @@ def check_partials(partials: list[PartialJoin], digest: str | None = None,
                 f"{first.label!r} with {first.options}", where=p.label,
                 fix="join every partition with the same policy, key, overlaps, strict and "
                     "skip_runs")
-    if not runs:
+    if not distinct_runs:
         return
     sizes = [len(p.runs) for p in partials]
     runs = np.concatenate([p.runs for p in partials]) if partials else np.zeros(0, np.int64)
@@ -139,10 +139,10 @@ def merge_partials(partials: Iterable[PartialJoin], compiled: Any | None = None,
     items = sorted(partials, key=lambda p: (p.order, p.device, p.label))
     digest = provenance_digest(provenance_snapshot(compiled)) if compiled is not None else None
     if runs == "per-partition":
-        check_partials(items, digest, runs=False)
+        check_partials(items, digest, distinct_runs=False)
         items = _renumber(items)
     check_partials(items, digest)
-    runs = np.unique(np.concatenate([p.runs for p in items]))
+    all_runs = np.unique(np.concatenate([p.runs for p in items]))
     per_run: dict[str, PerRun] = {}
     bounds: dict[str, np.ndarray] = {}
     for view in PER_RUN_VIEWS:
@@ -150,7 +150,7 @@ def merge_partials(partials: Iterable[PartialJoin], compiled: Any | None = None,
         bounds[view] = np.cumsum([0, *(len(q.row) for q in parts)]).astype(np.int64)
         per_run[view] = PerRun(
             np.concatenate([q.row for q in parts]),
-            np.concatenate([np.searchsorted(runs, p.runs).astype(np.int32)[q.run]
+            np.concatenate([np.searchsorted(all_runs, p.runs).astype(np.int32)[q.run]
                             for p, q in zip(items, parts)]),
             np.concatenate([q.ns for q in parts]),
             np.concatenate([q.events for q in parts]))
@@ -171,7 +171,7 @@ def merge_partials(partials: Iterable[PartialJoin], compiled: Any | None = None,
     key_used = items[0].options.get("key") or "+".join(k for k in KEY_KINDS if k in kinds)
     return MergedJoin(
         digest=items[0].digest, options=dict(items[0].options),
-        partials=[dataclasses.replace(p, per_run={}) for p in items], runs=runs,
+        partials=[dataclasses.replace(p, per_run={}) for p in items], runs=all_runs,
         per_run=per_run, bounds=bounds, counts=counts, nested=any(p.nested for p in items),
         key_used=key_used,
         layer_inclusive_ns=np.asarray(np.sum([p.layer_inclusive_ns for p in items], axis=0,
