@@ -372,3 +372,14 @@ def test_per_run_table_sparse_equals_dense(model, frames, reference,
     for by in ("layer", "op", "command", "backend"):
         pd.testing.assert_frame_equal(sparse.per_run(by), reference.per_run(by),
                                       check_exact=True)
+
+
+def test_front_door(model, frames, reference) -> None:
+    import inspect
+
+    import toolkit as tk
+
+    assert tk.trace_join_many.__module__ == "toolkit" and "trace_join_many" in dir(tk)
+    assert "Returns:" in (inspect.getdoc(tk.trace_join_many) or "")
+    fleet_att = tk.trace_join_many(frames, model, workers=0)
+    assert_same(fleet_att, reference)

@@ -33,6 +33,7 @@ from toolkit.api import (
     run_onnxruntime,
     save,
     trace_join,
+    trace_join_many,
 )
 from toolkit.errors import ToolkitError
 from toolkit.ir import Graph, Model, Op, Quantization, Tensor
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
+    "trace_join_many",
     "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore", "read_executorch",
     "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",
     "CompiledModel", "Target", "PartitionResult", "RunResult", "EventTracer", "Trace",

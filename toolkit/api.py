@@ -27,13 +27,14 @@ if TYPE_CHECKING:
     from toolkit.trace.attribution import Attribution
     from toolkit.trace.et_attribution import ExecutorchAttribution
     from toolkit.trace.executorch import ExecutorchProfile
+    from toolkit.trace.fleet import FleetAttribution
     from toolkit.trace.ort_join import OrtAttribution
     from toolkit.trace.read import Trace
     from toolkit.vela.run import VelaResult
 
-__all__ = ["load", "save", "compile", "partition", "codegen", "run", "read_trace",
-           "trace_join", "read_vela", "load_onnx", "join_ort", "run_onnxruntime",
-           "explore", "read_executorch"]
+__all__ = ["load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
+           "trace_join_many", "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore",
+           "read_executorch"]
 
 PathLike = str | os.PathLike[str]
 
@@ -361,6 +362,47 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
         return result
     return _join(trace, model, policy=policy, key=key, overlaps=overlaps, strict=strict,
                  skip_runs=skip_runs)
+
+
+def trace_join_many(sources: Any, model: Any, *, engine: str = "local", client: Any = None,
+                    workers: int | None = None, partition_by: str | None = None,
+                    policy: str = "macs", key: str | None = None, overlaps: str = "self",
+                    strict: bool = True, skip_runs: int = 0, runs: str = "distinct",
+                    memory_budget: int = 1 << 30) -> FleetAttribution:
+    """Join a fleet of traces (one device session per file) with one model, exactly.
+
+    Args:
+        sources: trace paths, a glob (``"nightly/*.parquet"``), a folder, or a list of traces
+            (Chrome JSON/.gz, CSV, Parquet, :class:`~toolkit.trace.read.Trace`, DataFrame).
+            A file holds whole tracks and whole runs.
+        model: the model the traces measured, as for :func:`trace_join`.
+        engine: ``"local"`` (a pool of ``workers`` spawned processes; ``workers=0`` joins in
+            this process) or ``"dask"`` (``client.map`` on ``client``, or on a local cluster
+            started without ``MALLOC_TRIM_THRESHOLD_``; ``pip install 'toolkit[dask]'``).
+        client: a ``distributed.Client`` for ``engine="dask"``.
+        workers: processes (default: one per core).
+        partition_by: the column naming each event's device, for files that hold several.
+        policy, key, overlaps, strict, skip_runs: as :func:`trace_join` (``skip_runs`` per
+            partition).
+        runs: ``"distinct"`` (run values are unique across the fleet) or
+            ``"per-partition"`` (each session numbers its runs from 0).
+        memory_budget: bytes of per-run matrix kept in memory; above, DuckDB ranks the cells.
+
+    Returns:
+        A :class:`~toolkit.trace.fleet.FleetAttribution`: the views of :func:`trace_join`'s
+        result over every run of the fleet (``.by_layer()``, ``.by_op()``,
+        ``.unattributed()``, ``.check()`` ...) plus ``.by_partition()`` and
+        ``.layer_by_partition(layer)``; equal to one join over the concatenated fleet.
+
+    Raises:
+        ToolkitError: an unknown engine, no sources, a file that cannot be joined (named),
+            partitions of different models or a run in two partitions.
+    """
+    from toolkit.trace.fleet import trace_join_many as _many
+
+    return _many(sources, model, engine=engine, client=client, workers=workers,
+                 partition_by=partition_by, policy=policy, key=key, overlaps=overlaps,
+                 strict=strict, skip_runs=skip_runs, runs=runs, memory_budget=memory_budget)
 
 
 def read_vela(outdir: PathLike, model: Model | PathLike | None = None, *,
