@@ -25,6 +25,7 @@ from toolkit.formats.conn_file import Connection, ConnPart, file_digest, read_co
 from toolkit.ir import Model
 from toolkit.progress import progress
 from toolkit.runtime.result import RunResult
+from toolkit.util.files import read_bytes
 
 __all__ = ["run_connection", "litert_runner", "Runner"]
 
@@ -87,11 +88,8 @@ def _stages(conn: Any) -> tuple[list[_Stage], Connection, Model | None]:
 
 def _checked_part(path: Path, part: ConnPart, where: str) -> bytes:
     """The bytes of a part file, checked against the connection's manifest when it has one."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise PartitionError(f"cannot read part file {part.file!r} ({e.strerror or e})",
-                             where=where) from None
+    data = read_bytes(path, what=f"part file {part.file!r} of {where}", error=PartitionError,
+                      fix="partition the model again into this folder")
     if part.size is not None and part.sha256 is not None and (
             len(data) != part.size or file_digest(data) != part.sha256):
         raise PartitionError(
