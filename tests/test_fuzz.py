@@ -574,3 +574,116 @@ def test_fuzz_caffe(tmp_path: Path) -> None:
             model.write_bytes(data)
             fuzz.case(lambda: load_caffe(model), data[:200])
     fuzz.report()
+
+
+# ------------------------------------------------------------------ OS errors
+def _readers() -> dict[str, tuple[str, Callable[[Any], Any]]]:
+    """Reader name -> (file suffix, function reading a path)."""
+    from toolkit.compiler.saved import load_compiled
+    from toolkit.formats.conn_file import read_connection
+    from toolkit.formats.debug_handles import read_debug_handles
+    from toolkit.formats.part_file import read_part
+    from toolkit.formats.vela_csv import read_per_layer_csv, read_summary_csv
+    from toolkit.formats.vela_db import read_debug_db
+    from toolkit.importers.caffe import load_caffe
+
+    return {
+        "tk.load": (".tflite", tk.load),
+        "tk.run": (".circle", lambda p: tk.run(p, _X)),
+        "caffe": (".prototxt", load_caffe),
+        "caffemodel": (".caffemodel", tk.load),
+        "part": (".part", read_part),
+        "tk.partition": (".part", lambda p: tk.partition(SAMPLES / f"{STEM}.circle", p)),
+        "conn.json": (".conn.json", read_connection),
+        "conn.ini": (".conn.ini", read_connection),
+        "tk.run conn": (".conn.json", lambda p: tk.run(p, _X)),
+        "debug handles": (".debug_handles.json", read_debug_handles),
+        "vela db": ("_debug.xml", read_debug_db),
+        "vela per-layer": ("_per-layer.csv", read_per_layer_csv),
+        "vela summary": ("_summary.csv", read_summary_csv),
+        "compiled folder": ("", load_compiled),
+        "tk.read_vela": ("", tk.read_vela),
+    }
+
+
+def _os_case(case: str, folder: Path, suffix: str) -> Any:
+    """A path in ``folder`` that is wrong in the way ``case`` names."""
+    if case == "long name":
+        return folder / ("x" * 300 + suffix)
+    if case == "link loop":
+        a, b = folder / f"a{suffix}", folder / f"b{suffix}"
+        a.symlink_to(b)
+        b.symlink_to(a)
+        return a
+    if case == "folder":
+        (folder / f"d{suffix}").mkdir()
+        return folder / f"d{suffix}"
+    if case == "nul":
+        return str(folder / f"a\0b{suffix}")
+    if case == "fifo":
+        os.mkfifo(folder / f"f{suffix}")
+        return folder / f"f{suffix}"
+    if case == "missing":
+        return folder / f"missing{suffix}"
+    if case == "not a path":
+        return 123
+    if case == "file in path":
+        (folder / "afile").write_bytes(b"x")
+        return folder / "afile" / f"m{suffix}"
+    raise AssertionError(case)
+
+
+OS_CASES = ["long name", "link loop", "folder", "nul", "fifo", "missing", "not a path",
+            "file in path"]
+
+
+@pytest.mark.parametrize("reader", sorted(_readers()))
+def test_os_errors_are_toolkit_errors(reader: str, tmp_path: Path) -> None:
+    """Every reader refuses every OS case with a ToolkitError naming the path, quickly (a
+    FIFO is never opened for a blocking read)."""
+    suffix, read = _readers()[reader]
+    fuzz = Fuzz(f"OS cases of {reader}")
+    for case in OS_CASES:
+        folder = tmp_path / case.replace(" ", "_")
+        folder.mkdir()
+        if suffix == "" and case in ("folder",):
+            continue  # a folder is what these take
+        path = _os_case(case, folder, suffix)
+        with _time_guard(10):
+            try:
+                read(path)
+            except ToolkitError as e:
+                if case not in ("not a path", "nul"):
+                    assert str(folder) in str(e), (case, str(e))
+                fuzz.case(lambda: read(path))  # noqa: B023
+                continue
+            except _Hang:
+                pytest.fail(f"{reader} blocked on a {case}")
+            except Exception:
+                fuzz.case(lambda: read(path))  # noqa: B023
+                continue
+        pytest.fail(f"{reader} accepted a {case}: {path!r}")
+    fuzz.report()
+
+
+def test_permission_denied_is_a_toolkit_error(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root, chmod denies nothing: the OS's refusal is simulated at ``os.open``."""
+    import errno
+
+    real_open = os.open
+
+    def denying_open(path: Any, flags: int, *args: Any, **kw: Any) -> int:
+        if "denied" in os.fspath(path):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_open(path, flags, *args, **kw)
+
+    monkeypatch.setattr(os, "open", denying_open)
+    for reader, (suffix, read) in _readers().items():
+        if not suffix:
+            continue
+        path = tmp_path / f"denied{suffix}"
+        shutil.copy(SAMPLES / f"{STEM}.circle", path)
+        with pytest.raises(ToolkitError, match="permission denied") as info:
+            read(path)
+        assert str(path) in str(info.value) and "Fix:" in str(info.value), reader

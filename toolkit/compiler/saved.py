@@ -21,7 +21,7 @@ from toolkit.errors import ToolkitError
 from toolkit.formats.debug_handles import read_debug_handles
 from toolkit.formats.flatbuffer_read import load
 from toolkit.formats.vela_db import read_debug_db
-from toolkit.util.files import check_path
+from toolkit.util.files import check_folder
 
 __all__ = ["load_compiled"]
 
@@ -73,10 +73,8 @@ def _target(t: pd.DataFrame, where: str) -> Target:
 def load_compiled(outdir: str | os.PathLike[str], stem: str | None = None) -> CompiledModel:
     """Return the :class:`CompiledModel` saved in ``outdir`` (``stem``: which one, when the
     folder holds several). Raises ToolkitError for missing or inconsistent files."""
-    out = Path(check_path(outdir, what="compiled output folder"))
-    if not out.is_dir():
-        raise ToolkitError("not a folder of compiled output", where=str(out),
-                           fix="pass the -o folder of `toolkit compile`")
+    out = Path(check_folder(outdir, what="folder of compiled output",
+                            fix="pass the -o folder of `toolkit compile`"))
     stem = stem or _stem(out)
     db_path = out / f"{stem}_debug.xml"
     where = str(db_path)

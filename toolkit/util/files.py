@@ -18,10 +18,11 @@ from typing import IO
 
 from toolkit.errors import ToolkitError
 
-__all__ = ["check_path", "os_error", "open_regular", "read_bytes", "read_text"]
+__all__ = ["check_path", "check_folder", "os_error", "open_regular", "read_bytes", "read_text",
+           "parse_json"]
 
 _BY_ERRNO: dict[int, tuple[str, str]] = {
-    errno.ENOENT: ("not found", "check the path"),
+    errno.ENOENT: ("not found (it does not exist)", "check the path"),
     errno.EACCES: ("permission denied", "make the file readable (chmod) or run as its owner"),
     errno.EPERM: ("operation not permitted", "make the file readable or run as its owner"),
     errno.ENAMETOOLONG: ("a name in the path is longer than the system allows (255 bytes "
@@ -168,3 +169,21 @@ def parse_json(data: bytes | str, *, where: str, what: str = "file",
     except ValueError as e:  # an integer of more than 4,300 digits
         raise error(f"the {what} holds a value JSON readers cannot convert ({e})",
                     where=where, fix=fix) from None
+
+
+def check_folder(path: object, *, what: str = "folder", fix: str | None = None,
+                 error: type[ToolkitError] = ToolkitError) -> str:
+    """Return ``path`` as a ``str`` after checking it names an existing folder.
+
+    Raises ``error`` for a bad path type, a NUL, an ``OSError`` (missing, a name too long, a
+    link loop ...) and anything that is not a folder.
+    """
+    s = check_path(path, what=what, error=error)
+    try:
+        mode = os.stat(s).st_mode
+    except OSError as e:
+        raise os_error(s, e, what=what, fix=fix, error=error) from None
+    if not stat.S_ISDIR(mode):
+        raise error(f"is {_kind(mode) if not stat.S_ISREG(mode) else 'a file'}, not a {what}",
+                    where=s, fix=fix or f"pass a {what}")
+    return s
