@@ -8,6 +8,7 @@ asked, records one trace event per op (or per command) with the event tracer.
 from __future__ import annotations
 
 import copy as _copy
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,6 +133,7 @@ class Interpreter:
         self._input_specs = [(t.name, t.dtype, tuple(t.shape)) for t in g.inputs]
         self._output_order = [t.name for t in g.outputs]
         self._arg_specs: list[tuple[Any, tuple[int, ...]]] | None = None
+        self._busy = threading.Lock()  # held by the inference running
 
     @staticmethod
     def _slots(ts: Sequence[Tensor | None], slot: dict[Tensor, int]) -> list[int]:
@@ -266,7 +268,18 @@ class Interpreter:
         The first inference checks every output shape and binds each op to a kernel
         specialised to its inputs; the second generates straight-line code for the steps
         (see :mod:`.codegen`), which it and later ones run. An interpreter must not run in
-        two threads at once."""
+        two threads at once: a call made while another runs raises a ToolkitError."""
+        if not self._busy.acquire(blocking=False):
+            raise ToolkitError("this Interpreter is running an inference in another thread",
+                               where="Interpreter.invoke", fix="give each thread its own "
+                               "Interpreter, or serialise the calls with a lock")
+        try:
+            return self._invoke(inputs, tracer, new_run)
+        finally:
+            self._busy.release()
+
+    def _invoke(self, inputs: Any, tracer: EventTracer | None,
+                new_run: bool) -> dict[str, np.ndarray]:
         arrays = self._bind(inputs)
         fast = self._fast
         if fast is None:
