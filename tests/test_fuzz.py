@@ -687,3 +687,4 @@ def test_permission_denied_is_a_toolkit_error(tmp_path: Path,
         with pytest.raises(ToolkitError, match="permission denied") as info:
             read(path)
         assert str(path) in str(info.value) and "Fix:" in str(info.value), reader
+

@@ -180,6 +180,7 @@ def _json_conn_part(obj: object, what: str, where: str) -> ConnPart:
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_SIZE = re.compile(r"[0-9]{1,19}")  # a byte count (ASCII digits, at most int64)
 
 
 def parse_conn_json(text: str, where: str = "<conn.json>") -> Connection:
@@ -251,7 +252,7 @@ def parse_conn_ini(text: str, where: str = "<conn.ini>") -> Connection:
         if items is None or not items.get("file"):
             raise PartitionError(f"section [{name}] is missing or has no file=", where=where)
         size, digest = items.get("size"), items.get("sha256")
-        if size is not None and not size.isdigit():
+        if size is not None and not _SIZE.fullmatch(size):
             raise PartitionError(f"section [{name}] size is not a byte count", where=where)
         if digest is not None and not _HEX64.fullmatch(digest):
             raise PartitionError(f"section [{name}] sha256 is not 64 hex digits", where=where)

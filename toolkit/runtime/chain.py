@@ -25,6 +25,7 @@ from toolkit.formats.conn_file import Connection, ConnPart, file_digest, read_co
 from toolkit.ir import Model
 from toolkit.progress import progress
 from toolkit.runtime.result import RunResult
+from toolkit.util.args import check_bool, check_int
 from toolkit.util.files import read_bytes
 
 __all__ = ["run_connection", "litert_runner", "Runner"]
@@ -185,8 +186,9 @@ def run_connection(conn: Any, inputs: Any = None, *, run: Runner | None = None,
     Raises :class:`PartitionError` when a part needs a tensor no
     earlier part made or a runner does not return a listed output.
     """
-    if repeat < 1 or warmup < 0:
-        raise PartitionError(f"repeat must be >= 1 and warmup >= 0, got {repeat}, {warmup}")
+    check_int(repeat, "repeat", "run", low=1)
+    check_int(warmup, "warmup", "run", low=0)
+    check_bool(trace, "trace", "run")
     stages, c, source = _stages(conn)
     env0 = _bind(inputs, list(c.source.inputs), source)
     where = c.path or "<connection>"

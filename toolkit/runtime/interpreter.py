@@ -30,6 +30,7 @@ from toolkit.runtime.result import RunResult
 from toolkit.runtime.stripes import stripe_step
 from toolkit.runtime.threads import limit_blas_threads
 from toolkit.runtime.tracer import EventTracer
+from toolkit.util.args import check_bool
 
 __all__ = ["run_model", "Interpreter", "RunResult"]
 
@@ -442,6 +443,7 @@ def run_model(model: Any, inputs: Any = None, *, trace: bool = False, repeat: in
         A :class:`~toolkit.runtime.result.RunResult`: the outputs of the last inference by
         name, and the :class:`EventTracer` (``None`` when not traced).
     """
+    check_bool(trace, "trace", "run")
     it = Interpreter(model, threads=threads)
     if inputs is None:
         inputs = it.random_inputs()
