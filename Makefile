@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 OUT    := out
 
-.PHONY: demo test lint lab bench samples browser-check clean
+.PHONY: fuzz demo test lint lab bench samples browser-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ test: $(VENV)/.dev-installed
 ## chromium when missing and running as root); screenshots in out/browser/
 browser-check: $(VENV)/.dev-installed
 	$(BIN)/python tests/browser/check_notebooks.py --out $(OUT)/browser
+
+## fuzz: the fuzz suite with 3,000 cases per format and 100 kills per writer
+fuzz: $(VENV)/.dev-installed
+	TOOLKIT_FUZZ_CASES=3000 TOOLKIT_KILL_TRIES=100 $(BIN)/python -m pytest -n 2 -q -s \
+		tests/test_fuzz.py tests/test_reliability.py -k "fuzz or os_errors or permission or killed"
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check toolkit tests bench sample_models

@@ -63,7 +63,7 @@ def test_blob_shapes_new_legacy_and_double() -> None:
 
 
 def test_bad_files(tmp_path: Path) -> None:
-    with pytest.raises(ModelFormatError, match="cannot read file"):
+    with pytest.raises(ModelFormatError, match="cannot read the Caffe file"):
         read_net(tmp_path / "missing.prototxt")
     p = tmp_path / "latin1.prototxt"
     p.write_bytes(b'name: "caf\xe9"')

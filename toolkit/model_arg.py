@@ -12,12 +12,14 @@ the same message: what was passed, what the entry point takes, how to fix it.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolkit.errors import ToolkitError
 from toolkit.ir import Model
+from toolkit.util.files import os_error
 
 if TYPE_CHECKING:
     from toolkit.compiler import CompiledModel
@@ -99,29 +101,42 @@ def _kind_of_object(obj: Any) -> Kind | None:
     return None
 
 
+def _is_file(p: Path) -> bool:
+    try:
+        return p.is_file()
+    except OSError:  # a name too long, a folder that cannot be read
+        return False
+
+
 def _resolve_path(p: Path, purpose: str, accept: tuple[Kind, ...]) -> ModelArg:
     where = str(p)
     if "\0" in where:
         raise ToolkitError("the path contains a NUL byte", where=repr(where),
                            fix="pass a real file name")
+    try:
+        mode: int | None = os.stat(p).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:  # permission, a name too long, a link loop ...
+        raise os_error(p, e, what="model path", fix=f"pass {_accepted(accept)}") from None
     if is_connection_path(p):
         if "connection" not in accept:
             raise _refuse("a connection file", where, purpose, accept)
-        if not p.is_file():
+        if mode is None:
             raise ToolkitError("no such connection file", where=where,
                                fix="pass the .conn.json written by `toolkit partition`")
         return ModelArg("connection", p, where)
-    if p.is_dir():
+    if mode is not None and stat.S_ISDIR(mode):
         if "compiled" not in accept:
             raise _refuse("a folder", where, purpose, accept)
         from toolkit.compiler import load_compiled
 
         return ModelArg("compiled", load_compiled(p), where)
-    if not p.exists():
+    if mode is None:
         raise ToolkitError("no such file or folder", where=where, fix=f"pass {_accepted(accept)}")
     if p.suffix.lower() not in MODEL_SUFFIXES:
         raise _refuse(f"a {p.suffix or 'suffix-less'} file", where, purpose, accept)
-    if "compiled" in accept and (p.parent / f"{p.stem}_debug.xml").is_file():
+    if "compiled" in accept and _is_file(p.parent / f"{p.stem}_debug.xml"):
         from toolkit.compiler import load_compiled
 
         return ModelArg("compiled", load_compiled(p.parent, stem=p.stem), where)

@@ -21,6 +21,7 @@ from toolkit.compiler.target import Target
 from toolkit.errors import ToolkitError
 from toolkit.formats.debug_handles import DelegateMappingBuilder
 from toolkit.ir import Model, Tensor
+from toolkit.util.args import check_bool, check_int
 from toolkit.util.gc_pause import paused_gc
 
 __all__ = ["compile_model", "resolve_passes"]
@@ -104,6 +105,8 @@ def compile_model(model: Model | str | os.PathLike[str],
         ToolkitError: an invalid target, an unknown pass name, an unreadable model file.
         PassError: a pass failed (names it and the passes run before it).
     """
+    check_int(max_sweeps, "max_sweeps", "compile", low=1)
+    check_bool(check, "check", "compile")
     tgt = _target(target)
     pass_objs = resolve_passes(passes)
     if not isinstance(model, Model):

@@ -21,8 +21,12 @@ from toolkit.errors import ToolkitError
 from toolkit.formats.debug_handles import read_debug_handles
 from toolkit.formats.flatbuffer_read import load
 from toolkit.formats.vela_db import read_debug_db
+from toolkit.util.files import check_folder
 
 __all__ = ["load_compiled"]
+
+_TARGET_COLUMNS = ("name", "buffer_bytes", "macs_per_cycle", "bytes_per_cycle", "clock_hz",
+                   "command_bytes")
 
 
 def _stem(outdir: Path) -> str:
@@ -33,38 +37,55 @@ def _stem(outdir: Path) -> str:
     return dbs[0].name[: -len("_debug.xml")]
 
 
-def _need(tables: dict[str, pd.DataFrame], name: str, where: str) -> pd.DataFrame:
+def _need(tables: dict[str, pd.DataFrame], name: str, where: str,
+          columns: tuple[str, ...] = ()) -> pd.DataFrame:
     if name not in tables:
         raise ToolkitError(f"the debug database has no '{name}' table", where=where,
                            fix="it was not written by toolkit compile; compile again")
+    missing = [c for c in columns if c not in tables[name].columns]
+    if missing:
+        raise ToolkitError(f"the debug database's '{name}' table lacks the columns {missing}",
+                           where=where, fix="it was not written by toolkit compile; compile again")
     return tables[name]
+
+
+def _int_column(table: pd.DataFrame, name: str, column: str, where: str) -> list[int]:
+    if table[column].dtype.kind != "i":
+        raise ToolkitError(f"the '{name}' table's column '{column}' is not integers",
+                           where=where, fix="the file is damaged; compile again")
+    return [int(v) for v in table[column].tolist()]
+
+
+def _target(t: pd.DataFrame, where: str) -> Target:
+    if len(t) != 1:
+        raise ToolkitError("the 'target' table must have one row", where=where)
+    row = t.iloc[0]
+    try:
+        return Target(name=str(row["name"]), buffer_bytes=int(row["buffer_bytes"]),
+                      macs_per_cycle=int(row["macs_per_cycle"]),
+                      bytes_per_cycle=int(row["bytes_per_cycle"]),
+                      clock_hz=float(row["clock_hz"]), command_bytes=int(row["command_bytes"]))
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ToolkitError(f"the 'target' table holds a value of the wrong kind ({e})",
+                           where=where, fix="the file is damaged; compile again") from None
 
 
 def load_compiled(outdir: str | os.PathLike[str], stem: str | None = None) -> CompiledModel:
     """Return the :class:`CompiledModel` saved in ``outdir`` (``stem``: which one, when the
     folder holds several). Raises ToolkitError for missing or inconsistent files."""
-    out = Path(outdir)
-    if not out.is_dir():
-        raise ToolkitError("not a folder of compiled output", where=str(out),
-                           fix="pass the -o folder of `toolkit compile`")
+    out = Path(check_folder(outdir, what="folder of compiled output",
+                            fix="pass the -o folder of `toolkit compile`"))
     stem = stem or _stem(out)
     db_path = out / f"{stem}_debug.xml"
     where = str(db_path)
     model = load(out / f"{stem}.circle")
     db = read_debug_db(db_path)
-    t = _need(db.tables, "target", where)
-    if len(t) != 1:
-        raise ToolkitError("the 'target' table must have one row", where=where)
-    row = t.iloc[0]
-    target = Target(name=str(row["name"]), buffer_bytes=int(row["buffer_bytes"]),
-                    macs_per_cycle=int(row["macs_per_cycle"]),
-                    bytes_per_cycle=int(row["bytes_per_cycle"]),
-                    clock_hz=float(row["clock_hz"]), command_bytes=int(row["command_bytes"]))
+    target = _target(_need(db.tables, "target", where, _TARGET_COLUMNS), where)
     commands = lower(model.graph.ops, target)
-    queue = _need(db.tables, "queue", where)
+    queue = _need(db.tables, "queue", where, ("offset", "optimised_id"))
     got = [(c.queue_offset, c.optimised_id) for c in commands]
-    want = list(zip(queue["offset"].astype("int64").tolist(),
-                    queue["optimised_id"].astype("int64").tolist()))
+    want = list(zip(_int_column(queue, "queue", "offset", where),
+                    _int_column(queue, "queue", "optimised_id", where)))
     if got != want:
         raise ToolkitError("the command queue of the model does not match the debug "
                            "database's queue table", where=where,
@@ -78,7 +99,7 @@ def load_compiled(outdir: str | os.PathLike[str], stem: str | None = None) -> Co
     if sorted(by_op) != list(range(n_ops)):
         raise ToolkitError(f"the debug handle map covers ops {sorted(by_op)[:5]}..., the model "
                            f"has {n_ops}", where=str(out / f"{stem}.debug_handles.json"))
-    src = _need(db.tables, "source_ops", where).copy()
+    src = _need(db.tables, "source_ops", where, ("operator", "name")).copy()
     for col in ("operator", "name"):  # all-digit names would have been read as numbers
         src[col] = src[col].astype(str)
     removed = _need(db.tables, "removed", where).copy()
@@ -88,6 +109,6 @@ def load_compiled(outdir: str | os.PathLike[str], stem: str | None = None) -> Co
         return CompiledModel.restored(model, target, commands,
                                       [by_op[i] for i in range(n_ops)], src, removed,
                                       db.source_file)
-    except (KeyError, ValueError, TypeError) as e:
+    except (KeyError, ValueError, TypeError, OverflowError) as e:
         raise ToolkitError(f"the source_ops or removed table is malformed ({e})",
                            where=where) from None

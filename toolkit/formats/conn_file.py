@@ -40,6 +40,7 @@ from pathlib import Path
 
 from toolkit.errors import PartitionError
 from toolkit.formats.part_file import ini_lines
+from toolkit.util.files import check_path, read_text
 
 _MAX_CONN_BYTES = 64 << 20
 """A connection file names a few models; anything larger is not one."""
@@ -93,8 +94,18 @@ def member_path(folder: Path, name: str, *, where: str) -> Path:
         raise PartitionError(f"the connection names {name!r}, which is not a plain file name "
                              "in its folder", where=where,
                              fix="connection files may only name files beside them")
+    if len(os.fsencode(name)) > 255:
+        raise PartitionError(f"the connection names a file of {len(os.fsencode(name))} bytes; "
+                             "file names have at most 255", where=where,
+                             fix="connection files may only name files beside them")
     path = folder / name
-    if path.is_symlink() and path.resolve().parent != folder.resolve():
+    try:
+        leads_out = path.is_symlink() and path.resolve().parent != folder.resolve()
+    except (OSError, RuntimeError) as e:  # a link loop, a folder that cannot be read
+        raise PartitionError(f"cannot follow {name!r} ({e})", where=where,
+                             fix="connection files may only name plain files beside them"
+                             ) from None
+    if leads_out:
         raise PartitionError(f"{name!r} is a link that leads out of the connection's folder",
                              where=where, fix="copy the file into the folder instead")
     return path
@@ -169,6 +180,7 @@ def _json_conn_part(obj: object, what: str, where: str) -> ConnPart:
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_SIZE = re.compile(r"[0-9]{1,19}")  # a byte count (ASCII digits, at most int64)
 
 
 def parse_conn_json(text: str, where: str = "<conn.json>") -> Connection:
@@ -240,7 +252,7 @@ def parse_conn_ini(text: str, where: str = "<conn.ini>") -> Connection:
         if items is None or not items.get("file"):
             raise PartitionError(f"section [{name}] is missing or has no file=", where=where)
         size, digest = items.get("size"), items.get("sha256")
-        if size is not None and not size.isdigit():
+        if size is not None and not _SIZE.fullmatch(size):
             raise PartitionError(f"section [{name}] size is not a byte count", where=where)
         if digest is not None and not _HEX64.fullmatch(digest):
             raise PartitionError(f"section [{name}] sha256 is not 64 hex digits", where=where)
@@ -256,22 +268,9 @@ def parse_conn_ini(text: str, where: str = "<conn.ini>") -> Connection:
 
 def read_connection(path: str | os.PathLike[str]) -> Connection:
     """Read a ``.conn.json`` or ``.conn.ini`` file (by extension) into a :class:`Connection`."""
-    p = Path(path)
-    try:
-        if p.stat().st_size > _MAX_CONN_BYTES:
-            raise PartitionError(f"{p.stat().st_size} bytes is too large for a connection file",
-                                 where=str(p), fix="pass the .conn.json of a partition")
-        text = p.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise PartitionError("connection file not found", where=str(p)) from None
-    except IsADirectoryError:
-        raise PartitionError("is a folder, not a connection file", where=str(p)) from None
-    except UnicodeDecodeError as e:
-        raise PartitionError(f"not UTF-8 text ({e.reason} at byte {e.start})",
-                             where=str(p)) from None
-    except OSError as e:
-        raise PartitionError(f"cannot read the connection file ({e.strerror or e})",
-                             where=str(p)) from None
+    p = Path(check_path(path, what="connection file", error=PartitionError))
+    text = read_text(p, what="connection file", error=PartitionError, max_bytes=_MAX_CONN_BYTES,
+                     fix="pass the .conn.json or .conn.ini written by `toolkit partition`")
     if p.suffix.lower() == ".json":
         return parse_conn_json(text, where=str(p))
     if p.suffix.lower() == ".ini":

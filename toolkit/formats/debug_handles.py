@@ -29,6 +29,7 @@ from typing import Any
 from toolkit.errors import ToolkitError
 from toolkit.ir import Op
 from toolkit.util.atomic import atomic_write
+from toolkit.util.files import check_path, parse_json, read_bytes
 
 __all__ = [
     "FORMAT_VERSION", "DelegateMappingBuilder", "DebugHandleMap", "encode_debug_handles",
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+_MAX_BYTES = 1 << 30  # a map of a few million handles; anything larger is not one
 Identifier = int | str
 
 
@@ -164,10 +166,8 @@ def _key(text: str, kind: str, where: str) -> Identifier:
 
 def decode_debug_handles(data: bytes | str, where: str = "<debug handles>") -> DebugHandleMap:
     """Return the :class:`DebugHandleMap` in JSON ``data`` (ToolkitError when malformed)."""
-    try:
-        body = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ToolkitError(f"not valid JSON ({e})", where=where) from None
+    body: Any = parse_json(data, where=where, what="debug handle map",
+                           fix="pass the .debug_handles.json written by toolkit compile")
     version = body.get("version") if isinstance(body, dict) else None
     if type(version) is not int or version != FORMAT_VERSION:
         raise ToolkitError(f"not a version-{FORMAT_VERSION} debug handle map", where=where,
@@ -212,10 +212,7 @@ def read_debug_handles(path_or_bytes: str | os.PathLike[str] | bytes) -> DebugHa
     """Read a debug handle map from a JSON file or its bytes."""
     if isinstance(path_or_bytes, (bytes, bytearray)):
         return decode_debug_handles(bytes(path_or_bytes))
-    p = Path(path_or_bytes)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise ToolkitError(f"cannot read the debug handle map ({e.strerror or e})",
-                           where=str(p)) from None
-    return decode_debug_handles(data, where=str(p))
+    p = check_path(path_or_bytes, what="debug handle map")
+    data = read_bytes(p, what="debug handle map", max_bytes=_MAX_BYTES,
+                      fix="pass the .debug_handles.json written by toolkit compile")
+    return decode_debug_handles(data, where=p)

@@ -39,6 +39,7 @@ from toolkit.schema import (
     fb,
     numpy_dtype,
 )
+from toolkit.util.files import check_path, open_regular, os_error
 from toolkit.util.gc_pause import paused_gc
 
 __all__ = ["read_model", "load", "IDENTIFIERS"]
@@ -58,18 +59,18 @@ def load(path: str | os.PathLike[str] | bytes | bytearray | memoryview) -> Model
     """
     if isinstance(path, (bytes, bytearray, memoryview)):
         return read_model(path, where="<bytes>")
-    p = Path(path)
-    try:
-        with open(p, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                raise ModelFormatError("file is empty", where=str(p),
-                                       fix="pass a .tflite or .circle model file")
+    p = Path(check_path(path, what="model file", error=ModelFormatError))
+    with open_regular(p, what="model file", error=ModelFormatError,
+                      fix="pass a .tflite or .circle model file") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            raise ModelFormatError("file is empty", where=str(p),
+                                   fix="pass a .tflite or .circle model file")
+        try:
             data: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError:
-        raise ModelFormatError("file not found", where=str(p)) from None
-    except IsADirectoryError:
-        raise ModelFormatError("is a directory, not a model file", where=str(p)) from None
+        except (OSError, ValueError) as e:
+            raise os_error(p, e if isinstance(e, OSError) else OSError(str(e)),
+                           what="model file", error=ModelFormatError) from None
     model = read_model(data, where=str(p))
     model.path = str(p)
     return model

@@ -29,6 +29,7 @@ from toolkit.schema import (
     PLACEHOLDER_FOR_GREATER_OP_CODES,
     fb,
 )
+from toolkit.util.args import check_optional_bool
 from toolkit.util.atomic import atomic_write
 
 __all__ = ["save", "write_model", "origin_tables", "ignored_activations", "ignores_activation",
@@ -46,6 +47,7 @@ def save(model: Model, path: str | os.PathLike[str], *, origin_tables: bool | No
     .circle, and for .tflite when the model carries origins other than the identity.
     The file is written atomically (temp file + rename). Returns the path.
     """
+    check_optional_bool(origin_tables, "origin_tables", "save")
     p = Path(path)
     ext = p.suffix.lower()
     fmt = {".tflite": "tflite", ".circle": "circle"}.get(ext)

@@ -35,6 +35,7 @@ from typing import Any
 
 from toolkit.errors import PartitionError
 from toolkit.schema import BUILTIN_CODES
+from toolkit.util.files import check_path, read_text
 
 __all__ = ["PartSpec", "read_part", "parse_part", "format_part", "write_part", "as_part_spec",
            "ini_lines", "SECTIONS", "COMPLY"]
@@ -255,17 +256,9 @@ def parse_part(text: str, where: str = "<part>") -> PartSpec:
 
 def read_part(path: str | os.PathLike[str]) -> PartSpec:
     """Read a ``.part`` file and return its :class:`PartSpec` (not yet validated)."""
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise PartitionError("partition file not found", where=str(p)) from None
-    except IsADirectoryError:
-        raise PartitionError("is a directory, not a .part file", where=str(p)) from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise PartitionError(f"not UTF-8 text ({e})", where=str(p)) from None
+    p = Path(check_path(path, what="partition file", error=PartitionError))
+    text = read_text(p, what="partition file", error=PartitionError,
+                     fix="pass a .part file (INI text with a [partition] section)")
     return parse_part(text, where=str(p))
 
 

@@ -22,12 +22,12 @@ import csv
 import io
 import os
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from toolkit.errors import VelaError
+from toolkit.util.files import check_path, read_bytes
 
 __all__ = [
     "PER_LAYER_COLUMNS",
@@ -101,6 +101,7 @@ _FLOAT_COLUMNS = frozenset({"staging_peak_pct", "op_cycles", "network_cycles_pct
                             "sram_ac", "dram_ac", "on_chip_flash_ac", "off_chip_flash_ac",
                             "network_mac_pct", "mac_util_pct"})
 _LEGACY_FIRST = re.compile(r"[A-Za-z]+_operator\Z")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT_FLOAT = re.compile(r"-?[0-9]+(\.0*)?\Z")
 
 
@@ -143,9 +144,10 @@ def _convert(col: str, values: list[str], where: str) -> pd.Series:
                             where=where) from None
     if col not in _TEXT_COLUMNS and values:
         stripped = [v.strip() for v in values]
-        if all(_INT_FLOAT.match(v) for v in stripped):
-            return pd.Series(np.array([int(v.split(".", 1)[0]) for v in stripped],
-                                      dtype=np.int64))
+        if all(len(v.split(".", 1)[0]) <= 20 and _INT_FLOAT.match(v) for v in stripped):
+            ints = [int(v.split(".", 1)[0]) for v in stripped]
+            if all(_INT64_MIN <= i <= _INT64_MAX for i in ints):
+                return pd.Series(np.array(ints, dtype=np.int64))
         try:
             return pd.Series(np.array([float(v) for v in stripped], dtype=np.float64))
         except ValueError:
@@ -155,12 +157,9 @@ def _convert(col: str, values: list[str], where: str) -> pd.Series:
 
 def _read_text(path: str | os.PathLike[str]) -> tuple[str, str]:
     """Return (text, where) of a CSV report; VelaError when it cannot be read or decoded."""
-    where = os.fspath(path)
-    try:
-        raw = Path(where).read_bytes()
-    except OSError as exc:
-        raise VelaError(f"cannot read the file ({exc.strerror or exc})", where=where,
-                        fix="pass a CSV written by vela --verbose-performance") from None
+    where = check_path(path, what="Vela CSV", error=VelaError)
+    raw = read_bytes(where, what="Vela CSV", error=VelaError,
+                     fix="pass a CSV written by vela --verbose-performance")
     try:
         return raw.decode("utf-8-sig"), where
     except UnicodeDecodeError as exc:
@@ -275,7 +274,7 @@ def read_summary_csv(path: str | os.PathLike[str]) -> dict[str, int | float | st
     out: dict[str, int | float | str] = {}
     for key, raw in zip(header, values):
         v = raw.strip()
-        if _INT_FLOAT.match(v):
+        if len(v.split(".", 1)[0]) <= 4000 and _INT_FLOAT.match(v):
             out[key] = int(v.split(".", 1)[0])
         else:
             try:

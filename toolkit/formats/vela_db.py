@@ -38,6 +38,7 @@ from defusedxml.ElementTree import DefusedXMLParser
 
 from toolkit.errors import VelaError
 from toolkit.util.atomic import atomic_write
+from toolkit.util.files import check_path, read_bytes
 
 __all__ = [
     "LEGACY_TABLES",
@@ -182,7 +183,8 @@ class _DebugTarget:
 
 def _convert_column(values: list[str]) -> pd.Series:
     """Return ``values`` as an int64 Series when all are integers in range, else as str."""
-    if values and all(_INT_RE.match(v) for v in values):
+    # 20 characters hold every int64 ("-9223372036854775808"); longer ones are text
+    if values and all(len(v) <= 20 and _INT_RE.match(v) for v in values):
         ints = [int(v) for v in values]
         if min(ints) >= _INT64_MIN and max(ints) <= _INT64_MAX:
             return pd.Series(np.array(ints, dtype=np.int64))
@@ -256,14 +258,10 @@ def read_debug_db(path_or_bytes: str | os.PathLike[str] | bytes) -> VelaDebugDB:
         where = "<debug database bytes>"
         path = None
     else:
-        path = os.fspath(path_or_bytes)
+        path = check_path(path_or_bytes, what="debug database", error=VelaError)
         where = path
-        try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            raise VelaError(f"cannot read the debug database ({exc.strerror or exc})", where=path,
-                            fix="pass the <stem>_debug.xml written by vela --enable-debug-db"
-                            ) from None
+        data = read_bytes(path, what="debug database", error=VelaError,
+                          fix="pass the <stem>_debug.xml written by vela --enable-debug-db")
 
     target = _DebugTarget(where)
     parser = DefusedXMLParser(target=target, forbid_dtd=True, forbid_entities=True,
@@ -284,6 +282,13 @@ def read_debug_db(path_or_bytes: str | os.PathLike[str] | bytes) -> VelaDebugDB:
         raise VelaError(f"malformed XML ({exc})", where=f"{where}:{line}" if line else where,
                         fix="the file is truncated or damaged; re-run vela --enable-debug-db"
                         ) from None
+    except (LookupError, ValueError) as exc:  # an unknown encoding, a bad declaration
+        raise VelaError(f"cannot decode the XML ({type(exc).__name__}: {exc})", where=where,
+                        fix="Vela writes UTF-8; the file is damaged or not a debug database"
+                        ) from None
+    except RecursionError:
+        raise VelaError("elements nest too deeply", where=where,
+                        fix="the file is damaged or not a debug database") from None
 
     if target.root_tag != "debug":
         raise VelaError(f"the root element is <{target.root_tag}>, not <debug>", where=where,

@@ -33,6 +33,7 @@ from toolkit.ir import Model
 from toolkit.partitioner import report
 from toolkit.partitioner.build import build_part
 from toolkit.partitioner.grouping import Placement, group_ops, place_ops
+from toolkit.util.args import check_optional_str
 from toolkit.util.atomic import folder_lock, remove_stale_temps, write_file_set
 from toolkit.util.gc_pause import paused_gc
 
@@ -283,6 +284,7 @@ def partition(model: Model | str | os.PathLike[str], part: Any,
     ``[OPNAME]`` names the model lacks are warnings, listed in
     :meth:`PartitionResult.warnings_table`.
     """
+    check_optional_str(source_file, "source_file", "partition")
     if not isinstance(model, Model):
         from toolkit.formats.flatbuffer_read import load
 

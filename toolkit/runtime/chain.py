@@ -25,6 +25,8 @@ from toolkit.formats.conn_file import Connection, ConnPart, file_digest, read_co
 from toolkit.ir import Model
 from toolkit.progress import progress
 from toolkit.runtime.result import RunResult
+from toolkit.util.args import check_bool, check_int
+from toolkit.util.files import read_bytes
 
 __all__ = ["run_connection", "litert_runner", "Runner"]
 
@@ -87,11 +89,8 @@ def _stages(conn: Any) -> tuple[list[_Stage], Connection, Model | None]:
 
 def _checked_part(path: Path, part: ConnPart, where: str) -> bytes:
     """The bytes of a part file, checked against the connection's manifest when it has one."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise PartitionError(f"cannot read part file {part.file!r} ({e.strerror or e})",
-                             where=where) from None
+    data = read_bytes(path, what=f"part file {part.file!r} of {where}", error=PartitionError,
+                      fix="partition the model again into this folder")
     if part.size is not None and part.sha256 is not None and (
             len(data) != part.size or file_digest(data) != part.sha256):
         raise PartitionError(
@@ -187,8 +186,9 @@ def run_connection(conn: Any, inputs: Any = None, *, run: Runner | None = None,
     Raises :class:`PartitionError` when a part needs a tensor no
     earlier part made or a runner does not return a listed output.
     """
-    if repeat < 1 or warmup < 0:
-        raise PartitionError(f"repeat must be >= 1 and warmup >= 0, got {repeat}, {warmup}")
+    check_int(repeat, "repeat", "run", low=1)
+    check_int(warmup, "warmup", "run", low=0)
+    check_bool(trace, "trace", "run")
     stages, c, source = _stages(conn)
     env0 = _bind(inputs, list(c.source.inputs), source)
     where = c.path or "<connection>"

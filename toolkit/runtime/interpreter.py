@@ -8,6 +8,7 @@ asked, records one trace event per op (or per command) with the event tracer.
 from __future__ import annotations
 
 import copy as _copy
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from toolkit.runtime.result import RunResult
 from toolkit.runtime.stripes import stripe_step
 from toolkit.runtime.threads import limit_blas_threads
 from toolkit.runtime.tracer import EventTracer
+from toolkit.util.args import check_bool
 
 __all__ = ["run_model", "Interpreter", "RunResult"]
 
@@ -132,6 +134,7 @@ class Interpreter:
         self._input_specs = [(t.name, t.dtype, tuple(t.shape)) for t in g.inputs]
         self._output_order = [t.name for t in g.outputs]
         self._arg_specs: list[tuple[Any, tuple[int, ...]]] | None = None
+        self._busy = threading.Lock()  # held by the inference running
 
     @staticmethod
     def _slots(ts: Sequence[Tensor | None], slot: dict[Tensor, int]) -> list[int]:
@@ -266,7 +269,18 @@ class Interpreter:
         The first inference checks every output shape and binds each op to a kernel
         specialised to its inputs; the second generates straight-line code for the steps
         (see :mod:`.codegen`), which it and later ones run. An interpreter must not run in
-        two threads at once."""
+        two threads at once: a call made while another runs raises a ToolkitError."""
+        if not self._busy.acquire(blocking=False):
+            raise ToolkitError("this Interpreter is running an inference in another thread",
+                               where="Interpreter.invoke", fix="give each thread its own "
+                               "Interpreter, or serialise the calls with a lock")
+        try:
+            return self._invoke(inputs, tracer, new_run)
+        finally:
+            self._busy.release()
+
+    def _invoke(self, inputs: Any, tracer: EventTracer | None,
+                new_run: bool) -> dict[str, np.ndarray]:
         arrays = self._bind(inputs)
         fast = self._fast
         if fast is None:
@@ -429,6 +443,7 @@ def run_model(model: Any, inputs: Any = None, *, trace: bool = False, repeat: in
         A :class:`~toolkit.runtime.result.RunResult`: the outputs of the last inference by
         name, and the :class:`EventTracer` (``None`` when not traced).
     """
+    check_bool(trace, "trace", "run")
     it = Interpreter(model, threads=threads)
     if inputs is None:
         inputs = it.random_inputs()

@@ -28,6 +28,7 @@ from toolkit.formats.flatbuffer_read import load
 from toolkit.formats.vela_csv import read_per_layer_csv, read_summary_csv
 from toolkit.formats.vela_db import VelaDebugDB, read_debug_db
 from toolkit.ir import Model
+from toolkit.util.files import check_folder, read_bytes
 from toolkit.vela.estimates import (
     ScheduledEstimates,
     VelaAttribution,
@@ -277,7 +278,7 @@ def _read_optional_csv(path: Path) -> pd.DataFrame | None:
     """Return the per-layer CSV at ``path``, an empty frame for an empty file, None if absent."""
     if not path.is_file():
         return None
-    if not path.read_bytes().strip():
+    if not read_bytes(path, what="Vela CSV", error=VelaError).strip():
         return pd.DataFrame()
     return read_per_layer_csv(path)
 
@@ -300,10 +301,8 @@ def read_vela(outdir: str | os.PathLike[str], model: str | os.PathLike[str] | Mo
             legacy-core output without its per-layer CSV, a database that does not fit the
             model, or unreadable files.
     """
-    out = Path(outdir)
-    if not out.is_dir():
-        raise VelaError("Vela's output folder does not exist", where=str(out),
-                        fix="pass the folder given to vela --output-dir")
+    out = Path(check_folder(outdir, what="Vela output folder", error=VelaError,
+                            fix="pass the folder given to vela --output-dir"))
     model_path: Path | None = None
     if isinstance(model, Model):
         loaded = model

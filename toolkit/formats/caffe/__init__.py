@@ -128,12 +128,11 @@ def read_net(path: str | os.PathLike[str]) -> Any:
     """Read a ``.prototxt`` (text) or ``.caffemodel`` (binary) file; return its
     ``NetParameter``. The format follows the extension: ``.caffemodel``/``.binaryproto``
     are binary, everything else is text."""
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise ModelFormatError(f"cannot read file ({e.strerror})", where=str(p),
-                               fix="check the path") from None
+    from toolkit.util.files import check_path, read_bytes
+
+    p = Path(check_path(path, what="Caffe file", error=ModelFormatError))
+    data = read_bytes(p, what="Caffe file", error=ModelFormatError,
+                      fix="pass a .prototxt or .caffemodel file")
     if p.suffix.lower() in (".caffemodel", ".binaryproto"):
         return parse_binary(data, where=str(p))
     return parse_text(data, where=str(p))
