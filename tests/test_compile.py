@@ -399,7 +399,7 @@ def test_load_compiled_rejects_mismatched_files(tmp_path: Path) -> None:
     (b / "m.circle").replace(a / "m.circle")
     with pytest.raises(ToolkitError, match="queue"):
         load_compiled(a)
-    with pytest.raises(ToolkitError, match="not a folder"):
+    with pytest.raises(ToolkitError, match="folder of compiled output: not found"):
         load_compiled(tmp_path / "nowhere")
     with pytest.raises(ToolkitError, match="version"):
         decode_debug_handles(b'{"version": true, "identifier_type": "int", "handles": {}}')
