@@ -16,8 +16,6 @@ as one list of dicts.
 from __future__ import annotations
 
 import codecs
-import contextlib
-import gc
 import gzip
 import json
 import math
@@ -25,7 +23,7 @@ import os
 import re
 import warnings
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -44,6 +42,7 @@ from toolkit.formats.event_columns import (
     start_and_duration,
 )
 from toolkit.formats.exact_time import us_texts
+from toolkit.util.gc_pause import paused_gc
 
 __all__ = ["read_chrome_trace", "write_chrome_trace"]
 
@@ -386,18 +385,6 @@ class _Text:
             return value
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector; restores its previous state on exit."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _last_match(pattern: re.Pattern[str], text: str, start: int) -> int:
     """Position of the ``}`` of the last match of ``pattern`` in ``text[start:]``, or -1."""
     end = len(text)
@@ -568,7 +555,7 @@ def read_chrome_trace(path_or_file: str | os.PathLike[str] | IO[Any]) -> pd.Data
     label, opened = _open_trace(path_or_file)
     sink = Collector()
     try:
-        with _gc_paused():  # millions of short-lived dicts, no cycles: don't scan them
+        with paused_gc():  # millions of short-lived dicts, no cycles: don't scan them
             top = _parse_trace(_Text(opened, label), sink)
             sink.finish()
             frame = sink.frame()

@@ -18,11 +18,11 @@ import json
 import os
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from toolkit.errors import ToolkitError
 from toolkit.limits import check
+from toolkit.util.files import read_bytes
 
 __all__ = ["ETRecord", "EdgeNode", "read_etrecord", "parse_module_stack", "ETRecordError"]
 
@@ -157,11 +157,7 @@ def read_etrecord(source: str | os.PathLike[str] | bytes) -> ETRecord:
         data, where = bytes(source), "<bytes>"
     else:
         where = str(source)
-        try:
-            data = Path(source).read_bytes()
-        except OSError as exc:
-            raise ETRecordError(f"cannot read the ETRecord ({exc.strerror or exc})",
-                                where=where, fix="check the path") from None
+        data = read_bytes(source, what="ETRecord", fix="check the path", error=ETRecordError)
     if data[:4] != b"PK\x03\x04":
         from toolkit.formats.etdump import _fix_for, sniff_executorch_file
 

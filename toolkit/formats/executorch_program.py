@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from toolkit.errors import ToolkitError
+from toolkit.util.files import read_bytes
 
 __all__ = ["Program", "ExecutionPlan", "Instruction", "Delegate", "XnnNode",
            "read_program", "read_xnnpack_blob", "ProgramError", "XNODE_KINDS"]
@@ -215,11 +215,7 @@ def read_program(source: str | os.PathLike[str] | bytes) -> Program:
         data, where = bytes(source), "<bytes>"
     else:
         where = str(source)
-        try:
-            data = Path(source).read_bytes()
-        except OSError as exc:
-            raise ProgramError(f"cannot read the program ({exc.strerror or exc})", where=where,
-                               fix="check the path") from None
+        data = read_bytes(source, what="program", fix="check the path", error=ProgramError)
     if len(data) < 8 or data[4:8] != b"ET12":
         from toolkit.formats.etdump import _fix_for, sniff_executorch_file
 

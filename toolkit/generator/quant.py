@@ -9,12 +9,10 @@ ints (or int32/int64 arrays) ready to be written into the code or the parameters
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from toolkit.errors import UnsupportedOpError
-from toolkit.fixed_point import quantize_multiplier, round_half_away
+from toolkit.fixed_point import QParams, qparams_of, quantize_multiplier, round_half_away
 from toolkit.ir import Op, Tensor
 
 __all__ = ["QP", "qp", "is_quantized", "round_half_away", "quantize_multiplier",
@@ -27,23 +25,8 @@ ACT_CODES = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH"}
 _QUANT = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
 
 
-@dataclass(frozen=True)
-class QP:
-    """Quantization parameters: float32 scales, int64 zero points, quantized axis."""
-
-    scale: np.ndarray
-    zero_point: np.ndarray
-    axis: int
-
-    @property
-    def s(self) -> np.float32:
-        """The first scale (float32)."""
-        return np.float32(self.scale.reshape(-1)[0])
-
-    @property
-    def zp(self) -> int:
-        """The first zero point."""
-        return int(self.zero_point.reshape(-1)[0])
+QP = QParams
+"""The quantization parameters the generator reads (scales, zero points, axis)."""
 
 
 def is_quantized(t: Tensor | None) -> bool:
@@ -58,11 +41,7 @@ def qp(op: Op, t: Tensor | None) -> QP:
         raise UnsupportedOpError("a quantized op has a tensor without a scale",
                                  where=f"op {op.kind} {op.name!r}",
                                  fix="give every tensor of the op a scale and zero point")
-    zp = t.quant.zero_point
-    if zp.size == 0:
-        zp = np.zeros(1, dtype=np.int64)
-    return QP(np.asarray(t.quant.scale, dtype=np.float32).reshape(-1),
-              np.asarray(zp, dtype=np.int64).reshape(-1), int(t.quant.quantized_dimension))
+    return qparams_of(t.quant)
 
 
 def activation_range(op: Op, out: Tensor, code: int | None = None) -> tuple[int, int]:

@@ -19,13 +19,13 @@ import contextvars
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final, Literal, TypeVar
 
 import numpy as np
 
 from toolkit.errors import RuntimeInputError, UnsupportedOpError
+from toolkit.fixed_point import QParams, qparams_of
 from toolkit.ir import Op, Tensor
 from toolkit.runtime.kernels.blocks import block_len, const_block
 from toolkit.runtime.kernels.fixedpoint import (
@@ -74,25 +74,6 @@ __all__ = [
 
 _F32 = np.dtype(np.float32)
 QUANT_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
-
-
-@dataclass(frozen=True)
-class QParams:
-    """Per-tensor (or per-channel) affine parameters as arrays: float32 scale, int64 zp."""
-
-    scale: np.ndarray
-    zero_point: np.ndarray
-    axis: int = 0
-
-    @property
-    def s(self) -> np.float32:
-        """The (first) scale as a float32 scalar."""
-        return np.float32(self.scale.reshape(-1)[0])
-
-    @property
-    def zp(self) -> int:
-        """The (first) zero point."""
-        return int(self.zero_point.reshape(-1)[0])
 
 
 def where(op: Op) -> str:
@@ -147,11 +128,7 @@ def qparams(op: Op, t: Tensor | None) -> QParams:
         name = t.name if t is not None else "<absent>"
         raise unsupported(op, f"tensor {name!r} has no quantization parameters",
                           fix="give the tensor a scale and zero point")
-    zp = t.quant.zero_point
-    if zp.size == 0:
-        zp = np.zeros(1, dtype=np.int64)
-    return QParams(np.asarray(t.quant.scale, dtype=np.float32).reshape(-1),
-                   np.asarray(zp, dtype=np.int64).reshape(-1), int(t.quant.quantized_dimension))
+    return qparams_of(t.quant)
 
 
 def int_range(dt: np.dtype) -> tuple[int, int]:
