@@ -6,11 +6,12 @@
    root, a clear message otherwise) and that Playwright for Python is importable (the ``dev``
    extra); Playwright drives the system browser, it never downloads one;
 2. executes each notebook off-screen with nbclient, logging every figure the kernel renders
-   (pixel size and axes count, see ``figure_log.py``): the reference;
+   (pixel size, axes count and what each axes holds, see ``figure_log.py``): the reference;
 3. starts JupyterLab on a copy of ``notebooks/`` on a loopback port with a token, opens each
    notebook, runs all cells from the Run menu and waits until every cell has run;
 4. fails on a traceback in any output, on a figure missing or differing from the reference in
-   pixel size or axes count (an empty or half-drawn figure), and, in the partition explorer, on
+   pixel size, axes count or per-axes structure (artists, title, labels, legend: an empty or
+   half-drawn figure), and, in the partition explorer, on
    a control change that does not re-run the experiment exactly once or shows an incomplete
    figure (each compared with the same experiment's figure rendered off-screen).
 
@@ -296,52 +297,39 @@ def _image_rows(imgs: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def ink_strips(png: Path) -> dict[str, float]:
-    """Fraction of non-white pixels in each third of a PNG: the ``left`` / ``centre`` /
-    ``right`` columns and the ``top`` / ``middle`` / ``bottom`` rows, each spanning the whole
-    picture the other way."""
-    import matplotlib.image as mpimg
-    import numpy as np
+def structure_changes(shown: list[dict[str, Any]], reference: list[dict[str, Any]]) -> list[str]:
+    """What the shown figure lacks or has in excess against the off-screen reference, axes by
+    axes: patch, collection and image counts, lines present, title, axis labels and legend.
 
-    img = mpimg.imread(png)
-    rgb = img[..., :3] if img.ndim == 3 else np.stack([img] * 3, axis=-1)
-    alpha = img[..., 3] if img.ndim == 3 and img.shape[2] == 4 else np.ones(img.shape[:2])
-    ink = (rgb.min(axis=-1) < 0.9) & (alpha > 0.1)
-    h, w = ink.shape
-    out = {}
-    for i, name in enumerate(("left", "centre", "right")):
-        out[name] = float(ink[:, i * w // 3:(i + 1) * w // 3].mean())
-    for i, name in enumerate(("top", "middle", "bottom")):
-        out[name] = float(ink[i * h // 3:(i + 1) * h // 3, :].mean())
+    Structure, not pixels: measured data move and scale bars (one slow run's whisker squeezes
+    every bar of its axes), while a half-built figure lacks artists or labels whatever the data."""
+    out = []
+    for i, (a, b) in enumerate(zip(shown, reference, strict=False)):
+        for key in ("patches", "collections", "images"):
+            if a.get(key) != b.get(key):
+                out.append(f"axes {i}: {a.get(key)} {key} (off-screen: {b.get(key)})")
+        # lines only present or not: a marker per clipped whisker comes and goes with the data
+        if b.get("lines") and not a.get("lines"):
+            out.append(f"axes {i}: no lines (off-screen: {b.get('lines')})")
+        for key in ("title", "xlabel", "ylabel", "legend"):
+            if b.get(key) and not a.get(key):
+                out.append(f"axes {i}: no {key}")
     return out
 
 
-def missing_regions(shown: Path, reference: Path) -> list[str]:
-    """Thirds of the picture (whole columns or rows) where the off-screen reference is drawn
-    and the shown figure is (nearly) blank: a panel that was never drawn.
-
-    Whole strips, not cells, because measured data move bars about (the largest bar always
-    reaches the right of its axes), while a panel that is missing leaves its strip white."""
-    a, b = ink_strips(shown), ink_strips(reference)
-    return [k for k in b if b[k] > 0.01 and a[k] < 0.25 * b[k]]
-
-
 def compare_figure(report: Report, where: str, shown: dict[str, Any],
-                   expected: dict[str, Any], logged: dict[str, dict[str, Any]],
-                   figures: Path | None = None) -> None:
-    """Fail unless a shown image is a complete figure: the off-screen reference's axes count
-    and pixel size, about as many text labels, and ink wherever the reference has ink."""
+                   expected: dict[str, Any], logged: dict[str, dict[str, Any]]) -> None:
+    """Fail unless a shown image is a complete figure: the off-screen reference's axes count,
+    pixel size and per-axes structure (artists, title, labels, legend), and about as many text
+    labels."""
     row = logged.get(shown["sha1"] or "")
     if row is None:
         report.fail(f"{where}: the image shown is not a figure the kernel rendered")
         return
     problems = []
-    if figures is not None:
-        gone = missing_regions(figures / f"{row['sha1']}.png", figures / f"{expected['sha1']}.png")
-        if gone:
-            problems.append(f"blank where the off-screen figure is drawn: {', '.join(gone)}")
     if row["axes"] != expected["axes"]:
         problems.append(f"{row['axes']} axes (off-screen: {expected['axes']})")
+    problems += structure_changes(row.get("artists", []), expected.get("artists", []))
     if (abs(shown["width"] - expected["width"]) > _tolerance(expected["width"])
             or abs(shown["height"] - expected["height"]) > _tolerance(expected["height"])):
         problems.append(f"{shown['width']}x{shown['height']} px (off-screen: "
@@ -385,7 +373,7 @@ def open_and_run_all(page: Any, base: str, token: str, name: str, timeout_s: flo
 
 
 def check_notebook(page: Any, report: Report, name: str, reference: dict[str, Any],
-                   logged: dict[str, dict[str, Any]], shots: Path, figures: Path) -> None:
+                   logged: dict[str, dict[str, Any]], shots: Path) -> None:
     """Check every code cell's outputs against the off-screen reference."""
     panel = page.locator(".jp-NotebookPanel").first
     cells = panel.locator(".jp-CodeCell")
@@ -410,7 +398,7 @@ def check_notebook(page: Any, report: Report, name: str, reference: dict[str, An
                         f"{len(expected)} rendered off-screen")
         for k, (s, e) in enumerate(zip(shown, expected)):
             n_figures += 1
-            compare_figure(report, f"{stem} cell {i} figure {k}", s, e, logged, figures)
+            compare_figure(report, f"{stem} cell {i} figure {k}", s, e, logged)
             imgs.nth(k).screenshot(path=str(shots / f"{stem}_cell{i:02d}_fig{k}.png"))
     report.note(f"{stem}: {cells.count()} code cells ran, {n_figures} figure(s) checked")
 
@@ -510,8 +498,7 @@ def check_explorer(page: Any, report: Report, ws: Workspace, shots: Path,
     if len(view["shown"]) != 1:
         report.fail(f"explorer after Run All: {len(view['shown'])} figure(s) shown, expected 1")
     else:
-        compare_figure(report, "explorer after Run All", view["shown"][0], refs[0], logged,
-                       ws.root / "figures")
+        compare_figure(report, "explorer after Run All", view["shown"][0], refs[0], logged)
     for k, (step, ref) in enumerate(zip(steps, refs[1:]), start=1):
         before = view
         step.act(box)
@@ -538,7 +525,7 @@ def check_explorer(page: Any, report: Report, ws: Workspace, shots: Path,
         if len(view["shown"]) != 1:
             report.fail(f"{where}: {len(view['shown'])} figure(s) shown, expected 1")
         else:
-            compare_figure(report, where, view["shown"][0], ref, logged, ws.root / "figures")
+            compare_figure(report, where, view["shown"][0], ref, logged)
         n0, n1 = _run_number(before["status"]), _run_number(view["status"])
         if n0 is None or n1 is None:
             report.fail(f"{where}: the status line has no run number: {view['status']!r}")
@@ -581,8 +568,7 @@ def run_check(out: Path, only: list[str] | None = None, timeout_s: float = 240) 
                         open_and_run_all(page, base, token, name, timeout_s)
                         report.note(f"{name}: Run All finished in {time.monotonic() - t:.0f} s")
                         logged = {r["sha1"]: r for r in ws.read_log()}
-                        check_notebook(page, report, name, references[name], logged, out,
-                                       ws.root / "figures")
+                        check_notebook(page, report, name, references[name], logged, out)
                         if name == EXPLORER_NOTEBOOK:
                             check_explorer(page, report, ws, out)
                     except Exception as e:  # a page that cannot be driven is a failure

@@ -2,11 +2,13 @@
 
 Copied into the kernel's ``profile_default/startup/``. Each time matplotlib renders a figure
 into a PNG for display (``FigureCanvasBase.print_figure`` into a byte buffer), one JSON line is
-appended to ``$TOOLKIT_FIGURE_LOG``: the PNG's ``sha1``, its pixel ``width`` / ``height``, the
-figure's ``axes`` count and ``texts`` (visible text artists with text) when the rendering
-started, ``cell`` (sha1 of the cell being run, or None inside a widget callback) and ``thread``;
-the PNG itself is kept as ``figures/<sha1>.png`` beside the log. The browser check looks up
-every image it sees on the page by its sha1, so it knows what the displayed picture is.
+appended to ``$TOOLKIT_FIGURE_LOG``: the PNG's ``sha1``, its pixel ``width`` / ``height``; as
+the figure was when the rendering started, its ``axes`` count, ``texts`` (visible text artists
+with text, annotations aside) and ``artists`` (per axes: how many patches, lines, collections
+and images it holds, and whether it has a title, axis labels and a legend); ``cell`` (sha1 of
+the cell being run, or None inside a widget callback) and ``thread``. The PNG itself is kept as
+``figures/<sha1>.png`` beside the log. The browser check looks up every image it sees on the
+page by its sha1, so it knows what the displayed picture is.
 """
 
 from __future__ import annotations
@@ -24,10 +26,20 @@ _state: dict[str, Any] = {"cell": None}
 _lock = threading.Lock()
 
 
+def axes_structure(ax: Any) -> dict[str, Any]:
+    """What one axes holds, independent of the values plotted: counts of patches (bars),
+    lines, collections (scatter, error bars) and images, and whether the title, the x and y
+    labels and a legend are set."""
+    return {"patches": len(ax.patches), "lines": len(ax.lines),
+            "collections": len(ax.collections), "images": len(ax.images),
+            "title": bool(ax.get_title()), "xlabel": bool(ax.get_xlabel()),
+            "ylabel": bool(ax.get_ylabel()), "legend": ax.get_legend() is not None}
+
+
 def _install() -> None:
     from IPython import get_ipython
     from matplotlib.backend_bases import FigureCanvasBase
-    from matplotlib.text import Text
+    from matplotlib.text import Annotation, Text
 
     ip = get_ipython()
     if ip is not None:
@@ -45,7 +57,9 @@ def _install() -> None:
     def print_figure(self: Any, filename: Any, *args: Any, **kwargs: Any) -> Any:
         fig = self.figure
         axes = len(fig.axes)  # as the figure was when this rendering started
-        texts = sum(1 for t in fig.findobj(Text) if t.get_visible() and t.get_text())
+        texts = sum(1 for t in fig.findobj(Text)  # annotations come and go with the data
+                    if t.get_visible() and t.get_text() and not isinstance(t, Annotation))
+        artists = [axes_structure(ax) for ax in fig.axes]
         out = original(self, filename, *args, **kwargs)
         if isinstance(filename, io.BytesIO):
             data = filename.getvalue()
@@ -53,7 +67,7 @@ def _install() -> None:
                 sha = hashlib.sha1(data).hexdigest()
                 row = {"sha1": sha, "width": int.from_bytes(data[16:20], "big"),
                        "height": int.from_bytes(data[20:24], "big"),
-                       "axes": axes, "texts": texts, "cell": _state["cell"],
+                       "axes": axes, "texts": texts, "artists": artists, "cell": _state["cell"],
                        "thread": threading.current_thread().name}
                 with _lock:
                     with open(_LOG, "a") as f:  # type: ignore[arg-type]
