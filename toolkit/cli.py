@@ -1,9 +1,9 @@
-"""The ``toolkit`` command line: one sub-command per verb, mirroring the library.
+"""The toolkit command line: one sub-command per verb, mirroring the library.
 
     toolkit inspect MODEL                      ops, tensors and origins of a model
     toolkit compile MODEL -o OUTDIR            compiled model + provenance files
                   [--target cpp [--build]]     ... or a C++ artifact of the compiled model
-    toolkit partition --part_file P.part --input_file M.circle [--work_path DIR] ...
+    toolkit partition --part-file P.part --input-file M.circle [--work-path DIR] ...
     toolkit run MODEL [--inputs X.npz] [--repeat N] [--trace OUT.json]
     toolkit run M.onnx --runtime onnxruntime [--optimization all] [--repeat N]
     toolkit trace-join TRACE --compiled OUTDIR [--policy macs] ...
@@ -13,8 +13,10 @@
     toolkit nnc --caffe|--tflite -m MODEL --target interpreter|cpp ...   nnc's command line
     toolkit demo [--out out]                   the end-to-end demo on the sample models
 
-A bad input prints ``error: ...`` (what, where, how to fix) and exits with status 2;
-``toolkit --debug <command> ...`` shows the traceback as well. Every file is written atomically.
+toolkit VERB --help describes every argument of a verb. Multi-word flags take hyphens or
+underscores (--part-file or ONE's --part_file). A bad input prints
+"error: <where>: <what>. Fix: <how>" and exits with status 2; toolkit --debug VERB ... shows
+the traceback as well. Every file is written atomically.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import ToolkitError
+from toolkit.util.cliargs import ToolkitParser, count_arg, error_line, positive_int
 
 __all__ = ["main"]
 
@@ -55,26 +58,6 @@ def write_csv(df: pd.DataFrame, path: Path, flag: str) -> None:
     atomic_write(out_file(path, flag), df.to_csv(index=False).encode("utf-8"))
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
-
-
 def _print_frame(df: pd.DataFrame, title: str | None = None) -> None:
     if title:
         print(f"\n== {title} ({len(df)} rows)")
@@ -83,15 +66,26 @@ def _print_frame(df: pd.DataFrame, title: str | None = None) -> None:
         print(df.to_string(index=False) if len(df) else "(empty)")
 
 
-def cmd_inspect(argv: Sequence[str]) -> int:
-    """``toolkit inspect MODEL [--tensors] [--origins] [--csv DIR]``."""
-    p = argparse.ArgumentParser(prog="toolkit inspect", description=cmd_inspect.__doc__)
-    p.add_argument("model", type=Path, help="a .tflite/.circle file or a compiled output folder")
+def inspect_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``toolkit inspect``."""
+    p = ToolkitParser(prog="toolkit inspect",
+                      description="Print the ops (and optionally tensors and origins) of a "
+                                  "model.")
+    p.add_argument("model", type=Path,
+                   help="the model: a .tflite/.circle file or a compiled output folder")
     p.add_argument("--tensors", action="store_true", help="also print the tensors table")
-    p.add_argument("--origins", action="store_true", help="also print (op, origin) pairs")
-    p.add_argument("--subgraph", type=int, default=0)
-    p.add_argument("--csv", type=Path, help="write the tables as CSV files into this folder")
-    a = p.parse_args(argv)
+    p.add_argument("--origins", action="store_true",
+                   help="also print the (op, origin) pairs")
+    p.add_argument("--subgraph", type=count_arg, default=0,
+                   help="index of the subgraph to show (default 0, the main graph)")
+    p.add_argument("--csv", type=Path,
+                   help="folder to write the tables into as CSV files (created when missing)")
+    return p
+
+
+def cmd_inspect(argv: Sequence[str]) -> int:
+    """Run ``toolkit inspect``; return the exit status (0)."""
+    a = inspect_parser().parse_args(argv)
     from toolkit.model_arg import resolve_model
 
     if a.csv:
@@ -128,30 +122,40 @@ def _load_inputs(path: Path | None) -> dict[str, np.ndarray] | None:
                                "input name") from None
 
 
-def cmd_run(argv: Sequence[str]) -> int:
-    """``toolkit run MODEL [--inputs X.npz] [--repeat N] [--trace OUT.json] [--csv OUT.csv]``.
+def run_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``toolkit run`` (the reference and native runtimes)."""
+    p = ToolkitParser(
+        prog="toolkit run",
+        description="Run a model in the reference runtime and optionally trace it. "
+                    "MODEL may be a .tflite/.circle file, a compiled output folder, a "
+                    ".conn.json/.conn.ini, or a C++ artifact folder (compile --target cpp: "
+                    "run natively, built when needed); --runtime onnxruntime runs an .onnx "
+                    "model in ONNX Runtime instead (toolkit run M.onnx --runtime onnxruntime "
+                    "--help).")
+    p.add_argument("model", type=Path,
+                   help="the model: a .tflite/.circle file, a compiled output folder, a "
+                        ".conn.json/.conn.ini or a C++ artifact folder")
+    p.add_argument("--inputs", type=Path, help=".npz with one array per input name "
+                                              "(default: random inputs, seed 0)")
+    p.add_argument("--repeat", type=positive_int, default=1,
+                   help="number of inferences to record (default 1)")
+    p.add_argument("--warmup", type=count_arg, default=0,
+                   help="inferences to run first, untraced (default 0)")
+    p.add_argument("--trace", type=Path,
+                   help="file to write a Chrome trace to (.json, or .json.gz compressed)")
+    p.add_argument("--csv", type=Path, help="file to write the trace to as CSV")
+    p.add_argument("--outputs", type=Path,
+                   help="file to write the outputs to (.npz, one array per output name)")
+    return p
 
-    MODEL may be a .tflite/.circle file, a compiled output folder, a .conn.json/.conn.ini, or
-    a C++ artifact folder (``compile --target cpp``: run natively, built when needed);
-    ``--runtime onnxruntime`` runs an .onnx model in ONNX Runtime instead.
-    """
+
+def cmd_run(argv: Sequence[str]) -> int:
+    """Run ``toolkit run`` (``--runtime onnxruntime``: ONNX Runtime); return the exit status."""
     if any(a == "--runtime" or a.startswith("--runtime=") for a in argv):
         from toolkit.trace.ort_cli import main_ort_run
 
         return main_ort_run(list(argv))
-    p = argparse.ArgumentParser(prog="toolkit run", description=cmd_run.__doc__)
-    p.add_argument("model", type=Path, help="a .tflite/.circle file, a compiled output folder "
-                                            "or a .conn.json/.conn.ini")
-    p.add_argument("--inputs", type=Path, help=".npz with one array per input name "
-                                              "(default: random inputs, seed 0)")
-    p.add_argument("--repeat", type=_positive, default=1,
-                   help="number of inferences to record")
-    p.add_argument("--warmup", type=_count, default=0,
-                   help="inferences to run first, untraced (default 0)")
-    p.add_argument("--trace", type=Path, help="write a Chrome trace (JSON, .json.gz too)")
-    p.add_argument("--csv", type=Path, help="write the trace as CSV")
-    p.add_argument("--outputs", type=Path, help="write the outputs to this .npz")
-    a = p.parse_args(argv)
+    a = run_parser().parse_args(argv)
     from toolkit.api import run
 
     for flag, path in (("--trace", a.trace), ("--csv", a.csv), ("--outputs", a.outputs)):
@@ -193,19 +197,31 @@ def cmd_run(argv: Sequence[str]) -> int:
     return 0
 
 
-def cmd_compile(argv: Sequence[str]) -> int:
-    """``toolkit compile MODEL -o OUTDIR [--buffer-bytes N] [--passes a,b,...]
-    [--target cpp [--build]]``."""
-    p = argparse.ArgumentParser(prog="toolkit compile", description=cmd_compile.__doc__)
-    p.add_argument("model", type=Path, help="the .tflite/.circle model to compile")
-    p.add_argument("-o", "--output", type=Path, required=True, help="output folder")
-    p.add_argument("--buffer-bytes", type=_positive,
-                   help="target buffer size in bytes (ops above it are cut into stripes)")
-    p.add_argument("--passes", help="comma-separated pass names (default: all)")
+def compile_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``toolkit compile``."""
+    p = ToolkitParser(
+        prog="toolkit compile",
+        description="Compile a model with the origin-preserving passes and lower it to a "
+                    "command queue; write the compiled model and its provenance files (or, "
+                    "with --target cpp, a C++ artifact).")
+    p.add_argument("model", type=Path, help="the model to compile: a .tflite/.circle file")
+    p.add_argument("-o", "--output", type=Path, required=True,
+                   help="output folder (created when missing)")
+    p.add_argument("--buffer-bytes", type=positive_int,
+                   help="target buffer size in bytes; ops above it are cut into stripes "
+                        "(default: the target's, no limit)")
+    p.add_argument("--passes", help="comma-separated pass names (default: all passes)")
     p.add_argument("--target", choices=["circle", "cpp"], default="circle",
-                   help="cpp: write a C++ artifact of the compiled model instead")
-    p.add_argument("--build", action="store_true", help="with --target cpp: build it too")
-    a = p.parse_args(argv)
+                   help="circle: the compiled model and provenance files (default); cpp: "
+                        "also a C++ artifact of the compiled model")
+    p.add_argument("--build", action="store_true",
+                   help="with --target cpp: build the artifact with the system compiler")
+    return p
+
+
+def cmd_compile(argv: Sequence[str]) -> int:
+    """Run ``toolkit compile``; return the exit status (0)."""
+    a = compile_parser().parse_args(argv)
     from toolkit.api import compile
     from toolkit.compiler import Target
 
@@ -232,14 +248,24 @@ def cmd_compile(argv: Sequence[str]) -> int:
     return 0
 
 
+def vela_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``toolkit vela``."""
+    p = ToolkitParser(prog="toolkit vela",
+                      description="Attribute Vela's per-layer estimates (cycles, bytes) to the "
+                                  "original layers of the model given to Vela.")
+    p.add_argument("outdir", type=Path,
+                   help="Vela's output folder (its --output-dir, holding <stem>_debug.xml)")
+    p.add_argument("--model", type=Path, required=True,
+                   help="the .tflite model that was given to Vela")
+    p.add_argument("--by", choices=["layer", "source_op"], default="layer",
+                   help="table to print: per original layer (default) or per source op")
+    p.add_argument("--csv", type=Path, help="file to write the --by table to as CSV")
+    return p
+
+
 def cmd_vela(argv: Sequence[str]) -> int:
-    """``toolkit vela OUTDIR --model M.tflite [--by layer|source_op]``."""
-    p = argparse.ArgumentParser(prog="toolkit vela", description=cmd_vela.__doc__)
-    p.add_argument("outdir", type=Path, help="Vela's --output-dir")
-    p.add_argument("--model", type=Path, required=True, help="the .tflite given to Vela")
-    p.add_argument("--by", choices=["layer", "source_op"], default="layer")
-    p.add_argument("--csv", type=Path)
-    a = p.parse_args(argv)
+    """Run ``toolkit vela``; return the exit status (0)."""
+    a = vela_parser().parse_args(argv)
     from toolkit.api import read_vela
 
     att = read_vela(a.outdir, model=a.model).attribution()
@@ -300,6 +326,31 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
 }
 
 
+def parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every argument parser of the command line, by the command line that selects it
+    (``"run --runtime onnxruntime"`` and ``"trace-join --model"`` are the ONNX Runtime ones)."""
+    from toolkit.demo import demo_parser
+    from toolkit.nnc_cli import parser as nnc_parser
+    from toolkit.partitioner.cli import build_parser as partition_parser
+    from toolkit.trace.cli import trace_join_parser
+    from toolkit.trace.fleet_cli import trace_join_many_parser
+    from toolkit.trace.ort_cli import ort_join_parser, ort_run_parser
+
+    return {
+        "inspect": inspect_parser(),
+        "compile": compile_parser(),
+        "partition": partition_parser(),
+        "run": run_parser(),
+        "run --runtime onnxruntime": ort_run_parser(),
+        "trace-join": trace_join_parser(),
+        "trace-join --model": ort_join_parser(),
+        "trace-join-many": trace_join_many_parser(),
+        "vela": vela_parser(),
+        "nnc": nnc_parser(),
+        "demo": demo_parser(),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``toolkit`` console script; returns the exit status.
 
@@ -320,24 +371,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     cmd = COMMANDS.get(args[0])
     if cmd is None:
-        print(f"error: unknown command {args[0]!r}. Fix: use one of {', '.join(COMMANDS)}",
-              file=sys.stderr)
+        print(f"error: toolkit: unknown command {args[0]!r}. Fix: use one of "
+              f"{', '.join(COMMANDS)} (toolkit --help describes them)", file=sys.stderr)
         return 2
     try:
         return cmd(args[1:])
     except ToolkitError as e:
         if debug:
             raise
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e, args[0]), file=sys.stderr)
         return 2
     except OSError as e:
         if debug:
             raise
-        where = e.filename if e.filename is not None else args[0]
-        print(f"error: {where}: {e.strerror or e}. Fix: check the path and its permissions",
+        where = e.filename if e.filename is not None else f"toolkit {args[0]}"
+        what = str(e.strerror or e).rstrip(".")
+        print(f"error: {where}: {what}. Fix: check the path and its permissions",
               file=sys.stderr)
         return 2
-    except SystemExit as e:  # argparse: bad flags (it printed the usage and the reason)
+    except SystemExit as e:  # argparse after --help (0), or a verb's own exit status
         return 2 if e.code not in (0, None) else 0
     except KeyboardInterrupt:
         print(f"toolkit {args[0]}: interrupted (Ctrl-C); nothing more was written",

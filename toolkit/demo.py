@@ -162,13 +162,33 @@ def render_notebooks(out: Path) -> None:
         _say(f"[notebooks] {nb_path.name} -> {target}")
 
 
+def demo_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``toolkit demo``."""
+    from toolkit.util.cliargs import ToolkitParser
+
+    p = ToolkitParser(
+        prog="toolkit demo", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The end-to-end demo behind make demo:\n\n"
+        "1. compile sample_models/cnn.tflite (stripes for a 4 KiB buffer) and write its\n"
+        "   provenance (circle origin tables, Vela-style debug database, debug-handle map);\n"
+        "2. run the compiled model 10 times with the reference runtime, tracing every command;\n"
+        "3. join the trace back to the original layers and write the attribution tables, a\n"
+        "   Chrome trace whose events carry their layers, and Model Explorer node data;\n"
+        "4. partition Net_InstanceNorm_003 as circle-partitioner's example does and check\n"
+        "   that the chained parts compute what the source model computes;\n"
+        "5. run the real Vela compiler (when installed) on the int8 CNN and attribute its\n"
+        "   estimates to the same layers;\n"
+        "6. execute the notebooks and render them to HTML (--no-notebooks skips this).")
+    p.add_argument("--out", type=Path, default=Path("out"),
+                   help="folder for every result (created when missing; default: out)")
+    p.add_argument("--no-notebooks", action="store_true",
+                   help="skip executing and rendering the notebooks")
+    return p
+
+
 def main_demo(argv: list[str] | None = None) -> int:
     """Run the demo; return 0 on success."""
-    p = argparse.ArgumentParser(prog="toolkit demo", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=Path("out"))
-    p.add_argument("--no-notebooks", action="store_true", help="skip rendering the notebooks")
-    a = p.parse_args(argv)
+    a = demo_parser().parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     compile_run_join(a.out)
     partition_example(a.out)

@@ -61,3 +61,8 @@ class VelaError(ToolkitError):
 class LimitError(ToolkitError):
     """What a file claims exceeds a bound of :mod:`toolkit.limits` (the message names the
     bound and how to raise it)."""
+
+
+class UsageError(ToolkitError):
+    """A command-line flag or argument is missing, unknown or has a bad value (the message
+    names the verb and the flag)."""

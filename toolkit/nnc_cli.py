@@ -40,16 +40,20 @@ _TARGETS = ("interpreter", "cpp", "x86-c++")
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser of ``toolkit nnc`` (nnc's options)."""
-    p = argparse.ArgumentParser(
+    from toolkit.util.cliargs import ToolkitParser
+
+    p = ToolkitParser(
         prog="toolkit nnc", usage="toolkit nnc OPTIONS",
         description="Compile or interpret a neural network model, with nnc's options.",
         epilog="Results of --target interpreter are a NumPy .npz archive (one float32 array "
                "per output node). A bad input prints 'error: ...' and exits with status 2.")
     kind = p.add_mutually_exclusive_group()
     kind.add_argument("--caffe", action="store_true",
-                      help="treat input file as Caffe model (.prototxt or .caffemodel)")
+                      help="treat input file as Caffe model (.prototxt or .caffemodel; "
+                           "default: by the file's extension)")
     kind.add_argument("--tflite", action="store_true",
-                      help="treat input file as TensorFlow Lite model (.tflite or .circle)")
+                      help="treat input file as TensorFlow Lite model (.tflite or .circle; "
+                           "default: by the file's extension)")
     p.add_argument("--target", required=True, choices=_TARGETS, metavar="TARGET",
                    help="select target language to emit for given architecture. Valid values "
                         "are 'cpp' (also 'x86-c++'), 'interpreter'")
@@ -60,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="NAME",
                    help="specify name for output files (default: the model file's stem)")
     p.add_argument("-d", "--output-dir", type=Path, default=Path("."), metavar="DIR",
-                   help="specify directory for output files")
+                   help="specify directory for output files (default: the current folder)")
     p.add_argument("--input-model-data", type=Path, metavar="FILE",
                    help="interpreter option: specify file with neural network input data. "
                         "This file contains array of floats in binary form (or a .npy)")

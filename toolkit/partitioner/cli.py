@@ -1,11 +1,12 @@
 """``toolkit partition``: the command line of ONE's circle-partitioner.
 
-    toolkit partition --part_file M.part --input_file M.circle [--work_path DIR]
+    toolkit partition --part-file M.part --input-file M.circle [--work-path DIR]
                       [--backends cpu,npu] [--default cpu]
 
 The ``.part`` and input files are read from the work path (default: the current folder), and
 the part models, ``<stem>.conn.json`` and ``<stem>.conn.ini`` are written there. ``--backends``
 and ``--default`` override the ``[partition]`` section. ``.tflite`` input is accepted too.
+ONE's spellings (``--part_file``, ``--input_file``, ``--work_path``) are accepted as well.
 """
 
 from __future__ import annotations
@@ -17,23 +18,30 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from toolkit.errors import PartitionError, ToolkitError
+from toolkit.util.cliargs import ToolkitParser, error_line
 
 __all__ = ["main_partition", "build_parser"]
 
 
 def build_parser(prog: str = "toolkit partition") -> argparse.ArgumentParser:
     """Return the argument parser of the ``partition`` command."""
-    ap = argparse.ArgumentParser(
+    ap = ToolkitParser(
         prog=prog, description="Partition a .circle/.tflite model across backends as ONE's "
-        "circle-partitioner does: part models plus .conn.json/.conn.ini connection files.")
-    ap.add_argument("--part_file", required=True,
-                    help="partition file (.part), read from the work path")
-    ap.add_argument("--input_file", required=True,
-                    help="input .circle (or .tflite) model, read from the work path")
-    ap.add_argument("--work_path", default=".",
-                    help="folder of the input files and of the outputs (default: current)")
-    ap.add_argument("--backends", help="backends in CSV; overrides [partition] backends")
-    ap.add_argument("--default", help="default backend; overrides [partition] default")
+        "circle-partitioner does: part models plus .conn.json/.conn.ini connection files. "
+        "ONE's spellings (--part_file, --input_file, --work_path) are accepted too.")
+    ap.add_argument("--part-file", required=True,
+                    help="partition file (.part), a name relative to the work path")
+    ap.add_argument("--input-file", required=True,
+                    help="input .circle (or .tflite) model, a name relative to the work path")
+    ap.add_argument("--work-path", default=".",
+                    help="existing folder of the input files and of the outputs (default: "
+                         "the current folder)")
+    ap.add_argument("--backends",
+                    help="comma-separated backend names, e.g. cpu,npu (default: the .part "
+                         "file's [partition] backends)")
+    ap.add_argument("--default",
+                    help="backend of the ops no rule names (default: the .part file's "
+                         "[partition] default)")
     return ap
 
 
@@ -55,17 +63,29 @@ def main_partition(argv: Sequence[str] | None = None) -> int:
     ap = build_parser()
     try:
         args = ap.parse_args(list(argv) if argv is not None else None)
-    except SystemExit as e:
+    except SystemExit as e:  # --help
         return int(e.code or 0)
+    except ToolkitError as e:
+        print(error_line(e, "partition"), file=sys.stderr)
+        return 2
     from toolkit.formats.flatbuffer_read import load
     from toolkit.partitioner import partition
 
     work = Path(args.work_path or ".")
     try:
         if not work.is_dir():
-            raise PartitionError("work path is not a folder", where=str(work))
-        part_path = _in_work(work, args.part_file, "--part_file")
-        input_path = _in_work(work, args.input_file, "--input_file")
+            raise PartitionError("the work path is not an existing folder",
+                                 where=f"--work-path {work}",
+                                 fix=f"create it (mkdir -p {work}) and put the .part and "
+                                     "model files in it, or pass the folder that holds them")
+        part_path = _in_work(work, args.part_file, "--part-file")
+        input_path = _in_work(work, args.input_file, "--input-file")
+        for flag, path in (("--part-file", part_path), ("--input-file", input_path)):
+            if not path.is_file():
+                raise PartitionError(f"{flag} {path.name} is not a file in the work path",
+                                     where=str(path),
+                                     fix=f"put it in {work} or give --work-path the folder "
+                                         "that holds it")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             model = load(input_path)
@@ -75,7 +95,7 @@ def main_partition(argv: Sequence[str] | None = None) -> int:
         for w in caught:
             print(f"warning: {w.message}", file=sys.stderr)
     except ToolkitError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e, "partition"), file=sys.stderr)
         return 2
     for p, path in zip(result.parts, paths):
         print(f"{path}: {p.backend}, {len(p.op_indices)} op(s), inputs {p.inputs}, "

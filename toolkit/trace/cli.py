@@ -12,18 +12,24 @@ import pandas as pd
 from toolkit.errors import ToolkitError
 from toolkit.trace.join import POLICIES
 from toolkit.trace.keys import KEY_KINDS
+from toolkit.util.cliargs import ToolkitParser, count_arg
 
-__all__ = ["main_trace_join"]
+__all__ = ["main_trace_join", "trace_join_parser"]
 
 _VIEWS = ("layer", "source_op", "op", "command", "backend")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def trace_join_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``toolkit trace-join`` (``--model``: the ONNX Runtime one)."""
+    p = ToolkitParser(
         prog="toolkit trace-join",
-        description="Attribute the time of a runtime trace to the original layers of a model.")
+        description="Attribute the time of a runtime trace to the original layers of a "
+                    "model. With --model M.onnx the trace is an ONNX Runtime profile "
+                    "(toolkit trace-join PROFILE --model M.onnx --help).")
     p.add_argument("trace", type=Path,
-                   help="Chrome trace JSON (.json, .json.gz), CSV, or debug-handle records")
+                   help="the trace file: Chrome trace JSON (.json, .json.gz), CSV, "
+                        "debug-handle records, or an ExecuTorch ETDump (.etdp) with "
+                        "--etrecord")
     p.add_argument("--compiled", type=Path,
                    help="compiled output folder (toolkit compile -o), a partitioned model's "
                         ".conn.json/.conn.ini, or a .circle/.tflite")
@@ -35,28 +41,42 @@ def _parser() -> argparse.ArgumentParser:
                         "with --etrecord: equal or nodes, default equal)")
     p.add_argument("--key", choices=KEY_KINDS, help="key kind of every event "
                                                     "(default: each event's own)")
-    p.add_argument("--by", choices=_VIEWS, default="layer", help="table to print and write")
+    p.add_argument("--by", choices=_VIEWS, default="layer",
+                   help="table to print and write (default: layer)")
     p.add_argument("--overlaps", choices=("self", "leaves", "keep"), default="self",
                    help="self: nested spans count their exclusive time (default); leaves: "
                         "enclosing spans are unattributed; keep: every span counts whole")
-    p.add_argument("--skip-runs", type=int, default=0, metavar="N",
-                   help="drop the first N runs (warm-up inferences) of the trace")
+    p.add_argument("--skip-runs", type=count_arg, default=0, metavar="N",
+                   help="drop the first N runs (warm-up inferences) of the trace (default 0)")
     p.add_argument("--no-strict", action="store_true",
                    help="attribute what matches even when most events do not match the model")
-    p.add_argument("--csv", type=Path, help="write the --by table as CSV")
-    p.add_argument("--unattributed-csv", type=Path, help="write the unattributed events as CSV")
-    p.add_argument("--chrome", type=Path, help="write a Chrome trace with layers in args")
-    p.add_argument("--model-explorer", type=Path, help="write Model Explorer node data JSON")
+    p.add_argument("--csv", type=Path, help="file to write the --by table to as CSV")
+    p.add_argument("--unattributed-csv", type=Path,
+                   help="file to write the unattributed events to as CSV")
+    p.add_argument("--chrome", type=Path,
+                   help="file to write a Chrome trace to, with each event's layers in its args")
+    p.add_argument("--model-explorer", type=Path,
+                   help="file to write Model Explorer node data (JSON) to")
     p.add_argument("--graph-id", help="graph id for --model-explorer (default: the "
                                       "subgraph's name, as Model Explorer looks it up)")
-    p.add_argument("--top", type=int, default=40, help="rows to print (0: all)")
-    g = p.add_argument_group("reading the trace")
-    g.add_argument("--key-column")
-    g.add_argument("--start-column")
-    g.add_argument("--duration-column")
-    g.add_argument("--end-column")
-    g.add_argument("--unit", choices=("ns", "us", "ms", "s", "cycles"))
-    g.add_argument("--clock-hz", type=float)
+    p.add_argument("--top", type=count_arg, default=40,
+                   help="rows of the table to print, largest total_ns first (default 40; "
+                        "0: all)")
+    g = p.add_argument_group("reading the trace (columns of a CSV or Chrome args)")
+    g.add_argument("--key-column",
+                   help="column holding each event's key (default: found by name)")
+    g.add_argument("--start-column",
+                   help="column holding each event's start time (default: found by name)")
+    g.add_argument("--duration-column",
+                   help="column holding each event's duration (default: found by name)")
+    g.add_argument("--end-column",
+                   help="column holding each event's end time, when there is no duration "
+                        "column (default: found by name)")
+    g.add_argument("--unit", choices=("ns", "us", "ms", "s", "cycles"),
+                   help="unit of the time columns (default: from the column names, e.g. "
+                        "dur_us)")
+    g.add_argument("--clock-hz", type=float,
+                   help="clock frequency in Hz, to turn --unit cycles into ns")
     return p
 
 
@@ -69,7 +89,7 @@ def main_trace_join(argv: Sequence[str]) -> int:
     input, and a trace that mostly does not match the model (unless ``--no-strict``), raise
     :class:`~toolkit.errors.ToolkitError` (the main command line prints it, status 2).
     """
-    a = _parser().parse_args(list(argv))
+    a = trace_join_parser().parse_args(list(argv))
     if a.etrecord is not None:
         from toolkit.trace.executorch import main_executorch
 
@@ -77,8 +97,9 @@ def main_trace_join(argv: Sequence[str]) -> int:
                                by=a.by, csv=a.csv, top=a.top)
     if a.compiled is None:
         raise ToolkitError("trace-join needs --compiled (or --etrecord for an ETDump)",
-                           fix="toolkit trace-join TRACE --compiled OUT, or "
-                               "toolkit trace-join X.etdp --etrecord R.bin [--program M.pte]")
+                           where="toolkit trace-join",
+                           fix="toolkit trace-join TRACE --compiled OUT, or toolkit "
+                               "trace-join X.etdp --etrecord R.bin [--program M.pte]")
     if a.policy is None:
         a.policy = "macs"
     from toolkit.trace.export import to_chrome_trace, to_model_explorer

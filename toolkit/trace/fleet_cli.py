@@ -19,14 +19,16 @@ import pandas as pd
 from toolkit.trace.fleet import ENGINES
 from toolkit.trace.join import POLICIES
 from toolkit.trace.keys import KEY_KINDS
+from toolkit.util.cliargs import ToolkitParser, count_arg
 
-__all__ = ["main_trace_join_many"]
+__all__ = ["main_trace_join_many", "trace_join_many_parser"]
 
 _VIEWS = ("layer", "source_op", "op", "command", "backend")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def trace_join_many_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``toolkit trace-join-many``."""
+    p = ToolkitParser(
         prog="toolkit trace-join-many",
         description="Attribute the time of a fleet of traces (one device session per file) "
                     "to the original layers of one compiled model.")
@@ -37,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="compiled output folder, a partitioned model's .conn.json, or a model")
     p.add_argument("--engine", choices=ENGINES, default="local",
                    help="local: a process pool (default); dask: a Dask cluster")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
+    p.add_argument("--workers", type=count_arg, default=None, metavar="N",
                    help="worker processes (default: one per core; 0 with --engine local: "
                         "in this process)")
     p.add_argument("--scheduler", metavar="ADDRESS",
@@ -49,16 +51,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", choices=("distinct", "per-partition"), default="distinct",
                    help="distinct: run values are unique across files (default); "
                         "per-partition: each file numbers its runs from 0 (a runtime's trace)")
-    p.add_argument("--policy", choices=POLICIES, default="macs")
-    p.add_argument("--key", choices=KEY_KINDS)
-    p.add_argument("--overlaps", choices=("self", "leaves", "keep"), default="self")
-    p.add_argument("--skip-runs", type=int, default=0, metavar="N",
-                   help="drop the first N runs of every partition (warm-up)")
-    p.add_argument("--no-strict", action="store_true")
-    p.add_argument("--by", choices=_VIEWS, default="layer", help="table to print and write")
-    p.add_argument("--csv", type=Path, help="write the --by table as CSV")
-    p.add_argument("--partitions-csv", type=Path, help="write the per-file table as CSV")
-    p.add_argument("--top", type=int, default=40, help="rows to print (0: all)")
+    p.add_argument("--policy", choices=POLICIES, default="macs",
+                   help="how an op's time is split over its source ops (default: macs)")
+    p.add_argument("--key", choices=KEY_KINDS,
+                   help="key kind of every event (default: each event's own)")
+    p.add_argument("--overlaps", choices=("self", "leaves", "keep"), default="self",
+                   help="self: nested spans count their exclusive time (default); leaves: "
+                        "enclosing spans are unattributed; keep: every span counts whole")
+    p.add_argument("--skip-runs", type=count_arg, default=0, metavar="N",
+                   help="drop the first N runs of every partition (warm-up; default 0)")
+    p.add_argument("--no-strict", action="store_true",
+                   help="attribute what matches even when most events do not match the model")
+    p.add_argument("--by", choices=_VIEWS, default="layer",
+                   help="table to print and write (default: layer)")
+    p.add_argument("--csv", type=Path, help="file to write the --by table to as CSV")
+    p.add_argument("--partitions-csv", type=Path,
+                   help="file to write the per-file table to as CSV")
+    p.add_argument("--top", type=count_arg, default=40,
+                   help="rows to print, largest total_ns first (default 40; 0: all)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -96,14 +106,16 @@ def _write_csv(table: pd.DataFrame, path: Path) -> None:
 def main_trace_join_many(argv: Sequence[str]) -> int:
     """Run ``toolkit trace-join-many``; return the exit status (0). Bad input raises
     :class:`~toolkit.errors.ToolkitError` (the main command line prints it, status 2)."""
-    a = _parser().parse_args(list(argv))
+    a = trace_join_many_parser().parse_args(list(argv))
     from toolkit.errors import ToolkitError
     from toolkit.trace.fleet import trace_join_many
 
     client = None
     if a.scheduler:
         if a.engine != "dask":
-            raise ToolkitError("--scheduler needs --engine dask")
+            raise ToolkitError("--scheduler needs --engine dask",
+                               where="toolkit trace-join-many --scheduler",
+                               fix="add --engine dask, or drop --scheduler")
         from toolkit.trace.fleet_engines import import_distributed
 
         client = import_distributed().Client(a.scheduler)

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["main_ort_join", "main_ort_run"]
+from toolkit.util.cliargs import ToolkitParser, count_arg, positive_int
+
+__all__ = ["main_ort_join", "main_ort_run", "ort_join_parser", "ort_run_parser"]
 
 _VIEWS = ("layer", "node", "op", "origins", "groups", "unmapped")
 
@@ -55,23 +57,33 @@ def _report(att: object, by: str, top: int, csv: Path | None) -> None:
     sys.stdout.flush()
 
 
-def main_ort_join(argv: Sequence[str]) -> int:
-    """``toolkit trace-join PROFILE --model M.onnx [--optimized M.opt.onnx] [--by layer]``:
-    attribute an ONNX Runtime profile to the layers of an ONNX model; return 0.
-    Bad input raises :class:`~toolkit.errors.ToolkitError` (printed by the main command)."""
-    p = argparse.ArgumentParser(
+def ort_join_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``toolkit trace-join PROFILE --model M.onnx``."""
+    p = ToolkitParser(
         prog="toolkit trace-join",
         description="Attribute an ONNX Runtime profile's kernel time to the layers of the "
                     "exported ONNX model, through the graph ORT optimized.")
-    p.add_argument("trace", type=Path, help="ORT profile (.json, .json.gz)")
+    p.add_argument("trace", type=Path, help="the ONNX Runtime profile (.json, .json.gz)")
     p.add_argument("--model", type=Path, required=True, help="the exported .onnx model")
     p.add_argument("--optimized", type=Path,
-                   help="the graph ORT saved for the session (optimized_model_filepath)")
-    p.add_argument("--policy", choices=("equal", "compute"), default="equal")
-    p.add_argument("--by", choices=_VIEWS, default="layer", help="table to print and write")
-    p.add_argument("--csv", type=Path, help="write the --by table as CSV")
-    p.add_argument("--top", type=int, default=40, help="rows to print (0: all)")
-    a = p.parse_args(list(argv))
+                   help="the graph ORT saved for the session (optimized_model_filepath; "
+                        "default: the exported graph itself)")
+    p.add_argument("--policy", choices=("equal", "compute"), default="equal",
+                   help="how a fused group's time is split over its original nodes "
+                        "(default: equal)")
+    p.add_argument("--by", choices=_VIEWS, default="layer",
+                   help="table to print and write (default: layer)")
+    p.add_argument("--csv", type=Path, help="file to write the --by table to as CSV")
+    p.add_argument("--top", type=count_arg, default=40,
+                   help="rows to print, largest total_ns first (default 40; 0: all)")
+    return p
+
+
+def main_ort_join(argv: Sequence[str]) -> int:
+    """Run ``toolkit trace-join PROFILE --model M.onnx``: attribute an ONNX Runtime profile to
+    the layers of an ONNX model; return 0. Bad input raises
+    :class:`~toolkit.errors.ToolkitError` (printed by the main command)."""
+    a = ort_join_parser().parse_args(list(argv))
     from toolkit.trace.ort_join import join_ort
 
     att = join_ort(a.trace, a.model, a.optimized, policy=a.policy)
@@ -80,26 +92,39 @@ def main_ort_join(argv: Sequence[str]) -> int:
     return 0
 
 
-def main_ort_run(argv: Sequence[str]) -> int:
-    """``toolkit run M.onnx --runtime onnxruntime [--optimization all] [--repeat N]
-    [--warmup N] [--inputs X.npz] [--out DIR] [--by layer]``: run in ONNX Runtime, profile
-    the optimized graph exactly and print the time per layer; return 0."""
-    p = argparse.ArgumentParser(prog="toolkit run --runtime onnxruntime",
-                                description=main_ort_run.__doc__)
-    p.add_argument("model", type=Path, help="an .onnx model")
-    p.add_argument("--runtime", choices=("onnxruntime",), required=True)
+def ort_run_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``toolkit run M.onnx --runtime onnxruntime``."""
+    p = ToolkitParser(prog="toolkit run --runtime onnxruntime",
+                      description="Run an .onnx model in ONNX Runtime, profile the optimized "
+                                  "graph and print the time per layer.")
+    p.add_argument("model", type=Path, help="the .onnx model to run")
+    p.add_argument("--runtime", choices=("onnxruntime",), required=True,
+                   help="the runtime: onnxruntime")
     p.add_argument("--optimization", choices=("disable", "basic", "extended", "all"),
-                   default="all")
-    p.add_argument("--repeat", type=int, default=10)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--inputs", type=Path, help=".npz with one array per input name")
-    p.add_argument("--out", type=Path, help="folder for the optimized graph and the profile")
+                   default="all", help="ORT's graph optimization level (default: all)")
+    p.add_argument("--repeat", type=positive_int, default=10,
+                   help="number of inferences to time and profile (default 10)")
+    p.add_argument("--warmup", type=count_arg, default=2,
+                   help="inferences to run first, untimed (default 2)")
+    p.add_argument("--threads", type=positive_int, default=1,
+                   help="ORT intra-op threads (default 1)")
+    p.add_argument("--inputs", type=Path, help=".npz with one array per input name "
+                                              "(default: random inputs)")
+    p.add_argument("--out", type=Path, help="folder for the optimized graph and the profile "
+                                           "(default: a temporary folder)")
     p.add_argument("--no-trace", action="store_true", help="time only, no profile")
-    p.add_argument("--by", choices=_VIEWS, default="layer")
-    p.add_argument("--top", type=int, default=40)
-    p.add_argument("--csv", type=Path)
-    a = p.parse_args(list(argv))
+    p.add_argument("--by", choices=_VIEWS, default="layer",
+                   help="table to print and write (default: layer)")
+    p.add_argument("--top", type=count_arg, default=40,
+                   help="rows to print, largest total_ns first (default 40; 0: all)")
+    p.add_argument("--csv", type=Path, help="file to write the --by table to as CSV")
+    return p
+
+
+def main_ort_run(argv: Sequence[str]) -> int:
+    """Run ``toolkit run M.onnx --runtime onnxruntime``: run in ONNX Runtime, profile the
+    optimized graph exactly and print the time per layer; return 0."""
+    a = ort_run_parser().parse_args(list(argv))
     import numpy as np
 
     from toolkit.runtime.onnxruntime import run_onnxruntime
