@@ -94,7 +94,8 @@ def cmd_inspect(argv: Sequence[str]) -> int:
     m = resolve_model(a.model, purpose="toolkit inspect", accept=("model", "compiled")).model
     if not 0 <= a.subgraph < len(m.subgraphs):
         raise ToolkitError(f"subgraph {a.subgraph} does not exist", where=str(a.model),
-                           fix=f"the model has {len(m.subgraphs)} subgraph(s)")
+                           fix=f"give --subgraph 0 to {len(m.subgraphs) - 1} (the model has "
+                               f"{len(m.subgraphs)} subgraph(s))")
     print(f"{a.model}: {m.format}, {len(m.subgraphs)} subgraph(s), "
           f"{len(m.subgraphs[a.subgraph])} ops, origin tables: "
           f"{'yes' if m.had_origin_tables else 'no'}")
@@ -113,6 +114,10 @@ def cmd_inspect(argv: Sequence[str]) -> int:
 def _load_inputs(path: Path | None) -> dict[str, np.ndarray] | None:
     if path is None:
         return None
+    if not path.is_file():
+        raise ToolkitError("no such inputs file", where=str(path),
+                           fix="check the --inputs path (an .npz with one array per input "
+                               "name)")
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}

@@ -189,6 +189,9 @@ def demo_parser() -> argparse.ArgumentParser:
 def main_demo(argv: list[str] | None = None) -> int:
     """Run the demo; return 0 on success."""
     a = demo_parser().parse_args(argv)
+    if a.out.exists() and not a.out.is_dir():
+        raise ToolkitError("--out names a file, a folder is expected", where=str(a.out),
+                           fix="give --out a folder name (it is created when missing)")
     a.out.mkdir(parents=True, exist_ok=True)
     compile_run_join(a.out)
     partition_example(a.out)

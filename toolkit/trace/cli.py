@@ -98,8 +98,8 @@ def main_trace_join(argv: Sequence[str]) -> int:
     if a.compiled is None:
         raise ToolkitError("trace-join needs --compiled (or --etrecord for an ETDump)",
                            where="toolkit trace-join",
-                           fix="toolkit trace-join TRACE --compiled OUT, or toolkit "
-                               "trace-join X.etdp --etrecord R.bin [--program M.pte]")
+                           fix="give --compiled OUT (a compiled folder, .conn.json or model "
+                               "file), or for an ETDump --etrecord R.bin [--program M.pte]")
     if a.policy is None:
         a.policy = "macs"
     from toolkit.trace.export import to_chrome_trace, to_model_explorer

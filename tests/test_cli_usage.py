@@ -1,0 +1,206 @@
+"""The command line as people use it: help without markup and with every argument described,
+both spellings of multi-word flags, and one shape for every error line."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+from support import SAMPLES
+
+from toolkit.cli import COMMANDS, main, parsers
+from toolkit.util.cliargs import generic_fix
+
+MARKUP = re.compile(r"``|:(func|class|mod|meth|attr|data|exc|obj|ref|doc):`")
+ERROR_LINE = re.compile(r"^error: (?P<where>.+?): (?P<what>.+?[.?!]) Fix: (?P<fix>.+)$")
+
+# What each parser needs besides the flag under test, to parse at all.
+REQUIRED: dict[str, list[str]] = {
+    "inspect": ["m.tflite"],
+    "compile": ["m.tflite", "-o", "out"],
+    "partition": ["--part-file", "p.part", "--input-file", "m.circle"],
+    "run": ["m.tflite"],
+    "run --runtime onnxruntime": ["m.onnx", "--runtime", "onnxruntime"],
+    "trace-join": ["t.json"],
+    "trace-join --model": ["t.json", "--model", "m.onnx"],
+    "trace-join-many": ["t.json", "--compiled", "out"],
+    "vela": ["out", "--model", "m.tflite"],
+    "nnc": ["--target", "cpp", "-m", "m.tflite"],
+    "demo": [],
+}
+
+
+def _user_actions(p: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in p._actions if not isinstance(a, argparse._HelpAction)]
+
+
+def test_every_parser_is_walked() -> None:
+    ps = parsers()
+    assert set(ps) == set(REQUIRED)
+    assert {k.split()[0] for k in ps} == set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_help_is_plain_and_describes_every_argument(name: str) -> None:
+    p = parsers()[name]
+    text = p.format_help()
+    assert not MARKUP.search(text), MARKUP.search(text)
+    assert p.description and not MARKUP.search(p.description)
+    for action in _user_actions(p):
+        label = "/".join(action.option_strings) or action.dest
+        assert action.help and action.help != argparse.SUPPRESS, f"{name} {label}: no help"
+        assert len(action.help) >= 12, f"{name} {label}: help too short: {action.help!r}"
+        has_default = action.default not in (None, False, argparse.SUPPRESS)
+        if has_default and action.option_strings:
+            assert "default" in action.help, f"{name} {label}: default not said"
+
+
+def test_help_through_the_console_script(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    top = capsys.readouterr().out
+    assert not MARKUP.search(top) and "toolkit VERB --help" in top
+    for argv in (["inspect", "--help"], ["run", "m.onnx", "--runtime", "onnxruntime", "-h"],
+                 ["trace-join", "p.json", "--model", "m.onnx", "--help"],
+                 ["partition", "--help"], ["nnc", "--help"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("usage: toolkit") and not MARKUP.search(out), argv
+
+
+def _value(action: argparse.Action) -> list[str]:
+    if action.nargs == 0:
+        return []
+    if action.choices:
+        return [str(list(action.choices)[-1])]
+    return ["7"]
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_multiword_flags_take_both_spellings(name: str) -> None:
+    p = parsers()[name]
+    base = REQUIRED[name]
+    fmt = p._get_formatter()
+    usage = p.format_usage() + "\n".join(fmt._format_action_invocation(a)
+                                         for a in _user_actions(p))
+    flags = [s for a in _user_actions(p) for s in a.option_strings
+             if s.startswith("--") and re.search(r"[-_]", s[2:])]
+    for flag in flags:
+        action = p._option_string_actions[flag]
+        declared = vars(p.parse_args([*base, flag, *_value(action)]))
+        assert declared[action.dest] != action.default or action.nargs == 0, flag
+        for alt in ("--" + flag[2:].replace("-", "_"), "--" + flag[2:].replace("_", "-")):
+            if alt == flag:
+                continue
+            assert vars(p.parse_args([*base, alt, *_value(action)])) == declared, alt
+            if action.nargs != 0:
+                joined = vars(p.parse_args([*base, f"{alt}={_value(action)[0]}"]))
+                assert joined == declared, alt
+            assert alt not in usage, f"{name}: help shows {alt} beside {flag}"
+    if name == "partition":  # ONE's spellings, as circle-partitioner takes them
+        a = p.parse_args(["--part_file", "p.part", "--input_file", "m.circle",
+                          "--work_path", "w"])
+        assert (a.part_file, a.input_file, a.work_path) == ("p.part", "m.circle", "w")
+
+
+# -- error lines --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("cli")
+    (d / "notes.txt").write_text("not a model\n")
+    (d / "fake.tflite").write_bytes(b"this is text, not a FlatBuffer\n" * 4)
+    (d / "empty").mkdir()
+    (d / "bad.npz").write_bytes(b"not an archive")
+    (d / "bad.part").write_text("[partition]\nbackends=cpu,npu\ndefault=gpu\n")
+    import shutil
+
+    shutil.copy(SAMPLES / "Net_InstanceNorm_003.circle", d / "net.circle")
+    (d / "ok.part").write_text("[partition]\nbackends=cpu,npu\ndefault=npu\n"
+                               "comply=opcode\n\n[OPCODE]\nDIV=cpu\n")
+    return {"dir": d, "txt": d / "notes.txt", "fake": d / "fake.tflite",
+            "empty": d / "empty", "npz": d / "bad.npz", "cnn": SAMPLES / "cnn.tflite"}
+
+
+def _mistakes(w: dict[str, Path]) -> list[tuple[str, list[str]]]:
+    d, cnn, missing = w["dir"], str(w["cnn"]), str(w["dir"] / "missing.tflite")
+    return [
+        ("inspect", [missing]),
+        ("inspect", [str(w["txt"])]),
+        ("inspect", [str(w["fake"])]),
+        ("inspect", [cnn, "--subgraph", "-1"]),
+        ("inspect", [cnn, "--subgraph", "3"]),
+        ("inspect", []),
+        ("compile", [missing, "-o", str(d / "o")]),
+        ("compile", [cnn]),
+        ("compile", [cnn, "-o", str(w["txt"])]),
+        ("compile", [cnn, "-o", str(d / "o"), "--buffer-bytes", "0"]),
+        ("compile", [cnn, "-o", str(d / "o"), "--target", "gpu"]),
+        ("compile", [cnn, "-o", str(d / "o"), "--passes", "no_such_pass"]),
+        ("partition", ["--part_file", "ok.part", "--input_file", "net.circle",
+                       "--work_path", str(d / "nowhere")]),
+        ("partition", ["--part-file", "missing.part", "--input-file", "net.circle",
+                       "--work-path", str(d)]),
+        ("partition", ["--part-file", "ok.part", "--input-file", "notes.txt",
+                       "--work-path", str(d)]),
+        ("partition", ["--part-file", "bad.part", "--input-file", "net.circle",
+                       "--work-path", str(d)]),
+        ("partition", ["--part-file", "ok.part"]),
+        ("run", [missing]),
+        ("run", [str(w["txt"])]),
+        ("run", [cnn, "--repeat", "0"]),
+        ("run", [cnn, "--warmup", "many"]),
+        ("run", [cnn, "--inputs", str(w["npz"])]),
+        ("run", [cnn, "--inputs", str(d / "missing.npz")]),
+        ("run", [cnn, "--trace", str(w["empty"])]),
+        ("run", [cnn, "--bogus"]),
+        ("run", [str(d / "m.onnx"), "--runtime", "onnxruntime", "--optimization", "max"]),
+        ("run", [str(d / "m.onnx"), "--runtime", "onnxruntime"]),
+        ("trace-join", [str(d / "missing.json"), "--compiled", cnn]),
+        ("trace-join", [str(w["txt"]), "--compiled", cnn]),
+        ("trace-join", [str(w["txt"])]),
+        ("trace-join", [str(w["txt"]), "--compiled", cnn, "--by", "colour"]),
+        ("trace-join", [str(w["txt"]), "--compiled", cnn, "--skip-runs", "-2"]),
+        ("trace-join", [str(d / "p.json"), "--model", str(d / "m.onnx"), "--policy", "x"]),
+        ("trace-join", [str(d / "p.json"), "--model", str(d / "m.onnx")]),
+        ("trace-join-many", [str(d / "nothing*.json"), "--compiled", cnn]),
+        ("trace-join-many", [str(w["txt"]), "--compiled", cnn, "--engine", "spark"]),
+        ("trace-join-many", [str(w["txt"]), "--compiled", cnn, "--scheduler", "x:1"]),
+        ("vela", [str(d / "missing"), "--model", cnn]),
+        ("vela", [str(w["empty"]), "--model", cnn]),
+        ("vela", [str(w["empty"])]),
+        ("nnc", ["--target", "interpreter", "-m", missing]),
+        ("nnc", ["--target", "gpu", "-m", cnn]),
+        ("nnc", ["--target", "interpreter", "-m", cnn]),
+        ("nnc", ["--target", "interpreter", "-m", cnn, "--input_model_data",
+                 str(w["txt"])]),
+        ("demo", ["--out", str(w["txt"])]),
+        ("frobnicate", []),
+    ]
+
+
+def test_common_mistakes_print_one_shaped_line(work: dict[str, Path],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    seen: set[str] = set()
+    for verb, args in _mistakes(work):
+        assert main([verb, *args]) == 2, (verb, args)
+        cap = capsys.readouterr()
+        lines = [ln for ln in cap.err.splitlines() if ln.strip()]
+        assert len(lines) == 1, (verb, args, cap.err)
+        m = ERROR_LINE.match(lines[0])
+        assert m, (verb, args, lines[0])
+        assert m["fix"] != generic_fix(verb), (verb, args, lines[0])
+        assert len(m["fix"]) > 10 and len(m["what"]) > 5, lines[0]
+        seen.add(verb)
+    assert seen == set(COMMANDS) | {"frobnicate"}
+
+
+def test_error_names_the_flag_and_what_it_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(SAMPLES / "cnn.tflite"), "--repeat", "0"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("error: toolkit run --repeat: 0 is not a positive integer. Fix: ")
+    assert "number of inferences" in line
+    assert main(["trace-join", "t.json", "--by", "colour"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.endswith("Fix: use one of: layer, source_op, op, command, backend")
