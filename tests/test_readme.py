@@ -1,0 +1,154 @@
+"""README.md as a test: every sh and python block runs as written, in order, in a fresh folder.
+
+The folder holds `sample_models` (a link to the committed ones) and the files a block names
+as the user's own (a Caffe deploy net, its weights and an input file for `toolkit nnc`).
+`toolkit` lines run in this process through the console script's `main`; other shell lines
+run in bash with the interpreter's bin folder first on the PATH, as after
+`. .venv/bin/activate`. A block that cannot run is marked `<!-- not run: why -->` just above
+its fence, and the test counts those.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from caffe_nets import NETS
+from support import ROOT, SAMPLES
+
+from toolkit.cli import main
+
+README = ROOT / "README.md"
+FENCE = re.compile(r"^```(\S*)\s*$")
+NOT_RUN = re.compile(r"^<!--\s*not run:\s*(.+?)\s*-->$")
+RUN_LANGS = {"sh", "python"}
+TEXT_LANGS = {"text"}
+
+# The blocks that say why they are not run (their first line); a new one must be listed here.
+NOT_RUN_EXPECTED = ["make demo   # creates .venv, installs, compiles/runs/joins/partitions "
+                    "the sample models -> out/"]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced block of the README: language, text, line of its opening fence (1-based)
+    and the reason it is not run (None: it runs)."""
+
+    lang: str
+    text: str
+    line: int
+    not_run: str | None
+
+
+def readme_blocks(text: str) -> list[Block]:
+    """Return every fenced block of ``text`` in order."""
+    lines = text.splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        start = i
+        prev = next((ln.strip() for ln in reversed(lines[:start]) if ln.strip()), "")
+        reason = NOT_RUN.match(prev)
+        i += 1
+        body: list[str] = []
+        while i < len(lines) and not lines[i].startswith("```"):
+            body.append(lines[i])
+            i += 1
+        assert i < len(lines), f"README.md:{start + 1}: the block is never closed"
+        blocks.append(Block(m.group(1), "\n".join(body) + "\n", start + 1,
+                            reason.group(1) if reason else None))
+        i += 1
+    return blocks
+
+
+def shell_commands(text: str) -> list[str]:
+    """The commands of an sh block: continuation lines joined, blank lines dropped."""
+    joined = re.sub(r"\s*\\\n\s*", " ", text)
+    return [ln.strip() for ln in joined.splitlines() if ln.strip()]
+
+
+def test_every_block_runs_or_says_why() -> None:
+    blocks = readme_blocks(README.read_text(encoding="utf-8"))
+    for b in blocks:
+        assert b.lang in RUN_LANGS | TEXT_LANGS, (
+            f"README.md:{b.line}: a block needs a language (sh, python, or text for figures)")
+        if b.lang in TEXT_LANGS:
+            assert b.not_run is None, f"README.md:{b.line}: text blocks are never run"
+    not_run = [b for b in blocks if b.lang in RUN_LANGS and b.not_run]
+    assert [b.text.splitlines()[0] for b in not_run] == NOT_RUN_EXPECTED
+    assert all(len(b.not_run or "") > 20 for b in not_run)  # a reason, not a bare marker
+    runs = [b for b in blocks if b.lang in RUN_LANGS and not b.not_run]
+    assert len(runs) == 3 and {b.lang for b in runs} == RUN_LANGS
+    print(f"README: {len(runs)} blocks run, {len(not_run)} not run, "
+          f"{sum(b.lang in TEXT_LANGS for b in blocks)} text figures")
+
+
+def test_parser_sees_markers_and_continuations() -> None:
+    text = ("a\n<!-- not run: needs a GPU we do not have -->\n```sh\nx \\\n  --y\n```\n"
+            "```python\nprint(1)\n```\n")
+    a, b = readme_blocks(text)
+    assert (a.lang, a.line, a.not_run) == ("sh", 3, "needs a GPU we do not have")
+    assert shell_commands(a.text) == ["x --y"]
+    assert (b.lang, b.not_run, b.text) == ("python", None, "print(1)\n")
+
+
+def _user_files(d: Path) -> None:
+    """The files the README names as the user's own: a Caffe deploy net with its weights, and
+    one input of float32 values for it."""
+    NETS["lenet"](False).save(d / "deploy.prototxt", d / "net.caffemodel")
+    x = np.random.default_rng(3).uniform(-1, 1, (1, 1, 28, 28)).astype("<f4")
+    x.tofile(d / "input.bin")
+
+
+def _run_shell(cmd: str, cwd: Path, where: str, capsys: pytest.CaptureFixture[str]) -> None:
+    tokens = shlex.split(cmd, comments=True)
+    if not tokens:
+        return
+    if tokens[0] == "toolkit":
+        status = main(tokens[1:])
+        cap = capsys.readouterr()
+        assert status == 0, f"{where}: {cmd}\n{cap.err}"
+        return
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    proc = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, f"{where}: {cmd}\n{proc.stdout}\n{proc.stderr}"
+
+
+def test_readme_blocks_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "sample_models").symlink_to(SAMPLES, target_is_directory=True)
+    _user_files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    ran = 0
+    for b in readme_blocks(README.read_text(encoding="utf-8")):
+        if b.lang not in RUN_LANGS or b.not_run:
+            continue
+        where = f"README.md:{b.line}"
+        if b.lang == "python":
+            exec(compile(b.text, where, "exec"), {"__name__": "__readme__"})
+        else:
+            for cmd in shell_commands(b.text):
+                _run_shell(cmd, tmp_path, where, capsys)
+        ran += 1
+    assert ran == 3
+    # what the blocks say they make is there
+    for name in ("out/cnn/cnn.circle", "out/cnn/cnn_debug.xml", "out/cnn/trace.json",
+                 "out/cnn/layers.json", "work/cnn.conn.json", "work/Net.conn.json",
+                 "work/chain.json", "vela_out/cnn_int8_debug.xml", "out.npz"):
+        assert (tmp_path / name).is_file(), name
+    with np.load(tmp_path / "out.npz") as z:
+        assert list(z.files) == ["prob"] and z["prob"].shape[-1] == 10
+        assert abs(float(z["prob"].sum()) - 1.0) < 1e-4  # a softmax over LeNet's classes
