@@ -30,7 +30,13 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import ToolkitError
-from toolkit.util.cliargs import ToolkitParser, count_arg, error_line, positive_int
+from toolkit.util.cliargs import (
+    ToolkitParser,
+    count_arg,
+    error_line,
+    positive_int,
+    read_inputs,
+)
 
 __all__ = ["main"]
 
@@ -111,22 +117,6 @@ def cmd_inspect(argv: Sequence[str]) -> int:
     return 0
 
 
-def _load_inputs(path: Path | None) -> dict[str, np.ndarray] | None:
-    if path is None:
-        return None
-    if not path.is_file():
-        raise ToolkitError("no such inputs file", where=str(path),
-                           fix="check the --inputs path (an .npz with one array per input "
-                               "name)")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError) as e:
-        raise ToolkitError(f"cannot read inputs ({type(e).__name__})", where=str(path),
-                           fix="pass an .npz written by numpy.savez with one array per "
-                               "input name") from None
-
-
 def run_parser() -> argparse.ArgumentParser:
     """The argument parser of ``toolkit run`` (the reference and native runtimes)."""
     p = ToolkitParser(
@@ -172,10 +162,10 @@ def cmd_run(argv: Sequence[str]) -> int:
     if a.model.is_dir() and is_artifact_dir(a.model):
         from toolkit.runtime.native import run_native
 
-        res = run_native(a.model, _load_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
+        res = run_native(a.model, read_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
                          warmup=a.warmup)
     else:
-        res = run(a.model, _load_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
+        res = run(a.model, read_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
                   warmup=a.warmup)
     outputs = res.outputs
     for name, arr in outputs.items():

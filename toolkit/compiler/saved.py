@@ -32,8 +32,10 @@ _TARGET_COLUMNS = ("name", "buffer_bytes", "macs_per_cycle", "bytes_per_cycle", 
 def _stem(outdir: Path) -> str:
     dbs = sorted(outdir.glob("*_debug.xml"))
     if len(dbs) != 1:
+        fix = ("pass stem= to choose the compiled model" if dbs else
+               "pass a folder written by toolkit compile -o (it holds <stem>_debug.xml)")
         raise ToolkitError(f"expected one *_debug.xml in the folder, found {len(dbs)}",
-                           where=str(outdir), fix="pass stem= to choose the compiled model")
+                           where=str(outdir), fix=fix)
     return dbs[0].name[: -len("_debug.xml")]
 
 

@@ -186,7 +186,9 @@ def run_onnxruntime(model: str | os.PathLike[str] | Any, inputs: Any = None, *,
     try:
         session = ort.InferenceSession(str(path), so, providers=providers)
     except Exception as exc:  # ORT raises its own exception types
-        raise ToolkitError(f"ONNX Runtime refused the model ({exc})", where=str(path)) from None
+        raise ToolkitError(f"ONNX Runtime refused the model ({exc})", where=str(path),
+                           fix="pass an .onnx model file (torch.onnx.export writes one)"
+                           ) from None
     feeds = _feeds(session, inputs)
     unprofiled: list[int] = []
     result: list[Any] = []

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from toolkit.util.cliargs import ToolkitParser, count_arg, positive_int
+from toolkit.util.cliargs import ToolkitParser, count_arg, positive_int, read_inputs
 
 __all__ = ["main_ort_join", "main_ort_run", "ort_join_parser", "ort_run_parser"]
 
@@ -129,10 +129,7 @@ def main_ort_run(argv: Sequence[str]) -> int:
 
     from toolkit.runtime.onnxruntime import run_onnxruntime
 
-    inputs = None
-    if a.inputs is not None:
-        with np.load(a.inputs) as data:
-            inputs = {k: data[k] for k in data.files}
+    inputs = read_inputs(a.inputs)
     r = run_onnxruntime(a.model, inputs, optimization=a.optimization, trace=not a.no_trace,
                         repeat=a.repeat, warmup=a.warmup, threads=a.threads, workdir=a.out)
     for name, arr in r.outputs.items():

@@ -14,12 +14,15 @@ import argparse
 import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
+
+import numpy as np
 
 from toolkit.errors import ToolkitError, UsageError
 
 __all__ = ["ToolkitParser", "normalize_flags", "error_line", "generic_fix", "positive_int",
-           "count_arg", "SPELLING_NOTE"]
+           "count_arg", "read_inputs", "SPELLING_NOTE"]
 
 SPELLING_NOTE = ("Multi-word flags may be spelled with hyphens or underscores "
                  "(--skip-runs or --skip_runs).")
@@ -67,6 +70,27 @@ def count_arg(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative")
     return value
+
+
+def read_inputs(path: Path | None, flag: str = "--inputs") -> dict[str, np.ndarray] | None:
+    """Return the arrays of the ``.npz`` at ``path`` by name (None when ``path`` is None);
+    ToolkitError naming ``flag`` when it is missing or not an array archive."""
+    if path is None:
+        return None
+    if not path.is_file():
+        raise ToolkitError(f"no such inputs file (given with {flag})", where=str(path),
+                           fix=f"check the {flag} path (an .npz with one array per input "
+                               "name)")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if not hasattr(z, "files"):
+                raise ValueError("a single array, not an archive")
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError) as e:
+        raise ToolkitError(f"cannot read inputs ({type(e).__name__}: {e})"[:200],
+                           where=str(path),
+                           fix="pass an .npz written by numpy.savez with one array per "
+                               "input name") from None
 
 
 def _plain(text: str) -> str:
