@@ -206,6 +206,14 @@ def test_common_mistakes_print_one_shaped_line(work: dict[str, Path],
     assert seen == set(COMMANDS) | {"frobnicate"}
 
 
+def test_no_command_is_an_error_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    cap = capsys.readouterr()
+    assert "toolkit VERB --help" in cap.out
+    assert ERROR_LINE.match(cap.err.strip()), cap.err
+    assert main(["--debug"]) == 2 and ERROR_LINE.match(capsys.readouterr().err.strip())
+
+
 def test_error_names_the_flag_and_what_it_takes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", str(SAMPLES / "cnn.tflite"), "--repeat", "0"]) == 2
     line = capsys.readouterr().err.strip()

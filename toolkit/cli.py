@@ -358,6 +358,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = args[1:]
     if not args or args[0] in ("-h", "--help"):
         print(__doc__)
+        if not args:
+            print("error: toolkit: no command given. Fix: give one of "
+                  f"{', '.join(COMMANDS)}, e.g. toolkit inspect sample_models/cnn.tflite",
+                  file=sys.stderr)
         return 0 if args else 2
     if args[0] == "--version":
         from toolkit import __version__
