@@ -206,6 +206,19 @@ def test_common_mistakes_print_one_shaped_line(work: dict[str, Path],
     assert seen == set(COMMANDS) | {"frobnicate"}
 
 
+def test_a_defect_is_one_line_and_debug_shows_it(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    def broken(argv: object) -> int:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setitem(COMMANDS, "inspect", broken)
+    assert main(["inspect", "m.tflite"]) == 3
+    line = capsys.readouterr().err.strip()
+    assert ERROR_LINE.match(line) and "ZeroDivisionError" in line and "--debug" in line
+    with pytest.raises(ZeroDivisionError):
+        main(["--debug", "inspect", "m.tflite"])
+
+
 def test_no_command_is_an_error_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     cap = capsys.readouterr()

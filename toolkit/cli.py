@@ -350,7 +350,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``toolkit`` console script; returns the exit status.
 
     0 on success; 2 on a bad input, a bad flag or an OS error (``error: <where>: <what>.
-    Fix: <how>``, no traceback unless ``--debug`` comes first).
+    Fix: <how>``, no traceback unless ``--debug`` comes first); 3 on an internal error (one
+    such line naming the exception); 130 on Ctrl-C.
     """
     args = list(sys.argv[1:] if argv is None else argv)
     debug = bool(args) and args[0] == "--debug"
@@ -394,6 +395,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"toolkit {args[0]}: interrupted (Ctrl-C); nothing more was written",
               file=sys.stderr)
         return 130
+    except Exception as e:  # a defect, not bad input: one line, the traceback with --debug
+        if debug:
+            raise
+        what = " ".join(str(e).split())[:300] or "no message"
+        print(f"error: toolkit {args[0]}: internal error ({type(e).__name__}: {what}). "
+              f"Fix: run toolkit --debug {args[0]} ... for the traceback and report it",
+              file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":
