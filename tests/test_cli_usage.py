@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -235,3 +237,12 @@ def test_error_names_the_flag_and_what_it_takes(capsys: pytest.CaptureFixture[st
     assert main(["trace-join", "t.json", "--by", "colour"]) == 2
     line = capsys.readouterr().err.strip()
     assert line.endswith("Fix: use one of: layer, source_op, op, command, backend")
+
+
+def test_python_m_toolkit_prints_the_line_and_exits_2(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "toolkit", "partition", "--part_file", "x.part",
+                           "--input_file", "m.circle", "--work_path", str(tmp_path / "no")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert ERROR_LINE.match(line) and "--work-path" in line and "mkdir -p" in line
