@@ -13,7 +13,7 @@ import pytest
 from support import SAMPLES
 
 from toolkit.cli import COMMANDS, main, parsers
-from toolkit.util.cliargs import generic_fix
+from toolkit.util.cliargs import generic_fix, normalize_flags
 
 MARKUP = re.compile(r"``|:(func|class|mod|meth|attr|data|exc|obj|ref|doc):`")
 ERROR_LINE = re.compile(r"^error: (?P<where>.+?): (?P<what>.+?[.?!]) Fix: (?P<fix>.+)$")
@@ -104,6 +104,13 @@ def test_multiword_flags_take_both_spellings(name: str) -> None:
         a = p.parse_args(["--part_file", "p.part", "--input_file", "m.circle",
                           "--work_path", "w"])
         assert (a.part_file, a.input_file, a.work_path) == ("p.part", "m.circle", "w")
+
+
+def test_normalize_keeps_values_unknown_flags_and_what_follows_a_double_dash() -> None:
+    known = ["--part-file", "--work_path", "-o"]
+    assert normalize_flags(known, ["--part_file=a_b", "--work-path", "--x_y", "-o", "--",
+                                   "--part_file"]) == \
+        ["--part-file=a_b", "--work_path", "--x_y", "-o", "--", "--part_file"]
 
 
 # -- error lines --------------------------------------------------------------------------
