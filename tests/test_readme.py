@@ -127,6 +127,7 @@ def _run_shell(cmd: str, cwd: Path, where: str, capsys: pytest.CaptureFixture[st
     assert proc.returncode == 0, f"{where}: {cmd}\n{proc.stdout}\n{proc.stderr}"
 
 
+@pytest.mark.filterwarnings("ignore:profiled kernel time:UserWarning")
 def test_readme_blocks_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "sample_models").symlink_to(SAMPLES, target_is_directory=True)

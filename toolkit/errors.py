@@ -10,6 +10,8 @@ from __future__ import annotations
 class ToolkitError(Exception):
     """Base class of every error the toolkit raises on bad input or bad configuration.
 
+    Its text is ``<where>: <what>. Fix: <fix>`` (the parts given).
+
     Args:
         what: what is wrong, one sentence.
         where: the file, offset, line, op or tensor concerned (optional).
@@ -20,10 +22,13 @@ class ToolkitError(Exception):
         self.what = what
         self.where = where
         self.fix = fix
-        parts = [f"{where}: {what}" if where else what]
+        head = f"{where}: {what}" if where else what
         if fix:
-            parts.append(f"Fix: {fix}")
-        super().__init__(" ".join(parts))
+            head = head.rstrip()
+            if not head.endswith((".", "?", "!")):
+                head += "."
+            head = f"{head} Fix: {fix}"
+        super().__init__(head)
 
 
 class ModelFormatError(ToolkitError):
