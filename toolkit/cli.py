@@ -38,7 +38,7 @@ from toolkit.util.cliargs import (
     read_inputs,
 )
 
-__all__ = ["main"]
+__all__ = ["main", "parsers", "COMMANDS"]
 
 
 def out_file(path: Path, flag: str) -> Path:
