@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -62,10 +62,70 @@ inline void requant_t(const int32_t* __restrict__ acc, const int32_t* __restrict
 // requant() of n accumulators (plus bias) of channels ch0 .. ch0 + n - 1, branch-free so that
 // it vectorises. The multipliers are QuantizeMultiplier's, in [2**30, 2**31) or 0, so the
 // doubling high multiply never saturates.
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// gemmlowp's SaturatingRoundingDoublingHighMul of 16 lanes (multipliers never INT32_MIN):
+// (x m + 2**30) >> 31 on the even and the odd lanes as 64-bit products.
+inline __m512i srdhm16(__m512i x, __m512i m) {
+  const __m512i half = _mm512_set1_epi64(int64_t(1) << 30);
+  __m512i pe = _mm512_mul_epi32(x, m);
+  __m512i po = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(m, 32));
+  pe = _mm512_srai_epi64(_mm512_add_epi64(pe, half), 31);
+  po = _mm512_srai_epi64(_mm512_add_epi64(po, half), 31);
+  return _mm512_mask_blend_epi32(0xAAAA, pe, _mm512_slli_epi64(po, 32));
+}
+
+// requant_t() of 16 channels ch0 .. ch0 + 15 in 32-bit lanes: the same values (the product
+// of the doubling high multiply fits int32, the final shift is rounded without overflow, and
+// the clamp is applied before the zero point is added).
+template <bool kPerChannel>
+inline void requant16(const int32_t* acc, const int32_t* bias, const QuantOut& q, int ch0,
+                      int8_t* y) {
+  const __m512i one = _mm512_set1_epi32(1), zero = _mm512_setzero_si512();
+  const __m512i m = kPerChannel ? _mm512_loadu_si512(q.mult + ch0) : _mm512_set1_epi32(q.mult[0]);
+  const __m512i s =
+      kPerChannel ? _mm512_loadu_si512(q.shift + ch0) : _mm512_set1_epi32(q.shift[0]);
+  const __m512i l = _mm512_max_epi32(s, zero);
+  const __m512i r = _mm512_max_epi32(_mm512_sub_epi32(zero, s), zero);
+  __m512i a = _mm512_loadu_si512(acc);
+  if (bias) a = _mm512_add_epi32(a, _mm512_loadu_si512(bias + ch0));
+  const __m512i p = srdhm16(_mm512_sllv_epi32(a, l), m);
+  const __m512i fl = _mm512_srav_epi32(p, r);
+  // ties away from zero: + (p mod 2**r > 2**r / 2 - 1 + (p < 0))
+  const __m512i mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, r), one);
+  const __m512i thr = _mm512_add_epi32(_mm512_srli_epi32(mask, 1), _mm512_srli_epi32(p, 31));
+  const __m512i away =
+      _mm512_mask_add_epi32(fl, _mm512_cmpgt_epi32_mask(_mm512_and_si512(p, mask), thr), fl, one);
+  // ties upward: + bit r - 1 of p
+  const __m512i bit = _mm512_and_si512(
+      _mm512_srav_epi32(p, _mm512_max_epi32(_mm512_sub_epi32(r, one), zero)), one);
+  const __m512i up = _mm512_mask_add_epi32(fl, _mm512_cmpgt_epi32_mask(r, zero), fl, bit);
+  const int upward = q.upward_channels - ch0;
+  const __mmask16 up_lanes = upward >= 16 ? __mmask16(0xFFFF)
+                             : upward <= 0 ? __mmask16(0)
+                                           : __mmask16((1u << upward) - 1u);
+  __m512i v = _mm512_mask_blend_epi32(up_lanes, away, up);
+  // shifts beyond 31 bits round every product to 0
+  v = _mm512_mask_mov_epi32(v, _mm512_cmpgt_epi32_mask(r, _mm512_set1_epi32(31)), zero);
+  v = _mm512_max_epi32(v, _mm512_set1_epi32(q.lo - q.zp_out));
+  v = _mm512_min_epi32(v, _mm512_set1_epi32(q.hi - q.zp_out));
+  v = _mm512_add_epi32(v, _mm512_set1_epi32(q.zp_out));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y), _mm512_cvtepi32_epi8(v));
+}
+#endif
+
 inline void requant_n(const int32_t* acc, const int32_t* bias, const QuantOut& q, int ch0,
                       int n, int8_t* y) {
-  if (q.per_channel) requant_t<true>(acc, bias, q, ch0, n, y);
-  else requant_t<false>(acc, bias, q, ch0, n, y);
+  int j = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  if (q.per_channel) {
+    for (; j + 16 <= n; j += 16) requant16<true>(acc + j, bias, q, ch0 + j, y + j);
+  } else {
+    for (; j + 16 <= n; j += 16) requant16<false>(acc + j, bias, q, ch0 + j, y + j);
+  }
+  if (j == n) return;
+#endif
+  if (q.per_channel) requant_t<true>(acc + j, bias, q, ch0 + j, n - j, y + j);
+  else requant_t<false>(acc + j, bias, q, ch0 + j, n - j, y + j);
 }
 
 inline int8_t clamp8(int64_t v, int lo, int hi) {
