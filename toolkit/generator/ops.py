@@ -276,6 +276,10 @@ def _conv(e: Emitter, step: Step) -> str:
         else:
             w_eff = (w.astype(np.int64) - _filter_offsets(op, o).reshape(o, 1, 1, 1)
                      ).transpose(1, 2, 3, 0)  # [KH, KW, C, O]
+            if w_eff.size and -128 <= int(w_eff.min()) and int(w_eff.max()) <= 127:
+                return _conv_q8x4(e, op, geom, w_eff, bias, iq.zp,
+                                  channel_multipliers(iq, wq, oq, o, float_product=False),
+                                  r0, r1)
             if c % 2:
                 w_eff = np.concatenate([w_eff, np.zeros((kh, kw, 1, o), np.int64)], axis=2)
             # pairs of input channels side by side: [KH, KW, C/2, O, 2]
@@ -297,6 +301,27 @@ def _conv(e: Emitter, step: Step) -> str:
     fn = "depthwise_f32" if depthwise else "conv2d_f32"
     return (f"tk::{fn}({geom}, {e.ptr(x)}, {e.param(np.ascontiguousarray(wf), 'float')}, "
             f"{b}, {_act(op)}, {e.ptr(out)}, {r0}, {r1});")
+
+
+def _conv_q8x4(e: Emitter, op: Op, geom: str, w_eff: np.ndarray, bias: np.ndarray | None,
+               zp_in: int, mults: np.ndarray, r0: int, r1: int) -> str:
+    """CONV_2D int8 through ``tk::conv2d_q8x4``: the filter ``w_eff`` ([KH, KW, C, O], zero
+    point removed, within int8) in quads of input channels [KH, KW, C/4, O16, 4], and the
+    bias less ``(128 + zp_in)`` times each channel's filter sum (int32 wrap-around, as the
+    accumulators)."""
+    kh, kw, c, o = w_eff.shape
+    c4, o16 = -(-c // 4) * 4, -(-o // 16) * 16
+    packed = np.zeros((kh, kw, c4, o16), np.int64)
+    packed[:, :, :c, :o] = w_eff
+    packed = packed.reshape(kh, kw, c4 // 4, 4, o16).transpose(0, 1, 2, 4, 3)
+    total = (np.zeros(o, np.int64) if bias is None else bias.astype(np.int64)) \
+        - (128 + int(zp_in)) * w_eff.sum(axis=(0, 1, 2))
+    folded = ((total + 2**31) % 2**32 - 2**31).astype(np.int32)
+    out = op.outputs[0]
+    return (f"const tk::QuantOut q = {_quant_out(e, op, mults, o)};\n"
+            f"tk::conv2d_q8x4({geom}, {e.ptr(op.inputs[0])}, {zp_in}, "
+            f"{e.param(np.ascontiguousarray(packed.astype(np.int8)), 'int8_t')}, "
+            f"{e.param(folded, 'int32_t')}, q, {e.ptr(out)}, {r0}, {r1});")
 
 
 def _pool(e: Emitter, step: Step) -> str:

@@ -78,15 +78,13 @@ inline __m512i srdhm16(__m512i x, __m512i m) {
 // of the doubling high multiply fits int32, the final shift is rounded without overflow, and
 // the clamp is applied before the zero point is added).
 template <bool kPerChannel>
-inline void requant16(const int32_t* acc, const int32_t* bias, const QuantOut& q, int ch0,
-                      int8_t* y) {
+inline void requant16v(__m512i a, const int32_t* bias, const QuantOut& q, int ch0, int8_t* y) {
   const __m512i one = _mm512_set1_epi32(1), zero = _mm512_setzero_si512();
   const __m512i m = kPerChannel ? _mm512_loadu_si512(q.mult + ch0) : _mm512_set1_epi32(q.mult[0]);
   const __m512i s =
       kPerChannel ? _mm512_loadu_si512(q.shift + ch0) : _mm512_set1_epi32(q.shift[0]);
   const __m512i l = _mm512_max_epi32(s, zero);
   const __m512i r = _mm512_max_epi32(_mm512_sub_epi32(zero, s), zero);
-  __m512i a = _mm512_loadu_si512(acc);
   if (bias) a = _mm512_add_epi32(a, _mm512_loadu_si512(bias + ch0));
   const __m512i p = srdhm16(_mm512_sllv_epi32(a, l), m);
   const __m512i fl = _mm512_srav_epi32(p, r);
@@ -110,6 +108,12 @@ inline void requant16(const int32_t* acc, const int32_t* bias, const QuantOut& q
   v = _mm512_min_epi32(v, _mm512_set1_epi32(q.hi - q.zp_out));
   v = _mm512_add_epi32(v, _mm512_set1_epi32(q.zp_out));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(y), _mm512_cvtepi32_epi8(v));
+}
+
+template <bool kPerChannel>
+inline void requant16(const int32_t* acc, const int32_t* bias, const QuantOut& q, int ch0,
+                      int8_t* y) {
+  requant16v<kPerChannel>(_mm512_loadu_si512(acc), bias, q, ch0, y);
 }
 #endif
 
@@ -319,8 +323,71 @@ void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const floa
   }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+namespace {
+
+// Depthwise int8 with channel multiplier 1: per output pixel and block of 16 channels, the
+// in-image taps accumulate in one register, requantised straight from it; the channels after
+// the last full block go through depthwise_row one pixel row at a time.
+template <bool kPerChannel>
+void depthwise_q8_m1(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                     const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
+  const int c = g.c, cb = c / 16 * 16;
+  const __m512i zp = _mm512_set1_epi32(zp_in);
+  for (int b = 0; b < g.n; ++b) {
+    for (int oy = row0; oy < row1; ++oy) {
+      const int iy0 = oy * g.sh - g.pt;
+      int8_t* row = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * c;
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const int ix0 = ox * g.sw - g.pl;
+        int8_t* dst = row + static_cast<int64_t>(ox) * c;
+        for (int c0 = 0; c0 < cb; c0 += 16) {
+          __m512i acc = _mm512_setzero_si512();
+          for (int ky = 0; ky < g.kh; ++ky) {
+            const int iy = iy0 + ky * g.dh;
+            if (iy < 0 || iy >= g.h) continue;
+            const int8_t* xrow = x + (static_cast<int64_t>(b) * g.h + iy) * g.w * c + c0;
+            const int16_t* wrow = w + static_cast<int64_t>(ky) * g.kw * c + c0;
+            for (int kx = 0; kx < g.kw; ++kx) {
+              const int ix = ix0 + kx * g.dw;
+              if (ix < 0 || ix >= g.w) continue;
+              const __m512i xv = _mm512_sub_epi32(
+                  _mm512_cvtepi8_epi32(_mm_loadu_si128(
+                      reinterpret_cast<const __m128i*>(xrow + static_cast<int64_t>(ix) * c))),
+                  zp);
+              const __m512i wv = _mm512_cvtepi16_epi32(_mm256_loadu_si256(
+                  reinterpret_cast<const __m256i*>(wrow + static_cast<int64_t>(kx) * c)));
+              acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(xv, wv));
+            }
+          }
+          requant16v<kPerChannel>(acc, bias, q, c0, dst + c0);
+        }
+      }
+      if (cb < c) {
+        std::vector<int32_t> acc(static_cast<size_t>(g.ow) * c, 0);
+        depthwise_row(g, x, w, b, oy, acc.data(),
+                      [zp_in](int8_t v) { return int32_t(v) - zp_in; });
+        for (int ox = 0; ox < g.ow; ++ox) {
+          const int64_t i = static_cast<int64_t>(ox) * c;
+          requant_n(acc.data() + i + cb, bias, q, cb, c - cb, row + i + cb);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+#endif
+
 void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                   const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  if (g.mult == 1 && g.c >= 16) {
+    if (q.per_channel) depthwise_q8_m1<true>(g, x, zp_in, w, bias, q, y, row0, row1);
+    else depthwise_q8_m1<false>(g, x, zp_in, w, bias, q, y, row0, row1);
+    return;
+  }
+#endif
   const int o = g.c * g.mult;
   std::vector<int32_t> acc(static_cast<size_t>(g.ow) * o);
   for (int b = 0; b < g.n; ++b) {
@@ -423,6 +490,90 @@ void conv2d_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
             y[(base + t) * o + oo0] =
                 requant(static_cast<int64_t>(acc) + (bias ? bias[oo0] : 0), q, oo0);
           }
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+constexpr int kTileQ = 8;  // output pixels of one block of conv2d_q8x4
+
+// Four input channels of a pixel as one 32-bit word of unsigned bytes (x + 128); `full` is
+// false for the last quad of a channel count that is not a multiple of 4 (the missing bytes
+// are 0, their filter bytes are 0 too).
+inline uint32_t quad_u8(const int8_t* p, bool full, int valid) {
+  uint32_t v = 0;
+  if (full) {
+    std::memcpy(&v, p, 4);
+  } else {
+    for (int k = 0; k < valid; ++k)
+      v |= static_cast<uint32_t>(static_cast<uint8_t>(p[k])) << (8 * k);
+  }
+  return v ^ 0x80808080u;
+}
+
+// acc[t][j] over every tap and quad for kTileQ pixels and 16 output channels from oo0.
+inline void conv_q8x4_block(const int8_t* const* taps, int ntaps, int c, int o16,
+                            const int8_t* w, int oo0, int32_t (&acc)[kTileQ][16]) {
+  const int quads = (c + 3) / 4, tail = c % 4;
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+  __m512i a[kTileQ];
+  for (int t = 0; t < kTileQ; ++t) a[t] = _mm512_setzero_si512();
+#endif
+  for (int k = 0; k < ntaps; ++k) {
+    const int8_t* p[kTileQ];
+    for (int t = 0; t < kTileQ; ++t) p[t] = taps[k * kTileQ + t];
+    const int8_t* wk = w + (static_cast<int64_t>(k) * quads * o16 + oo0) * 4;
+    for (int cq = 0; cq < quads; ++cq) {
+      const bool full = tail == 0 || cq + 1 < quads;
+      const int8_t* wr = wk + static_cast<int64_t>(cq) * o16 * 4;
+      uint32_t xs[kTileQ];
+      for (int t = 0; t < kTileQ; ++t) xs[t] = quad_u8(p[t] + 4 * cq, full, tail);
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+      const __m512i wv = _mm512_loadu_si512(wr);
+      for (int t = 0; t < kTileQ; ++t)
+        a[t] = _mm512_dpbusd_epi32(a[t], _mm512_set1_epi32(static_cast<int>(xs[t])), wv);
+#else
+      for (int t = 0; t < kTileQ; ++t) {
+        const int32_t x0 = xs[t] & 0xFF, x1 = (xs[t] >> 8) & 0xFF, x2 = (xs[t] >> 16) & 0xFF,
+                      x3 = xs[t] >> 24;
+        for (int j = 0; j < 16; ++j)
+          acc[t][j] += x0 * wr[4 * j] + x1 * wr[4 * j + 1] + x2 * wr[4 * j + 2] +
+                       x3 * wr[4 * j + 3];
+      }
+#endif
+    }
+  }
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+  for (int t = 0; t < kTileQ; ++t) _mm512_storeu_si512(acc[t], a[t]);
+#endif
+}
+
+}  // namespace
+
+void conv2d_q8x4(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
+                 const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
+  const int o = g.o, c = g.c, ntaps = g.kh * g.kw, o16 = (o + 15) / 16 * 16;
+  // the pad row holds the zero point: its bytes add (zp_in + 128) w, which the bias removes
+  std::vector<int8_t> pad(static_cast<size_t>(c) + 4, static_cast<int8_t>(zp_in));
+  std::vector<const int8_t*> taps(static_cast<size_t>(ntaps) * kTileQ);
+  for (int b = 0; b < g.n; ++b) {
+    for (int oy = row0; oy < row1; ++oy) {
+      for (int ox0 = 0; ox0 < g.ow; ox0 += kTileQ) {
+        const int tn = std::min(kTileQ, g.ow - ox0);
+        for (int ky = 0; ky < g.kh; ++ky)
+          for (int kx = 0; kx < g.kw; ++kx)
+            for (int t = 0; t < kTileQ; ++t)
+              taps[(ky * g.kw + kx) * kTileQ + t] =
+                  t < tn ? tap_ptr(g, x, pad.data(), b, oy, ox0 + t, ky, kx) : pad.data();
+        const int64_t base = (static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox0;
+        for (int oo0 = 0; oo0 < o; oo0 += 16) {
+          int32_t acc[kTileQ][16] = {};
+          conv_q8x4_block(taps.data(), ntaps, c, o16, w, oo0, acc);
+          const int n = std::min(16, o - oo0);
+          for (int t = 0; t < tn; ++t) requant_n(acc[t], bias, q, oo0, n, y + (base + t) * o + oo0);
         }
       }
     }

@@ -87,6 +87,12 @@ struct QuantOut {
 // (C rounded up to even, zeros after the last channel), bias int32 [O] or null.
 void conv2d_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1);
+// CONV_2D int8 as sums of unsigned-by-signed byte products (x + 128) (w - zp_w): filter in
+// quads of input channels [KH][KW][C/4][O'][4] (C rounded up to a multiple of 4, O' = O
+// rounded up to a multiple of 16, zeros after the last ones); `bias` must already hold
+// bias - (128 + zp_in) * (sum of the channel's filter), so that the result equals conv2d_q8's.
+void conv2d_q8x4(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
+                 const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1);
 void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                   const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1);
 
