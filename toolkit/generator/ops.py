@@ -276,7 +276,7 @@ def _conv(e: Emitter, step: Step) -> str:
         else:
             w_eff = (w.astype(np.int64) - _filter_offsets(op, o).reshape(o, 1, 1, 1)
                      ).transpose(1, 2, 3, 0)  # [KH, KW, C, O]
-            if w_eff.size and -128 <= int(w_eff.min()) and int(w_eff.max()) <= 127:
+            if w_eff.size and int(w_eff.min()) >= -128 and int(w_eff.max()) <= 127:
                 return _conv_q8x4(e, op, geom, w_eff, bias, iq.zp,
                                   channel_multipliers(iq, wq, oq, o, float_product=False),
                                   r0, r1)
