@@ -375,13 +375,16 @@ def _int8_edge_model(seed: int) -> tk.Model:
     return mb.build()
 
 
-def test_int8_rounding_paths_bit_exact(tmp_path: Path) -> None:
+@pytest.mark.parametrize("native", [True, False], ids=["host-isa", "portable"])
+def test_int8_rounding_paths_bit_exact(tmp_path: Path, native: bool) -> None:
+    """Bit-exact with the host's vector instructions (-march=native) and without them (the
+    portable kernels a cross build gets)."""
     seed = 0
     model = _int8_edge_model(seed)
     kinds = {op.kind for op in model.graph.ops}
     assert {"CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "MEAN", "LOGISTIC"} <= kinds
     art = codegen(model, tmp_path, name="edge")
-    art.build(opt=OPT)
+    art.build(opt=OPT, native=native)
     m = NativeModel(art)
     for k in range(5):
         inputs = m.random_inputs(seed=10 * seed + k)
@@ -427,3 +430,23 @@ def test_caffe_imported_nets(tmp_path: Path) -> None:
         res = run_native(art, trace=True, repeat=REPEAT)
         _same(run(obj), res.outputs)
         _check_join(res.trace, obj, len(art.manifest["steps"]))
+
+
+def test_build_reuses_the_library_of_identical_code(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLKIT_CODEGEN_CACHE", str(tmp_path / "cache"))
+    first = codegen(SAMPLES / "cnn.tflite", tmp_path / "a", name="m")
+    first.build(opt=OPT)
+    (cached,) = (tmp_path / "cache" / "lib").glob("*.so")
+    assert cached.read_bytes() == first.library.read_bytes()
+    again = codegen(SAMPLES / "cnn.tflite", tmp_path / "b", name="m")
+    again.build(opt=OPT)  # same code and flags: the cached library, no compiler run
+    assert again.built and again.library.read_bytes() == cached.read_bytes()
+    assert len(list((tmp_path / "cache" / "lib").glob("*.so"))) == 1
+    inputs = NativeModel(again).random_inputs(2)
+    _same(run(tk.load(SAMPLES / "cnn.tflite"), inputs), run_native(again, inputs).outputs)
+    other = codegen(SAMPLES / "cnn_int8.tflite", tmp_path / "c", name="m")
+    other.build(opt=OPT)  # other code: compiled, a second cache entry
+    assert len(list((tmp_path / "cache" / "lib").glob("*.so"))) == 2
+    other.build(opt=OPT, cache=False)  # compiled again, the cache untouched
+    assert other.built and len(list((tmp_path / "cache" / "lib").glob("*.so"))) == 2

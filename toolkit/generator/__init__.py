@@ -95,15 +95,17 @@ class Artifact:
         """Model output names, in order."""
         return [o["name"] for o in self.manifest["outputs"]]
 
-    def build(self, *, opt: str = "-O3", native: bool = True) -> Path:
+    def build(self, *, opt: str = "-O3", native: bool = True, cache: bool = True) -> Path:
         """Compile the shared library with the system C++ compiler; returns its path.
 
         ``opt`` is the optimisation flag (default ``-O3``), ``native`` adds
-        ``-march=native``. Raises
+        ``-march=native`` (turn it off for a library that must run on other machines).
+        ``cache`` reuses the library linked earlier from the same code and flags (see
+        :func:`toolkit.generator.build.build_library`). Raises
         :class:`BuildError` (a ToolkitError) naming what to install when no compiler is
         found, or with the compiler's message when it fails (no library is left then)."""
         return build_library(self.out_dir, self.name, self.library.name, opt=opt,
-                             native=native)
+                             native=native, cache=cache)
 
     def compiler_command(self) -> str:
         """The plain compiler command building the stand-alone runner in ``out_dir``."""

@@ -2,9 +2,11 @@
 
 The op library (``tk_ops.cpp``, ``tk_runtime.cpp``) is compiled once per compiler, flags and
 source and kept as object files in a cache directory (``TOOLKIT_CODEGEN_CACHE``, else
-``~/.cache/toolkit/generator``); each artifact then compiles its own code and links. Everything
-is built in a temporary directory and renamed into place, so a failed build leaves no library
-that looks built.
+``~/.cache/toolkit/codegen``); each artifact then compiles its own code and links. A linked
+library is kept there too (``lib/<digest>.so``, keyed by compiler, flags, op library and the
+artifact's code), so building identical code again is a copy. Everything is built in a
+temporary directory and renamed into place, so a failed build leaves no library that looks
+built.
 """
 
 from __future__ import annotations
@@ -105,33 +107,72 @@ def _library_objects(cxx: str, flags: list[str]) -> list[Path]:
     return objects
 
 
+def _digest(cxx: str, flags: list[str], objects: list[Path], sources: list[Path]) -> str:
+    """Key of a linked library: compiler, flags, the op library's objects (their cache key)
+    and the bytes of every artifact's code and header."""
+    h = hashlib.sha256(" ".join([cxx, *flags, *(str(o) for o in objects)]).encode())
+    for src in sources:
+        for f in (src, src.with_suffix(".h")):
+            h.update(f.name.encode())
+            h.update(f.read_bytes() if f.exists() else b"")
+    return h.hexdigest()[:32]
+
+
+def _from_cache(key: str, target: Path) -> bool:
+    """Copy the library built earlier from the same code and flags to ``target`` (through
+    a temporary file and a rename); False when there is none."""
+    cached = _cache_dir() / "lib" / f"{key}.so"
+    if not cached.exists():
+        return False
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    shutil.copyfile(cached, tmp)
+    os.replace(tmp, target)
+    return True
+
+
+def _to_cache(key: str, built: Path) -> None:
+    d = _cache_dir() / "lib"
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".{key}.{os.getpid()}.tmp"
+    shutil.copyfile(built, tmp)
+    os.replace(tmp, d / f"{key}.so")
+
+
 def build_library(out_dir: Path, name: str, library: str, *, opt: str = "-O3",
-                  native: bool = True) -> Path:
+                  native: bool = True, cache: bool = True) -> Path:
     """Compile ``out_dir/<name>.cpp`` with the op library into ``out_dir/<library>``.
 
-    Returns the library's path. Raises :class:`BuildError` with the compiler's message when
-    the compiler is missing or fails; the library is then absent (any earlier one is removed
-    first)."""
+    With ``cache`` a library linked earlier from the same code, header, compiler and flags
+    (kept by content digest in the cache directory's ``lib/``) is copied instead of compiling
+    again. Returns the library's path. Raises :class:`BuildError` with the compiler's message
+    when the compiler is missing or fails; the library is then absent (any earlier one is
+    removed first)."""
     cxx = find_compiler()
     flags = compile_flags(opt, native)
     target = out_dir / library
     if target.exists():
         target.unlink()
     objects = _library_objects(cxx, flags)
+    key = _digest(cxx, flags, objects, [out_dir / f"{name}.cpp"])
+    if cache and _from_cache(key, target):
+        return target
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".build-") as tmp:
         tmp_lib = Path(tmp) / library
         _run([cxx, *flags, "-shared", "-I", str(out_dir), str(out_dir / f"{name}.cpp"),
               *map(str, objects), "-o", str(tmp_lib)], where=str(out_dir / f"{name}.cpp"))
+        if cache:
+            _to_cache(key, tmp_lib)
         os.replace(tmp_lib, target)
     return target
 
 
 def build_bundle(artifacts: list[tuple[Path, str, str]], bundle_dir: Path, *,
-                 opt: str = "-O3", native: bool = True) -> Path:
+                 opt: str = "-O3", native: bool = True, cache: bool = True) -> Path:
     """Compile several artifacts into one shared library (one translation unit including
     every artifact's code: the headers are parsed once) and link it as each artifact's
     library. ``artifacts`` holds ``(out_dir, name, library file name)``; their class names
-    must differ. Returns the bundle's path in ``bundle_dir``."""
+    must differ. ``cache`` as for :func:`build_library`. Returns the bundle's path in
+    ``bundle_dir``."""
     cxx = find_compiler()
     flags = compile_flags(opt, native)
     objects = _library_objects(cxx, flags)
@@ -139,6 +180,12 @@ def build_bundle(artifacts: list[tuple[Path, str, str]], bundle_dir: Path, *,
     for out_dir, _, library in artifacts:
         if (out_dir / library).exists():
             (out_dir / library).unlink()
+    key = _digest(cxx, flags, objects, [d / f"{n}.cpp" for d, n, _ in artifacts])
+    target = bundle_dir / "libbundle.so"
+    if cache and _from_cache(key, target):
+        for out_dir, _, library in artifacts:
+            shutil.copyfile(target, out_dir / library)
+        return target
     with tempfile.TemporaryDirectory(dir=bundle_dir, prefix=".build-") as tmp:
         unity = Path(tmp) / "bundle.cpp"
         unity.write_text("".join(f'#include "{(d / n).resolve()}.cpp"\n'
@@ -147,7 +194,8 @@ def build_bundle(artifacts: list[tuple[Path, str, str]], bundle_dir: Path, *,
         _run([cxx, *flags, "-shared", "-I", str(artifacts[0][0].resolve()), str(unity),
               *map(str, objects), "-o", str(tmp_lib)], where="bundle of " + ", ".join(
                   n for _, n, _ in artifacts))
-        target = bundle_dir / "libbundle.so"
+        if cache:
+            _to_cache(key, tmp_lib)
         os.replace(tmp_lib, target)
     for out_dir, _, library in artifacts:
         shutil.copyfile(target, out_dir / library)
