@@ -5,7 +5,7 @@ sample models' calibration and quantizer) and the transformer-block sample. Runt
 this process and taking turns within each round (see ``bench_runtime.interleaved``):
 
 * ``native``: the generated C++ artifact (built with -O3 -march=native), inputs in, outputs out
-  through its C ABI; ``traced``: the same with its tracer on;
+  in one call of its C ABI (``NativeModel.invoke``); ``traced``: the same with its tracer on;
 * LiteRT with ``BUILTIN_WITHOUT_DEFAULT_DELEGATES`` (its optimized kernels, no XNNPACK),
   ``BUILTIN_REF`` (its reference kernels) and ``BUILTIN`` (with the XNNPACK delegate);
 * the NumPy reference runtime.
@@ -87,14 +87,10 @@ def bench(name: str, model: tk.Model, rounds: int, batch: int, work: Path) -> No
     ours = Interpreter(model)
 
     def run_native() -> None:
-        native.set_inputs(inputs)
-        native.run(1)
-        native.outputs()
+        native.invoke(inputs)
 
     def run_traced() -> None:
-        traced.set_inputs(inputs)
-        traced.run(1)
-        traced.outputs()
+        traced.invoke(inputs)
 
     fns: dict[str, Callable[[], object]] = {"native": run_native, "traced": run_traced}
     for key, resolver in RESOLVERS.items():

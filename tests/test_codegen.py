@@ -450,3 +450,21 @@ def test_build_reuses_the_library_of_identical_code(tmp_path: Path,
     assert len(list((tmp_path / "cache" / "lib").glob("*.so"))) == 2
     other.build(opt=OPT, cache=False)  # compiled again, the cache untouched
     assert other.built and len(list((tmp_path / "cache" / "lib").glob("*.so"))) == 2
+
+
+def test_invoke_is_one_inference(samples: dict[str, tuple[object, Artifact]]) -> None:
+    obj, art = samples[_name(SAMPLES / "cnn_int8.tflite", "plain")]
+    m = NativeModel(art)
+    inputs = m.random_inputs(seed=4)
+    want = run(obj, inputs)
+    _same(want, m.invoke(inputs))
+    _same(want, m.invoke(list(inputs.values())))  # a list in input order
+    (name,) = inputs
+    with pytest.raises(RuntimeInputError, match="dtype"):
+        m.invoke({name: inputs[name].astype(np.float32)})
+    with pytest.raises(RuntimeInputError, match="missing"):
+        m.invoke({})
+    flipped = np.ascontiguousarray(inputs[name][:, ::-1])[:, ::-1]  # a non-contiguous view
+    assert not flipped.flags.c_contiguous
+    _same(want, m.invoke({name: flipped}))
+    m.close()

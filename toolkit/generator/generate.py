@@ -118,6 +118,10 @@ def _header(cls: str, a: Analysis, ins: list[dict[str, Any]], outs: list[dict[st
               f"int {cls}_get_output(void* model, int index, void* data, int64_t nbytes, "
               "char* err, int errlen);",
               f"int {cls}_run(void* model, int repeat, char* err, int errlen);",
+              "// One inference: every input copied in from inputs[i], every output out to",
+              "// outputs[i] (buffers of the sizes above).",
+              f"int {cls}_invoke(void* model, const void* const* inputs, void* const* outputs, "
+              "char* err, int errlen);",
               f"int {cls}_trace_enable(void* model, int64_t capacity);",
               f"int64_t {cls}_trace_count(void* model);",
               f"int64_t {cls}_trace_dropped(void* model);",
@@ -258,6 +262,21 @@ def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]]) -> l
         f'  {cls}_put_error(err, errlen, "output " + std::to_string(index) + " buffer of " + '
         'std::to_string(nbytes) + " bytes has the wrong size");',
         "  return 2;",
+        "}",
+        f"int {cls}_invoke(void* model, const void* const* inputs, void* const* outputs, "
+        "char* err, int errlen) {",
+        f"  auto* tk_self = static_cast<{cls}*>(model);",
+        *[f"  tk_self->set_{i['cname']}(static_cast<const {ctype(_dt(i), i['name'])}*>("
+          f"inputs[{k}]), {cls}::{i['cname']}_count);" for k, i in enumerate(ins)],
+        "  try {",
+        "    tk_self->doInference();",
+        "  } catch (const std::exception& ex) {",
+        f"    {cls}_put_error(err, errlen, ex.what());",
+        "    return 1;",
+        "  }",
+        *[f"  std::memcpy(outputs[{k}], tk_self->get_{o['cname']}(), {o['bytes']});"
+          for k, o in enumerate(outs)],
+        "  return 0;",
         "}",
         f"int {cls}_run(void* model, int repeat, char* err, int errlen) {{",
         f"  auto* tk_self = static_cast<{cls}*>(model);",
