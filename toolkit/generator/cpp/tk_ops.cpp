@@ -254,9 +254,86 @@ void conv_generic(const ConvGeom& g, const X* x, const X* pad, const W* w, int r
 
 }  // namespace
 
+#if defined(__AVX512F__)
+namespace {
+
+constexpr int kTileF = 8;  // output pixels of one block of conv_f32_avx512
+
+// CONV_2D float in blocks of 8 pixels x 32 output channels (16 accumulator registers): the
+// outer loop walks the blocks of output channels, so that the block's filter stays in cache
+// while every pixel of the stripe passes; the last block is masked. Each output is the sum
+// over taps and input channels in the generic kernel's order (fused multiply-adds), then
+// bias and the clamp of the activation.
+void conv_f32_avx512(const ConvGeom& g, const float* x, const float* pad, const float* w,
+                     const float* bias, float lo, float hi, float* y, int row0, int row1) {
+  const int o = g.o, c = g.c, ntaps = g.kh * g.kw;
+  std::vector<const float*> taps(static_cast<size_t>(ntaps) * kTileF);
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  for (int b = 0; b < g.n; ++b) {
+    for (int oo0 = 0; oo0 < o; oo0 += 32) {
+      const int left = o - oo0;
+      const __mmask16 m0 = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
+      const __mmask16 m1 = left >= 32   ? __mmask16(0xFFFF)
+                           : left <= 16 ? __mmask16(0)
+                                        : __mmask16((1u << (left - 16)) - 1u);
+      const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + oo0) : _mm512_setzero_ps();
+      const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + oo0 + 16) : _mm512_setzero_ps();
+      for (int oy = row0; oy < row1; ++oy) {
+        for (int ox0 = 0; ox0 < g.ow; ox0 += kTileF) {
+          const int tn = std::min(kTileF, g.ow - ox0);
+          for (int ky = 0; ky < g.kh; ++ky)
+            for (int kx = 0; kx < g.kw; ++kx)
+              for (int t = 0; t < kTileF; ++t)
+                taps[(ky * g.kw + kx) * kTileF + t] =
+                    t < tn ? tap_ptr(g, x, pad, b, oy, ox0 + t, ky, kx) : pad;
+          __m512 acc[kTileF][2];
+          for (int t = 0; t < kTileF; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+          for (int k = 0; k < ntaps; ++k) {
+            const float* p[kTileF];
+            for (int t = 0; t < kTileF; ++t) p[t] = taps[k * kTileF + t];
+            const float* wk = w + static_cast<int64_t>(k) * c * o + oo0;
+            for (int ci = 0; ci < c; ++ci) {
+              const float* wr = wk + static_cast<int64_t>(ci) * o;
+              const __m512 w0 = _mm512_maskz_loadu_ps(m0, wr);
+              const __m512 w1 = _mm512_maskz_loadu_ps(m1, wr + 16);
+              for (int t = 0; t < kTileF; ++t) {
+                const __m512 xv = _mm512_set1_ps(p[t][ci]);
+                acc[t][0] = _mm512_fmadd_ps(xv, w0, acc[t][0]);
+                acc[t][1] = _mm512_fmadd_ps(xv, w1, acc[t][1]);
+              }
+            }
+          }
+          const int64_t base = (static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox0;
+          for (int t = 0; t < tn; ++t) {
+            float* dst = y + (base + t) * o + oo0;
+            const __m512 v0 = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(acc[t][0], b0), vlo), vhi);
+            const __m512 v1 = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(acc[t][1], b1), vlo), vhi);
+            _mm512_mask_storeu_ps(dst, m0, v0);
+            _mm512_mask_storeu_ps(dst + 16, m1, v1);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+#endif
+
 void conv2d_f32(const ConvGeom& g, const float* x, const float* w, const float* bias, int act,
                 float* y, int row0, int row1) {
   std::vector<float> pad(static_cast<size_t>(g.c), 0.f);
+#if defined(__AVX512F__)
+  if (act != ACT_TANH) {
+    const float inf = std::numeric_limits<float>::infinity();
+    float lo = -inf, hi = inf;
+    if (act == ACT_RELU) lo = 0.f;
+    if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
+    if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
+    conv_f32_avx512(g, x, pad.data(), w, bias, lo, hi, y, row0, row1);
+    return;
+  }
+#endif
   const int o = g.o;
   conv_generic<float, float, float>(
       g, x, pad.data(), w, row0, row1, [](float v) { return v; },
