@@ -259,21 +259,24 @@ namespace {
 
 constexpr int kTileF = 8;  // output pixels of one block of conv_f32_avx512
 
-// CONV_2D float in blocks of 8 pixels x 32 output channels (16 accumulator registers): the
-// outer loop walks the blocks of output channels, so that the block's filter stays in cache
+// CONV_2D float in blocks of 8 pixels x 16 kR output channels (8 kR accumulator registers;
+// kR = 1 for 16 output channels or fewer, else 2): the outer loop walks the blocks of output
+// channels, so that the block's filter stays in cache
 // while every pixel of the stripe passes; the last block is masked. Each output is the sum
 // over taps and input channels in the generic kernel's order (fused multiply-adds), then
 // bias and the clamp of the activation.
+template <int kR>
 void conv_f32_avx512(const ConvGeom& g, const float* x, const float* pad, const float* w,
                      const float* bias, float lo, float hi, float* y, int row0, int row1) {
   const int o = g.o, c = g.c, ntaps = g.kh * g.kw;
   std::vector<const float*> taps(static_cast<size_t>(ntaps) * kTileF);
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   for (int b = 0; b < g.n; ++b) {
-    for (int oo0 = 0; oo0 < o; oo0 += 32) {
+    for (int oo0 = 0; oo0 < o; oo0 += 16 * kR) {
       const int left = o - oo0;
       const __mmask16 m0 = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
-      const __mmask16 m1 = left >= 32   ? __mmask16(0xFFFF)
+      const __mmask16 m1 = kR == 1      ? __mmask16(0)
+                           : left >= 32 ? __mmask16(0xFFFF)
                            : left <= 16 ? __mmask16(0)
                                         : __mmask16((1u << (left - 16)) - 1u);
       const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + oo0) : _mm512_setzero_ps();
@@ -295,11 +298,11 @@ void conv_f32_avx512(const ConvGeom& g, const float* x, const float* pad, const 
             for (int ci = 0; ci < c; ++ci) {
               const float* wr = wk + static_cast<int64_t>(ci) * o;
               const __m512 w0 = _mm512_maskz_loadu_ps(m0, wr);
-              const __m512 w1 = _mm512_maskz_loadu_ps(m1, wr + 16);
+              const __m512 w1 = kR == 2 ? _mm512_maskz_loadu_ps(m1, wr + 16) : w0;
               for (int t = 0; t < kTileF; ++t) {
                 const __m512 xv = _mm512_set1_ps(p[t][ci]);
                 acc[t][0] = _mm512_fmadd_ps(xv, w0, acc[t][0]);
-                acc[t][1] = _mm512_fmadd_ps(xv, w1, acc[t][1]);
+                if (kR == 2) acc[t][1] = _mm512_fmadd_ps(xv, w1, acc[t][1]);
               }
             }
           }
@@ -309,7 +312,7 @@ void conv_f32_avx512(const ConvGeom& g, const float* x, const float* pad, const 
             const __m512 v0 = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(acc[t][0], b0), vlo), vhi);
             const __m512 v1 = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(acc[t][1], b1), vlo), vhi);
             _mm512_mask_storeu_ps(dst, m0, v0);
-            _mm512_mask_storeu_ps(dst + 16, m1, v1);
+            if (kR == 2) _mm512_mask_storeu_ps(dst + 16, m1, v1);
           }
         }
       }
@@ -330,7 +333,8 @@ void conv2d_f32(const ConvGeom& g, const float* x, const float* w, const float* 
     if (act == ACT_RELU) lo = 0.f;
     if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
     if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
-    conv_f32_avx512(g, x, pad.data(), w, bias, lo, hi, y, row0, row1);
+    if (g.o <= 16) conv_f32_avx512<1>(g, x, pad.data(), w, bias, lo, hi, y, row0, row1);
+    else conv_f32_avx512<2>(g, x, pad.data(), w, bias, lo, hi, y, row0, row1);
     return;
   }
 #endif
@@ -660,6 +664,13 @@ void conv2d_q8x4(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
 // ---------------------------------------------------------------- matmul
 void fully_connected_f32(const float* x, const float* w, const float* bias, int batch, int k,
                          int o, int act, float* y) {
+#if defined(__AVX512F__)
+  if (act != ACT_TANH && batch >= 4) {  // a 1x1 convolution over a row of `batch` pixels
+    conv2d_f32(ConvGeom{1, 1, batch, k, 1, 1, 1, batch, o, 1, 1, 1, 1, 0, 0, 1}, x, w, bias,
+               act, y, 0, 1);
+    return;
+  }
+#endif
   for (int b = 0; b < batch; ++b) {
     float* __restrict__ a = y + static_cast<int64_t>(b) * o;
     if (bias) std::memcpy(a, bias, sizeof(float) * o);
@@ -1156,8 +1167,38 @@ void layer_norm_f32(const float* x, const float* gamma, const float* beta, int r
 }
 
 // ---------------------------------------------------------------- data movement
+namespace {
+
+template <typename T>
+void transpose_t(const T* src, T* dst, const int64_t* s, const int64_t* st) {
+  for (int64_t i0 = 0; i0 < s[0]; ++i0)
+    for (int64_t i1 = 0; i1 < s[1]; ++i1)
+      for (int64_t i2 = 0; i2 < s[2]; ++i2)
+        for (int64_t i3 = 0; i3 < s[3]; ++i3)
+          for (int64_t i4 = 0; i4 < s[4]; ++i4) {
+            const T* p = src + i0 * st[0] + i1 * st[1] + i2 * st[2] + i3 * st[3] + i4 * st[4];
+            const int64_t n = s[5], step = st[5];
+            if (step == 1) {
+              std::memcpy(dst, p, sizeof(T) * static_cast<size_t>(n));
+            } else {
+              for (int64_t i5 = 0; i5 < n; ++i5) dst[i5] = p[i5 * step];
+            }
+            dst += n;
+          }
+}
+
+}  // namespace
+
 void transpose(const void* x, void* y, size_t elem, const int64_t* out_shape,
                const int64_t* in_stride) {
+  if (elem == 4) {
+    transpose_t(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), out_shape, in_stride);
+    return;
+  }
+  if (elem == 1) {
+    transpose_t(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), out_shape, in_stride);
+    return;
+  }
   const char* src = static_cast<const char*>(x);
   char* dst = static_cast<char*>(y);
   const int64_t* s = out_shape;
