@@ -42,7 +42,8 @@ _CTYPES = {np.dtype(np.float32): "float", np.dtype(np.int8): "int8_t",
 ELEMENTWISE = frozenset({
     "ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "POW",
     "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "TANH", "LOGISTIC", "RSQRT", "SQRT", "EXP",
-    "ABS", "NEG", "QUANTIZE", "DEQUANTIZE", "LEAKY_RELU", "LOG",
+    "ABS", "NEG", "QUANTIZE", "DEQUANTIZE", "LEAKY_RELU", "LOG", "GELU", "HARD_SWISH", "ELU",
+    "SQUARE",
 })
 WINDOWED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D"})
 
@@ -375,6 +376,10 @@ def _fully_connected(e: Emitter, step: Step) -> str:
                 f"{batch}, {k}, {o}, q, {e.ptr(out)});")
     if x.dtype != _F32:
         raise _unsupported(op, f"FULLY_CONNECTED of {x.dtype} input without quantization")
+    if w.dtype != _F32:
+        raise _unsupported(op, "hybrid FULLY_CONNECTED (float input, int8 weights): LiteRT "
+                               "quantizes the input at run time, which the generator does not",
+                           fix="generate the float model, or quantize it fully to int8")
     wf = np.ascontiguousarray(_float_filter(op, w, 0).T)
     bias = _bias(op, o, _F32)
     b = "nullptr" if bias is None else e.param(bias, "float")
@@ -494,7 +499,9 @@ def _binary(e: Emitter, step: Step) -> str:
 
 
 _UNOPS = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "RELU_0_TO_1": 3, "TANH": 4,
-          "LOGISTIC": 5, "RSQRT": 6, "SQRT": 7, "EXP": 8, "NEG": 9, "ABS": 10, "LOG": 11}
+          "LOGISTIC": 5, "RSQRT": 6, "SQRT": 7, "EXP": 8, "NEG": 9, "ABS": 10, "LOG": 11,
+          "GELU": 12, "HARD_SWISH": 14, "ELU": 15, "SQUARE": 16}
+_GELU_TANH = 13
 _RELU_BOUNDS = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0),
                 "RELU_0_TO_1": (0.0, 1.0)}
 
@@ -504,9 +511,28 @@ def _logistic(x: np.ndarray) -> np.ndarray:
         return np.float32(1) / (np.float32(1) + np.exp(-x))
 
 
+def _elu(x: np.ndarray) -> np.ndarray:
+    return np.where(x < 0, np.expm1(x), x).astype(np.float32)
+
+
+_ERFC = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def _gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
+    """GELU in float32: ``0.5 x erfc(-x / sqrt 2)`` (erfc in float64), or the tanh form."""
+    x = np.asarray(x, dtype=np.float32)
+    half = np.float32(0.5)
+    if approximate:
+        inner = np.float32(math.sqrt(2.0 / math.pi)) * (x + np.float32(0.044715) * x * x * x)
+        return half * x * (np.float32(1) + np.tanh(inner))
+    e = _ERFC((x * np.float32(-math.sqrt(0.5))).astype(np.float64)).astype(np.float32)
+    return half * x * e
+
+
 _LUT_FNS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "TANH": np.tanh, "LOGISTIC": _logistic, "EXP": np.exp, "SQRT": np.sqrt, "LOG": np.log,
-    "RSQRT": lambda v: np.float32(1) / np.sqrt(v),
+    "RSQRT": lambda v: np.float32(1) / np.sqrt(v), "ELU": _elu,
+    "GELU": lambda v: _gelu(v, False),
 }
 
 
@@ -542,8 +568,9 @@ def _unary(e: Emitter, step: Step) -> str:
     if tuple(x.shape) != shape:
         raise _unsupported(op, "input and output shapes differ")
     px, py = e.ptr(x), e.ptr(out)
+    approximate = op.type == "GELU" and bool(_opt(op, "approximate", False))
     if x.dtype == _F32 and out.dtype == _F32:
-        code = _UNOPS[op.type]
+        code = _GELU_TANH if approximate else _UNOPS[op.type]
         return _flat_rows(step, shape,
                           lambda o, n: f"tk::unary_f32({code}, {px} + {o}, {py} + {o}, {n});")
     if not (is_quantized(x) and is_quantized(out)):
@@ -559,7 +586,7 @@ def _unary(e: Emitter, step: Step) -> str:
         return _flat_rows(step, shape, lambda o, n: (
             f"tk::relu_q8({px} + {o}, {iq.zp}, {int(m)}, {int(s)}, {oq.zp}, {lo}, {hi}, "
             f"{py} + {o}, {n});"))
-    fn = _LUT_FNS.get(op.type)
+    fn = (lambda v: _gelu(v, True)) if approximate else _LUT_FNS.get(op.type)
     if fn is None:
         raise _unsupported(op, f"quantized {op.type}")
     table = e.param(_lut_table(op, fn), "int8_t")

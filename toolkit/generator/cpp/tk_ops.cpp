@@ -949,6 +949,25 @@ void unary_f32(int op, const float* x, float* y, size_t n) {
     case U_NEG: for (size_t i = 0; i < n; ++i) y[i] = -x[i]; break;
     case U_ABS: for (size_t i = 0; i < n; ++i) y[i] = std::fabs(x[i]); break;
     case U_LOG: for (size_t i = 0; i < n; ++i) y[i] = std::log(x[i]); break;
+    case U_GELU:  // 0.5 x erfc(-x / sqrt 2), erfc in double
+      for (size_t i = 0; i < n; ++i) {
+        const float a = x[i] * -0.70710678118654752f;
+        y[i] = 0.5f * x[i] * static_cast<float>(std::erfc(static_cast<double>(a)));
+      }
+      break;
+    case U_GELU_TANH:
+      for (size_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        const float inner = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+        y[i] = 0.5f * v * (1.f + std::tanh(inner));
+      }
+      break;
+    case U_HARD_SWISH:
+      for (size_t i = 0; i < n; ++i)
+        y[i] = x[i] * std::min(6.f, std::max(0.f, x[i] + 3.f)) / 6.f;
+      break;
+    case U_ELU: for (size_t i = 0; i < n; ++i) y[i] = x[i] < 0.f ? std::expm1(x[i]) : x[i]; break;
+    case U_SQUARE: for (size_t i = 0; i < n; ++i) y[i] = x[i] * x[i]; break;
     default: break;
   }
 }

@@ -147,7 +147,8 @@ void lookup2_q8(const Bcast& g, const int8_t* table, const int8_t* a, const int8
                 int8_t* y, int row0, int row1);
 
 enum UnOp : int { U_RELU, U_RELU6, U_RELU_N1_TO_1, U_RELU_0_TO_1, U_TANH, U_LOGISTIC,
-                  U_RSQRT, U_SQRT, U_EXP, U_NEG, U_ABS, U_LOG };
+                  U_RSQRT, U_SQRT, U_EXP, U_NEG, U_ABS, U_LOG, U_GELU, U_GELU_TANH,
+                  U_HARD_SWISH, U_ELU, U_SQUARE };
 void unary_f32(int op, const float* x, float* y, size_t n);
 // RELU family on int8: clamp(mbqm(q - zp_in) + zp_out, lo, hi).
 void relu_q8(const int8_t* x, int zp_in, int32_t m, int s, int zp_out, int lo, int hi,
