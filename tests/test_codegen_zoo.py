@@ -126,3 +126,43 @@ def test_zoo_model_without_kernels_is_refused(tmp_path: Path, stem: str) -> None
     with pytest.raises(UnsupportedOpError, match=REFUSED[stem]):
         codegen(compiled, tmp_path / stem, name=stem)
     assert not (tmp_path / stem / f"{stem}.cpp").exists()
+
+
+def _activations(int8: bool) -> Model:
+    """ELU, GELU (erfc and tanh forms), and in float HARD_SWISH and SQUARE, one after the
+    other on 2 x 64 values."""
+    from toolkit.builder import ModelBuilder
+    from toolkit.ir import Quantization as Q
+
+    mb = ModelBuilder("acts")
+    if int8:
+        x = mb.input("x", [2, 64], np.int8, quant=Q.make(0.03, 2))
+        x = mb.unary("ELU", x, name="elu", quant=Q.make(0.02, -60))
+        x = mb.unary("GELU", x, name="gelu", quant=Q.make(0.01, -100))
+        x = mb.unary("GELU", x, name="gelu_tanh", quant=Q.make(0.008, -110), approximate=True)
+    else:
+        x = mb.input("x", [2, 64])
+        for kind in ("ELU", "GELU", "HARD_SWISH", "SQUARE"):
+            x = mb.unary(kind, x, name=kind.lower())
+        x = mb.unary("GELU", x, name="gelu_tanh", approximate=True)
+    mb.output(x)
+    return mb.build()
+
+
+@pytest.mark.parametrize("int8", [False, True], ids=["float32", "int8"])
+def test_activation_kernels_match_the_reference(tmp_path: Path, int8: bool) -> None:
+    model = _activations(int8)
+    art = codegen(model, tmp_path, name="acts")
+    art.build(opt="-O1")
+    rng = np.random.default_rng(3)
+    (t,) = model.graph.inputs
+    x = rng.integers(-128, 128, t.shape).astype(np.int8) if int8 else \
+        rng.uniform(-4, 4, t.shape).astype(np.float32)
+    want = Interpreter(model).invoke({t.name: x})
+    got = run_native(art, {t.name: x}).outputs
+    for k, w in want.items():
+        if int8:
+            np.testing.assert_array_equal(got[k], w, err_msg=k)
+            assert len(np.unique(w)) > 20
+        else:
+            np.testing.assert_allclose(got[k], w, rtol=1e-5, atol=1e-6, err_msg=k)
