@@ -387,8 +387,62 @@ void depthwise_row(const ConvGeom& g, const X* x, const W* w, int b, int oy, Acc
 
 }  // namespace
 
+#if defined(__AVX512F__)
+namespace {
+
+// Depthwise float with channel multiplier 1: per output pixel and block of 16 channels (the
+// last one masked), the in-image taps in (ky, kx) order accumulate in one register starting
+// from the bias, as depthwise_row accumulates them.
+void depthwise_f32_m1(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                      float lo, float hi, float* y, int row0, int row1) {
+  const int c = g.c;
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  for (int b = 0; b < g.n; ++b) {
+    for (int oy = row0; oy < row1; ++oy) {
+      const int iy0 = oy * g.sh - g.pt;
+      float* row = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * c;
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const int ix0 = ox * g.sw - g.pl;
+        float* dst = row + static_cast<int64_t>(ox) * c;
+        for (int c0 = 0; c0 < c; c0 += 16) {
+          const __mmask16 m = c - c0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c - c0)) - 1u);
+          __m512 acc = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : _mm512_setzero_ps();
+          for (int ky = 0; ky < g.kh; ++ky) {
+            const int iy = iy0 + ky * g.dh;
+            if (iy < 0 || iy >= g.h) continue;
+            const float* xrow = x + (static_cast<int64_t>(b) * g.h + iy) * g.w * c + c0;
+            const float* wrow = w + static_cast<int64_t>(ky) * g.kw * c + c0;
+            for (int kx = 0; kx < g.kw; ++kx) {
+              const int ix = ix0 + kx * g.dw;
+              if (ix < 0 || ix >= g.w) continue;
+              acc = _mm512_fmadd_ps(
+                  _mm512_maskz_loadu_ps(m, xrow + static_cast<int64_t>(ix) * c),
+                  _mm512_maskz_loadu_ps(m, wrow + static_cast<int64_t>(kx) * c), acc);
+            }
+          }
+          _mm512_mask_storeu_ps(dst + c0, m, _mm512_min_ps(_mm512_max_ps(acc, vlo), vhi));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+#endif
+
 void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const float* bias,
                    int act, float* y, int row0, int row1) {
+#if defined(__AVX512F__)
+  if (g.mult == 1 && act != ACT_TANH) {
+    const float inf = std::numeric_limits<float>::infinity();
+    float lo = -inf, hi = inf;
+    if (act == ACT_RELU) lo = 0.f;
+    if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
+    if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
+    depthwise_f32_m1(g, x, w, bias, lo, hi, y, row0, row1);
+    return;
+  }
+#endif
   const int o = g.c * g.mult;
   for (int b = 0; b < g.n; ++b) {
     for (int oy = row0; oy < row1; ++oy) {
@@ -1032,23 +1086,29 @@ void softmax_q8(const int8_t* x, double s_in, int zp_in, float s_out, int zp_out
 // ---------------------------------------------------------------- pooling
 namespace {
 
+// Per output pixel, the channels' accumulators in a row (vectorised over channels) folded
+// over the window's pixels in row-major order, as a per-channel loop would fold them.
 template <typename T, typename Init, typename Step, typename Done>
 void pool_loop(const PoolGeom& g, const T* x, T* y, int row0, int row1, Init init, Step step,
                Done done) {
+  using Acc = decltype(init());
+  std::vector<Acc> acc(static_cast<size_t>(g.c));
+  Acc* __restrict__ a = acc.data();
+  const int c = g.c;
   for (int b = 0; b < g.n; ++b)
     for (int oy = row0; oy < row1; ++oy)
       for (int ox = 0; ox < g.ow; ++ox) {
         const int y0 = std::max(0, oy * g.sh - g.pt), y1 = std::min(g.h, oy * g.sh - g.pt + g.fh);
         const int x0 = std::max(0, ox * g.sw - g.pl), x1 = std::min(g.w, ox * g.sw - g.pl + g.fw);
-        T* dst = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * g.c;
-        for (int ch = 0; ch < g.c; ++ch) {
-          auto acc = init();
-          for (int iy = y0; iy < y1; ++iy)
-            for (int ix = x0; ix < x1; ++ix)
-              acc = step(acc, x[((static_cast<int64_t>(b) * g.h + iy) * g.w + ix) * g.c + ch]);
-          const int count = std::max(0, y1 - y0) * std::max(0, x1 - x0);
-          dst[ch] = done(acc, count);
-        }
+        T* dst = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * c;
+        for (int ch = 0; ch < c; ++ch) a[ch] = init();
+        for (int iy = y0; iy < y1; ++iy)
+          for (int ix = x0; ix < x1; ++ix) {
+            const T* __restrict__ p = x + ((static_cast<int64_t>(b) * g.h + iy) * g.w + ix) * c;
+            for (int ch = 0; ch < c; ++ch) a[ch] = step(a[ch], p[ch]);
+          }
+        const int count = std::max(0, y1 - y0) * std::max(0, x1 - x0);
+        for (int ch = 0; ch < c; ++ch) dst[ch] = done(a[ch], count);
       }
 }
 
