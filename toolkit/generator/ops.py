@@ -461,6 +461,13 @@ def _bcast(op: Op, step: Step, a: Tensor, b: Tensor, out: Tensor) -> tuple[str, 
     return g, r0, r1
 
 
+def _vector_or_table(direct: str, table: str) -> str:
+    """An int8 binary op computed directly where the build has AVX-512 (16 lanes at a
+    time), else looked up in its table of every pair of values (the same results)."""
+    return (f"#if defined(__AVX512F__) && defined(__AVX512BW__)\n{direct}\n#else\n{table}\n"
+            "#endif")
+
+
 def _binary(e: Emitter, step: Step) -> str:
     op = step.op
     a, b, out = op.inputs[0], op.inputs[1], op.outputs[0]
@@ -484,8 +491,9 @@ def _binary(e: Emitter, step: Step) -> str:
         q = (f"tk::AddQ{{{qa.zp}, {qb.zp}, {qo.zp}, {int(ma)}, {int(mb)}, {int(mo)}, "
              f"{int(sa)}, {int(sb)}, {int(so)}, {left}, {lo}, {hi}}}")
         table = e.table(65536, f"tk::add_table_q8({q}, {sign}, @TABLE@);")
-        return (f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, "
-                f"{r0}, {r1});")
+        return _vector_or_table(
+            f"tk::add_q8({g}, {q}, {sign}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});",
+            f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});")
     if op.type == "MUL":
         if op.activation == 4:
             raise _unsupported(op, "fused TANH on a quantized MUL")
@@ -493,8 +501,10 @@ def _binary(e: Emitter, step: Step) -> str:
         m, s = quantize_multiplier(real)
         table = e.table(65536, f"tk::mul_table_q8({qa.zp}, {qb.zp}, {int(m)}, {int(s)}, "
                                f"{qo.zp}, {lo}, {hi}, @TABLE@);")
-        return (f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, "
-                f"{r0}, {r1});")
+        return _vector_or_table(
+            f"tk::mul_q8({g}, {qa.zp}, {qb.zp}, {int(m)}, {int(s)}, {qo.zp}, {lo}, {hi}, "
+            f"{e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});",
+            f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});")
     raise _unsupported(op, f"quantized {op.type}")
 
 
