@@ -11,7 +11,8 @@ this process and taking turns within each round (see ``bench_runtime.interleaved
 * the NumPy reference runtime.
 
 Ratios are medians of the per-round ratios (other / native: above 1 means native is faster);
-times are 10th percentiles. Generation and build times are wall-clock, the op library
+times are 10th percentiles. CPU-time ratios (process_time, best of a few rounds) are printed
+beside them, for a loaded machine. Generation and build times are wall-clock, the op library
 compiled once into a fresh cache first. Run: python bench/bench_native.py [--quick]
 """
 
@@ -99,6 +100,8 @@ def bench(name: str, model: tk.Model, rounds: int, batch: int, work: Path) -> No
     t = interleaved(fns, rounds, batch)
     p10 = {k: float(np.percentile(v, 10)) for k, v in t.items()}
     ratio = {k: float(np.median(t[k] / t["native"])) for k in t}
+    cpu = cpu_seconds(fns, max(3, rounds // 10), batch)
+    cpu_ratio = {k: cpu[k] / cpu["native"] for k in cpu}
     overhead = ratio["traced"] - 1
     print(f"{name:16s} generate {t1 - t0:5.2f} s  build {t2 - t1:5.2f} s  "
           f"arena {art.arena_bytes / 1024:8.1f} KiB of {art.temporaries_bytes / 1024:8.1f} KiB")
@@ -108,7 +111,8 @@ def bench(name: str, model: tk.Model, rounds: int, batch: int, work: Path) -> No
                                ("lite_ref", "LiteRT BUILTIN_REF", ">= 5x"),
                                ("xnnpack", "LiteRT XNNPACK", "-"),
                                ("numpy", "NumPy runtime", ">= 5x")):
-        print(f"  {label:20s} {_fmt(p10[key])}   / native {ratio[key]:7.2f}x  (target {target})")
+        print(f"  {label:20s} {_fmt(p10[key])}   / native {ratio[key]:7.2f}x  "
+              f"(CPU time {cpu_ratio[key]:7.2f}x)  (target {target})")
     # tracing cost inside the native loop alone (no Python call per inference)
     loop = max(1, batch * 5)
     native.set_inputs(inputs)
@@ -130,6 +134,21 @@ def bench(name: str, model: tk.Model, rounds: int, batch: int, work: Path) -> No
           f"({len(traced.keys)} events per inference)")
     traced.close()
     native.close()
+
+
+def cpu_seconds(fns: dict[str, Callable[[], object]], rounds: int, batch: int
+                ) -> dict[str, float]:
+    """CPU seconds (``time.process_time``) per call of each function: the smallest mean of
+    ``batch`` calls over ``rounds`` rounds, the functions taking turns. CPU time leaves out
+    the time other processes of a loaded machine take from this one."""
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for key, fn in fns.items():
+            t0 = time.process_time()
+            for _ in range(batch):
+                fn()
+            best[key] = min(best[key], (time.process_time() - t0) / batch)
+    return best
 
 
 def mobilenet_int8() -> tk.Model:
