@@ -116,8 +116,13 @@ class NativeModel:
                         for i in m["inputs"]]
         self._outputs = [(o["name"], np.dtype(o["dtype"]), tuple(o["shape"]))
                          for o in m["outputs"]]
-        self._in_ptrs = (ctypes.c_void_p * max(len(self._inputs), 1))()
-        self._out_ptrs = (ctypes.c_void_p * max(len(self._outputs), 1))()
+        # staging arrays of invoke(), their addresses in the pointer arrays given to the C ABI
+        self._in_stage = [np.empty(shape, dt) for _, dt, shape in self._inputs]
+        self._out_stage = [np.empty(shape, dt) for _, dt, shape in self._outputs]
+        self._in_ptrs = (ctypes.c_void_p * max(len(self._inputs), 1))(
+            *[a.ctypes.data for a in self._in_stage])
+        self._out_ptrs = (ctypes.c_void_p * max(len(self._outputs), 1))(
+            *[a.ctypes.data for a in self._out_stage])
         self.keys = [int(s["key"]) for s in m["steps"]]
         self.args = [dict(s["args"]) for s in m["steps"]]
 
@@ -208,32 +213,23 @@ class NativeModel:
 
     def invoke(self, inputs: Any) -> dict[str, np.ndarray]:
         """One inference: the inputs (as for :meth:`set_inputs`) in, new output arrays by
-        name out. A dict of arrays of the inputs' dtypes and shapes goes through one call of
-        the C ABI; wrong inputs raise as in :meth:`set_inputs`."""
+        name out. A dict of arrays of the inputs' dtypes and shapes is copied into staging
+        arrays whose addresses the C ABI already holds, and goes through one call of it;
+        wrong inputs raise as in :meth:`set_inputs`."""
         h = self._alive()
-        specs = self._inputs
-        if not isinstance(inputs, Mapping) or len(inputs) != len(specs):
+        if not isinstance(inputs, Mapping) or len(inputs) != len(self._inputs):
             self.set_inputs(inputs)  # checks (raises for a wrong input)
             self.run(1)
             return self.outputs()
-        ptrs = self._in_ptrs
-        held = []  # the arrays whose addresses go to the C ABI, alive until it returns
-        for k, (name, dt, shape) in enumerate(specs):
+        for (name, dt, shape), staging in zip(self._inputs, self._in_stage):
             a = inputs.get(name)
-            if not (isinstance(a, np.ndarray) and a.dtype == dt and a.shape == shape
-                    and a.flags.c_contiguous):
-                self.set_inputs(inputs)  # checks (and raises for a wrong input)
-                a = np.ascontiguousarray(np.asarray(inputs[name]))
-            held.append(a)
-            ptrs[k] = a.ctypes.data
-        out = {name: np.empty(shape, dtype=dt) for name, dt, shape in self._outputs}
-        optrs = self._out_ptrs
-        for k, o in enumerate(out.values()):
-            optrs[k] = o.ctypes.data
-        if self._invoke(h, ptrs, optrs, self._err, _ERR) != 0:
+            if not (isinstance(a, np.ndarray) and a.dtype == dt and a.shape == shape):
+                self.set_inputs(inputs)  # raises for a wrong input
+            np.copyto(staging, a)
+        if self._invoke(h, self._in_ptrs, self._out_ptrs, self._err, _ERR) != 0:
             raise ToolkitError(f"the native inference failed: {self._message()}",
                                where=str(self.artifact.library))
-        return out
+        return {name: o.copy() for (name, _, _), o in zip(self._outputs, self._out_stage)}
 
     def run(self, repeat: int = 1) -> None:
         """Run ``repeat`` inferences on the inputs set (one native loop)."""
