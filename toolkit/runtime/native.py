@@ -225,6 +225,7 @@ class NativeModel:
             a = inputs.get(name)
             if not (isinstance(a, np.ndarray) and a.dtype == dt and a.shape == shape):
                 self.set_inputs(inputs)  # raises for a wrong input
+                a = np.asarray(inputs[name])
             np.copyto(staging, a)
         if self._invoke(h, self._in_ptrs, self._out_ptrs, self._err, _ERR) != 0:
             raise ToolkitError(f"the native inference failed: {self._message()}",
