@@ -761,6 +761,24 @@ void batch_matmul_f32(const MatmulGeom& g, const float* a, const float* b, float
     const float* B = b + g.b_off[bi];
     float* Y = y + static_cast<int64_t>(bi) * g.m * g.n;
     std::fill(Y, Y + static_cast<int64_t>(g.m) * g.n, 0.f);
+    if (g.b_rs == 1 && g.a_cs == 1 && g.k >= 8) {  // B transposed: rows of A dot rows of B
+      for (int i = 0; i < g.m; ++i) {
+        const float* ar = A + static_cast<int64_t>(i) * g.a_rs;
+        float* yr = Y + static_cast<int64_t>(i) * g.n;
+        for (int j = 0; j < g.n; ++j) {
+          const float* br = B + static_cast<int64_t>(j) * g.b_cs;
+          float part[8] = {};
+          int kk = 0;
+          for (; kk + 8 <= g.k; kk += 8)
+            for (int l = 0; l < 8; ++l) part[l] += ar[kk + l] * br[kk + l];
+          float total = 0.f;
+          for (int l = 0; l < 8; ++l) total += part[l];
+          for (; kk < g.k; ++kk) total += ar[kk] * br[kk];
+          yr[j] = total;
+        }
+      }
+      continue;
+    }
     for (int i = 0; i < g.m; ++i) {
       float* yr = Y + static_cast<int64_t>(i) * g.n;
       for (int kk = 0; kk < g.k; ++kk) {
@@ -1246,6 +1264,33 @@ void reduce_f32(const Reduce& g, int op, const float* x, float* y) {
   if (op == R_MIN) init = std::numeric_limits<float>::infinity();
   if (op == R_PROD) init = 1.f;
   std::fill(y, y + g.out_size, init);
+  if ((op == R_MEAN || op == R_SUM) && g.out_stride[5] == 0 && g.shape[5] >= 16) {
+    // innermost axis reduced: each row summed in 16 partial sums (pairs of 8 lanes), as
+    // NumPy's pairwise sums, then the partial sums added together
+    const int64_t n = g.shape[5];
+    const int64_t rows = g.shape[0] * g.shape[1] * g.shape[2] * g.shape[3] * g.shape[4];
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * n;
+      float part[16] = {};
+      int64_t i = 0;
+      for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; ++j) part[j] += xr[i + j];
+      float total = 0.f;
+      for (int j = 0; j < 16; ++j) total += part[j];
+      for (; i < n; ++i) total += xr[i];
+      int64_t oi = 0, rest = r;
+      for (int d = 4; d >= 0; --d) {
+        oi += (rest % g.shape[d]) * g.out_stride[d];
+        rest /= g.shape[d];
+      }
+      y[oi] += total;
+    }
+    if (op == R_MEAN) {
+      const float cnt = static_cast<float>(g.count);
+      for (int64_t i = 0; i < g.out_size; ++i) y[i] /= cnt;
+    }
+    return;
+  }
   switch (op) {
     case R_MEAN:
     case R_SUM: reduce_loop(g, [&](int64_t oi, int64_t ii) { y[oi] += x[ii]; }); break;
