@@ -146,6 +146,15 @@ inline int64_t round_away(float v) {
   return static_cast<int64_t>(std::round(v));
 }
 
+// A scratch buffer of this thread for one kernel call, grown as needed and kept (no heap
+// allocation per call once warm); `tag` tells the kernels' buffers apart.
+template <typename T, int kTag>
+T* scratch(size_t n) {
+  static thread_local std::vector<T> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
 constexpr int kTile = 4;  // output pixels computed together (filter reuse)
 
 // Input rows of the taps of output pixel (oy, ox): pointer per (ky, kx) or the pad row.
@@ -269,7 +278,7 @@ template <int kR>
 void conv_f32_avx512(const ConvGeom& g, const float* x, const float* pad, const float* w,
                      const float* bias, float lo, float hi, float* y, int row0, int row1) {
   const int o = g.o, c = g.c, ntaps = g.kh * g.kw;
-  std::vector<const float*> taps(static_cast<size_t>(ntaps) * kTileF);
+  const float** taps = scratch<const float*, 0>(static_cast<size_t>(ntaps) * kTileF);
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   for (int b = 0; b < g.n; ++b) {
     for (int oo0 = 0; oo0 < o; oo0 += 16 * kR) {
@@ -325,7 +334,8 @@ void conv_f32_avx512(const ConvGeom& g, const float* x, const float* pad, const 
 
 void conv2d_f32(const ConvGeom& g, const float* x, const float* w, const float* bias, int act,
                 float* y, int row0, int row1) {
-  std::vector<float> pad(static_cast<size_t>(g.c), 0.f);
+  float* pad = scratch<float, 1>(static_cast<size_t>(g.c));
+  std::fill(pad, pad + g.c, 0.f);
 #if defined(__AVX512F__)
   if (act != ACT_TANH) {
     const float inf = std::numeric_limits<float>::infinity();
@@ -333,14 +343,14 @@ void conv2d_f32(const ConvGeom& g, const float* x, const float* w, const float* 
     if (act == ACT_RELU) lo = 0.f;
     if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
     if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
-    if (g.o <= 16) conv_f32_avx512<1>(g, x, pad.data(), w, bias, lo, hi, y, row0, row1);
-    else conv_f32_avx512<2>(g, x, pad.data(), w, bias, lo, hi, y, row0, row1);
+    if (g.o <= 16) conv_f32_avx512<1>(g, x, pad, w, bias, lo, hi, y, row0, row1);
+    else conv_f32_avx512<2>(g, x, pad, w, bias, lo, hi, y, row0, row1);
     return;
   }
 #endif
   const int o = g.o;
   conv_generic<float, float, float>(
-      g, x, pad.data(), w, row0, row1, [](float v) { return v; },
+      g, x, pad, w, row0, row1, [](float v) { return v; },
       [&](int64_t pixel, int oc, float acc) {
         y[pixel * o + oc] = act1(acc + (bias ? bias[oc] : 0.f), act);
       });
@@ -692,8 +702,9 @@ void conv2d_q8x4(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
                  const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
   const int o = g.o, c = g.c, ntaps = g.kh * g.kw, o16 = (o + 15) / 16 * 16;
   // the pad row holds the zero point: its bytes add (zp_in + 128) w, which the bias removes
-  std::vector<int8_t> pad(static_cast<size_t>(c) + 4, static_cast<int8_t>(zp_in));
-  std::vector<const int8_t*> taps(static_cast<size_t>(ntaps) * kTileQ);
+  int8_t* pad = scratch<int8_t, 2>(static_cast<size_t>(c) + 4);
+  std::fill(pad, pad + c + 4, static_cast<int8_t>(zp_in));
+  const int8_t** taps = scratch<const int8_t*, 3>(static_cast<size_t>(ntaps) * kTileQ);
   for (int b = 0; b < g.n; ++b) {
     for (int oy = row0; oy < row1; ++oy) {
       for (int ox0 = 0; ox0 < g.ow; ox0 += kTileQ) {
@@ -702,11 +713,11 @@ void conv2d_q8x4(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
           for (int kx = 0; kx < g.kw; ++kx)
             for (int t = 0; t < kTileQ; ++t)
               taps[(ky * g.kw + kx) * kTileQ + t] =
-                  t < tn ? tap_ptr(g, x, pad.data(), b, oy, ox0 + t, ky, kx) : pad.data();
+                  t < tn ? tap_ptr(g, x, pad, b, oy, ox0 + t, ky, kx) : pad;
         const int64_t base = (static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox0;
         for (int oo0 = 0; oo0 < o; oo0 += 16) {
           int32_t acc[kTileQ][16] = {};
-          conv_q8x4_block(taps.data(), ntaps, c, o16, w, oo0, acc);
+          conv_q8x4_block(taps, ntaps, c, o16, w, oo0, acc);
           const int n = std::min(16, o - oo0);
           for (int t = 0; t < tn; ++t) requant_n(acc[t], bias, q, oo0, n, y + (base + t) * o + oo0);
         }
