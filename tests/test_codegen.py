@@ -468,3 +468,15 @@ def test_invoke_is_one_inference(samples: dict[str, tuple[object, Artifact]]) ->
     assert not flipped.flags.c_contiguous
     _same(want, m.invoke({name: flipped}))
     m.close()
+
+
+def test_cache_key_follows_what_the_compiler_targets() -> None:
+    """Objects built for one CPU (``-march=native``) are never reused for another: the cache
+    key holds the macros the compiler predefines for the flags."""
+    from toolkit.generator.build import _target_id, find_compiler
+
+    cxx = find_compiler()
+    a = _target_id(cxx, ("-std=c++17", "-DTOOLKIT_PROBE=1"))
+    b = _target_id(cxx, ("-std=c++17", "-DTOOLKIT_PROBE=2"))
+    assert "#define TOOLKIT_PROBE 1" in a and "#define TOOLKIT_PROBE 2" in b
+    assert "__cplusplus" in a

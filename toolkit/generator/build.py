@@ -11,6 +11,7 @@ built.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -83,11 +84,27 @@ def _run(cmd: list[str], where: str) -> None:
                          where=where, fix="see the compiler's message above")
 
 
+@functools.lru_cache(maxsize=8)
+def _target_id(cxx: str, flags: tuple[str, ...]) -> str:
+    """What the compiler targets with these flags: its version and the macros it predefines
+    (``__AVX512F__``, ``__ARM_NEON`` ...), so that a cache shared by machines of different CPUs
+    never hands one an object built with ``-march=native`` for another."""
+    try:
+        out = subprocess.run([cxx, *flags, "-dM", "-E", "-x", "c++", os.devnull],
+                             capture_output=True, text=True, check=False, timeout=60)
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True,
+                                 check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""  # the build itself reports a compiler that cannot run
+    return version.stdout + "".join(sorted(out.stdout.splitlines(keepends=True)))
+
+
 def _library_objects(cxx: str, flags: list[str]) -> list[Path]:
     """Object files of the op library, compiled once into the cache."""
     pkg = resources.files("toolkit.generator").joinpath("cpp")
     h = hashlib.sha256()
     h.update(" ".join([cxx, *flags, platform.machine(), platform.processor()]).encode())
+    h.update(_target_id(cxx, tuple(flags)).encode())
     for name in (*_LIB_HEADERS, *_LIB_SOURCES):
         h.update(pkg.joinpath(name).read_bytes())
     key = h.hexdigest()[:20]
