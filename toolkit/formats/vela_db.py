@@ -235,7 +235,10 @@ def _parse_table(name: str, text: str, where: str, first_line: int) -> pd.DataFr
                 fix="the file is damaged; re-run vela --enable-debug-db",
             )
         rows.append(row)
-    assert header is not None
+    if header is None:  # every row blank to str.strip (Unicode spaces, not stripped above)
+        raise VelaError(f"table '{name}' has no header row (only blank rows)",
+                        where=f"{where}:{first_line}",
+                        fix="the file is truncated or not written by vela; re-run vela")
     columns = list(zip(*rows)) if rows else [() for _ in header]
     data = {col: _convert_column(list(vals)) for col, vals in zip(header, columns)}
     return pd.DataFrame(data, columns=header)
