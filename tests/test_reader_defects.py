@@ -14,6 +14,6 @@ def test_vela_table_of_blank_looking_rows_is_a_vela_error(blank: str) -> None:
     the table has no header, which is a VelaError naming the table, not an assertion."""
     xml = ('<?xml version="1.0"?><debug source="a"><table name="queue"><![CDATA['
            f"{blank}]]></table></debug>").encode()
-    with pytest.raises(VelaError, match="table 'queue'.*header") as info:
+    with pytest.raises(VelaError, match=r"table 'queue'.*header") as info:
         read_debug_db(xml)
     assert info.value.fix

@@ -38,6 +38,9 @@ __all__ = ["load", "save", "compile", "partition", "codegen", "run", "read_trace
 
 PathLike = str | os.PathLike[str]
 
+MAX_RUNS = (1 << 31) - 1
+"""The most inferences ``repeat`` or ``warmup`` may ask for."""
+
 
 def load(path: PathLike | bytes | bytearray | memoryview, *,
          weights: PathLike | None = None) -> Model:
@@ -102,7 +105,10 @@ def save(model: Model, path: PathLike, *, origin_tables: bool | None = None,
     """
     from toolkit.formats.flatbuffer_write import save as _save
     from toolkit.model_arg import as_model
+    from toolkit.util.args import check_bool, check_path_arg
 
+    check_path_arg(path, "path", "tk.save")
+    check_bool(unfuse_activations, "unfuse_activations", "tk.save")
     m = as_model(model, purpose="tk.save")
     if unfuse_activations and str(path).lower().endswith(".tflite"):
         from toolkit.compiler.lite_safe import unfuse_ignored_activations
@@ -172,6 +178,12 @@ def partition(model: Model | PathLike, part: PathLike | PartSpec | Mapping[str, 
     """
     from toolkit.model_arg import as_model
     from toolkit.partitioner import partition as _partition
+    from toolkit.util.args import check_names, check_optional_str, check_path_arg
+
+    check_names(backends, "backends", "tk.partition")
+    check_optional_str(default, "default", "tk.partition")
+    check_path_arg(work_path, "work_path", "tk.partition", optional=True)
+    check_optional_str(ext, "ext", "tk.partition")
 
     return _partition(as_model(model, purpose="tk.partition"), part,
                       backends if backends is None or isinstance(backends, str)
@@ -203,6 +215,11 @@ def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
         ToolkitError: an unreadable model or an unusable name.
     """
     from toolkit.generator import codegen as _codegen
+    from toolkit.util.args import check_model_arg, check_optional_str, check_path_arg
+
+    check_model_arg(model, "model", "tk.codegen")
+    check_path_arg(out_dir, "out_dir", "tk.codegen")
+    check_optional_str(name, "name", "tk.codegen")
 
     return _codegen(model, out_dir, name)
 
@@ -240,11 +257,17 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
     """
     from toolkit.errors import ToolkitError
     from toolkit.model_arg import resolve_model
+    from toolkit.util.args import check_bool, check_inputs, check_int
 
-    for name, value, low in (("repeat", repeat, 1), ("warmup", warmup, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ToolkitError(f"{name} must be an integer >= {low}, got {value!r}",
-                               where="tk.run", fix=f"pass {name}={max(low, 1)}")
+    check_int(repeat, "repeat", "tk.run", low=1, high=MAX_RUNS)
+    check_int(warmup, "warmup", "tk.run", low=0, high=MAX_RUNS)
+    check_bool(trace, "trace", "tk.run")
+    check_inputs(inputs, "inputs", "tk.run")
+    if threads is not None:
+        check_int(threads, "threads", "tk.run", low=1, high=1 << 16)
+    if tracer is not None and type(tracer).__name__ != "EventTracer":
+        raise ToolkitError(f"tracer must be an EventTracer, got a {type(tracer).__name__}",
+                           where="tk.run", fix="pass tracer=toolkit.runtime.tracer.EventTracer()")
     from toolkit.generator import Artifact, is_artifact_dir
 
     if isinstance(model, Artifact) or (isinstance(model, (str, os.PathLike))
@@ -295,6 +318,14 @@ def read_trace(source: Any, *, format: str | None = None, key_column: str | None
         ToolkitError: no start or duration column, an unknown unit or format.
     """
     from toolkit.trace.read import read_trace as _read
+    from toolkit.util.args import check_number, check_optional_str
+
+    for arg, value in (("format", format), ("key_column", key_column), ("key_kind", key_kind),
+                       ("start_column", start_column), ("duration_column", duration_column),
+                       ("end_column", end_column), ("run_column", run_column), ("unit", unit)):
+        check_optional_str(value, arg, "tk.read_trace")
+    if clock_hz is not None:
+        check_number(clock_hz, "clock_hz", "tk.read_trace")
 
     return _read(source, format=format, key_column=key_column, key_kind=key_kind,
                  start_column=start_column, duration_column=duration_column,
@@ -346,13 +377,16 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
         ToolkitError: an unknown policy, key kind or overlaps mode; a model argument of
             another kind; with ``strict``, a trace that mostly does not match the model.
     """
+    from toolkit.util.args import check_bool, check_int, check_model_arg
+
+    check_model_arg(optimized, "optimized", "tk.trace_join", optional=True)
+    check_int(skip_runs, "skip_runs", "tk.trace_join")
+    check_bool(strict, "strict", "tk.trace_join")
     is_onnx = (isinstance(model, (str, os.PathLike)) and str(model).lower().endswith(".onnx")
                ) or getattr(model, "format", None) == "onnx"
     if is_onnx or optimized is not None:
-        from toolkit.trace.ort_join import join_ort as _join_ort
-
-        return _join_ort(trace, model, optimized,
-                         policy="compute" if policy == "macs" else policy)
+        return join_ort(trace, model, optimized,
+                        policy="compute" if policy == "macs" else policy)
     from toolkit.trace.executorch import executorch_join
     from toolkit.trace.join import trace_join as _join
 
@@ -399,6 +433,14 @@ def trace_join_many(sources: Any, model: Any, *, engine: str = "local", client: 
             partitions of different models or a run in two partitions.
     """
     from toolkit.trace.fleet import trace_join_many as _many
+    from toolkit.util.args import check_bool, check_int, check_optional_str
+
+    if workers is not None:
+        check_int(workers, "workers", "tk.trace_join_many", low=1, high=1 << 16)
+    check_int(skip_runs, "skip_runs", "tk.trace_join_many")
+    check_int(memory_budget, "memory_budget", "tk.trace_join_many", low=1)
+    check_optional_str(partition_by, "partition_by", "tk.trace_join_many")
+    check_bool(strict, "strict", "tk.trace_join_many")
 
     return _many(sources, model, engine=engine, client=client, workers=workers,
                  partition_by=partition_by, policy=policy, key=key, overlaps=overlaps,
@@ -423,7 +465,12 @@ def read_vela(outdir: PathLike, model: Model | PathLike | None = None, *,
         VelaError: no ``<stem>_debug.xml`` in ``outdir`` (the message lists what is there), a
             database that does not fit the model, unreadable files.
     """
+    from toolkit.util.args import check_model_arg, check_optional_str, check_path_arg
     from toolkit.vela.run import read_vela as _read_vela
+
+    check_path_arg(outdir, "outdir", "tk.read_vela")
+    check_model_arg(model, "model", "tk.read_vela", optional=True)
+    check_optional_str(stem, "stem", "tk.read_vela")
 
     return _read_vela(outdir, model, stem=stem)
 
@@ -446,6 +493,9 @@ def load_onnx(path: PathLike | bytes) -> Model:
         GraphError: a cycle, a value written twice or read but never written.
     """
     from toolkit.importers.onnx import load_onnx as _load_onnx
+    from toolkit.util.args import check_path_arg
+
+    check_path_arg(path, "path", "tk.load_onnx", allow_bytes=True)
 
     return _load_onnx(path)
 
@@ -474,7 +524,12 @@ def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | 
             unknown policy.
     """
     from toolkit.trace.ort_join import join_ort as _join_ort
+    from toolkit.util.args import check_model_arg, check_path_arg
 
+    if type(trace).__name__ != "Trace":
+        check_path_arg(trace, "trace", "tk.join_ort")
+    check_model_arg(model, "model", "tk.join_ort")
+    check_model_arg(optimized, "optimized", "tk.join_ort", optional=True)
     return _join_ort(trace, model, optimized, policy=policy)
 
 
@@ -507,6 +562,11 @@ def run_onnxruntime(model: Model | PathLike,
         RuntimeInputError: inputs that do not match the model.
     """
     from toolkit.runtime.onnxruntime import run_onnxruntime as _run
+    from toolkit.util.args import check_inputs, check_model_arg, check_path_arg
+
+    check_model_arg(model, "model", "tk.run_onnxruntime")
+    check_inputs(inputs, "inputs", "tk.run_onnxruntime")
+    check_path_arg(workdir, "workdir", "tk.run_onnxruntime", optional=True)
 
     return _run(model, inputs, optimization=optimization, trace=trace, repeat=repeat,
                 warmup=warmup, threads=threads, workdir=workdir)
@@ -534,7 +594,17 @@ def explore(model: Model | PathLike, backends: Sequence[str] = ("cpu", "npu"),
         ToolkitError: a model argument that is not a model.
     """
     from toolkit.model_arg import as_model
+    from toolkit.util.args import check_int, check_names, check_optional_str
     from toolkit.viz.partition_explorer import explorer
+
+    check_names(backends, "backends", "tk.explore", optional=False, allow_str=False)
+    if not backends:
+        from toolkit.errors import ToolkitError
+
+        raise ToolkitError("backends is empty", where="tk.explore",
+                           fix="pass backends=('cpu', 'npu')")
+    check_optional_str(default, "default", "tk.explore")
+    check_int(repeat, "repeat", "tk.explore", low=1, high=MAX_RUNS)
 
     return explorer(as_model(model, purpose="tk.explore"), backends=tuple(backends),
                     default=default, repeat=repeat)
@@ -563,7 +633,14 @@ def read_executorch(etdump: Any, etrecord: Any = None, program: Any = None, *,
         ToolkitError: a file that is not what its argument expects (the message says which
             file it is and where it goes), or a corrupt one.
     """
+    from toolkit.errors import ToolkitError
     from toolkit.trace.executorch import read_executorch as _read
+    from toolkit.util.args import check_optional_str
+
+    if etdump is None:
+        raise ToolkitError("etdump is None", where="tk.read_executorch",
+                           fix="pass the path of an ETDump (.etdp), its bytes or a read ETDump")
+    check_optional_str(method, "method", "tk.read_executorch")
 
     return _read(etdump, etrecord, program, method=method)
 

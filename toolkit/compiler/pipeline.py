@@ -33,6 +33,10 @@ def resolve_passes(passes: Sequence[str | GraphPass] | None) -> list[GraphPass]:
         passes = DEFAULT_PASSES
     if isinstance(passes, (str, GraphPass)):
         passes = [passes]
+    if not isinstance(passes, (list, tuple)):
+        raise ToolkitError(f"passes must be None, a pass name, a pass or a list of them, got "
+                           f"a {type(passes).__name__}", where="compile",
+                           fix="pass passes=None (the default passes), [] or ['fold_constants']")
     out: list[GraphPass] = []
     for p in passes:
         if isinstance(p, GraphPass):
