@@ -16,6 +16,10 @@ recording the same steps at every inference packs its clock readings through a
 :meth:`EventTracer.to_frame` turns them into a DataFrame, and
 :func:`toolkit.formats.chrome_trace.write_chrome_trace` writes that frame for Perfetto.
 
+Safe to record into from many threads: each thread appends to a buffer of its own (no lock
+on the recording path), the buffers are merged once when the events are read, and an event's
+track is the thread that recorded it (the tracer's ``track`` for the thread that created it).
+
 Mistakes are never dropped: ending an entry twice or ending an unknown entry raises
 :class:`~toolkit.errors.TraceError` at once; entries never ended make :meth:`to_frame` raise (or
 become rows flagged in ``problem`` with ``open_events="keep"``).
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import operator
 import struct
+import threading
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -47,45 +52,139 @@ EVENT_COLUMNS: tuple[str, ...] = (
 )
 
 _OPEN = -(2**63)  # end time of an entry not ended yet
+_SHIFT = 40  # an entry is (thread buffer number << _SHIFT) | index in that buffer
+_MASK = (1 << _SHIFT) - 1
 _STR_DTYPE = pd.Series([""]).dtype
 
 
+class _Buffer:
+    """The events one thread recorded, column-wise in append-only lists (only that thread
+    appends to them, so recording takes no lock).
+
+    ``base`` is added to an index to make the thread's entries (``number << _SHIFT``).
+    ``runs``/``firsts``: run ``runs[k]`` begins at event ``firsts[k]`` of this buffer; a mark
+    is added when the thread records its first event of a new run. ``track`` is the default
+    track of the thread's events (``None``: the tracer's own ``track``).
+    """
+
+    __slots__ = ("args", "base", "chunks", "ends", "firsts", "keys", "run", "runs", "sink_ids",
+                 "sinks", "starts", "state", "track", "tracks")
+
+    def __init__(self, number: int, run: int, track: str | None) -> None:
+        self.base = number << _SHIFT
+        self.track = track
+        self.keys: list[int | str] = []
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.tracks: dict[int, str] = {}  # only events on another than the default track
+        self.args: list[dict[str, Any] | None] = []  # per event: its arguments or None
+        self.run = run
+        self.runs = [run]
+        self.firsts = [0]
+        # step sinks (see step_sink) and their batches (int64s in byte chunks), unpacked
+        # when the events are next used: [bytes used, current chunk], the full chunks
+        self.sinks: list[StepSink] = []
+        self.sink_ids: dict[tuple[int, int, str | None, bool], int] = {}
+        self.state: list[Any] = [0, bytearray()]
+        self.chunks: list[tuple[bytearray, int]] = []
+
+    def mark(self, run: int) -> None:
+        """Events appended from now on belong to ``run``."""
+        if len(self.keys) == self.firsts[-1]:
+            self.runs[-1] = run
+        else:
+            self.firsts.append(len(self.keys))
+            self.runs.append(run)
+        self.run = run
+
+    def in_run(self, run: int) -> bool:
+        """True when this buffer holds (or has packed, not yet unpacked) events of ``run``."""
+        return (self.run == run and len(self.keys) > self.firsts[-1]) or bool(
+            self.state[0] or self.chunks)
+
+    def new_chunk(self, size: int) -> None:
+        """Retire the current chunk and start one with room for at least ``size`` bytes."""
+        state = self.state
+        if state[0]:
+            self.chunks.append((state[1], state[0]))
+        state[1] = bytearray(max(_CHUNK_BYTES, size))
+        state[0] = 0
+
+    def clear(self, run: int) -> None:
+        self.chunks.clear()
+        self.state[0] = 0
+        for column in (self.keys, self.starts, self.ends, self.args):
+            column.clear()
+        self.tracks.clear()
+        self.run = run
+        self.runs = [run]
+        self.firsts = [0]
+
+
 class EventTracer:
-    """Records timed events with integer-nanosecond times, cheaply.
+    """Records timed events with integer-nanosecond times, cheaply, from any thread.
+
+    Each thread records into a buffer of its own (no lock on the recording path); the
+    buffers are merged when the events are read (:meth:`to_frame`, ``len``,
+    :meth:`open_entries`), which should happen after the recording threads are done. The
+    track of an event is the thread that recorded it: the tracer's ``track`` for the thread
+    that created the tracer, the thread's name for any other (unless ``track=`` is given).
+    Runs (:meth:`new_run`) are numbered for the whole tracer.
 
     Args:
-        track: name of the track (Perfetto thread) of events logged without ``track=``.
+        track: name of the track (Perfetto thread) of events logged without ``track=`` by the
+            thread that creates the tracer.
         clock: monotonic clock returning integer nanoseconds.
 
     Attributes:
         track: the default track name.
     """
 
-    __slots__ = ("_args", "_chunks", "_clock", "_ends", "_keys", "_run", "_run_firsts",
-                 "_sink_ids", "_sinks", "_starts", "_state", "_tracks", "track")
+    __slots__ = ("_buffers", "_clock", "_local", "_lock", "_owner", "_run", "track")
 
     def __init__(self, *, track: str = "main",
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
         self.track = track
         self._clock = clock
-        self._keys: list[int | str] = []
-        self._starts: list[int] = []
-        self._ends: list[int] = []
-        self._tracks: dict[int, str] = {}  # only events on another than the default track
-        self._args: list[dict[str, Any] | None] = []  # per event: its arguments or None
         self._run = 0
-        self._run_firsts = [0]  # index of the first event of each run
-        # step sinks (see step_sink) and their batches (int64s in byte chunks), unpacked
-        # when the events are next used: [bytes used, current chunk], the full chunks
-        self._sinks: list[StepSink] = []
-        self._sink_ids: dict[tuple[int, int, str | None, bool], int] = {}
-        self._state: list[Any] = [0, bytearray()]
-        self._chunks: list[tuple[bytearray, int]] = []
+        self._owner = threading.get_ident()
+        self._local = threading.local()
+        self._lock = threading.Lock()  # taken only when a thread records its first event
+        self._buffers: list[_Buffer] = []
 
     @property
     def clock(self) -> Callable[[], int]:
         """The tracer's clock (integer nanoseconds); runtimes time their events with it."""
         return self._clock
+
+    # -- per-thread buffers -----------------------------------------------------------------
+
+    def _buffer(self) -> _Buffer:
+        """The calling thread's buffer, made on its first event."""
+        try:
+            return self._local.buf
+        except AttributeError:
+            pass
+        thread = threading.current_thread()
+        with self._lock:
+            if threading.get_ident() == self._owner:
+                track = None
+            else:
+                taken = {b.track for b in self._buffers}
+                track = thread.name
+                if track in taken or track == self.track:
+                    track = f"{thread.name} ({thread.native_id})"
+            buf = _Buffer(len(self._buffers), self._run, track)
+            self._buffers.append(buf)
+        self._local.buf = buf
+        return buf
+
+    def _sync(self, buf: _Buffer) -> None:
+        """Unpack the buffer's step-sink batches, and mark a new run in it when one began."""
+        if buf.state[0] or buf.chunks:
+            self._flush(buf)
+        if buf.run != self._run:
+            buf.mark(self._run)
 
     # -- recording (hot path) ---------------------------------------------------------------
 
@@ -95,35 +194,53 @@ class EventTracer:
         ``key`` is an ``int`` debug handle or a ``str`` name; ``track`` overrides the default
         track; ``args`` (op index, command id, op type ...) become columns of :meth:`to_frame`.
         """
-        index = self._open(key, track, args)
-        self._starts.append(self._clock())
-        return index
-
-    def _open(self, key: int | str, track: str | None, args: dict[str, Any]) -> int:
-        """Add an event not ended yet, all but its start time; return its index."""
-        if self._state[0]:
-            self._flush()
-        keys = self._keys
+        try:  # _open, inlined: this is the hot path
+            buf = self._local.buf
+        except AttributeError:
+            buf = self._buffer()
+        if buf.run != self._run or buf.state[0]:
+            self._sync(buf)
+        keys = buf.keys
         index = len(keys)
         keys.append(key)
         if track is not None:
-            self._tracks[index] = track
-        self._args.append(args or None)
-        self._ends.append(_OPEN)
-        return index
+            buf.tracks[index] = track
+        buf.args.append(args or None)
+        buf.ends.append(_OPEN)
+        buf.starts.append(self._clock())
+        return index | buf.base
+
+    def _open(self, key: int | str, track: str | None,
+              args: dict[str, Any]) -> tuple[_Buffer, EventEntry]:
+        """Add an event not ended yet, all but its start time; return its buffer and entry."""
+        try:
+            buf = self._local.buf
+        except AttributeError:
+            buf = self._buffer()
+        if buf.run != self._run or buf.state[0]:
+            self._sync(buf)
+        keys = buf.keys
+        index = len(keys)
+        keys.append(key)
+        if track is not None:
+            buf.tracks[index] = track
+        buf.args.append(args or None)
+        buf.ends.append(_OPEN)
+        return buf, index | buf.base
 
     def end(self, entry: EventEntry) -> None:
-        """End the event ``entry`` (from :meth:`begin`) now.
+        """End the event ``entry`` (from :meth:`begin`, in any thread) now.
 
         Raises:
             TraceError: the entry was ended before, was logged complete, or is not an entry of
                 this tracer.
         """
         now = self._clock()
-        ends = self._ends
-        try:
-            if ends[entry] == _OPEN and entry >= 0:
-                ends[entry] = now
+        try:  # 40 and 2**40 - 1 are _SHIFT and _MASK, as literals for speed
+            ends = self._buffers[entry >> 40].ends
+            index = entry & 0xFF_FFFF_FFFF
+            if entry >= 0 and ends[index] == _OPEN:
+                ends[index] = now
                 return
         except (IndexError, TypeError):
             pass
@@ -136,38 +253,43 @@ class EventTracer:
         The times must come from the same clock as the tracer's for the events to line up. An
         end before the start is kept and flagged in ``problem`` by :meth:`to_frame`.
         """
-        if self._state[0]:
-            self._flush()
-        keys = self._keys
-        index = len(keys)
         start = operator.index(start_ns)
         end = operator.index(end_ns)
+        buf = self._buffer()
+        if buf.run != self._run or buf.state[0]:
+            self._sync(buf)
+        keys = buf.keys
+        index = len(keys)
         keys.append(key)
         if track is not None:
-            self._tracks[index] = track
-        self._args.append(args or None)
-        self._starts.append(start)
-        self._ends.append(end)
+            buf.tracks[index] = track
+        buf.args.append(args or None)
+        buf.starts.append(start)
+        buf.ends.append(end)
 
     def record(self, key: int | str, start_ns: int, end_ns: int,
                args: dict[str, Any] | None = None) -> None:
         """Like :meth:`log`, for a runtime's hot loop: ``args`` is a prepared dict that the
         tracer keeps (not copies), and the times must be ints from the tracer's clock."""
-        if self._state[0]:
-            self._flush()
-        self._keys.append(key)
-        self._args.append(args or None)
-        self._starts.append(start_ns)
-        self._ends.append(end_ns)
+        try:
+            buf = self._local.buf
+        except AttributeError:
+            buf = self._buffer()
+        if buf.run != self._run or buf.state[0]:
+            self._sync(buf)
+        buf.keys.append(key)
+        buf.args.append(args or None)
+        buf.starts.append(start_ns)
+        buf.ends.append(end_ns)
 
     def record_steps(self, keys: Sequence[int | str], times: Sequence[int],
                      args: Sequence[dict[str, Any] | None]) -> None:
         """Record back-to-back events at once: event ``i`` (key ``keys[i]``, arguments
         ``args[i]``) runs from ``times[i]`` to ``times[i + 1]``; ``times`` holds one more clock
         reading than there are events (fewer readings record fewer events)."""
-        if self._state[0]:
-            self._flush()
-        self._append_steps(_Steps(keys, args, None), times)
+        buf = self._buffer()
+        self._sync(buf)
+        self._append_steps(buf, _Steps(keys, args, None), times)
 
     def step_sink(self, keys: Sequence[int | str], args: Sequence[dict[str, Any] | None], *,
                   track: str | None = None, new_run: bool = False) -> StepSink:
@@ -180,27 +302,21 @@ class EventTracer:
         Batches are packed as int64s into byte chunks (8 bytes a reading, no Python object
         kept per inference) and unpacked when the events are next read or another event is
         recorded. ``keys`` and ``args`` are kept, not copied: do not change them afterwards.
-        Asking again with the same ``keys`` and ``args`` objects returns the same sink."""
+        Asking again with the same ``keys`` and ``args`` objects returns the same sink. A sink
+        belongs to the thread that asked for it: record into it from that thread only."""
+        buf = self._buffer()
         ident = (id(keys), id(args), track, new_run)
-        index = self._sink_ids.get(ident)
+        index = buf.sink_ids.get(ident)
         if index is None:  # the sink keeps keys and args alive, so their ids stay theirs
-            index = self._sink_ids[ident] = len(self._sinks)
-            self._sinks.append(StepSink(self, -1 - index, keys, args, track, new_run))
-        return self._sinks[index]
+            index = buf.sink_ids[ident] = len(buf.sinks)
+            buf.sinks.append(StepSink(buf, -1 - index, keys, args, track, new_run))
+        return buf.sinks[index]
 
-    def _new_chunk(self, size: int) -> None:
-        """Retire the current chunk and start one with room for at least ``size`` bytes."""
-        state = self._state
-        if state[0]:
-            self._chunks.append((state[1], state[0]))
-        state[1] = bytearray(max(_CHUNK_BYTES, size))
-        state[0] = 0
-
-    def _flush(self) -> None:
-        """Unpack the batches of the step sinks into the event lists."""
-        state, sinks = self._state, self._sinks
-        chunks = [*self._chunks, (state[1], state[0])]
-        self._chunks = []
+    def _flush(self, buf: _Buffer) -> None:
+        """Unpack the batches of the buffer's step sinks into its event lists."""
+        state, sinks = buf.state, buf.sinks
+        chunks = [*buf.chunks, (state[1], state[0])]
+        buf.chunks = []
         state[0] = 0
         for chunk, used in chunks:
             flat = np.frombuffer(chunk, np.int64, used // 8).tolist()
@@ -210,20 +326,23 @@ class EventTracer:
                 q = p + len(sink.keys) + 2
                 if sink.new_run:
                     self._start_run()
-                self._append_steps(sink, flat[p + 1:q])
+                self._append_steps(buf, sink, flat[p + 1:q])
                 p = q
 
-    def _append_steps(self, sink: StepSink | _Steps, times: Sequence[int]) -> None:
+    def _append_steps(self, buf: _Buffer, sink: StepSink | _Steps,
+                      times: Sequence[int]) -> None:
         n = min(len(times) - 1, len(sink.keys))
         if n <= 0:
             return
-        keys = self._keys
+        if buf.run != self._run:
+            buf.mark(self._run)
+        keys = buf.keys
         if sink.track is not None:
-            self._tracks.update(dict.fromkeys(range(len(keys), len(keys) + n), sink.track))
+            buf.tracks.update(dict.fromkeys(range(len(keys), len(keys) + n), sink.track))
         keys.extend(sink.keys[:n])
-        self._args.extend(sink.args[:n])
-        self._starts.extend(times[:n])
-        self._ends.extend(times[1:n + 1])
+        buf.args.extend(sink.args[:n])
+        buf.starts.extend(times[:n])
+        buf.ends.extend(times[1:n + 1])
 
     def event(self, key: int | str, /, track: str | None = None, **args: Any) -> _Span:
         """Context manager timing its block as one event (ended even if the block raises).
@@ -231,8 +350,9 @@ class EventTracer:
         ``with tracer.event(7, op_index=3): run_op()``; ``as`` gives the entry. The event
         begins when ``event()`` is called, that is when the ``with`` statement starts.
         """
-        span = _Span(self, self._open(key, track, args))
-        self._starts.append(self._clock())
+        buf, entry = self._open(key, track, args)
+        span = _Span(self, entry)
+        buf.starts.append(self._clock())
         return span
 
     # -- runs -------------------------------------------------------------------------------
@@ -240,8 +360,9 @@ class EventTracer:
     @property
     def run(self) -> int:
         """Index of the current run (inference); 0 at first."""
-        if self._state[0]:
-            self._flush()
+        buf = self._buffer()
+        if buf.state[0] or buf.chunks:
+            self._flush(buf)
         return self._run
 
     def new_run(self) -> int:
@@ -250,43 +371,78 @@ class EventTracer:
         Calling it before any event of the current run was recorded keeps the current index, so
         calling it at the start of every inference numbers the runs 0, 1, 2 ...
         """
-        if self._state[0]:
-            self._flush()
+        buf = self._buffer()
+        if buf.state[0] or buf.chunks:
+            self._flush(buf)
         self._start_run()
         return self._run
 
     def _start_run(self) -> None:
-        count = len(self._keys)
-        firsts = self._run_firsts
-        if count > firsts[-1]:
-            firsts.append(count)
-            self._run += 1
+        run = self._run
+        if any(b.in_run(run) for b in self._buffers):
+            self._run = run + 1
 
     # -- inspection -------------------------------------------------------------------------
 
+    def _flushed(self) -> list[_Buffer]:
+        """Every buffer, its step-sink batches unpacked (read after recording is done)."""
+        buffers = list(self._buffers)
+        for buf in buffers:
+            if buf.state[0] or buf.chunks:
+                self._flush(buf)
+        return buffers
+
     def __len__(self) -> int:
-        """Number of events recorded (open ones included)."""
-        if self._state[0]:
-            self._flush()
-        return len(self._keys)
+        """Number of events recorded (open ones included), by every thread."""
+        return sum(len(b.keys) for b in self._flushed())
 
     def open_entries(self) -> list[EventEntry]:
-        """Entries begun and not ended yet, oldest first."""
-        if self._state[0]:
-            self._flush()
-        return [i for i, end in enumerate(self._ends) if end == _OPEN]
+        """Entries begun and not ended yet, oldest first (per thread, the threads in the order
+        they first recorded)."""
+        return [i | b.base for b in self._flushed() for i, end in enumerate(b.ends)
+                if end == _OPEN]
 
     def clear(self) -> None:
         """Forget every event and reset the run index to 0 (old entries become invalid)."""
-        self._chunks.clear()
-        self._state[0] = 0
-        self._keys.clear()
-        self._starts.clear()
-        self._ends.clear()
-        self._tracks.clear()
-        self._args.clear()
         self._run = 0
-        self._run_firsts = [0]
+        for buf in self._buffers:
+            buf.clear(0)
+
+    def _merged(self) -> tuple[list[int | str], np.ndarray, np.ndarray, np.ndarray,
+                               list[str], list[dict[str, Any] | None], list[EventEntry]]:
+        """The events of every thread in the order they began: keys, starts, ends, runs,
+        tracks, args and entries (one per event)."""
+        buffers = [b for b in self._flushed() if b.keys]
+        parts = []
+        for buf in buffers:
+            n = len(buf.keys)
+            first = np.array(buf.firsts, dtype=np.int64)
+            runs = np.array(buf.runs, dtype=np.int64)
+            run = runs[np.searchsorted(first, np.arange(n), side="right") - 1]
+            tracks = [buf.track or self.track] * n
+            for index, track in buf.tracks.items():
+                tracks[index] = track
+            parts.append((buf, np.array(buf.starts[:n], dtype=np.int64),
+                          np.array(buf.ends[:n], dtype=np.int64), run, tracks))
+        if len(parts) == 1:
+            buf, starts, ends, run, tracks = parts[0]
+            return buf.keys, starts, ends, run, tracks, buf.args, list(range(len(buf.keys)))
+        if not parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return [], empty, empty, empty, [], [], []
+        # each thread's order is kept; threads interleave by start (the running maximum of a
+        # thread's starts, so a logged event out of order does not move its neighbours)
+        order_key = np.concatenate([np.maximum.accumulate(p[1]) for p in parts])
+        order = np.argsort(order_key, kind="stable")
+        keys = [k for p in parts for k in p[0].keys]
+        args = [a for p in parts for a in p[0].args]
+        entries = [i | p[0].base for p in parts for i in range(len(p[0].keys))]
+        tracks = [t for p in parts for t in p[4]]
+        pick = order.tolist()
+        return ([keys[i] for i in pick], np.concatenate([p[1] for p in parts])[order],
+                np.concatenate([p[2] for p in parts])[order],
+                np.concatenate([p[3] for p in parts])[order], [tracks[i] for i in pick],
+                [args[i] for i in pick], [entries[i] for i in pick])
 
     def to_frame(self, *, open_events: Literal["raise", "keep"] = "raise") -> pd.DataFrame:
         """The events as a DataFrame, one row per event in the order they began (or were logged).
@@ -306,32 +462,27 @@ class EventTracer:
             when fine, else ``"never ended"`` or ``"negative duration"``). An empty tracer gives
             these columns with these dtypes and no rows.
         """
-        if self._state[0]:
-            self._flush()
-        n = len(self._keys)
-        starts = np.array(self._starts, dtype=np.int64)
-        ends = np.array(self._ends, dtype=np.int64)
+        raw_keys, starts, ends, run, tracks, all_args, entries = self._merged()
+        n = len(raw_keys)
         problem = np.full(n, "", dtype=object)
         is_open = ends == _OPEN
         if is_open.any():
-            entries = np.flatnonzero(is_open)
+            opened = np.flatnonzero(is_open)
             if open_events == "raise":
-                shown = ", ".join(f"{int(i)} (key {self._keys[int(i)]!r})" for i in entries[:5])
-                raise TraceError(f"{len(entries)} event(s) were begun and never ended: {shown}"
-                                 + (" ..." if len(entries) > 5 else ""),
+                shown = ", ".join(f"{entries[int(i)]} (key {raw_keys[int(i)]!r})"
+                                  for i in opened[:5])
+                raise TraceError(f"{len(opened)} event(s) were begun and never ended: {shown}"
+                                 + (" ..." if len(opened) > 5 else ""),
                                  where="EventTracer.to_frame",
                                  fix="call end(entry) for each, or to_frame(open_events='keep')")
             if open_events != "keep":
                 raise ToolkitError(f"open_events must be 'raise' or 'keep', not {open_events!r}")
-            ends[entries] = starts[entries]
-            problem[entries] = "never ended"
+            ends[opened] = starts[opened]
+            problem[opened] = "never ended"
         durations = ends - starts
         problem[(durations < 0) & (problem == "")] = "negative duration"
 
-        first = np.array(self._run_firsts, dtype=np.int64)
-        run = np.searchsorted(first, np.arange(n), side="right").astype(np.int64) - 1
-
-        keys = self._checked_keys()
+        keys = self._checked_keys(raw_keys)
         uniques = list(dict.fromkeys(keys))
         unique_names = [k if type(k) is str else str(k) for k in uniques]
         categories = list(dict.fromkeys(unique_names))
@@ -340,9 +491,6 @@ class EventTracer:
         names = pd.Categorical.from_codes(
             np.fromiter(map(code_of.__getitem__, keys), np.int32, n),
             categories=pd.Index(categories, dtype=_STR_DTYPE))
-        tracks = [self.track] * n
-        for index, track in self._tracks.items():
-            tracks[index] = track
         columns: dict[str, Any] = {
             "run": run,
             "key": pd.Series(np.fromiter(keys, object, n), dtype=object),
@@ -353,8 +501,8 @@ class EventTracer:
             "dur_ns": durations,
         }
         # runtimes give the same argument dicts at every inference: work per distinct dict
-        ids = list(map(id, self._args))
-        dict_of = dict(zip(ids, self._args))
+        ids = list(map(id, all_args))
+        dict_of = dict(zip(ids, all_args))
         slot = dict.fromkeys(ids, 0)
         distinct = [dict_of[i] or {} for i in slot]
         for k, i in enumerate(slot):
@@ -377,9 +525,9 @@ class EventTracer:
             frame["track"] = pd.Categorical([], categories=pd.Index([], dtype=_STR_DTYPE))
         return frame
 
-    def _checked_keys(self) -> list[int | str]:
+    @staticmethod
+    def _checked_keys(keys: list[int | str]) -> list[int | str]:
         """The keys, numpy integers turned into ``int``; ``ToolkitError`` for other kinds."""
-        keys = self._keys
         if set(map(type, keys)) <= {int, str}:
             return keys
         checked: list[int | str] = []
@@ -396,11 +544,14 @@ class EventTracer:
     # -- errors -----------------------------------------------------------------------------
 
     def _end_error(self, entry: Any) -> TraceError:
-        if type(entry) is not int or not 0 <= entry < len(self._ends):
+        number, index = (entry >> _SHIFT, entry & _MASK) if type(entry) is int else (-1, -1)
+        if (entry < 0 if type(entry) is int else True) or not (
+                0 <= number < len(self._buffers) and index < len(self._buffers[number].ends)):
             return TraceError(f"end() got {entry!r}, which is not an entry of this tracer",
                               where="EventTracer.end",
                               fix="pass the value that begin() returned")
-        return TraceError(f"entry {entry} (key {self._keys[entry]!r}) was already ended "
+        key = self._buffers[number].keys[index]
+        return TraceError(f"entry {entry} (key {key!r}) was already ended "
                           "(ended twice, or it was logged complete)",
                           where="EventTracer.end", fix="end each entry from begin() once")
 
@@ -438,14 +589,14 @@ class StepSink:
         keys, args, track, new_run: as given to :meth:`EventTracer.step_sink`.
     """
 
-    __slots__ = ("_tracer", "args", "id", "keys", "new_run", "pack_into", "size", "state",
+    __slots__ = ("_buffer", "args", "id", "keys", "new_run", "pack_into", "size", "state",
                  "track")
 
-    def __init__(self, tracer: EventTracer, ident: int, keys: Sequence[int | str],
+    def __init__(self, buffer: _Buffer, ident: int, keys: Sequence[int | str],
                  args: Sequence[dict[str, Any] | None], track: str | None,
                  new_run: bool) -> None:
         packer = struct.Struct(f"={len(keys) + 2}q")
-        self._tracer = tracer
+        self._buffer = buffer
         self.id = ident
         self.keys = keys
         self.args = args
@@ -453,7 +604,7 @@ class StepSink:
         self.new_run = new_run
         self.size = packer.size
         self.pack_into = packer.pack_into
-        self.state = tracer._state
+        self.state = buffer.state
 
     def record(self, *times: int) -> None:
         """Record one inference: ``len(keys) + 1`` clock readings (int nanoseconds).
@@ -482,7 +633,7 @@ class StepSink:
             raise TraceError(f"clock readings must be int64 nanoseconds: {e}",
                              where="StepSink.record", fix="use an integer-nanosecond clock"
                              ) from None
-        self._tracer._new_chunk(self.size)
+        self._buffer.new_chunk(self.size)
         state = self.state
         state[1][:self.size] = batch
         state[0] = self.size
@@ -502,11 +653,4 @@ class _Span:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        tracer = self._tracer
-        now = tracer._clock()
-        ends = tracer._ends
-        entry = self._entry
-        if 0 <= entry < len(ends) and ends[entry] == _OPEN:
-            ends[entry] = now
-            return
-        raise tracer._end_error(entry)
+        self._tracer.end(self._entry)
