@@ -117,3 +117,20 @@ def test_an_entry_ended_in_another_thread_ends_its_own_event() -> None:
     assert sorted(frame["name"].astype(str)) == ["x", "y"]
     assert (frame["problem"] == "").all() and (frame["dur_ns"] >= 0).all()
     assert tr.open_entries() == []
+
+
+def test_a_pickled_tracer_keeps_every_thread_s_events() -> None:
+    import pickle
+
+    tr = EventTracer()
+    tr.end(tr.begin("a"))
+    t = threading.Thread(target=lambda: tr.log("b", 5, 9), name="other")
+    t.start()
+    t.join()
+    tr.new_run()
+    sink = tr.step_sink(["c", "d"], [None, None])
+    sink.record(10, 11, 13)
+    copy = pickle.loads(pickle.dumps(tr))
+    pd.testing.assert_frame_equal(copy.to_frame(), tr.to_frame())
+    copy.end(copy.begin("e"))  # and records on
+    assert copy.to_frame()["name"].astype(str).tolist()[-1] == "e"

@@ -436,7 +436,7 @@ def trace_join_many(sources: Any, model: Any, *, engine: str = "local", client: 
     from toolkit.util.args import check_bool, check_int, check_optional_str
 
     if workers is not None:
-        check_int(workers, "workers", "tk.trace_join_many", low=1, high=1 << 16)
+        check_int(workers, "workers", "tk.trace_join_many", low=0, high=1 << 16)
     check_int(skip_runs, "skip_runs", "tk.trace_join_many")
     check_int(memory_budget, "memory_budget", "tk.trace_join_many", low=1)
     check_optional_str(partition_by, "partition_by", "tk.trace_join_many")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import io
 import json
 import math
 import os
@@ -31,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import ToolkitError, TraceError
+from toolkit.formats.compressed import BoundedReader, is_gzip, open_input
 from toolkit.formats.event_columns import (
     ARG_PREFIX,
     EVENT_FIELDS,
@@ -582,17 +584,8 @@ def _open_trace(path_or_file: Any) -> tuple[str, IO[Any]]:
             here = stream.tell()
             magic = stream.read(2)
             stream.seek(here)
-            if isinstance(magic, bytes) and magic == b"\x1f\x8b":
-                return label, cast(IO[Any], gzip.GzipFile(fileobj=stream, mode="rb"))
+            if isinstance(magic, bytes) and is_gzip(magic):
+                return label, cast(IO[Any], io.BufferedReader(BoundedReader(
+                    gzip.GzipFile(fileobj=stream, mode="rb"), f"{label} (gzip)")))
         return label, stream
-    path = Path(path_or_file)
-    try:
-        raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
-    except OSError as exc:
-        raise TraceError(f"cannot open the trace: {exc.strerror}", where=str(path),
-                         fix="check the path") from exc
-    magic = raw.read(2)
-    raw.seek(0)
-    if magic == b"\x1f\x8b":
-        return f"{path} (gzip)", cast(IO[Any], gzip.GzipFile(fileobj=raw, mode="rb"))
-    return str(path), raw
+    return open_input(path_or_file)

@@ -22,7 +22,6 @@ only the fields used (the shapes as their raw JSON text); a block that does not 
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import json
 import os
@@ -36,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import TraceError
+from toolkit.formats.compressed import open_input
 from toolkit.util.gc_pause import paused_gc
 
 __all__ = ["read_ort_profile_events", "looks_like_ort_profile", "ORT_EVENT_CAP",
@@ -64,12 +64,7 @@ def looks_like_ort_profile(head: bytes) -> bool:
 
 
 def _open(path: Path) -> IO[bytes]:
-    raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
-    magic = raw.read(2)
-    raw.seek(0)
-    if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    return raw
+    return open_input(path, what="profile")[1]
 
 
 def _one_event_per_line(text: bytes) -> bool:

@@ -11,6 +11,7 @@ import csv
 import decimal
 import json
 import os
+import zlib
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import ToolkitError, TraceError
+from toolkit.formats.compressed import count_lines, open_input
 from toolkit.formats.event_columns import (
     EVENT_FIELDS,
     Collector,
@@ -36,8 +38,9 @@ from toolkit.formats.exact_time import (
     UNIT_DIGITS,
     numbers_to_ns,
 )
+from toolkit.limits import current
 
-__all__ = ["read_trace_csv", "write_trace_csv"]
+__all__ = ["read_trace_csv", "write_trace_csv", "check_csv_rows"]
 
 
 def write_trace_csv(events: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
@@ -155,14 +158,14 @@ def read_trace_csv(
     if (duration_column is None) == (end_column is None):
         raise ToolkitError("give exactly one of duration_column and end_column", where=str(path))
     time_columns = [c for c in (start_column, duration_column, end_column) if c is not None]
+    check_csv_rows(path)
+    label, stream = open_input(path, what="trace CSV")
     try:
-        table = pd.read_csv(path, dtype={c: object for c in time_columns}, keep_default_na=False,
-                            na_values=[""])
-    except FileNotFoundError as exc:
-        raise TraceError("cannot open the trace CSV", where=str(path), fix="check the path"
-                         ) from exc
-    except (pd.errors.ParserError, UnicodeDecodeError, EOFError, OSError) as exc:
-        raise TraceError(f"cannot parse the CSV: {exc}", where=str(path)) from exc
+        with stream:
+            table = pd.read_csv(stream, dtype={c: object for c in time_columns},
+                                keep_default_na=False, na_values=[""], compression=None)
+    except (pd.errors.ParserError, UnicodeDecodeError, EOFError, OSError, ValueError) as exc:
+        raise TraceError(f"cannot parse the CSV: {exc}", where=label) from None
     for column in (key_column, *time_columns):
         if column not in table.columns:
             raise TraceError(f"the CSV has no column {column!r}",
@@ -198,3 +201,24 @@ def read_trace_csv(
     frame = sink.frame()
     frame.attrs["source"] = str(path)
     return frame
+
+
+def check_csv_rows(path: str | os.PathLike[str]) -> None:
+    """Refuse a CSV of more rows than ``max_events_per_file`` before it is parsed: a gzip
+    file's lines are counted as it unpacks (within ``max_decompressed_bytes``), a plain
+    file's only when it has more bytes than the bound (a row takes at least one).
+
+    Raises:
+        LimitError: too many rows or too many decompressed bytes.
+        TraceError: the file cannot be opened or unpacked.
+    """
+    label, stream = open_input(path, what="trace CSV")
+    with stream:
+        if not label.endswith(" (gzip)"):
+            size = os.fstat(stream.fileno()).st_size
+            if size <= current().max_events_per_file:
+                return
+        try:
+            count_lines(stream, label=label)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TraceError(f"cannot unpack the CSV ({exc})", where=label) from None

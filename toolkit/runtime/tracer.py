@@ -152,6 +152,24 @@ class EventTracer:
         self._lock = threading.Lock()  # taken only when a thread records its first event
         self._buffers: list[_Buffer] = []
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The events (step-sink batches unpacked), for pickling: a tracer sent to another
+        process keeps its events, tracks and runs; its sinks stay behind."""
+        return {"track": self.track, "clock": self._clock, "run": self._run,
+                "buffers": [(b.track, b.keys, b.starts, b.ends, b.tracks, b.args, b.runs,
+                             b.firsts) for b in self._flushed()]}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(track=state["track"], clock=state["clock"])  # type: ignore[misc]
+        self._run = state["run"]
+        for number, (track, keys, starts, ends, tracks, args, runs, firsts) in enumerate(
+                state["buffers"]):
+            buf = _Buffer(number, runs[-1], track)
+            buf.keys, buf.starts, buf.ends, buf.tracks, buf.args = (keys, starts, ends, tracks,
+                                                                    args)
+            buf.runs, buf.firsts = runs, firsts
+            self._buffers.append(buf)
+
     @property
     def clock(self) -> Callable[[], int]:
         """The tracer's clock (integer nanoseconds); runtimes time their events with it."""

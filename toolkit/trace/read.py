@@ -12,7 +12,6 @@ end) column.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
@@ -296,7 +295,9 @@ def _from_path(path: Path, format: str | None, opts: _Options) -> Trace:
             stream: Any = _Prefixed(head, raw)
             gz = head == b"\x1f\x8b"
             if gz:
-                stream = gzip.GzipFile(fileobj=stream, mode="rb")
+                from toolkit.formats.compressed import open_decompressed
+
+                stream = open_decompressed(stream, f"{path} (gzip)")
             frame = read_chrome_trace(stream)
         frame.attrs["source"] = f"{path} (gzip)" if gz else str(path)
     else:
@@ -337,10 +338,9 @@ def _executorch_kind(path: Path) -> str | None:
 
 
 def _open_bytes(path: Path) -> Any:
-    raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
-    magic = raw.read(2)
-    raw.seek(0)
-    return gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
+    from toolkit.formats.compressed import open_input
+
+    return open_input(path)[1]
 
 
 def _sniff_json(path: Path) -> str:
@@ -405,12 +405,15 @@ def _chrome_meta(frame: pd.DataFrame) -> dict[str, Any]:
 
 def _read_csv(path: Path, opts: _Options) -> tuple[pd.DataFrame, _Options]:
     """Read a CSV with the exact decimal reader; returns the frame and the options to apply."""
+    from toolkit.formats.compressed import open_input
     from toolkit.formats.trace_csv import read_trace_csv
 
+    label, stream = open_input(path, what="trace CSV")
     try:
-        header = list(pd.read_csv(path, nrows=0).columns)
+        with stream:
+            header = list(pd.read_csv(stream, nrows=0, compression=None).columns)
     except (OSError, ValueError, UnicodeDecodeError, EOFError) as exc:
-        raise TraceError(f"cannot read the CSV header ({exc})", where=str(path)) from None
+        raise TraceError(f"cannot read the CSV header ({exc})", where=label) from None
     start = opts.start_column or _first(header, _START_COLUMNS)
     duration = opts.duration_column
     end = opts.end_column
