@@ -32,7 +32,8 @@ VALID: dict[str, list[Any]] = {
     "save.unfuse_activations": [True], "compile.max_sweeps": [123, 10**30],
     "run.trace": [True], "run.repeat": [123], "run.warmup": [123], "run.threads": [123],
     "read_trace.clock_hz": [123, 2.5, 10**30], "trace_join.strict": [True],
-    "trace_join_many.workers": [123], "trace_join_many.skip_runs": [123, 10**30], "trace_join_many.memory_budget": [123, 10**30],
+    "trace_join_many.workers": [123], "trace_join_many.skip_runs": [123, 10**30],
+    "trace_join_many.memory_budget": [123, 10**30],
     "explore.repeat": [123],
 }
 """Values of BAD that an argument does take (not tried)."""

@@ -460,7 +460,7 @@ def test_corrupt_gzip_and_missing_file(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(json.dumps([x_event("a", 1, 2)] * 50).encode())[:-30])
     with pytest.raises(TraceError, match="damaged or cut short"):
         read_chrome_trace(path)
-    with pytest.raises(TraceError, match="cannot (open|read)"):
+    with pytest.raises(TraceError, match=r"cannot (open|read)"):
         read_chrome_trace(tmp_path / "absent.json")
 
 
