@@ -47,6 +47,7 @@ import pandas as pd
 
 from toolkit.errors import ToolkitError
 from toolkit.formats.exact_time import numbers_to_ns
+from toolkit.limits import check, current
 
 __all__ = ["TRACE_COLUMNS", "EVENT_FIELDS", "ARG_PREFIX", "json_default", "is_missing",
            "atomic_text", "integer_column", "start_and_duration", "add_problem", "name_of",
@@ -280,12 +281,15 @@ class Collector:
         self.names = _Interner()
         self.cats = _Interner()
         self.arg_texts: dict[str, _Interner] = {}
+        self._max_events = current().max_events_per_file
 
     # -- events -> segments -----------------------------------------------------------------
 
     def add(self, events: list[Any]) -> None:
         base = self.count
         self.count += len(events)
+        if self.count > self._max_events:
+            check("max_events_per_file", self.count, what="events of the trace (at least)")
         try:
             phases = [e.get("ph") for e in events]
         except AttributeError:
