@@ -37,7 +37,8 @@ browser-check: $(VENV)/.dev-installed
 ## fuzz: the fuzz suite with 3,000 cases per format and 100 kills per writer
 fuzz: $(VENV)/.dev-installed
 	TOOLKIT_FUZZ_CASES=3000 TOOLKIT_KILL_TRIES=100 $(BIN)/python -m pytest -n 2 -q -s \
-		tests/test_fuzz.py tests/test_reliability.py -k "fuzz or os_errors or permission or killed"
+		tests/test_fuzz.py tests/test_fuzz_traces.py tests/test_reliability.py \
+		-k "fuzz or os_errors or permission or killed"
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check toolkit tests bench sample_models

@@ -561,6 +561,13 @@ def read_chrome_trace(path_or_file: str | os.PathLike[str] | IO[Any]) -> pd.Data
             top = _parse_trace(_Text(opened, label), sink)
             sink.finish()
             frame = sink.frame()
+    except RecursionError:
+        raise TraceError("the trace nests arrays or objects deeper than the JSON reader "
+                         "can follow", where=label,
+                         fix="flatten the event args; nesting is not part of a trace") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise TraceError(f"the trace holds a value JSON readers cannot convert ({exc})",
+                         where=label, fix="write numbers of at most 19 digits") from None
     finally:
         if opened is not path_or_file:
             opened.close()

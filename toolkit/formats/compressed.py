@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import zlib
 from typing import IO, Any
 
 from toolkit.errors import ToolkitError, TraceError
@@ -48,7 +49,12 @@ class BoundedReader(io.RawIOBase):
         view = memoryview(buffer).cast("B")
         # never unpack more than one byte past the bound
         room = self._bound - self._count + 1
-        n = self._inner.readinto(view[:room] if room < len(view) else view)
+        try:
+            n = self._inner.readinto(view[:room] if room < len(view) else view)
+        except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
+            raise TraceError(f"cannot unpack the gzip data ({exc})", where=self._label,
+                             fix="the compressed data is damaged or cut short; write the "
+                                 "file again") from None
         self._count += n
         if self._count > self._bound:
             check("max_decompressed_bytes", self._count, where=self._label,

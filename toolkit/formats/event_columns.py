@@ -331,10 +331,9 @@ class Collector:
             self.loose.append((ordinal, {}, _NO_END, f"event is not a JSON object ({event!r:.40})"))
             return
         if phase == "B":
-            self.stacks.setdefault((event.get("pid"), event.get("tid")), []).append(
-                (ordinal, event))
+            self.stacks.setdefault(_track_of(event), []).append((ordinal, event))
         elif phase == "E":
-            stack = self.stacks.get((event.get("pid"), event.get("tid")))
+            stack = self.stacks.get(_track_of(event))
             if not stack:
                 self.loose.append((ordinal, event, _NO_END, "E without matching B"))
                 return
@@ -354,7 +353,8 @@ class Collector:
         elif phase == "M":
             self.ignored["M"] += 1
             name, args = event.get("name"), event.get("args")
-            if type(args) is dict and type(args.get("name")) is str:
+            if (type(args) is dict and type(args.get("name")) is str
+                    and _scalar(event.get("pid")) and _scalar(event.get("tid"))):
                 if name == "process_name":
                     self.process_names[event.get("pid")] = args["name"]
                 elif name == "thread_name":
@@ -548,3 +548,15 @@ def arg_column(values: Sequence[Any]) -> np.ndarray | pd.api.extensions.Extensio
         texts = _Interner()
         return texts.categorical(texts.encode(values, none_is_empty=False))
     return pd.Series(np.fromiter(values, object, n), dtype=object)
+
+
+def _scalar(value: Any) -> bool:
+    """True for a value that can be a pid or tid (no list or object)."""
+    return not isinstance(value, (list, dict))
+
+
+def _track_of(event: dict[str, Any]) -> tuple[Any, Any]:
+    """``(pid, tid)`` of an event as a dictionary key (a list or object id as its text: the
+    row it becomes is flagged where pid and tid are read)."""
+    pid, tid = event.get("pid"), event.get("tid")
+    return (pid if _scalar(pid) else repr(pid), tid if _scalar(tid) else repr(tid))

@@ -112,8 +112,8 @@ def read_trace_parquet(path: str | os.PathLike[str]) -> pd.DataFrame:
     _pa, pq = _pyarrow()
     try:
         frame: pd.DataFrame = pq.read_table(path).to_pandas()
-    except (OSError, ValueError) as exc:
-        raise TraceError(f"cannot read the Parquet trace ({exc})", where=str(path),
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise TraceError(f"cannot read the Parquet trace ({exc!r:.200})", where=str(path),
                          fix="pass a Parquet file written by write_trace_parquet or an "
                              "engine (one row per event)") from None
     for column in frame.columns:

@@ -118,7 +118,12 @@ def integer_values(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     objects = values.astype(object).to_numpy()
     out = np.zeros(n, dtype=np.int64)
     ok = np.zeros(n, dtype=bool)
-    codes, uniques = pd.factorize(objects, use_na_sentinel=True)
+    try:
+        codes, uniques = pd.factorize(objects, use_na_sentinel=True)
+    except TypeError:  # lists or objects among the values: never integers
+        objects = np.array([repr(o) if isinstance(o, (list, dict, set)) else o
+                            for o in objects.tolist()] + [None], dtype=object)[:-1]
+        codes, uniques = pd.factorize(objects, use_na_sentinel=True)
     table = np.zeros(len(uniques), dtype=np.int64)
     good = np.zeros(len(uniques), dtype=bool)
     for i, u in enumerate(uniques.tolist()):

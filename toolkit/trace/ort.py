@@ -85,6 +85,15 @@ def read_ort_profile(source: str | os.PathLike[str] | IO[bytes]) -> Trace:
 
     Raises :class:`~toolkit.errors.TraceError` when the file cannot be read.
     """
+    try:
+        return _read_ort_profile(source)
+    except UnicodeError as exc:  # a lone surrogate (a "\\ud800" escape) in a name
+        raise TraceError(f"the profile holds text that is not valid Unicode ({exc})",
+                         where=str(getattr(source, "name", source)),
+                         fix="write names as valid UTF-8") from None
+
+
+def _read_ort_profile(source: str | os.PathLike[str] | IO[bytes]) -> Trace:
     frame, info = read_ort_profile_events(source)
     n = len(frame)
     cat_values = frame["cat"].array

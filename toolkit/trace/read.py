@@ -370,6 +370,10 @@ def _load_json(path: Path) -> Any:
     except (ValueError, UnicodeDecodeError) as exc:
         raise TraceError(f"not valid JSON ({exc})", where=str(path),
                          fix="pass a JSON array of event records") from None
+    except RecursionError:
+        raise TraceError("the records nest arrays or objects deeper than the JSON reader can "
+                         "follow", where=str(path),
+                         fix="pass a flat JSON array of event records") from None
 
 
 def _records_frame(records: Any, where: str) -> pd.DataFrame:
@@ -387,8 +391,18 @@ def _records_frame(records: Any, where: str) -> pd.DataFrame:
     if bad:
         raise TraceError(f"record {bad[0]} is a {type(records[bad[0]]).__name__}, not an object",
                          where=where)
-    frame = pd.DataFrame.from_records(list(records)) if records else pd.DataFrame()
+    try:
+        frame = pd.DataFrame.from_records(list(records)) if records else pd.DataFrame()
+    except (UnicodeError, ValueError, TypeError) as exc:  # e.g. a lone surrogate in a key
+        raise TraceError(f"the records do not form a table ({exc})", where=where,
+                         fix="write each record as an object of plain keys and values"
+                         ) from None
     for column in frame.columns:  # keep ints as ints where a column has gaps
+        if frame[column].dtype == object:  # a list or object is no key or time: its text
+            values = frame[column].tolist()
+            if any(isinstance(v, (list, dict)) for v in values):
+                frame[column] = pd.Series([repr(v) if isinstance(v, (list, dict)) else v
+                                           for v in values], dtype=object)
         if frame[column].dtype == np.float64:
             raw = [r.get(column) for r in records]
             if all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in raw):
@@ -547,7 +561,10 @@ def _names_from_keys(key: np.ndarray) -> pd.Categorical:
             texts = pd.Index([str(v) for v in (np.flatnonzero(seen) + low).tolist()],
                              dtype=_STR)
             return pd.Categorical.from_codes(table[key - low], categories=texts)
-    codes, uniques = pd.factorize(pd.Series(key, dtype=key.dtype), use_na_sentinel=True)
+    try:
+        codes, uniques = pd.factorize(pd.Series(key, dtype=key.dtype), use_na_sentinel=True)
+    except TypeError:  # a list or object among the keys: named by its text
+        return pd.Categorical([None if v is None else str(v) for v in key.tolist()])
     texts = pd.Index([str(u) for u in uniques.tolist()], dtype=_STR)
     if texts.has_duplicates:
         return pd.Categorical([None if v is None else str(v) for v in key.tolist()])
