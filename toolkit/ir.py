@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,12 +127,12 @@ class Tensor:
     def nbytes(self) -> int:
         """Size of the tensor in bytes (0 for types of unknown size)."""
         dt = self.dtype
-        return int(np.prod(self.shape, dtype=np.int64)) * dt.itemsize if dt is not None else 0
+        return math.prod(self.shape) * dt.itemsize if dt is not None else 0  # exact
 
     @property
     def size(self) -> int:
-        """Number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        """Number of elements (a Python int: exact past int64)."""
+        return math.prod(self.shape)
 
     @property
     def is_dynamic(self) -> bool:

@@ -13,7 +13,7 @@ import pandas as pd
 if TYPE_CHECKING:
     from toolkit.ir import Model
 
-__all__ = ["ops_table", "tensors_table", "origins_table"]
+__all__ = ["ops_table", "tensors_table", "origins_table", "exact_ints"]
 
 
 def ops_table(model: Model, subgraph: int = 0) -> pd.DataFrame:
@@ -51,7 +51,8 @@ def tensors_table(model: Model, subgraph: int = 0) -> pd.DataFrame:
 
     Columns: ``tensor_index`` (int64), ``name``, ``dtype`` (schema type name), ``shape``
     (tuple), ``shape_signature`` (tuple or None), ``kind`` (``input``, ``output``,
-    ``constant``, ``variable`` or ``activation``), ``bytes`` (int64, size of the data),
+    ``constant``, ``variable`` or ``activation``), ``bytes`` (int64, size of the data; a
+    column of exact Python ints when a size does not fit int64),
     ``producer`` (name of the producing op or None), ``consumers`` (int64, how many ops read
     it), ``quant_scale`` (tuple of float or None), ``quant_zero_point`` (tuple of int or
     None), ``quantized_dimension`` (int64).
@@ -74,9 +75,30 @@ def tensors_table(model: Model, subgraph: int = 0) -> pd.DataFrame:
         })
     cols = ["tensor_index", "name", "dtype", "shape", "shape_signature", "kind", "bytes",
             "producer", "consumers", "quant_scale", "quant_zero_point", "quantized_dimension"]
-    return pd.DataFrame(rows, columns=cols).astype(
-        {"tensor_index": np.int64, "bytes": np.int64, "consumers": np.int64,
-         "quantized_dimension": np.int64})
+    return exact_ints(pd.DataFrame(rows, columns=cols),
+                      ["tensor_index", "bytes", "consumers", "quantized_dimension"])
+
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def exact_ints(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Return ``frame`` with each of ``columns`` (Python or NumPy integers) as ``int64``
+    when every value fits, else as ``object`` holding exact Python ints: a count or size
+    past int64 (possible when the limits are raised) is kept exact, never wrapped around."""
+    for column in columns:
+        values = frame[column]
+        if values.dtype == np.int64:
+            continue
+        wide = values.dtype == np.uint64 and len(values) and int(values.max()) > _INT64_MAX
+        if wide or (values.dtype == object and any(
+                isinstance(v, int) and not _INT64_MIN <= v <= _INT64_MAX
+                for v in values.tolist())):
+            frame[column] = pd.Series([int(v) for v in values.tolist()], index=frame.index,
+                                      dtype=object)
+        else:
+            frame[column] = values.astype(np.int64)
+    return frame
 
 
 def origins_table(model: Model, subgraph: int = 0) -> pd.DataFrame:

@@ -33,6 +33,7 @@ from toolkit.source_table import (
     source_ops_of,
     source_ops_table,
 )
+from toolkit.tables import exact_ints
 from toolkit.util.atomic import atomic_write
 
 __all__ = ["CompiledModel", "DEBUG_DB_TABLES", "uses_circle_only", "model_and_commands"]
@@ -191,10 +192,11 @@ class CompiledModel:
         """The ordered command queue, one row per command: ``command_id``, ``optimised_id``,
         ``stripe``, ``stripes``, ``row_start``, ``row_end`` (output rows along axis 1, end
         exclusive), ``macs``, ``bytes`` (bytes moved), ``est_cycles`` (cost model),
-        ``queue_offset`` (bytes); all int64."""
+        ``queue_offset`` (bytes); all int64 (a column whose values do not fit int64, once
+        the limits are raised, holds exact Python ints instead)."""
         rows = [(c.command_id, c.optimised_id, c.stripe, c.stripes, c.row_start, c.row_end,
                  c.macs, c.bytes, c.est_cycles, c.queue_offset) for c in self.command_list]
-        return _frame(rows, COMMAND_COLUMNS, {c: _I64 for c in COMMAND_COLUMNS})
+        return exact_ints(pd.DataFrame(rows, columns=COMMAND_COLUMNS), list(COMMAND_COLUMNS))
 
     def queue(self) -> pd.DataFrame:
         """Vela's ``queue`` table: ``offset`` (int64, byte offset of the command in the
