@@ -55,7 +55,7 @@ _POOLS = frozenset({"MAX_POOL_2D", "AVERAGE_POOL_2D", "L2_POOL_2D"})
 
 
 def _size(t: Tensor | None) -> int:
-    return 0 if t is None else math.prod(t.shape)
+    return 0 if t is None else math.prod(map(int, t.shape))
 
 
 def nbytes(t: Tensor | None) -> int:
@@ -63,7 +63,7 @@ def nbytes(t: Tensor | None) -> int:
     if t is None:
         return 0
     dt = t.dtype
-    return math.prod(t.shape) * dt.itemsize if dt is not None else 0
+    return math.prod(map(int, t.shape)) * dt.itemsize if dt is not None else 0
 
 
 def _first_out(op: Op) -> Tensor | None:

@@ -127,12 +127,12 @@ class Tensor:
     def nbytes(self) -> int:
         """Size of the tensor in bytes (0 for types of unknown size)."""
         dt = self.dtype
-        return math.prod(self.shape) * dt.itemsize if dt is not None else 0  # exact
+        return math.prod(map(int, self.shape)) * dt.itemsize if dt is not None else 0  # exact
 
     @property
     def size(self) -> int:
         """Number of elements (a Python int: exact past int64)."""
-        return math.prod(self.shape)
+        return math.prod(map(int, self.shape))
 
     @property
     def is_dynamic(self) -> bool:
