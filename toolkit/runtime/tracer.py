@@ -498,6 +498,12 @@ class EventTracer:
             ends[opened] = starts[opened]
             problem[opened] = "never ended"
         durations = ends - starts
+        # int64 subtraction wraps when the operands have opposite signs and the result has
+        # the sign of the subtrahend: such a duration is a problem row of 0 ns
+        wrapped = ((ends ^ starts) < 0) & ((durations ^ ends) < 0)
+        if wrapped.any():
+            problem[wrapped & (problem == "")] = "duration overflows int64"
+            durations[wrapped] = 0
         problem[(durations < 0) & (problem == "")] = "negative duration"
 
         keys = self._checked_keys(raw_keys)

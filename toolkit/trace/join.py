@@ -322,6 +322,8 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
     if tree is not None:
         time_ns, nested = tree.self_ns, tree.nested
         tree_parent = tree.parent if nested else None
+    # a negative duration is a problem row of its own, kept out of every total
+    time_ns = np.where(dur < 0, 0, time_ns)
 
     # 2. keys -> targets
     op_index = 1 + KEY_KINDS.index("op_index")

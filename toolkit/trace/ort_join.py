@@ -518,8 +518,9 @@ class OrtAttribution:
         reasons.set_mask(dur < 0, "negative duration")
         ok = reasons.codes == 0
         self._target = np.where(ok, group, -1)
-        self.total_ns = int(dur.sum())
-        self.unattributed_ns = int(dur[~ok].sum())
+        counted = np.where(dur < 0, 0, dur)  # a negative duration is kept out of the totals
+        self.total_ns = int(counted.sum())
+        self.unattributed_ns = int(counted[~ok].sum())
         # split and accumulate (run, slot) sums
         rows = np.flatnonzero(ok)
         n_slots = len(slot_node)
@@ -739,7 +740,7 @@ class OrtAttribution:
             if got != self.attributed_ns:
                 raise ToolkitError(f"{view}() sums to {got} ns, attributed is "
                                    f"{self.attributed_ns} ns")
-        unatt = int(self.unattributed()["dur_ns"].sum())
+        unatt = int(self.unattributed()["dur_ns"].clip(lower=0).sum())  # negative: 0 ns
         if unatt != self.unattributed_ns:
             raise ToolkitError(f"unattributed() sums to {unatt} ns, not {self.unattributed_ns}")
 
