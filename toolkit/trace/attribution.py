@@ -776,7 +776,7 @@ class Attribution:
                                f"+ unattributed {self.unattributed_ns} != total "
                                f"{self.total_ns} ns")
         if r.parent is not None:
-            dur = ev["dur_ns"].to_numpy(dtype=np.int64)
+            dur = np.maximum(ev["dur_ns"].to_numpy(dtype=np.int64), 0)  # negative: 0 ns
             child = r.parent >= 0
             top = int(dur.sum()) - int(dur[child].sum())
             if top != self.total_ns:
