@@ -38,6 +38,7 @@ browser-check: $(VENV)/.dev-installed
 fuzz: $(VENV)/.dev-installed
 	TOOLKIT_FUZZ_CASES=3000 TOOLKIT_KILL_TRIES=100 $(BIN)/python -m pytest -n 2 -q -s \
 		tests/test_fuzz.py tests/test_fuzz_traces.py tests/test_reliability.py \
+		tests/test_kill_writers.py \
 		-k "fuzz or os_errors or permission or killed"
 
 lint: $(VENV)/.dev-installed

@@ -35,12 +35,11 @@ import json
 import math
 import operator
 import os
-import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from itertools import chain, compress, repeat
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -48,6 +47,7 @@ import pandas as pd
 from toolkit.errors import ToolkitError
 from toolkit.formats.exact_time import numbers_to_ns
 from toolkit.limits import check, current
+from toolkit.util.atomic import atomic_open
 
 __all__ = ["TRACE_COLUMNS", "EVENT_FIELDS", "ARG_PREFIX", "json_default", "is_missing",
            "atomic_text", "integer_column", "start_and_duration", "add_problem", "name_of",
@@ -90,27 +90,23 @@ def is_missing(value: Any) -> bool:
 def atomic_text(path: Path) -> Iterator[IO[str]]:
     """A text file that appears at ``path`` only when the block ends without error.
 
-    Writes a temporary file beside ``path`` and renames it over ``path`` (``os.replace``); a path
-    ending in ``.gz`` is gzip-compressed.
+    Written through :func:`toolkit.util.atomic.atomic_open` (a temporary file beside ``path``,
+    fsync, ``os.replace``); a path ending in ``.gz`` is gzip-compressed.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(temp, "xb") as raw:
-            if path.name.endswith(".gz"):
-                packed = gzip.GzipFile(filename=path.name[:-3], mode="wb", fileobj=raw,
-                                       compresslevel=6, mtime=0)
-                with packed, io.TextIOWrapper(packed, encoding="utf-8", newline="") as text:
-                    yield text
-            else:
-                with io.TextIOWrapper(raw, encoding="utf-8", newline="",
-                                      write_through=False) as text:
-                    yield text
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
+    with atomic_open(path) as raw:  # temporary file, fsync, rename (toolkit.util.atomic)
+        if path.name.endswith(".gz"):
+            with gzip.GzipFile(filename=path.name[:-3], mode="wb", fileobj=raw,
+                               compresslevel=6, mtime=0) as packed:
+                text = io.TextIOWrapper(packed, encoding="utf-8", newline="")
+                yield text
+                text.flush()
+                text.detach()  # the gzip stream is closed by its block
+        else:
+            plain = io.TextIOWrapper(cast(Any, raw), encoding="utf-8", newline="",
+                                     write_through=False)
+            yield plain
+            plain.flush()
+            plain.detach()  # the file is synced and renamed by atomic_open
 
 
 def integer_column(events: pd.DataFrame, column: str) -> np.ndarray:

@@ -112,7 +112,8 @@ def read_trace_parquet(path: str | os.PathLike[str]) -> pd.DataFrame:
     _pa, pq = _pyarrow()
     try:
         frame: pd.DataFrame = pq.read_table(path).to_pandas()
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, NotImplementedError,
+            _pa.lib.ArrowException) as exc:  # e.g. a column type arrow cannot convert
         raise TraceError(f"cannot read the Parquet trace ({exc!r:.200})", where=str(path),
                          fix="pass a Parquet file written by write_trace_parquet or an "
                              "engine (one row per event)") from None

@@ -47,8 +47,26 @@ def _quiet_unlink(path: str | Path) -> None:
 
 
 def _temp_beside(path: Path, suffix: str = ".tmp") -> tuple[int, str]:
+    """A temporary file beside ``path``: ``.<name>.<pid>.<random><suffix>`` (the pid lets a
+    later write tell the temporary files of killed writers, see :func:`_remove_dead_temps`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    return tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=suffix,
+                            dir=path.parent)
+
+
+def _remove_dead_temps(path: Path) -> None:
+    """Remove temporary files of ``path`` left by writers that were killed (their process is
+    gone); those of live writers, and names without a pid, are left alone."""
+    prefix = f".{path.name}."
+    try:
+        stale = [e for e in os.scandir(path.parent)
+                 if e.name.startswith(prefix) and e.name.endswith(".tmp")]
+    except OSError:
+        return
+    for entry in stale:
+        pid = entry.name[len(prefix):].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            _quiet_unlink(entry.path)
 
 
 @contextlib.contextmanager
@@ -65,6 +83,7 @@ def atomic_open(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
         fd, tmp = _temp_beside(p)
     except OSError as exc:
         raise _write_error(p, exc) from None
+    _remove_dead_temps(p)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
