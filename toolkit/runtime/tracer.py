@@ -43,7 +43,8 @@ from toolkit.formats.event_columns import arg_column
 
 __all__ = ["EVENT_COLUMNS", "EventEntry", "EventTracer", "StepSink"]
 
-#: What :meth:`EventTracer.begin` returns and :meth:`EventTracer.end` takes (the event's index).
+#: What :meth:`EventTracer.begin` returns and :meth:`EventTracer.end` takes: the event's index
+#: in its thread's buffer, the buffer's number in the bits from 40 up (0 for the first thread).
 EventEntry = int
 
 #: Columns of :meth:`EventTracer.to_frame`, in order; argument columns go before ``problem``.
