@@ -94,16 +94,26 @@ def test_bombs_are_small(json_bomb: Path, csv_bomb: Path) -> None:
 def test_a_gzip_string_bomb_stops_at_the_decompressed_bound(json_bomb: Path) -> None:
     """1 MB unpacking to 1 GiB: the reader stops after max_decompressed_bytes, within a
     memory bound the whole string would not fit in."""
-    word, seconds, message = _read_bounded(json_bomb, max_decompressed_bytes=128 << 20)
+    word, seconds, message = _read_bounded(json_bomb, max_decompressed_bytes=128 << 20,
+                                           max_compression_ratio=1 << 20)
     assert word == "LimitError", (word, message)
     assert "max_decompressed_bytes=134,217,728" in message and "(gzip)" in message
     assert seconds < 60
 
 
-def test_a_csv_of_180m_rows_stops_at_the_event_bound_by_default(csv_bomb: Path) -> None:
-    """1.5 MB of 180 M rows, default limits: the rows are counted as the file unpacks
+def test_a_gzip_string_bomb_stops_at_the_ratio_bound_by_default(json_bomb: Path) -> None:
+    """Default limits: about 1000 bytes unpacked per byte read is a bomb, refused once
+    64 MiB came out, within a memory bound the whole string would not fit in."""
+    word, seconds, message = _read_bounded(json_bomb)
+    assert word == "LimitError", (word, message)
+    assert "max_compression_ratio=256" in message and "(gzip)" in message
+    assert seconds < 60
+
+
+def test_a_csv_of_180m_rows_stops_at_the_event_bound(csv_bomb: Path) -> None:
+    """1.5 MB of 180 M rows, the ratio bound raised: the rows are counted as the file unpacks
     (constant memory) and refused past max_events_per_file, before pandas sees one."""
-    word, seconds, message = _read_bounded(csv_bomb)
+    word, seconds, message = _read_bounded(csv_bomb, max_compression_ratio=1 << 20)
     assert word == "LimitError", (word, message)
     assert "max_events_per_file=134,217,728" in message and "rows" in message
     assert seconds < 60

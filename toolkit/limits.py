@@ -41,6 +41,8 @@ class Limits:
             whose tensors all point at one huge shared vector does not).
         max_stripes_per_op: commands the lowering may cut one op into.
         max_decompressed_bytes: bytes one compressed input file may unpack to.
+        max_compression_ratio: bytes unpacked per compressed byte read, checked once 64 MiB
+            came out: traces compress 5-30x, a bomb (a 1 MB gzip of a 1 GiB string) ~1000x.
         max_events_per_file: events (rows) one trace file may hold; 2**27 (134 M): a frame
             of that many events already takes several GB.
         max_nesting_depth: nesting of JSON objects and arrays, and of trace spans.
@@ -51,6 +53,7 @@ class Limits:
     max_shape_entries_per_file_byte: int = 1
     max_stripes_per_op: int = 1 << 16
     max_decompressed_bytes: int = 8 << 30
+    max_compression_ratio: int = 256
     max_events_per_file: int = 1 << 27
     max_nesting_depth: int = 256
 

@@ -26,9 +26,15 @@ __all__ = ["GZIP_MAGIC", "BoundedReader", "is_gzip", "open_decompressed", "open_
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+RATIO_FLOOR = 64 << 20
+"""Bytes unpacked before ``max_compression_ratio`` is checked (small files may be all zeros)."""
+
+
 class BoundedReader(io.RawIOBase):
     """A read-only stream over ``inner`` (a decompressing stream) that raises
-    :class:`~toolkit.errors.LimitError` once more than ``max_decompressed_bytes`` came out.
+    :class:`~toolkit.errors.LimitError` once more than ``max_decompressed_bytes`` came out, or
+    once past :data:`RATIO_FLOOR` bytes when more than ``max_compression_ratio`` bytes came
+    out per compressed byte read from ``also`` (a bomb fails within its first megabytes).
 
     ``label`` names the input in the error (a path, ``"<file> (gzip)"``); ``also`` is closed
     with the stream (the file under a GzipFile, which leaves it open)."""
@@ -40,6 +46,7 @@ class BoundedReader(io.RawIOBase):
         self._label = label
         self._count = 0
         self._bound = current().max_decompressed_bytes
+        self._ratio = current().max_compression_ratio
         self.name = label
 
     def readable(self) -> bool:
@@ -59,6 +66,13 @@ class BoundedReader(io.RawIOBase):
         if self._count > self._bound:
             check("max_decompressed_bytes", self._count, where=self._label,
                   what="bytes the compressed input unpacks to (at least)")
+        if self._count > RATIO_FLOOR and self._also is not None:
+            try:
+                packed = max(int(self._also.tell()), 1)
+            except OSError:  # a stream that cannot tell: the size bound still holds
+                packed = self._count
+            check("max_compression_ratio", self._count // packed, where=self._label,
+                  what=f"bytes unpacked per compressed byte ({self._count:,} from {packed:,})")
         return int(n)
 
     def close(self) -> None:
