@@ -45,7 +45,6 @@ class Limits:
             came out: traces compress 5-30x, a bomb (a 1 MB gzip of a 1 GiB string) ~1000x.
         max_events_per_file: events (rows) one trace file may hold; 2**27 (134 M): a frame
             of that many events already takes several GB.
-        max_nesting_depth: nesting of JSON objects and arrays, and of trace spans.
     """
 
     max_tensor_rank: int = 16
@@ -55,7 +54,6 @@ class Limits:
     max_decompressed_bytes: int = 8 << 30
     max_compression_ratio: int = 256
     max_events_per_file: int = 1 << 27
-    max_nesting_depth: int = 256
 
 
 DEFAULTS = Limits()
