@@ -1,10 +1,9 @@
 """Bounds on the work a file may ask for, stated once.
 
-A file says how big things are (a tensor's rank, a shape vector, the rows of an activation,
-the bytes a compressed trace unpacks to and per compressed byte, the events of a trace).
-Readers and stages check what a file claims against these bounds before doing the work, and
-fail fast with a
-:class:`~toolkit.errors.LimitError` that names the limit and how to raise it, instead of
+A file says how big things are (a tensor's rank, a shape vector, the rows of an activation, the
+bytes a compressed trace unpacks to and per compressed byte, the events of a trace). Readers
+and stages check what a file claims against these bounds before doing the work, and fail fast
+with a :class:`~toolkit.errors.LimitError` that names the limit and how to raise it, instead of
 running for minutes or exhausting memory.
 
 Every bound can be raised for one block of code::
