@@ -18,9 +18,7 @@ identifier)::
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from typing import Any
 from toolkit.generator.analysis import Analysis, c_identifier, nbytes
 from toolkit.generator.ops import Emitter, ctype, emit_step
 from toolkit.generator.params import ParamsBuilder
+from toolkit.util.atomic import write_file_set
 
 __all__ = ["LIBRARY_FILES", "MANIFEST_FORMAT", "write_artifact"]
 
@@ -481,26 +480,14 @@ def write_artifact(a: Analysis, out_dir: Path, name: str) -> dict[str, Any]:
         f"{name}.params": params.to_bytes(model_hash),
         "main.cpp": _main(cls, name, a, ins, outs).encode(),
         "CMakeLists.txt": _cmake(name).encode(),
-        f"{name}.json": (json.dumps(manifest, indent=1) + "\n").encode(),
     }
     for lib in LIBRARY_FILES:
         files[lib] = _library_text(lib).encode()
+    # the manifest last: it names the parameters file's hash and size
+    files[f"{name}.json"] = (json.dumps(manifest, indent=1) + "\n").encode()
     out_dir.mkdir(parents=True, exist_ok=True)
-    for fname, data in files.items():
-        _atomic_write(out_dir / fname, data)
+    write_file_set({out_dir / fname: data for fname, data in files.items()})
     return manifest
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def copy_library(dst: Path) -> None:
