@@ -15,9 +15,11 @@ from support import SAMPLES
 from toolkit.errors import ToolkitError, TraceError
 from toolkit.formats.trace_parquet import read_trace_parquet, write_trace_parquet
 from toolkit.trace import read_trace, trace_join
+from toolkit.trace.catalog import catalog_of
 from toolkit.trace.fleet import FleetAttribution, trace_join_many
 from toolkit.trace.fleet_merge import merge_partials
-from toolkit.trace.fleet_partial import join_partition, provenance_snapshot
+from toolkit.trace.fleet_partial import PER_RUN_VIEWS, join_partition, provenance_snapshot
+from toolkit.trace.run_cells import view_cells
 from toolkit.trace.synthetic import synthetic_model, synthetic_session, write_synthetic_fleet
 
 FILES = 8
@@ -223,16 +225,37 @@ def test_partials_merge_in_any_order_and_pickle(model, frames) -> None:
     a = merge_partials(parts)
     b = merge_partials(back[::-1])
     assert a.counts == b.counts and a.runs.tolist() == b.runs.tolist()
-    for view, cells in a.per_run.items():
+    cat = catalog_of(provenance_snapshot(model))
+    for view in PER_RUN_VIEWS:
+        cells, bounds = a.view(view, cat)
+        other, other_bounds = b.view(view, cat)
+        assert bounds.tolist() == other_bounds.tolist()
         for field in dataclasses.fields(cells):
-            assert getattr(cells, field.name).tolist() == \
-                getattr(b.per_run[view], field.name).tolist()
+            assert getattr(cells, field.name).tolist() == getattr(other, field.name).tolist()
+
+
+def test_partial_cells_derive_every_per_run_view(model, frames) -> None:
+    """The compact per-run bases of a partial give each view's per-run table exactly."""
+    snapshot = provenance_snapshot(model)
+    att = trace_join(frames[2], snapshot)
+    part = join_partition(frames[2], snapshot)
+    assert part.cells.member_ns.dtype.itemsize <= 4  # narrowed
+    cat = catalog_of(snapshot)
+    for view in PER_RUN_VIEWS:
+        want = att.per_run(view, ids=False)
+        row, run, ns, events = view_cells(part.cells, cat, view)
+        assert row.tolist() == want["row"].tolist(), view
+        assert part.runs[run].tolist() == want["run"].tolist(), view
+        assert ns.tolist() == want["ns"].tolist(), view
+        assert events.tolist() == want["events"].tolist(), view
+    assert part.layer_inclusive_ns.tolist() == att.by_layer()["inclusive_ns"].tolist()
 
 
 def test_check_catches_a_tampered_partial(model, frames) -> None:
     parts = [join_partition(f, model, label=f"s{i}", order=i) for i, f in enumerate(frames[:2])]
-    assert parts[1].per_run["layer"].row.dtype == np.int32
-    parts[1].per_run["layer"].ns[0] += 1
+    cells = parts[1].cells
+    col = int(np.flatnonzero(cells.member_ns[0] < cells.member_ns.max())[0])
+    cells.member_ns[0, col] += 1
     fleet_att = FleetAttribution(merge_partials(parts), provenance_snapshot(model))
     with pytest.raises(ToolkitError, match="layer per-run table sums to"):
         fleet_att.check()

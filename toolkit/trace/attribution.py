@@ -31,6 +31,7 @@ from toolkit.trace.catalog import Catalog
 from toolkit.trace.keys import KEY_KINDS
 from toolkit.trace.overlaps import track_codes
 from toolkit.trace.read import Trace
+from toolkit.trace.run_cells import RunCells, build_run_cells
 from toolkit.trace.split import TargetWeights, group_sum, split_targets
 from toolkit.trace.stats import STAT_COLUMNS, matrix_stats_frame, stats_frame
 
@@ -318,13 +319,8 @@ class Attribution:
             n_rows = len(cat.layer_names)
             ids = pd.DataFrame({"layer": _str_column(cat.layer_names)})
             stats = self._grouped(cat.member_layer, n_rows)
-            if self.nested:
-                inclusive = np.zeros(n_rows, dtype=np.int64)
-                for _b0, _b1, _rows, member, ns in self._blocks(inclusive=True):
-                    inclusive += group_sum(cat.member_layer[member], ns, n_rows)
-                ids["inclusive_ns"] = inclusive
-            else:
-                ids["inclusive_ns"] = stats["total_ns"].to_numpy(dtype=np.int64)
+            ids["inclusive_ns"] = (self.layer_inclusive_ns() if self.nested
+                                   else stats["total_ns"].to_numpy(dtype=np.int64))
             first = self._first_run(cat.member_layer, n_rows)
             ids["first_ms"] = first / 1e6
             median = stats["p50_ms"].to_numpy(dtype=np.float64)
@@ -333,6 +329,45 @@ class Attribution:
             table = self._join(ids, stats)
             self._cache["layer"] = table
         return self._cache["layer"].copy()
+
+    def layer_inclusive_ns(self) -> np.ndarray:
+        """``int64`` ns per original layer (rows of :meth:`by_layer`) with every attributed
+        event counted whole, children included (:meth:`by_layer`'s ``inclusive_ns``).
+
+        An event's whole duration is split again only where it differs from its self time
+        (spans with children): the rest of the layer's inclusive time is its self time."""
+        r = self._r
+        cat = r.catalog
+        n_rows = len(cat.layer_names)
+        _run, column, ns = r.sums.triplets()
+        rows = cat.member_layer[r.hit_members][column]
+        keep = rows >= 0
+        out = group_sum(rows[keep], ns[keep], n_rows)
+        dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
+        time_ns = np.asarray(r.time_ns)
+        wrapped = np.flatnonzero((r.target >= 0) & (dur != time_ns))
+        if len(wrapped):
+            t = r.target[wrapped].astype(np.int64)
+            ptr = cat.target_ptr
+            for values, sign in ((dur[wrapped], 1), (time_ns[wrapped], -1)):
+                for rows_k, share in split_targets(values, t, r.weights):
+                    k = share.shape[0]
+                    member = (ptr[t[rows_k]][None, :] + np.arange(k)[:, None]).ravel()
+                    layer = cat.member_layer[member]
+                    ok = layer >= 0
+                    out += sign * group_sum(layer[ok], share.ravel()[ok], n_rows)
+        return out
+
+    def run_cells(self) -> RunCells:
+        """The per-run table as compact dense bases (:class:`~toolkit.trace.run_cells.
+        RunCells`: (run, member) ns, (target, run) and (command, run) counts, narrowed), from
+        which :func:`~toolkit.trace.run_cells.view_cells` derives every view's
+        :meth:`per_run` cells; about a tenth of their size (what a fleet partition ships)."""
+        r = self._r
+        run = r.trace.events["run"].to_numpy(dtype=np.int64)
+        code = r.runs.codes(run) if len(run) else np.zeros(0, np.int64)
+        return build_run_cells(r.sums, r.hit_members, r.target, r.command, code,
+                               np.asarray(r.time_ns), np.asarray(r.runs.values, np.int64))
 
     def _first_run(self, member_row: np.ndarray, n_rows: int) -> np.ndarray:
         """``int64`` ns per row in the first run (run code 0)."""

@@ -29,15 +29,19 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import ToolkitError
+from toolkit.trace.catalog import catalog_of
 from toolkit.trace.fleet_merge import MergedJoin, merge_partials
 from toolkit.trace.fleet_partial import (
+    PER_RUN_VIEWS,
     PartialJoin,
+    PerRun,
     join_partition,
     provenance_digest,
     provenance_snapshot,
     raise_at,
 )
 from toolkit.trace.fleet_stats import DEFAULT_MEMORY_BUDGET, fleet_stats_frame
+from toolkit.trace.run_cells import view_total
 from toolkit.trace.stats import STAT_COLUMNS, stats_frame
 from toolkit.trace.tables import ProvenanceTables
 
@@ -106,8 +110,15 @@ class FleetAttribution:
                  "command": t.by_command}[view]()
         return table[[c for c in table.columns if c not in _ID_DROP]]
 
+    def _cells(self, view: str) -> PerRun:
+        """The merged per-run cells of ``view`` (raises for an unknown view)."""
+        if view not in PER_RUN_VIEWS:
+            raise ToolkitError(f"unknown per-run view {view!r}",
+                               fix="use 'layer', 'source_op', 'op', 'command' or 'backend'")
+        return self._m.view(view, catalog_of(self._tables))[0]
+
     def _stats(self, view: str, n_rows: int) -> pd.DataFrame:
-        cells = self._m.per_run[view]
+        cells = self._cells(view)
         events = np.zeros(n_rows, dtype=np.int64)
         np.add.at(events, cells.row, cells.events)
         return fleet_stats_frame(cells.row, cells.run, cells.ns, n_rows, self.runs, events,
@@ -125,7 +136,7 @@ class FleetAttribution:
             n = len(ids)
             stats = self._stats("layer", n)
             ids["inclusive_ns"] = self._m.layer_inclusive_ns
-            cells = self._m.per_run["layer"]
+            cells = self._cells("layer")
             first = np.zeros(n, dtype=np.int64)
             at = cells.run == 0
             np.add.at(first, cells.row[at], cells.ns[at])
@@ -161,7 +172,6 @@ class FleetAttribution:
         """One row per backend, columns as :meth:`Attribution.by_backend` (time of members
         without a compiled op in a last row ``""``, present only when it has time)."""
         if "backend" not in self._cache:
-            from toolkit.trace.catalog import catalog_of
 
             _codes, names = pd.factorize(pd.Series(catalog_of(self._tables).op_backend,
                                                    dtype=object))
@@ -176,12 +186,8 @@ class FleetAttribution:
     def per_run(self, by: str = "layer") -> pd.DataFrame:
         """The fleet's per-run table, columns as :meth:`Attribution.per_run` (``row``, the
         view's id column, ``run``, ``ns``, ``events``), sorted by ``row`` then ``run``."""
-        cells = self._m.per_run.get(by)
-        if cells is None:
-            raise ToolkitError(f"unknown per-run view {by!r}",
-                               fix="use 'layer', 'source_op', 'op', 'command' or 'backend'")
+        cells = self._cells(by)
         if by == "backend":
-            from toolkit.trace.catalog import catalog_of
 
             _codes, names = pd.factorize(pd.Series(catalog_of(self._tables).op_backend,
                                                    dtype=object))
@@ -276,8 +282,7 @@ class FleetAttribution:
                 raise ToolkitError(f"no layer {layer!r} in the compiled model",
                                    fix="pick a name of by_layer()['layer']")
             wanted = names.index(layer)
-        merged = self._m.per_run["layer"]
-        bounds = self._m.bounds["layer"]
+        merged, bounds = self._m.view("layer", catalog_of(self._tables))
         for i, p in enumerate(self._m.partials):
             at = slice(int(bounds[i]), int(bounds[i + 1]))
             row, run, ns = merged.row[at], merged.run[at], merged.ns[at]
@@ -327,12 +332,15 @@ class FleetAttribution:
                                f"{self.total_ns} ns")
         if sum(len(p.runs) for p in m.partials) != self.runs:
             raise ToolkitError("the partitions' runs do not add up to the fleet's runs")
-        for view, cells in m.per_run.items():
-            if len(cells.ns) and (int(cells.ns.min()) < 0 or int(cells.events.min()) < 0):
-                raise ToolkitError(f"a negative per-run cell in the {view} view")
-            if len(cells.run) and (int(cells.run.min()) < 0 or int(cells.run.max()) >= self.runs):
-                raise ToolkitError(f"a per-run cell of the {view} view names an unknown run")
-            got = int(cells.ns.sum())
+        cat = catalog_of(self._tables)
+        for view in PER_RUN_VIEWS:
+            got = 0
+            for p in m.partials:
+                c = p.cells
+                if any(a.dtype == np.int64 and a.size and int(a.min()) < 0 for a in
+                       (c.member_ns, c.target_events, c.command_ns, c.command_events)):
+                    raise ToolkitError(f"a negative per-run cell in partition {p.label!r}")
+                got += view_total(c, cat, view)
             if view in ("layer", "source_op") and got != self.attributed_ns:
                 raise ToolkitError(f"the {view} per-run table sums to {got} ns, attributed is "
                                    f"{self.attributed_ns} ns")

@@ -18,14 +18,15 @@ from typing import Any
 import numpy as np
 
 from toolkit.errors import ToolkitError
+from toolkit.trace.catalog import Catalog
 from toolkit.trace.fleet_partial import (
-    PER_RUN_VIEWS,
     SUMMARY_COUNTS,
     PartialJoin,
     PerRun,
     provenance_digest,
     provenance_snapshot,
 )
+from toolkit.trace.run_cells import view_cells
 
 __all__ = ["MergedJoin", "merge_partials", "check_partials", "RUN_MODES"]
 
@@ -35,26 +36,43 @@ class MergedJoin:
     """The exact merge of a fleet's partials (see :class:`~toolkit.trace.fleet.FleetAttribution`
     for the views built on it).
 
-    ``partials``: the partials, in source order (``order``, then ``device``), without their
-    per-run tables (moved into ``per_run``); ``runs``: every run value of the fleet,
-    ascending; ``per_run``: per view, the merged cells with ``run`` as a code into ``runs``,
-    partition ``i``'s cells at ``bounds[view][i]:bounds[view][i + 1]``; ``counts``: the summed
-    :data:`~toolkit.trace.fleet_partial.SUMMARY_COUNTS`; ``layer_inclusive_ns``,
-    ``reasons``, ``overhead``: summed.
+    ``partials``: the partials, in source order (``order``, then ``device``), each with its
+    compact per-run table (:class:`~toolkit.trace.run_cells.RunCells`); ``runs``: every run
+    value of the fleet, ascending; ``run_codes``: per partial, the fleet run code of each of
+    its runs; ``counts``: the summed :data:`~toolkit.trace.fleet_partial.SUMMARY_COUNTS`;
+    ``layer_inclusive_ns``, ``reasons``, ``overhead``: summed. A view's merged per-run cells
+    come from :meth:`view` (derived once per view, on first use).
     """
 
     digest: str
     options: dict[str, Any]
     partials: list[PartialJoin]
     runs: np.ndarray
-    per_run: dict[str, PerRun]
-    bounds: dict[str, np.ndarray]
+    run_codes: list[np.ndarray]
     counts: dict[str, int]
     nested: bool
     key_used: str
     layer_inclusive_ns: np.ndarray
     reasons: dict[str, tuple[int, int]]
     overhead: dict[str, tuple[int, int, int]]
+    _views: dict[str, tuple[PerRun, np.ndarray]] = dataclasses.field(default_factory=dict)
+
+    def view(self, by: str, cat: Catalog) -> tuple[PerRun, np.ndarray]:
+        """``(cells, bounds)``: the merged per-run cells of view ``by`` (``run``: a code into
+        :attr:`runs`; each partition's cells sorted by row then run) and where each
+        partition's cells lie (partition ``i``: ``bounds[i]:bounds[i + 1]``)."""
+        if by not in self._views:
+            rows, runs, ns, events = [], [], [], []
+            for p, codes in zip(self.partials, self.run_codes):
+                row, run, n, e = view_cells(p.cells, cat, by)
+                rows.append(row.astype(np.int32))
+                runs.append(codes[run].astype(np.int32))
+                ns.append(n)
+                events.append(e)
+            bounds = np.cumsum([0, *(len(r) for r in rows)]).astype(np.int64)
+            self._views[by] = (PerRun(np.concatenate(rows), np.concatenate(runs),
+                                      np.concatenate(ns), np.concatenate(events)), bounds)
+        return self._views[by]
 
 
 def check_partials(partials: list[PartialJoin], digest: str | None = None,
@@ -143,17 +161,7 @@ def merge_partials(partials: Iterable[PartialJoin], compiled: Any | None = None,
         items = _renumber(items)
     check_partials(items, digest)
     all_runs = np.unique(np.concatenate([p.runs for p in items]))
-    per_run: dict[str, PerRun] = {}
-    bounds: dict[str, np.ndarray] = {}
-    for view in PER_RUN_VIEWS:
-        parts = [p.per_run[view] for p in items]
-        bounds[view] = np.cumsum([0, *(len(q.row) for q in parts)]).astype(np.int64)
-        per_run[view] = PerRun(
-            np.concatenate([q.row for q in parts]),
-            np.concatenate([np.searchsorted(all_runs, p.runs).astype(np.int32)[q.run]
-                            for p, q in zip(items, parts)]),
-            np.concatenate([q.ns for q in parts]),
-            np.concatenate([q.events for q in parts]))
+    run_codes = [np.searchsorted(all_runs, p.runs).astype(np.int64) for p in items]
     counts = {k: int(sum(p.counts[k] for p in items)) for k in SUMMARY_COUNTS}
     reasons: dict[str, tuple[int, int]] = {}
     for p in items:
@@ -171,8 +179,8 @@ def merge_partials(partials: Iterable[PartialJoin], compiled: Any | None = None,
     key_used = items[0].options.get("key") or "+".join(k for k in KEY_KINDS if k in kinds)
     return MergedJoin(
         digest=items[0].digest, options=dict(items[0].options),
-        partials=[dataclasses.replace(p, per_run={}) for p in items], runs=all_runs,
-        per_run=per_run, bounds=bounds, counts=counts, nested=any(p.nested for p in items),
+        partials=items, runs=all_runs, run_codes=run_codes, counts=counts,
+        nested=any(p.nested for p in items),
         key_used=key_used,
         layer_inclusive_ns=np.asarray(np.sum([p.layer_inclusive_ns for p in items], axis=0,
                                              dtype=np.int64)),

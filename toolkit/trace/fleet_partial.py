@@ -25,6 +25,7 @@ import pandas as pd
 
 from toolkit.errors import ToolkitError
 from toolkit.provenance import Provenance
+from toolkit.trace.run_cells import RunCells
 from toolkit.trace.tables import ProvenanceTables
 
 __all__ = ["PartialJoin", "join_partition", "provenance_snapshot", "provenance_digest",
@@ -89,25 +90,14 @@ def provenance_digest(tables: ProvenanceTables) -> str:
 
 @dataclass
 class PerRun:
-    """One view's per-run table in a partial: parallel arrays, one element per (row, run)
-    with time or events (see :meth:`Attribution.per_run`): ``row`` (``int32``, position in
-    the view), ``run`` (``int32``, code into the partial's ``runs``), ``ns`` (``int64``),
-    ``events`` (``int64``). 24 bytes a cell: every layer runs in every run, so this is the
-    bulk of a partial (rows x runs cells)."""
+    """One view's per-run cells: parallel arrays, one element per (row, run) with time or
+    events (see :meth:`Attribution.per_run`): ``row`` (``int32``, position in the view),
+    ``run`` (``int32``, a run code), ``ns`` (``int64``), ``events`` (``int64``)."""
 
     row: np.ndarray
     run: np.ndarray
     ns: np.ndarray
     events: np.ndarray
-
-    @classmethod
-    def of(cls, frame: pd.DataFrame, runs: np.ndarray) -> PerRun:
-        """From :meth:`Attribution.per_run`'s DataFrame and the run values ``runs``."""
-        return cls(np.array(frame["row"].to_numpy(), dtype=np.int32),
-                   np.searchsorted(runs, frame["run"].to_numpy(dtype=np.int64))
-                   .astype(np.int32),
-                   np.array(frame["ns"].to_numpy(), dtype=np.int64),
-                   np.array(frame["events"].to_numpy(), dtype=np.int64))
 
 
 @dataclass
@@ -124,7 +114,9 @@ class PartialJoin:
         runs: the partition's run values (``int64``, ascending, after ``skip_runs``).
         counts: the integer counts of :data:`SUMMARY_COUNTS`.
         nested: some spans nest. ``key_used``: as :attr:`Attribution.key_used`.
-        per_run: per view of :data:`PER_RUN_VIEWS`, the :class:`PerRun` table.
+        cells: the per-run table as compact dense bases
+            (:class:`~toolkit.trace.run_cells.RunCells`, run codes into ``runs``), from
+            which every view of :data:`PER_RUN_VIEWS` is derived at the merge.
         layer_inclusive_ns: ``int64`` per layer (:meth:`Attribution.by_layer`'s
             ``inclusive_ns``).
         reasons: ``{reason: (events, self_ns)}`` of the unattributed events.
@@ -143,7 +135,7 @@ class PartialJoin:
     counts: dict[str, int]
     nested: bool
     key_used: str
-    per_run: dict[str, PerRun]
+    cells: RunCells
     layer_inclusive_ns: np.ndarray
     reasons: dict[str, tuple[int, int]] = field(default_factory=dict)
     overhead: dict[str, tuple[int, int, int]] = field(default_factory=dict)
@@ -178,7 +170,6 @@ def join_partition(trace: Any, compiled: Any, *, policy: str = "macs", key: str 
     Raises:
         ToolkitError: as :func:`~toolkit.trace.join.trace_join`, naming the partition.
     """
-    from toolkit.trace.catalog import catalog_of
     from toolkit.trace.join import trace_join
     from toolkit.trace.read import Trace, read_trace
 
@@ -199,14 +190,8 @@ def join_partition(trace: Any, compiled: Any, *, policy: str = "macs", key: str 
         raise_at(exc, label)
     summary = att.summary()
     runs = att.run_values()
-    per_run = {view: PerRun.of(att.per_run(view, ids=False), runs) for view in PER_RUN_VIEWS}
-    n_layers = len(catalog_of(tables).layer_names)
-    if att.nested:
-        inclusive = att.by_layer()["inclusive_ns"].to_numpy(dtype=np.int64)
-    else:
-        layer = per_run["layer"]
-        inclusive = np.zeros(n_layers, dtype=np.int64)
-        np.add.at(inclusive, layer.row, layer.ns)
+    cells = att.run_cells()
+    inclusive = att.layer_inclusive_ns()
     unatt = att.unattributed()
     reasons = {str(k): (int(v["size"]), int(v["sum"])) for k, v in
                unatt.groupby("reason", observed=True)["self_ns"].agg(["size", "sum"])
@@ -223,7 +208,7 @@ def join_partition(trace: Any, compiled: Any, *, policy: str = "macs", key: str 
                  "skip_runs": int(skip_runs)},
         label=label, device=str(device), order=int(order), runs=runs,
         counts={k: int(summary[k]) for k in SUMMARY_COUNTS}, nested=bool(att.nested),
-        key_used=att.key_used, per_run=per_run, layer_inclusive_ns=inclusive,
+        key_used=att.key_used, cells=cells, layer_inclusive_ns=inclusive,
         reasons=reasons, overhead=overhead,
         start_ns=int(start.min()) if len(start) else None,
         end_ns=int(np.maximum(end, start).max()) if len(start) else None,
