@@ -244,7 +244,10 @@ class FleetAttribution:
         ``partition_by`` value, ``""`` without one), ``runs``, ``events`` (int64),
         ``total_ns``, ``attributed_ns``, ``overhead_ns``, ``unattributed_ns`` (int64),
         ``match_score`` (float64), ``skipped_runs`` (int64), ``first_start_ns``,
-        ``last_end_ns`` (int64, -1 when the partition has no events), ``nested`` (bool).
+        ``last_end_ns`` (int64, -1 when the partition has no events), ``nested`` (bool),
+        ``worker_pid`` and ``worker_peak_rss_bytes`` (int64: the process that joined the
+        partition and its peak resident memory when it had, as that process read it; -1 when
+        not recorded).
         """
         ps = self._m.partials
 
@@ -264,7 +267,10 @@ class FleetAttribution:
                                        dtype=np.int64),
             "last_end_ns": np.array([-1 if p.end_ns is None else p.end_ns for p in ps],
                                     dtype=np.int64),
-            "nested": np.array([p.nested for p in ps], dtype=bool)})
+            "nested": np.array([p.nested for p in ps], dtype=bool),
+            "worker_pid": np.array([p.worker.get("pid", -1) for p in ps], dtype=np.int64),
+            "worker_peak_rss_bytes": np.array([p.worker.get("peak_rss_bytes", -1) for p in ps],
+                                              dtype=np.int64)})
 
     def layer_by_partition(self, layer: str | None = None) -> pd.DataFrame:
         """The per-partition (per-device) slice of :meth:`by_layer`: one row per
@@ -464,8 +470,8 @@ def join_source(source: Any, order: int, tables: ProvenanceTables,
     except ToolkitError as exc:
         raise_at(exc, label)
     if not by:
-        return [join_partition(trace, tables, label=label, order=order,
-                               digest=options["digest"], **opts)]
+        return _stamped([join_partition(trace, tables, label=label, order=order,
+                                        digest=options["digest"], **opts)])
     events = trace.events
     if by not in events.columns:
         raise ToolkitError(f"the trace has no column {by!r} to partition by", where=label,
@@ -477,4 +483,31 @@ def join_source(source: Any, order: int, tables: ProvenanceTables,
                      {**trace.meta, "device": device})
         out.append(join_partition(part, tables, label=label, device=str(device), order=order,
                                   digest=options["digest"], **opts))
-    return out
+    return _stamped(out)
+
+
+def _peak_rss_bytes(maxrss_kb: int) -> int:
+    """This process's peak resident memory in bytes: ``VmHWM`` of ``/proc/self/status``
+    (this process image only; ``ru_maxrss`` keeps the high-water mark of the parent a
+    spawned worker was forked from), else ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(maxrss_kb) * 1024
+
+
+def _stamped(partials: list[PartialJoin]) -> list[PartialJoin]:
+    """``partials`` with the process that joined them recorded (``worker``: ``pid``, peak
+    resident memory ``peak_rss_bytes`` and ``cpu_ns`` so far, read in that process)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    stamp = {"pid": os.getpid(), "peak_rss_bytes": _peak_rss_bytes(usage.ru_maxrss),
+             "cpu_ns": int((usage.ru_utime + usage.ru_stime) * 1e9)}
+    for p in partials:
+        p.worker = dict(stamp)
+    return partials

@@ -169,15 +169,21 @@ def run_dask(sources: list[Any], tables: ProvenanceTables, options: dict[str, An
         shared = client.scatter(tables, broadcast=True)
         futures = client.map(join_source, sources, list(range(len(sources))), tables=shared,
                              options=options, pure=False)
+        pending = set(futures)
+        completed = distributed.as_completed(futures)
+        del futures  # a worker keeps a result while some future refers to it
         out: list[PartialJoin] = []
         n = len(sources)
         try:
-            for done, future in enumerate(distributed.as_completed(futures), start=1):
+            for done, future in enumerate(completed, start=1):
                 got = future.result()
+                pending.discard(future)
+                future.release()  # the worker frees the partial now, not at the end
+                del future
                 out.extend(got)
                 _report(progress, got, done, n)
         except BaseException:
-            client.cancel(futures)
+            client.cancel(list(pending))
             raise
         return out
     finally:

@@ -124,6 +124,9 @@ class PartialJoin:
         start_ns, end_ns: the earliest start and latest end of the partition's events
             (``None`` when it has none).
         checked: :meth:`Attribution.check` passed on the partition.
+        worker: the process that joined it, when recorded by the engine: ``pid``,
+            ``peak_rss_bytes`` (its peak resident memory so far), ``cpu_ns`` (its CPU time so
+            far).
     """
 
     digest: str
@@ -142,6 +145,7 @@ class PartialJoin:
     start_ns: int | None = None
     end_ns: int | None = None
     checked: bool = False
+    worker: dict[str, int] = field(default_factory=dict)
 
 
 def join_partition(trace: Any, compiled: Any, *, policy: str = "macs", key: str | None = None,
