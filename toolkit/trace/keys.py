@@ -249,17 +249,19 @@ def extract_keys_ints(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
         if not take.any():
             continue
         code[take] = KEY_KINDS.index(kind)
-        as_int, ok = integer_values(values)
+        rows = np.flatnonzero(take)  # read only the rows taken (often a few of many)
+        sub = values if len(rows) == n else values.iloc[rows]
         if kind == "name" or kind == "source_name":
-            ok = np.zeros(n, dtype=bool)
-        good = take & ok
-        ints[good] = as_int[good]
-        is_int |= good
-        rest = take & ~ok
-        if rest.any():
+            as_int, ok = np.zeros(len(rows), np.int64), np.zeros(len(rows), dtype=bool)
+        else:
+            as_int, ok = integer_values(sub)
+        good = rows[ok]
+        ints[good] = as_int[ok]
+        is_int[good] = True
+        if not ok.all():
             if other is None:
                 other = np.full(n, None, dtype=object)
-            other[rest] = values.astype(object).to_numpy()[rest]
+            other[rows[~ok]] = sub.astype(object).to_numpy()[~ok]
     if generic:
         values, present = _first_present(frame, GENERIC_COLUMNS)
         take = present & (code < 0)

@@ -659,13 +659,13 @@ def _from_frame(frame: pd.DataFrame, opts: _Options, meta: dict[str, Any]) -> Tr
     events = pd.DataFrame({
         "event_id": np.arange(n, dtype=np.int64),
         "run": run.astype(np.int64),
-        "key": key if key.dtype != object else pd.Series(key, dtype=object),
+        "key": np.array(key) if key.dtype != object else pd.Series(key, dtype=object),
         "key_kind": key_kind,
-        "name": names,
-        "start_ns": start,
+        "name": names.copy(),
+        "start_ns": np.array(start, dtype=np.int64),
         "dur_ns": dur.astype(np.int64),
         "problem": problems.categorical(),
-    })
+    }, copy=False)  # every array is fresh (copied above where it may be the source's)
     rest = [c for c in frame.columns if c not in consumed]
     if rest:
         extra = frame[rest].reset_index(drop=True)
