@@ -29,6 +29,7 @@ from toolkit.trace.split import group_sum
 __all__ = ["SpanTree", "span_tree"]
 
 _MAX_ROUNDS = 256
+_FEW_LEVELS = 8
 
 
 @dataclass
@@ -93,11 +94,16 @@ def _parents(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     parent = np.full(m, -1, dtype=np.int64)
     if m == 0 or int(depth.max()) == 0:
         return parent, depth
-    by_depth = np.argsort(depth, kind="stable")
-    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
-    for d in range(1, int(depth.max()) + 1):
-        up = by_depth[bounds[d - 1]:bounds[d]]
-        here = by_depth[bounds[d]:bounds[d + 1]]
+    top = int(depth.max())
+    if top <= _FEW_LEVELS:  # a few levels: one pass per level, no sort
+        levels = [np.flatnonzero(depth == d) for d in range(top + 1)]
+    else:
+        by_depth = np.argsort(depth, kind="stable")
+        bounds = np.searchsorted(depth[by_depth], np.arange(top + 2))
+        levels = [by_depth[bounds[d]:bounds[d + 1]] for d in range(top + 1)]
+    for d in range(1, top + 1):
+        up = levels[d - 1]
+        here = levels[d]
         if len(here) == 0:
             continue
         at = np.searchsorted(up, here) - 1
