@@ -75,6 +75,18 @@ class RunCells:
         return int(sum(getattr(self, f).nbytes for f in self.__dataclass_fields__))
 
 
+def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct values ascending, code of each value)`` of non-negative integers (a
+    presence table instead of a sort)."""
+    values = np.asarray(values, dtype=np.int64)
+    if len(values) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    seen = np.bincount(values) > 0
+    distinct = np.flatnonzero(seen)
+    table = np.cumsum(seen) - 1
+    return distinct.astype(np.int64), table[values]
+
+
 def build_run_cells(sums: CellSums, hit_members: np.ndarray, target: np.ndarray,
                     command: np.ndarray, run_code: np.ndarray, time_ns: np.ndarray,
                     runs: np.ndarray) -> RunCells:
@@ -96,16 +108,14 @@ def build_run_cells(sums: CellSums, hit_members: np.ndarray, target: np.ndarray,
         run, column, ns = sums.triplets()
         matrix[run, column] = ns
     hit = np.flatnonzero(target >= 0)
-    t = target[hit].astype(np.int64)
-    targets = np.unique(t)
+    targets, t = _dense_codes(target[hit])
     width = max(n_runs, 1)
     code = run_code[hit].astype(np.int64)
-    t_events = np.bincount(np.searchsorted(targets, t) * width + code,
+    t_events = np.bincount(t * width + code,
                            minlength=len(targets) * width).reshape(len(targets), width)
     rows = np.flatnonzero(command >= 0)
-    c = command[rows].astype(np.int64)
-    commands = np.unique(c)
-    cells = np.searchsorted(commands, c) * width + run_code[rows].astype(np.int64)
+    commands, c = _dense_codes(command[rows])
+    cells = c * width + run_code[rows].astype(np.int64)
     c_ns = group_sum(cells, np.asarray(time_ns)[rows], len(commands) * width)
     c_events = np.bincount(cells, minlength=len(commands) * width)
     return RunCells(
