@@ -153,10 +153,10 @@ def span_tree(start: np.ndarray, dur: np.ndarray, valid: np.ndarray,
     pos = np.arange(len(rows))
     for _ in range(_MAX_ROUNDS):
         pos = np.flatnonzero(keep)
-        parent, _depth = _parents(ss[pos], ee[pos])
-        has = parent >= 0
-        bad = np.zeros(len(pos), dtype=bool)
-        bad[has] = ee[pos][has] > ee[pos][parent[has]]
+        e_pos = ee[pos] if len(pos) < len(ee) else ee
+        parent, _depth = _parents(ss[pos] if len(pos) < len(ss) else ss, e_pos)
+        # a span ending after its parent does (no parent: -1 reads a harmless last element)
+        bad = (parent >= 0) & (e_pos > e_pos[parent])
         if not bad.any():
             break
         # a violation is certain only when no earlier violator is still open at its start
