@@ -4,6 +4,7 @@ the concatenated fleet, to the nanosecond and to the bit of every per-run statis
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 from pathlib import Path
 
@@ -103,6 +104,10 @@ def test_local_pool_equals_one_join_and_one_worker_shuffled(model, fleet, refere
     assert_same(two, reference)
     parts = two.by_partition()
     assert parts["total_ns"].sum() == reference.total_ns
+    # each partition names the worker process that joined it and that process's peak memory
+    assert not (parts["worker_pid"] == os.getpid()).any()
+    assert parts["worker_pid"].nunique() <= 2
+    assert (parts["worker_peak_rss_bytes"] > 10 * 2**20).all()
     assert parts["runs"].tolist() == [RUNS] * FILES
     shuffled = list(fleet)
     random.Random(7).shuffle(shuffled)
