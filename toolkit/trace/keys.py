@@ -282,8 +282,12 @@ def extract_keys_ints(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
                                          categories=pd.Index(categories, dtype="str"))
     if other is None and is_int.all():
         return ints, kind_cat, ints
-    key = np.full(n, None, dtype=object) if other is None else other
+    if other is None:  # integer keys and rows without one (None)
+        key = ints.astype(object)
+        key[~is_int] = None
+        return key, kind_cat, ints
+    key = other
     if is_int.any():
         idx = np.flatnonzero(is_int)
         key[idx] = ints[idx].tolist()
-    return key, kind_cat, (ints if other is None else None)
+    return key, kind_cat, None
