@@ -283,7 +283,11 @@ def extract_keys_ints(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
     if other is None and is_int.all():
         return ints, kind_cat, ints
     if other is None:  # integer keys and rows without one (None)
-        key = ints.astype(object)
+        low, high = (int(ints.min()), int(ints.max())) if n else (0, -1)
+        if high - low < 4 * n + 4096:  # one int object per distinct key, shared by its rows
+            key = np.arange(low, high + 1, dtype=np.int64).astype(object)[ints - low]
+        else:
+            key = ints.astype(object)
         key[~is_int] = None
         return key, kind_cat, ints
     key = other
