@@ -243,3 +243,23 @@ def test_flat_traces_have_no_overhead_and_keep_dtypes() -> None:
     assert over["total_ns"].dtype == np.int64
     layers = att.by_layer()
     assert (layers["inclusive_ns"] == layers["total_ns"]).all()
+
+
+def test_deep_nesting_matches_the_reference() -> None:
+    """Twelve levels (more than the per-level pass takes: the depth-sorted path) with
+    siblings at every level, in shuffled rows."""
+    start: list[int] = []
+    dur: list[int] = []
+    for level in range(12):
+        lo, length = 10 * level, 1000 - 20 * level
+        start += [lo, 5000 + 100 * level]  # the chain's span and a lone span far after
+        dur += [length, 3 + level]
+        start.append(lo + 1)  # a leaf inside this level's span, before the next level
+        dur.append(2)
+    order = np.random.default_rng(4).permutation(len(start))
+    start = [start[i] for i in order]
+    dur = [dur[i] for i in order]
+    tree = span_tree(np.array(start, np.int64), np.array(dur, np.int64),
+                     np.ones(len(start), bool), None)
+    assert tree.self_ns.tolist() == reference_self(start, dur, [0] * len(start))
+    assert len(tree.overlapping) == 0 and tree.nested
