@@ -109,7 +109,7 @@ def read_trace_parquet(path: str | os.PathLike[str]) -> pd.DataFrame:
     Raises:
         TraceError: the file cannot be read as Parquet.
     """
-    _pa, pq = _pyarrow()
+    pa, pq = _pyarrow()
     try:
         table = pq.read_table(path, use_threads=False)
         # column by column, each Arrow column freed once converted: the peak is about one
@@ -117,8 +117,9 @@ def read_trace_parquet(path: str | os.PathLike[str]) -> pd.DataFrame:
         frame: pd.DataFrame = table.to_pandas(split_blocks=True, self_destruct=True,
                                               use_threads=False)
         del table
+        pa.default_memory_pool().release_unused()  # the decoded pages go back to the system
     except (OSError, ValueError, KeyError, TypeError, IndexError, NotImplementedError,
-            _pa.lib.ArrowException) as exc:  # e.g. a column type arrow cannot convert
+            pa.lib.ArrowException) as exc:  # e.g. a column type arrow cannot convert
         raise TraceError(f"cannot read the Parquet trace ({exc!r:.200})", where=str(path),
                          fix="pass a Parquet file written by write_trace_parquet or an "
                              "engine (one row per event)") from None
