@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from timing import best
 
 from toolkit.formats.caffe import parse_binary
 from toolkit.formats.caffe.writer import NetBuilder
@@ -81,14 +80,6 @@ def alexnet(scale: float, seed: int = 0) -> NetBuilder:
     return nb
 
 
-def best(fn: Callable[[], Any], repeat: int) -> float:
-    """Best wall time of ``repeat`` calls, in seconds."""
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:

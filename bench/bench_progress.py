@@ -12,10 +12,11 @@ import argparse
 import io
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from timing import best
 
 from toolkit import progress as progress_mod
 from toolkit.formats.flatbuffer_read import load
@@ -24,14 +25,6 @@ from toolkit.runtime.interpreter import run_model as run
 TARGET = 1.05
 
 
-def best(fn: object, repeat: int) -> float:
-    """Best wall time of ``repeat`` calls, in seconds."""
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()  # type: ignore[operator]
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main() -> int:

@@ -17,17 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from timing import best
+
 from toolkit.runtime.tracer import EventTracer
-
-
-def best(fn: object, repeat: int) -> float:
-    """Best wall time of ``repeat`` calls, in seconds."""
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()  # type: ignore[operator]
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main() -> int:
