@@ -34,7 +34,13 @@ from toolkit.partitioner import report
 from toolkit.partitioner.build import build_part
 from toolkit.partitioner.grouping import Placement, group_ops, place_ops
 from toolkit.util.args import check_optional_str
-from toolkit.util.atomic import folder_lock, remove_stale_temps, write_file_set
+from toolkit.util.atomic import (
+    JOURNAL_NAME,
+    finish_interrupted_set,
+    folder_lock,
+    remove_stale_temps,
+    write_file_set,
+)
 from toolkit.util.gc_pause import paused_gc
 
 __all__ = ["partition", "PartitionResult", "Part", "part_file_name"]
@@ -154,8 +160,9 @@ class PartitionResult:
         payload[_inside(work, f"{self.stem}.conn.json")] = format_conn_json(conn).encode()
         payload[_inside(work, f"{self.stem}.conn.ini")] = format_conn_ini(conn).encode()
         with folder_lock(work):
-            remove_stale_temps(work, [p.name for p in payload])
-            write_file_set(payload)
+            finish_interrupted_set(work)  # a killed write's temporary files are its new set
+            remove_stale_temps(work, [*(p.name for p in payload), JOURNAL_NAME])
+            write_file_set(payload, journal=True)
         self.ext = ext
         self.paths = list(payload)
         for p, path in zip(self.parts, self.paths):

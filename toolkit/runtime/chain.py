@@ -61,6 +61,7 @@ def _stages(conn: Any) -> tuple[list[_Stage], Connection, Model | None]:
         source: Model | None = conn.source
     else:
         if isinstance(conn, (str, os.PathLike)):
+            _finish_interrupted(Path(conn).parent)
             conn = read_connection(conn)
         if not isinstance(conn, Connection):
             raise PartitionError(f"cannot chain a {type(conn).__name__}",
@@ -85,6 +86,17 @@ def _stages(conn: Any) -> tuple[list[_Stage], Connection, Model | None]:
         stages.append(_Stage(i, p.file, b, m, list(p.inputs), list(p.outputs), offset))
         offset += len(m.graph)
     return stages, c, source
+
+
+def _finish_interrupted(folder: Path) -> None:
+    """Complete a partition set whose writer was killed while renaming it into place (see
+    :func:`toolkit.util.atomic.finish_interrupted_set`), under the folder's lock; a set still
+    being written by a live process is refused by the lock."""
+    from toolkit.util.atomic import JOURNAL_NAME, finish_interrupted_set, folder_lock
+
+    if (folder / JOURNAL_NAME).is_file():
+        with folder_lock(folder):
+            finish_interrupted_set(folder)
 
 
 def _checked_part(path: Path, part: ConnPart, where: str) -> bytes:

@@ -9,6 +9,7 @@ path. Permissions are those a plain ``open()`` would give (or the replaced file'
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -18,9 +19,12 @@ from typing import IO
 
 from toolkit.errors import ToolkitError
 
-__all__ = ["atomic_write", "atomic_open", "write_file_set", "folder_lock", "remove_stale_temps"]
+__all__ = ["atomic_write", "atomic_open", "write_file_set", "finish_interrupted_set",
+           "folder_lock", "remove_stale_temps"]
 
 LOCK_NAME = ".toolkit.lock"
+JOURNAL_NAME = ".toolkit.journal"
+"""A set's rename plan, present only while its files are being renamed into place."""
 
 
 def _umask() -> int:
@@ -107,13 +111,18 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | bytearray | memoryv
     return p
 
 
-def write_file_set(payload: Mapping[Path, bytes]) -> list[Path]:
+def write_file_set(payload: Mapping[Path, bytes], *, journal: bool = False) -> list[Path]:
     """Write every ``{path: bytes}`` or none of them; return the paths in order.
 
     Every file is first written in full to a temporary name beside its target and flushed;
     only then is each renamed over its final name (never deleted first). When a rename fails,
     the targets already replaced get their previous content back and every temporary file is
     removed, so the set on disk is the old one or the new one.
+
+    With ``journal`` (every path in one folder, whose :func:`folder_lock` the caller holds),
+    the rename plan is written to ``<folder>/.toolkit.journal`` once every temporary file is
+    whole and flushed, and removed once every rename is done: a process killed between two
+    renames leaves the plan, and :func:`finish_interrupted_set` completes the new set.
 
     Raises:
         ToolkitError: an ``OSError`` while writing (named with the path).
@@ -132,6 +141,16 @@ def write_file_set(payload: Mapping[Path, bytes]) -> list[Path]:
                 f.flush()
                 os.fsync(f.fileno())
             os.chmod(tmp, _mode_for(path))
+        plan: Path | None = None
+        if journal and payload:
+            folder = next(iter(payload)).parent
+            if any(path.parent != folder for path in payload):
+                raise ValueError("a journalled file set lies in one folder")
+            plan = folder / JOURNAL_NAME
+            current = plan
+            atomic_write(plan, json.dumps(
+                {"renames": [[Path(tmp).name, path.name] for path, tmp in temps.items()]}
+            ).encode())
         for path, tmp in temps.items():
             current = path
             if path.exists():
@@ -142,6 +161,8 @@ def write_file_set(payload: Mapping[Path, bytes]) -> list[Path]:
             os.replace(tmp, path)
             placed.append(path)
     except BaseException as exc:
+        if journal and payload:  # the old set is restored below: nothing to finish
+            _quiet_unlink(next(iter(payload)).parent / JOURNAL_NAME)
         for path in placed:
             if path in backups:
                 with contextlib.suppress(OSError):
@@ -153,9 +174,53 @@ def write_file_set(payload: Mapping[Path, bytes]) -> list[Path]:
         if isinstance(exc, OSError):
             raise _write_error(current or Path("."), exc) from None
         raise
+    if plan is not None:
+        _quiet_unlink(plan)  # the set is whole: nothing to finish
     for bak in backups.values():
         _quiet_unlink(bak)
     return list(payload)
+
+
+def finish_interrupted_set(folder: str | os.PathLike[str]) -> int:
+    """Complete a file set whose writer was killed while renaming it into place (the
+    ``.toolkit.journal`` that :func:`write_file_set` leaves): every temporary file still there
+    is renamed over its final name, then the plan is removed. Call it while holding
+    :func:`folder_lock`. Returns how many files it renamed (0 with no plan).
+
+    Raises:
+        ToolkitError: the plan is damaged or names files outside the folder.
+    """
+    root = Path(folder)
+    plan = root / JOURNAL_NAME
+    try:
+        text = plan.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return 0
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ToolkitError(f"cannot read the interrupted write's plan ({exc})", where=str(plan),
+                           fix=f"remove {plan} and write the files again") from None
+    try:
+        renames = json.loads(text)["renames"]
+        pairs = [(str(tmp), str(final)) for tmp, final in renames]
+    except (ValueError, KeyError, TypeError):
+        pairs = []
+        renames = None
+    if renames is None or any(
+            not final or os.sep in final or "/" in final or final in (".", "..")
+            or not (tmp.startswith(f".{final}.") and tmp.endswith(".tmp")) or "/" in tmp
+            or os.sep in tmp for tmp, final in pairs):
+        raise ToolkitError("the interrupted write's plan is damaged", where=str(plan),
+                           fix=f"remove {plan} and write the files again")
+    done = 0
+    try:
+        for tmp, final in pairs:
+            if (root / tmp).is_file():
+                os.replace(root / tmp, root / final)
+                done += 1
+        plan.unlink()
+    except OSError as exc:
+        raise _write_error(plan, exc) from None
+    return done
 
 
 
