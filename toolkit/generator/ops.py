@@ -29,6 +29,11 @@ from toolkit.generator.quant import (
     round_half_away,
     spatial_mean_requant,
 )
+from toolkit.generator.tables import (
+    float_pair_table,
+    hard_swish_table,
+    squared_difference_f32,
+)
 from toolkit.ir import Op, Tensor
 
 __all__ = ["Emitter", "emit_step", "SUPPORTED", "ctype"]
@@ -428,6 +433,11 @@ def _batch_matmul(e: Emitter, step: Step) -> str:
 # ------------------------------------------------------------------ element-wise
 _BINOPS = {"ADD": 0, "SUB": 1, "MUL": 2, "DIV": 3, "POW": 4, "SQUARED_DIFFERENCE": 5,
            "MINIMUM": 6, "MAXIMUM": 7}
+#: int8 binary ops LiteRT (and the reference runtime) compute in float between dequantizing
+#: and quantizing: looked up in a table of every pair of inputs
+_FLOAT_PAIR: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "SQUARED_DIFFERENCE": squared_difference_f32, "DIV": np.divide, "POW": np.power,
+}
 
 
 def _strides6(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
@@ -479,7 +489,20 @@ def _binary(e: Emitter, step: Step) -> str:
     if not (is_quantized(a) and is_quantized(b) and is_quantized(out)):
         raise _unsupported(op, f"{op.type} of {a.dtype} x {b.dtype}")
     _check_int8(op, a, b, out)
+    if op.type in ("MINIMUM", "MAXIMUM"):  # stored values compared, as LiteRT
+        return (f"tk::minmax_q8({g}, {int(op.type == 'MAXIMUM')}, {e.ptr(a)}, {e.ptr(b)}, "
+                f"{e.ptr(out)}, {r0}, {r1});")
     qa, qb, qo = qp(op, a), qp(op, b), qp(op, out)
+    for t, p in ((a, qa), (b, qb), (out, qo)):
+        if p.scale.size > 1:
+            raise _unsupported(op, f"per-channel quantization of {t.name!r} in a binary op")
+    if op.type in _FLOAT_PAIR:
+        act = _act(op)
+        lo, hi = (-128, 127) if act == 4 else activation_range(op, out)
+        table = e.param(float_pair_table(qa, qb, qo, act, lo, hi, _FLOAT_PAIR[op.type]),
+                        "int8_t")
+        return (f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, "
+                f"{r1});")
     lo, hi = activation_range(op, out)
     if op.type in ("ADD", "SUB"):
         left = 20
@@ -596,6 +619,11 @@ def _unary(e: Emitter, step: Step) -> str:
         return _flat_rows(step, shape, lambda o, n: (
             f"tk::relu_q8({px} + {o}, {iq.zp}, {int(m)}, {int(s)}, {oq.zp}, {lo}, {hi}, "
             f"{py} + {o}, {n});"))
+    if op.type == "HARD_SWISH":
+        iq, oq = qp(op, x), qp(op, out)
+        table = e.param(hard_swish_table(iq, oq), "int8_t")
+        return _flat_rows(step, shape, lambda o, n: f"tk::lut_q8({px} + {o}, {table}, "
+                                                     f"{py} + {o}, {n});")
     fn = (lambda v: _gelu(v, True)) if approximate else _LUT_FNS.get(op.type)
     if fn is None:
         raise _unsupported(op, f"quantized {op.type}")
@@ -783,6 +811,42 @@ def _transpose(e: Emitter, step: Step) -> str:
             f"{_arr(st6)};\n  tk::transpose({e.ptr(x)}, {e.ptr(out)}, {item}, s, t); }}")
 
 
+def _tile(e: Emitter, step: Step) -> str:
+    """TILE as a strided gather (``tk::transpose``): each tiled axis becomes a repeat axis of
+    stride 0 before the axis itself; at most 6 such axes after dropping those of size 1."""
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    mult = [int(v) for v in _const(op, 1).reshape(-1)]
+    rank = len(x.shape)
+    if len(mult) != rank or any(m < 0 for m in mult):
+        raise _unsupported(op, f"multiples {mult} for rank {rank}")
+    if tuple(out.shape) != tuple(d * m for d, m in zip(x.shape, mult)):
+        raise _unsupported(op, f"output shape {list(out.shape)} is not the input's "
+                               f"{list(x.shape)} tiled {mult} times")
+    in_st = [0] * rank
+    acc = 1
+    for d in range(rank - 1, -1, -1):
+        in_st[d] = acc
+        acc *= x.shape[d]
+    dims: list[tuple[int, int]] = []  # (size, input stride)
+    for d in range(rank):
+        if mult[d] != 1:
+            dims.append((mult[d], 0))
+        if x.shape[d] != 1:
+            dims.append((x.shape[d], in_st[d]))
+    if len(dims) > 6:
+        raise _unsupported(op, f"TILE of {list(x.shape)} by {mult} needs {len(dims)} axes "
+                               "(at most 6)")
+    if _size(out.shape) == 0:
+        return "// TILE with an empty output"
+    dims = [(1, 0)] * (6 - len(dims)) + dims
+    item = x.dtype.itemsize  # type: ignore[union-attr]
+    return (f"{{ static const int64_t s[6] = {_arr([d for d, _ in dims])}; static const "
+            f"int64_t t[6] = {_arr([st for _, st in dims])};\n  tk::transpose({e.ptr(x)}, "
+            f"{e.ptr(out)}, {item}, s, t); }}")
+
+
 def _concat(e: Emitter, step: Step) -> str:
     op = step.op
     out = op.outputs[0]
@@ -899,7 +963,8 @@ _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
     "SOFTMAX": _softmax, **dict.fromkeys(_REDOPS, _reduce),
     "INSTANCE_NORM": _norm, "LAYER_NORM": _norm,
     "RESHAPE": _copy, "SQUEEZE": _copy, "EXPAND_DIMS": _copy,
-    "TRANSPOSE": _transpose, "CONCATENATION": _concat, "SPLIT": _split, "SPLIT_V": _split,
+    "TRANSPOSE": _transpose, "TILE": _tile, "CONCATENATION": _concat, "SPLIT": _split,
+    "SPLIT_V": _split,
     "LEAKY_RELU": _leaky_relu, "PAD": _pad, "PADV2": _pad,
 }
 

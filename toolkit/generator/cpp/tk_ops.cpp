@@ -1080,6 +1080,14 @@ void mul_table_q8(int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo, int 
   mul_q8(kPairs, zp_a, zp_b, m, s, zp_out, lo, hi, a, b, table, 0, 0);
 }
 
+void minmax_q8(const Bcast& g, int is_max, const int8_t* a, const int8_t* b, int8_t* y,
+               int row0, int row1) {
+  if (is_max)
+    bcast_q8(g, row0, row1, a, b, y, [](int8_t u, int8_t v) { return u < v ? v : u; });
+  else
+    bcast_q8(g, row0, row1, a, b, y, [](int8_t u, int8_t v) { return v < u ? v : u; });
+}
+
 void lookup2_q8(const Bcast& g, const int8_t* table, const int8_t* a, const int8_t* b,
                 int8_t* y, int row0, int row1) {
   bcast_q8(g, row0, row1, a, b, y, [table](int8_t av, int8_t bv) {

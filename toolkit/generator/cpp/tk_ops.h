@@ -143,6 +143,10 @@ void mul_q8(const Bcast& g, int zp_a, int zp_b, int32_t m, int s, int zp_out, in
 void add_table_q8(const AddQ& q, int sign, int8_t* table);
 void mul_table_q8(int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo, int hi,
                   int8_t* table);
+// MINIMUM (is_max 0) / MAXIMUM (1) of int8 stored values (inputs and output share their
+// quantization, as LiteRT assumes).
+void minmax_q8(const Bcast& g, int is_max, const int8_t* a, const int8_t* b, int8_t* y,
+               int row0, int row1);
 void lookup2_q8(const Bcast& g, const int8_t* table, const int8_t* a, const int8_t* b,
                 int8_t* y, int row0, int row1);
 

@@ -1,0 +1,129 @@
+"""Lookup tables of int8 ops the C++ kernels compute by indexing (TFLite's arithmetic).
+
+An int8 op with per-tensor quantization has at most 256 (unary) or 65536 (binary) distinct
+results, so the generator computes them here, exactly as TFLite does, and the kernel looks
+them up (``tk::lut_q8``, ``tk::lookup2_q8``). Unary tables are indexed by ``x + 128``; binary
+tables by ``(a + 128) * 256 + (b + 128)``. Every function returns an int8 array.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from toolkit.fixed_point import QParams, quantize_multiplier, round_half_away
+
+__all__ = ["hard_swish_table", "float_pair_table", "float_activation_f32",
+           "squared_difference_f32"]
+
+_ALL = np.arange(-128, 128, dtype=np.int64)
+
+
+def _c_div(a: np.ndarray, b: int) -> np.ndarray:
+    """Integer division truncating toward zero (C), int64."""
+    q = np.abs(a) // abs(b)
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
+def _rdbpot(x: np.ndarray, exponent: int) -> np.ndarray:
+    """gemmlowp ``RoundingDivideByPOT``."""
+    mask = (np.int64(1) << exponent) - 1
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> exponent) + ((x & mask) > threshold)
+
+
+def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingDoublingHighMul`` on int16 values."""
+    ab = a * np.int64(b)
+    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    r = _c_div(ab + nudge, 1 << 15)
+    return np.where((a == -32768) & (b == -32768), 32767, r)
+
+
+def _to_int16_multiplier(m: int) -> int:
+    """TFLite ``DownScaleInt32ToInt16Multiplier``."""
+    return 32767 if m >= (1 << 31) - 1 - (1 << 15) else (m + (1 << 15)) >> 16
+
+
+def _float_lut(iq: QParams, oq: QParams, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """TFLite's ``LUTPopulate``: dequantize in float32, ``fn``, ``round(y * (1 / s_out))``."""
+    deq = np.float32(iq.s) * (_ALL - iq.zp).astype(np.float32)
+    with np.errstate(all="ignore"):
+        y = np.asarray(fn(deq), dtype=np.float32)
+        r = round_half_away(y * (np.float32(1) / np.float32(oq.s)))
+        r = np.clip(np.nan_to_num(r, nan=0.0), -(2.0**40), 2.0**40)
+    return np.clip(r.astype(np.int64) + oq.zp, -128, 127).astype(np.int8)
+
+
+def _hard_swish_f(x: np.ndarray) -> np.ndarray:
+    r = np.minimum(np.float32(6), np.maximum(np.float32(0), x + np.float32(3)))
+    return x * r / np.float32(6)
+
+
+def hard_swish_table(iq: QParams, oq: QParams) -> np.ndarray:
+    """int8 HARD_SWISH over the 256 inputs: TFLite's 16-bit fixed-point
+    ``reference_ops::HardSwish``, or the float table where TFLite's fixed point does not
+    apply (an output multiplier above 1)."""
+    hires = np.float32(1.0 / 128.0) * np.float32(iq.s)
+    reluish_scale = np.float32(3.0) / np.float32(32768.0)
+    om, oe_m = quantize_multiplier(np.float64(hires / np.float32(oq.s)))
+    rm, re_m = quantize_multiplier(np.float64(hires / reluish_scale))
+    oe, re = int(oe_m), int(re_m)
+    if oe > 0:
+        return _float_lut(iq, oq, _hard_swish_f)
+    om16, rm16 = _to_int16_multiplier(int(om)), _to_int16_multiplier(int(rm))
+    hires_v = (_ALL - iq.zp) * 128
+    preshift = _srdhm16(hires_v, om16)
+    rv = hires_v
+    if re > 0:
+        rv = np.clip(rv << (re - 1), -32768, 32767)
+    rv = _srdhm16(rv, rm16)
+    if re > 0:
+        rv = np.clip(rv * 2, -32768, 32767)
+    if re < 0:
+        rv = _rdbpot(rv, -re)
+    rv = (rv + (1 << 15)) >> 1
+    prod = rv * preshift
+    pre_out = np.where((rv == -32768) & (preshift == -32768), 32767, _c_div(prod, 1 << 15))
+    y = _rdbpot(pre_out, -oe) + oq.zp
+    return np.clip(y, -128, 127).astype(np.int8)
+
+
+def float_activation_f32(x: np.ndarray, code: int) -> np.ndarray:
+    """A fused activation (TFLite's numbering) applied to float32 values."""
+    if code == 1:
+        return np.maximum(x, np.float32(0))
+    if code == 2:
+        return np.minimum(np.maximum(x, np.float32(-1)), np.float32(1))
+    if code == 3:
+        return np.minimum(np.maximum(x, np.float32(0)), np.float32(6))
+    if code == 4:
+        return np.tanh(x)
+    return x
+
+
+def float_pair_table(qa: QParams, qb: QParams, qo: QParams, act: int, lo: int, hi: int,
+                     fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """An int8 binary op computed in float over every pair (65536 values): both inputs
+    dequantized (``s * (q - zp)`` in float64, rounded to float32), ``fn`` and the fused
+    activation ``act`` in float32, quantized (``round(y / s_out) + zp_out``) and clamped
+    to ``[lo, hi]``."""
+    a = np.repeat(_ALL, 256)
+    b = np.tile(_ALL, 256)
+    ra = (np.float64(qa.s) * (a - qa.zp)).astype(np.float32)
+    rb = (np.float64(qb.s) * (b - qb.zp)).astype(np.float32)
+    with np.errstate(all="ignore"):
+        y = float_activation_f32(np.asarray(fn(ra, rb), dtype=np.float32), act)
+        r = round_half_away(y / np.float32(qo.s))
+    r = np.where(np.isnan(r), 0.0, r)
+    r = np.clip(r, -(2.0**40), 2.0**40)
+    q = r.astype(np.int64) + qo.zp
+    return np.clip(q, lo, hi).astype(np.int8)
+
+
+def squared_difference_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(a - b) * (a - b)`` in float32."""
+    d = a - b
+    return d * d
+
