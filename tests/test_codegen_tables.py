@@ -1,0 +1,108 @@
+"""Native kernels of int8 ops computed through lookup tables (HARD_SWISH, SQUARED_DIFFERENCE,
+DIV, POW), int8 MINIMUM / MAXIMUM on stored values, and TILE (float32 and int8): generated,
+built and run, equal to the reference runtime (int8 bit-exact, float32 exactly: data only
+moves)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toolkit.builder import ModelBuilder
+from toolkit.errors import UnsupportedOpError
+from toolkit.generator import codegen
+from toolkit.generator.build import build_bundle
+from toolkit.ir import Model
+from toolkit.ir import Quantization as Q
+from toolkit.runtime.interpreter import Interpreter
+from toolkit.runtime.native import run_native
+
+
+def _int8_model() -> Model:
+    """Binary ops of a [2, 3, 8] and a broadcast b [3, 1], HARD_SWISH in both of TFLite's
+    regimes (fixed point, and the float table for a fine output scale), TILE."""
+    mb = ModelBuilder("tables_q8")
+    a = mb.input("a", [2, 3, 8], np.int8, quant=Q.make(0.05, 3))
+    b = mb.input("b", [3, 1], np.int8, quant=Q.make(0.04, -7))
+    outs = [
+        mb.binary("SQUARED_DIFFERENCE", a, b, name="sqd", quant=Q.make(0.12, -128)),
+        mb.binary("DIV", a, b, name="div_relu", activation="RELU", quant=Q.make(0.3, -20)),
+        mb.binary("POW", a, b, name="pow", quant=Q.make(0.5, 0)),
+        mb.binary("MAXIMUM", a, b, name="max"),
+        mb.binary("MINIMUM", b, a, name="min"),
+        mb.unary("HARD_SWISH", a, name="hswish", quant=Q.make(0.04, -90)),
+        mb.unary("HARD_SWISH", a, name="hswish_fine", quant=Q.make(0.0002, 10)),
+        mb.op("TILE", [a, mb.const("m", np.array([2, 1, 3], np.int32))], [4, 3, 24],
+              name="tile"),
+    ]
+    mb.output(*outs)
+    return mb.build()
+
+
+def _float_model() -> Model:
+    """TILE of float32 on ranks 4 and 1."""
+    mb = ModelBuilder("tables_f32")
+    x = mb.input("x", [2, 1, 3, 5])
+    v = mb.input("v", [7])
+    t1 = mb.op("TILE", [x, mb.const("m1", np.array([1, 4, 2, 3], np.int32))], [2, 4, 6, 15],
+               name="tile4")
+    t2 = mb.op("TILE", [v, mb.const("m2", np.array([3], np.int32))], [21], name="tile1")
+    mb.output(t1, t2)
+    return mb.build()
+
+
+def _inputs(model: Model, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {t.name: (rng.integers(-128, 128, t.shape).astype(np.int8) if t.dtype == np.int8
+                     else rng.uniform(-3, 3, t.shape).astype(np.float32))
+            for t in model.graph.inputs}
+
+
+@pytest.mark.parametrize("int8", [True, False], ids=["int8", "float32"])
+def test_table_and_tile_kernels_match_the_reference(tmp_path: Path, int8: bool) -> None:
+    model = _int8_model() if int8 else _float_model()
+    art = codegen(model, tmp_path / "art", name="tables")
+    build_bundle([(art.out_dir, art.name, art.library.name)], tmp_path / "bundle", opt="-O1")
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        inputs = _inputs(model, rng)
+        want = Interpreter(model).invoke(inputs)
+        got = run_native(art, inputs).outputs
+        assert sorted(got) == sorted(want)
+        for k, w in want.items():
+            assert got[k].dtype == w.dtype and got[k].shape == w.shape, k
+            np.testing.assert_array_equal(got[k], w, err_msg=k)
+            if int8 and k not in ("tile", "hswish_fine"):  # (the fine one saturates)
+                assert len(np.unique(w)) > 4, k  # not a constant output
+
+
+def test_hard_swish_covers_both_regimes() -> None:
+    """The fine output scale (below the input's / 128) takes the float table, the other
+    TFLite's fixed point: each table over all 256 inputs equals the reference."""
+    from toolkit.fixed_point import qparams_of
+    from toolkit.generator.tables import hard_swish_table
+
+    model = _int8_model()
+    ops = {op.outputs[0].name: op for op in model.graph.ops}
+    x = np.arange(-128, 128, dtype=np.int8).reshape(1, 1, 256)
+    for name in ("hswish", "hswish_fine"):
+        op = ops[name]
+        fine = float(op.inputs[0].quant.scale[0]) / 128 > float(op.outputs[0].quant.scale[0])
+        assert fine == (name == "hswish_fine")
+        table = hard_swish_table(qparams_of(op.inputs[0].quant), qparams_of(op.outputs[0].quant))
+        mb = ModelBuilder("hs")
+        t = mb.input("x", [1, 1, 256], np.int8, quant=op.inputs[0].quant)
+        mb.output(mb.unary("HARD_SWISH", t, name="y", quant=op.outputs[0].quant))
+        want = Interpreter(mb.build()).invoke({"x": x})["y"].reshape(-1)
+        np.testing.assert_array_equal(table, want, err_msg=name)
+
+
+def test_tile_beyond_six_axes_is_refused(tmp_path: Path) -> None:
+    mb = ModelBuilder("tile7")
+    x = mb.input("x", [2, 3, 4, 5])
+    mb.output(mb.op("TILE", [x, mb.const("m", np.array([2, 2, 2, 2], np.int32))],
+                    [4, 6, 8, 10], name="tile"))
+    with pytest.raises(UnsupportedOpError, match="at most 6"):
+        codegen(mb.build(), tmp_path / "t", name="t")
+    assert not (tmp_path / "t" / "t.cpp").exists()
