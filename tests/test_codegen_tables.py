@@ -1,5 +1,6 @@
 """Native kernels of int8 ops computed through lookup tables (HARD_SWISH, SQUARED_DIFFERENCE,
-DIV, POW), int8 MINIMUM / MAXIMUM on stored values, and TILE (float32 and int8): generated,
+DIV, POW), int8 MINIMUM / MAXIMUM and REDUCE_MAX on stored values, int8 SUM,
+and TILE (float32 and int8): generated,
 built and run, equal to the reference runtime (int8 bit-exact, float32 exactly: data only
 moves)."""
 
@@ -22,7 +23,8 @@ from toolkit.runtime.native import run_native
 
 def _int8_model() -> Model:
     """Binary ops of a [2, 3, 8] and a broadcast b [3, 1], HARD_SWISH in both of TFLite's
-    regimes (fixed point, and the float table for a fine output scale), TILE."""
+    regimes (fixed point, and the float table for a fine output scale), TILE, SUM,
+    and REDUCE_MAX."""
     mb = ModelBuilder("tables_q8")
     a = mb.input("a", [2, 3, 8], np.int8, quant=Q.make(0.05, 3))
     b = mb.input("b", [3, 1], np.int8, quant=Q.make(0.04, -7))
@@ -36,6 +38,9 @@ def _int8_model() -> Model:
         mb.unary("HARD_SWISH", a, name="hswish_fine", quant=Q.make(0.0002, 10)),
         mb.op("TILE", [a, mb.const("m", np.array([2, 1, 3], np.int32))], [4, 3, 24],
               name="tile"),
+        mb.reduce("SUM", a, [2], keep_dims=False, name="sum", quant=Q.make(0.3, 5)),
+        mb.reduce("SUM", a, [0, 1], name="sum01", quant=Q.make(0.2, -3)),
+        mb.reduce("REDUCE_MAX", a, [0, 2], name="rmax"),
     ]
     mb.output(*outs)
     return mb.build()
@@ -73,7 +78,7 @@ def test_table_and_tile_kernels_match_the_reference(tmp_path: Path, int8: bool) 
         for k, w in want.items():
             assert got[k].dtype == w.dtype and got[k].shape == w.shape, k
             np.testing.assert_array_equal(got[k], w, err_msg=k)
-            if int8 and k not in ("tile", "hswish_fine"):  # (the fine one saturates)
+            if int8 and k not in ("tile", "hswish_fine", "rmax"):  # (the fine one saturates)
                 assert len(np.unique(w)) > 4, k  # not a constant output
 
 

@@ -708,10 +708,23 @@ def _reduce(e: Emitter, step: Step) -> str:
     g = f"tk::Reduce{{{_arr(shape6)}, {_arr(st6)}, {out_size}, {count}}}"
     if x.dtype == _F32 and out.dtype == _F32:
         return f"tk::reduce_f32({g}, {_REDOPS[op.type]}, {e.ptr(x)}, {e.ptr(out)});"
-    if op.type != "MEAN" or not (is_quantized(x) and is_quantized(out)):
+    if op.type not in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN") \
+            or not (is_quantized(x) and is_quantized(out)):
         raise _unsupported(op, f"{op.type} of {x.dtype}")
     _check_int8(op, x, out)
     iq, oq = qp(op, x), qp(op, out)
+    if op.type == "SUM":
+        scale = np.float32(iq.s) / np.float32(oq.s)
+        bias = np.float32(-iq.zp) * scale * np.float32(count)
+        return (f"tk::sum_q8({g}, {e.ptr(x)}, {_flt(scale)}, {_flt(bias)}, {oq.zp}, "
+                f"{e.ptr(out)});")
+    if op.type in ("REDUCE_MAX", "REDUCE_MIN"):
+        if iq.s != oq.s or iq.zp != oq.zp:
+            raise _unsupported(op, f"{op.type} with different input and output quantization")
+        if _size(x.shape) == 0:
+            raise _unsupported(op, f"{op.type} of an empty tensor")
+        return (f"tk::extreme_q8({g}, {int(op.type == 'REDUCE_MAX')}, {e.ptr(x)}, "
+                f"{e.ptr(out)});")
     keep = bool(_opt(op, "keepDims", False))
     if count == 0:
         raise _unsupported(op, "MEAN over an empty axis")

@@ -1340,6 +1340,24 @@ void mean_q8(const Reduce& g, const int8_t* x, int spatial, int32_t m, int s, in
   }
 }
 
+void sum_q8(const Reduce& g, const int8_t* x, float scale, float bias, int zp_out, int8_t* y) {
+  std::vector<int64_t> total(static_cast<size_t>(g.out_size), 0);
+  reduce_loop(g, [&](int64_t oi, int64_t ii) { total[oi] += x[ii]; });
+  for (int64_t i = 0; i < g.out_size; ++i) {
+    const float scaled = static_cast<float>(total[i]) * scale;  // two roundings, no FMA
+    const float shifted = scaled + bias;
+    y[i] = clamp8(static_cast<int64_t>(std::round(shifted)) + zp_out, -128, 127);
+  }
+}
+
+void extreme_q8(const Reduce& g, int is_max, const int8_t* x, int8_t* y) {
+  std::fill(y, y + g.out_size, static_cast<int8_t>(is_max ? -128 : 127));
+  if (is_max)
+    reduce_loop(g, [&](int64_t oi, int64_t ii) { y[oi] = std::max(y[oi], x[ii]); });
+  else
+    reduce_loop(g, [&](int64_t oi, int64_t ii) { y[oi] = std::min(y[oi], x[ii]); });
+}
+
 // ---------------------------------------------------------------- normalisation
 void instance_norm_f32(const float* x, const float* gamma, const float* beta, int n,
                        int spatial, int c, double eps, int act, float* y) {

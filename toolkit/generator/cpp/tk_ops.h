@@ -199,6 +199,12 @@ void reduce_f32(const Reduce& g, int op, const float* x, float* y);
 void mean_q8(const Reduce& g, const int8_t* x, int spatial, int32_t m, int s, int zp_in,
              int bias_or_zp, int lo, int hi, int channels, int upward, int8_t* y);
 
+// Quantized SUM (TFLite): round(float(sum) * scale + bias) + zp_out in float32, clamped to
+// int8 (scale = s_in / s_out, bias = -zp_in scale n, both prepared by the generator).
+void sum_q8(const Reduce& g, const int8_t* x, float scale, float bias, int zp_out, int8_t* y);
+// int8 REDUCE_MAX (is_max 1) / REDUCE_MIN (0) of stored values.
+void extreme_q8(const Reduce& g, int is_max, const int8_t* x, int8_t* y);
+
 // ---------------------------------------------------------------- normalisation
 void instance_norm_f32(const float* x, const float* gamma, const float* beta, int n,
                        int spatial, int c, double eps, int act, float* y);
