@@ -715,8 +715,8 @@ def _reduce(e: Emitter, step: Step) -> str:
     iq, oq = qp(op, x), qp(op, out)
     if op.type == "SUM":
         scale = np.float32(iq.s) / np.float32(oq.s)
-        bias = np.float32(-iq.zp) * scale * np.float32(count)
-        return (f"tk::sum_q8({g}, {e.ptr(x)}, {_flt(scale)}, {_flt(bias)}, {oq.zp}, "
+        shift = np.float32(-iq.zp) * scale * np.float32(count)
+        return (f"tk::sum_q8({g}, {e.ptr(x)}, {_flt(scale)}, {_flt(shift)}, {oq.zp}, "
                 f"{e.ptr(out)});")
     if op.type in ("REDUCE_MAX", "REDUCE_MIN"):
         if iq.s != oq.s or iq.zp != oq.zp:
