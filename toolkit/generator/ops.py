@@ -30,6 +30,7 @@ from toolkit.generator.quant import (
     spatial_mean_requant,
 )
 from toolkit.generator.tables import (
+    abs_table,
     float_pair_table,
     hard_swish_table,
     squared_difference_f32,
@@ -531,6 +532,77 @@ def _binary(e: Emitter, step: Step) -> str:
     raise _unsupported(op, f"quantized {op.type}")
 
 
+def _prelu(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, alpha, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    assert x is not None and alpha is not None
+    g, r0, r1 = _bcast(op, step, x, alpha, out)
+    if x.dtype == _F32 and alpha.dtype == _F32 and out.dtype == _F32:
+        return (f"tk::binary_f32({g}, 8, {e.ptr(x)}, {e.ptr(alpha)}, 0, {e.ptr(out)}, {r0}, "
+                f"{r1});")
+    if not (is_quantized(x) and is_quantized(alpha) and is_quantized(out)):
+        raise _unsupported(op, f"PRELU of {x.dtype} x {alpha.dtype}")
+    _check_int8(op, x, alpha, out)
+    iq, aq, oq = qp(op, x), qp(op, alpha), qp(op, out)
+    if max(iq.scale.size, aq.scale.size, oq.scale.size) > 1:
+        raise _unsupported(op, "per-channel quantization in PRELU")
+    m1, s1 = quantize_multiplier(float(np.float64(iq.s) / np.float64(oq.s)))
+    m2, s2 = quantize_multiplier(float(np.float64(iq.s) * np.float64(aq.s) / np.float64(oq.s)))
+    return (f"tk::prelu_q8({g}, {e.ptr(x)}, {iq.zp}, {e.ptr(alpha)}, {aq.zp}, {int(m1)}, "
+            f"{int(s1)}, {int(m2)}, {int(s2)}, {oq.zp}, {e.ptr(out)}, {r0}, {r1});")
+
+
+_CMPOPS = {"EQUAL": 0, "NOT_EQUAL": 1, "LESS": 2, "LESS_EQUAL": 3, "GREATER": 4,
+           "GREATER_EQUAL": 5}
+
+
+def _compare(e: Emitter, step: Step) -> str:
+    op = step.op
+    a, b, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    assert a is not None and b is not None
+    if out.dtype != np.dtype(np.bool_):
+        raise _unsupported(op, f"{op.type} with a {out.dtype} output (bool expected)")
+    g, r0, r1 = _bcast(op, step, a, b, out)
+    code = _CMPOPS[op.type]
+    if a.dtype == _F32 and b.dtype == _F32:
+        return (f"tk::compare_f32({g}, {code}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, "
+                f"{r1});")
+    if not (is_quantized(a) and is_quantized(b)):
+        raise _unsupported(op, f"{op.type} of {a.dtype} x {b.dtype}")
+    _check_int8(op, a, b)
+    qa, qb = qp(op, a), qp(op, b)
+    ma, sa = quantize_multiplier(float(qa.s))
+    mb, sb = quantize_multiplier(float(qb.s))
+    return (f"tk::compare_q8({g}, {code}, {e.ptr(a)}, {qa.zp}, {int(ma)}, {int(sa)}, "
+            f"{e.ptr(b)}, {qb.zp}, {int(mb)}, {int(sb)}, {e.ptr(out)}, {r0}, {r1});")
+
+
+def _select(e: Emitter, step: Step) -> str:
+    op = step.op
+    c, a, b = (_input(op, i) for i in range(3))
+    out = op.outputs[0]
+    if c is None or a is None or b is None:
+        raise _unsupported(op, "SELECT_V2 needs a condition and two values")
+    if c.dtype != np.dtype(np.bool_) or a.dtype != out.dtype or b.dtype != out.dtype:
+        raise _unsupported(op, f"SELECT_V2 of {c.dtype} ? {a.dtype} : {b.dtype}")
+    oshape = tuple(out.shape)
+    try:
+        ok = tuple(np.broadcast_shapes(c.shape, a.shape, b.shape)) == oshape
+    except ValueError:
+        ok = False
+    if not ok or len(oshape) > 6:
+        raise _unsupported(op, f"operands {list(c.shape)}, {list(a.shape)}, {list(b.shape)} "
+                               f"do not broadcast to the output {list(oshape)} (up to 6-D)")
+    o6 = (1,) * (6 - len(oshape)) + oshape
+    item = out.dtype.itemsize  # type: ignore[union-attr]
+    return (f"{{ static const int64_t s[6] = {_arr(o6)}; "
+            f"static const int64_t sc[6] = {_arr(_strides6(c.shape, o6))}; "
+            f"static const int64_t sa[6] = {_arr(_strides6(a.shape, o6))}; "
+            f"static const int64_t sb[6] = {_arr(_strides6(b.shape, o6))};\n"
+            f"  tk::select(s, sc, sa, sb, {e.ptr(c)}, {e.ptr(a)}, "
+            f"{e.ptr(b)}, {e.ptr(out)}, {item}); }}")
+
+
 _UNOPS = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "RELU_0_TO_1": 3, "TANH": 4,
           "LOGISTIC": 5, "RSQRT": 6, "SQRT": 7, "EXP": 8, "NEG": 9, "ABS": 10, "LOG": 11,
           "GELU": 12, "HARD_SWISH": 14, "ELU": 15, "SQUARE": 16}
@@ -619,9 +691,10 @@ def _unary(e: Emitter, step: Step) -> str:
         return _flat_rows(step, shape, lambda o, n: (
             f"tk::relu_q8({px} + {o}, {iq.zp}, {int(m)}, {int(s)}, {oq.zp}, {lo}, {hi}, "
             f"{py} + {o}, {n});"))
-    if op.type == "HARD_SWISH":
+    if op.type in ("HARD_SWISH", "ABS"):
         iq, oq = qp(op, x), qp(op, out)
-        table = e.param(hard_swish_table(iq, oq), "int8_t")
+        table = e.param((hard_swish_table if op.type == "HARD_SWISH" else abs_table)(iq, oq),
+                        "int8_t")
         return _flat_rows(step, shape, lambda o, n: f"tk::lut_q8({px} + {o}, {table}, "
                                                      f"{py} + {o}, {n});")
     fn = (lambda v: _gelu(v, True)) if approximate else _LUT_FNS.get(op.type)
@@ -651,6 +724,22 @@ def _quantize(e: Emitter, step: Step) -> str:
         return _flat_rows(step, shape, lambda o, n: (
             f"tk::dequantize_q8_f32({px} + {o}, {_dbl(float(q.s))}, {q.zp}, {py} + {o}, "
             f"{n});"))
+    if op.type == "QUANTIZE" and x.dtype == _I8 and out.dtype == _I8 and is_quantized(x):
+        iq, oq = qp(op, x), qp(op, out)
+        if iq.scale.size > 1 or oq.scale.size > 1:
+            raise _unsupported(op, "per-channel requantization")
+        m, s = quantize_multiplier(np.float64(iq.s) / np.float64(oq.s))
+        # LiteRT rounds whole blocks of 16 of the tensor it is given (a stripe's rows when
+        # striped) upward
+        if step.rows is None or len(shape) < 2:
+            first, total = "0", _size(shape)
+        else:
+            per_batch = (step.rows[1] - step.rows[0]) * _size(shape[2:])
+            first, total = f"b * {per_batch}", shape[0] * per_batch
+        upward = (total // 16) * 16
+        return _flat_rows(step, shape, lambda o, n: (
+            f"tk::requantize_q8({px} + {o}, {iq.zp}, {int(m)}, {int(s)}, {oq.zp}, {py} + {o}, "
+            f"{n}, {first}, {upward});"))
     raise _unsupported(op, f"{op.type} from {x.dtype} to {out.dtype}")
 
 
@@ -672,6 +761,24 @@ def _softmax(e: Emitter, step: Step) -> str:
     iq, oq = qp(op, x), qp(op, out)
     return (f"tk::softmax_q8({e.ptr(x)}, {_dbl(float(iq.s))}, {iq.zp}, {_flt(oq.s)}, {oq.zp}, "
             f"{_flt(beta)}, {e.ptr(out)}, {rows}, {depth});")
+
+
+def _log_softmax(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    if not x.shape:
+        raise _unsupported(op, "LOG_SOFTMAX of a scalar")
+    depth = x.shape[-1]
+    rows = _size(x.shape) // max(depth, 1)
+    if x.dtype == _F32 and out.dtype == _F32:
+        return f"tk::log_softmax_f32({e.ptr(x)}, {e.ptr(out)}, {rows}, {depth});"
+    if not (is_quantized(x) and is_quantized(out)):
+        raise _unsupported(op, f"LOG_SOFTMAX of {x.dtype}")
+    _check_int8(op, x, out)
+    iq, oq = qp(op, x), qp(op, out)
+    return (f"tk::log_softmax_q8({e.ptr(x)}, {_dbl(float(iq.s))}, {iq.zp}, {_flt(oq.s)}, "
+            f"{oq.zp}, {e.ptr(out)}, {rows}, {depth});")
 
 
 _REDOPS = {"MEAN": 0, "SUM": 1, "REDUCE_MAX": 2, "REDUCE_MIN": 3, "REDUCE_PROD": 4}
@@ -979,6 +1086,8 @@ _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
     "TRANSPOSE": _transpose, "TILE": _tile, "CONCATENATION": _concat, "SPLIT": _split,
     "SPLIT_V": _split,
     "LEAKY_RELU": _leaky_relu, "PAD": _pad, "PADV2": _pad,
+    "LOG_SOFTMAX": _log_softmax, "PRELU": _prelu, **dict.fromkeys(_CMPOPS, _compare),
+    "SELECT_V2": _select,
 }
 
 #: Op kinds the generator emits (CUSTOM ops by custom code).

@@ -14,7 +14,7 @@ import numpy as np
 
 from toolkit.fixed_point import QParams, quantize_multiplier, round_half_away
 
-__all__ = ["hard_swish_table", "float_pair_table", "float_activation_f32",
+__all__ = ["hard_swish_table", "abs_table", "float_pair_table", "float_activation_f32",
            "squared_difference_f32"]
 
 _ALL = np.arange(-128, 128, dtype=np.int64)
@@ -88,6 +88,24 @@ def hard_swish_table(iq: QParams, oq: QParams) -> np.ndarray:
     pre_out = np.where((rv == -32768) & (preshift == -32768), 32767, _c_div(prod, 1 << 15))
     y = _rdbpot(pre_out, -oe) + oq.zp
     return np.clip(y, -128, 127).astype(np.int8)
+
+
+def _mbqm(x: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
+    """TFLite ``MultiplyByQuantizedMultiplier`` (int32 wrap of the left shift)."""
+    if shift > 0:
+        x = ((x << shift) + 2**31) % 2**32 - 2**31
+    p = (x * np.int64(multiplier) + (1 << 30)) >> 31
+    return _rdbpot(p, max(-shift, 0))
+
+
+def abs_table(iq: QParams, oq: QParams) -> np.ndarray:
+    """int8 ABS over the 256 inputs (TFLite): ``|q - zp_in|``, rescaled by ``s_in / s_out``
+    unless both tensors share their quantization, plus ``zp_out``, clamped."""
+    v = np.abs(_ALL - iq.zp)
+    if iq.s == oq.s and iq.zp == oq.zp:
+        return np.clip(v + oq.zp, -128, 127).astype(np.int8)
+    m, s = quantize_multiplier(np.float64(iq.s) / np.float64(oq.s))
+    return np.clip(_mbqm(v, int(m), int(s)) + oq.zp, -128, 127).astype(np.int8)
 
 
 def float_activation_f32(x: np.ndarray, code: int) -> np.ndarray:

@@ -907,6 +907,9 @@ void binary_f32(const Bcast& g, int op, const float* a, const float* b, int act,
     case B_MAX:
       binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u < v ? v : u; });
       break;
+    case B_PRELU:
+      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u >= 0.f ? u : u * v; });
+      break;
     default: break;
   }
 }
@@ -1088,6 +1091,100 @@ void minmax_q8(const Bcast& g, int is_max, const int8_t* a, const int8_t* b, int
     bcast_q8(g, row0, row1, a, b, y, [](int8_t u, int8_t v) { return v < u ? v : u; });
 }
 
+void prelu_q8(const Bcast& g, const int8_t* x, int zp_x, const int8_t* alpha, int zp_a,
+              int32_t m_pos, int s_pos, int32_t m_neg, int s_neg, int zp_out, int8_t* y,
+              int row0, int row1) {
+  bcast_q8(g, row0, row1, x, alpha, y, [=](int8_t xv, int8_t av) {
+    const int64_t v = static_cast<int64_t>(xv) - zp_x;
+    const int64_t r = v >= 0 ? mbqm(v, m_pos, s_pos)
+                             : mbqm(v * (static_cast<int64_t>(av) - zp_a), m_neg, s_neg);
+    return clamp8(r + zp_out, -128, 127);
+  });
+}
+
+namespace {
+
+template <typename T, typename F>
+void compare_run(const Bcast& g, int op, const T* a, const T* b, bool* y, int row0, int row1,
+                 F value) {
+  bcast_loop(g, row0, row1, [&](int64_t ia, int64_t sa, int64_t ib, int64_t sb, int64_t iy,
+                                int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const auto u = value(0, a[ia + i * sa]);
+      const auto v = value(1, b[ib + i * sb]);
+      bool r = false;
+      switch (op) {
+        case C_EQ: r = u == v; break;
+        case C_NE: r = u != v; break;
+        case C_LT: r = u < v; break;
+        case C_LE: r = u <= v; break;
+        case C_GT: r = u > v; break;
+        case C_GE: r = u >= v; break;
+        default: break;
+      }
+      y[iy + i] = r;
+    }
+  });
+}
+
+}  // namespace
+
+void compare_f32(const Bcast& g, int op, const float* a, const float* b, bool* y, int row0,
+                 int row1) {
+  compare_run(g, op, a, b, y, row0, row1, [](int, float v) { return v; });
+}
+
+void compare_q8(const Bcast& g, int op, const int8_t* a, int zp_a, int32_t m_a, int s_a,
+                const int8_t* b, int zp_b, int32_t m_b, int s_b, bool* y, int row0, int row1) {
+  compare_run(g, op, a, b, y, row0, row1, [=](int which, int8_t q) {
+    return which == 0 ? mbqm((static_cast<int64_t>(q) - zp_a) * 256, m_a, s_a)
+                      : mbqm((static_cast<int64_t>(q) - zp_b) * 256, m_b, s_b);
+  });
+}
+
+namespace {
+
+template <typename T>
+void select_run(const int64_t* shape, const int64_t* sc, const int64_t* sa, const int64_t* sb,
+                const bool* cond, const T* a, const T* b, T* y) {
+  int64_t iy = 0;
+  for (int64_t i0 = 0; i0 < shape[0]; ++i0)
+    for (int64_t i1 = 0; i1 < shape[1]; ++i1)
+      for (int64_t i2 = 0; i2 < shape[2]; ++i2)
+        for (int64_t i3 = 0; i3 < shape[3]; ++i3)
+          for (int64_t i4 = 0; i4 < shape[4]; ++i4) {
+            const int64_t c0 = i0 * sc[0] + i1 * sc[1] + i2 * sc[2] + i3 * sc[3] + i4 * sc[4];
+            const int64_t a0 = i0 * sa[0] + i1 * sa[1] + i2 * sa[2] + i3 * sa[3] + i4 * sa[4];
+            const int64_t b0 = i0 * sb[0] + i1 * sb[1] + i2 * sb[2] + i3 * sb[3] + i4 * sb[4];
+            for (int64_t i5 = 0; i5 < shape[5]; ++i5, ++iy)
+              y[iy] = cond[c0 + i5 * sc[5]] ? a[a0 + i5 * sa[5]] : b[b0 + i5 * sb[5]];
+          }
+}
+
+}  // namespace
+
+void select(const int64_t* shape, const int64_t* sc, const int64_t* sa, const int64_t* sb,
+            const bool* cond, const void* a, const void* b, void* y, size_t elem) {
+  switch (elem) {
+    case 1:
+      select_run(shape, sc, sa, sb, cond, static_cast<const uint8_t*>(a),
+                 static_cast<const uint8_t*>(b), static_cast<uint8_t*>(y));
+      break;
+    case 2:
+      select_run(shape, sc, sa, sb, cond, static_cast<const uint16_t*>(a),
+                 static_cast<const uint16_t*>(b), static_cast<uint16_t*>(y));
+      break;
+    case 4:
+      select_run(shape, sc, sa, sb, cond, static_cast<const uint32_t*>(a),
+                 static_cast<const uint32_t*>(b), static_cast<uint32_t*>(y));
+      break;
+    default:
+      select_run(shape, sc, sa, sb, cond, static_cast<const uint64_t*>(a),
+                 static_cast<const uint64_t*>(b), static_cast<uint64_t*>(y));
+      break;
+  }
+}
+
 void lookup2_q8(const Bcast& g, const int8_t* table, const int8_t* a, const int8_t* b,
                 int8_t* y, int row0, int row1) {
   bcast_q8(g, row0, row1, a, b, y, [table](int8_t av, int8_t bv) {
@@ -1161,6 +1258,16 @@ void leaky_table_q8(int zp_in, int32_t m_id, int s_id, int32_t m_alpha, int s_al
   }
 }
 
+void requantize_q8(const int8_t* x, int zp_in, int32_t m, int s, int zp_out, int8_t* y,
+                   size_t n, int64_t first, int64_t upward_end) {
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t v = static_cast<int64_t>(x[i]) - zp_in;
+    const int64_t r = first + static_cast<int64_t>(i) < upward_end ? mbqm_up(v, m, s)
+                                                                   : mbqm(v, m, s);
+    y[i] = clamp8(r + zp_out, -128, 127);
+  }
+}
+
 void lut_q8(const int8_t* x, const int8_t* table, int8_t* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = table[x[i] + 128];
 }
@@ -1194,6 +1301,67 @@ void softmax_q8(const int8_t* x, double s_in, int zp_in, float s_out, int zp_out
     softmax_f32(real.data(), e.data(), 1, depth, beta);
     int8_t* yr = y + static_cast<int64_t>(r) * depth;
     for (int i = 0; i < depth; ++i) yr[i] = clamp8(round_away(e[i] / s_out) + zp_out, -128, 127);
+  }
+}
+
+namespace {
+
+// NumPy's pairwise float32 sum of n values (8 partial sums up to 128 values, halves above).
+float pairwise_sum(const float* a, int64_t n) {
+  if (n < 8) {
+    float r = -0.f;
+    for (int64_t i = 0; i < n; ++i) r += a[i];
+    return r;
+  }
+  if (n <= 128) {
+    float r[8];
+    for (int j = 0; j < 8; ++j) r[j] = a[j];
+    int64_t i = 8;
+    for (; i < n - (n % 8); i += 8)
+      for (int j = 0; j < 8; ++j) r[j] += a[i + j];
+    float res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += a[i];
+    return res;
+  }
+  int64_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+}
+
+}  // namespace
+
+void log_softmax_f32(const float* x, float* y, int rows, int depth) {
+  std::vector<float> e(static_cast<size_t>(depth));
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<int64_t>(r) * depth;
+    float* yr = y + static_cast<int64_t>(r) * depth;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int i = 0; i < depth; ++i) mx = std::max(mx, xr[i]);
+    for (int i = 0; i < depth; ++i) {
+      yr[i] = xr[i] - mx;
+      e[i] = std::exp(yr[i]);
+    }
+    const float lse = std::log(pairwise_sum(e.data(), depth));
+    for (int i = 0; i < depth; ++i) yr[i] -= lse;
+  }
+}
+
+void log_softmax_q8(const int8_t* x, double s_in, int zp_in, float s_out, int zp_out,
+                    int8_t* y, int rows, int depth) {
+  std::vector<float> real(static_cast<size_t>(depth)), l(static_cast<size_t>(depth));
+  for (int r = 0; r < rows; ++r) {
+    const int8_t* xr = x + static_cast<int64_t>(r) * depth;
+    for (int i = 0; i < depth; ++i)
+      real[i] = static_cast<float>(s_in * (static_cast<int64_t>(xr[i]) - zp_in));
+    log_softmax_f32(real.data(), l.data(), 1, depth);
+    int8_t* yr = y + static_cast<int64_t>(r) * depth;
+    for (int i = 0; i < depth; ++i) {
+      const float q = l[i] / s_out;
+      yr[i] = std::isnan(q) ? clamp8(zp_out, -128, 127)
+                            : clamp8(round_away(std::max(-1099511627776.f,
+                                                         std::min(1099511627776.f, q))) + zp_out,
+                                     -128, 127);
+    }
   }
 }
 

@@ -114,7 +114,7 @@ void batch_matmul_q8(const MatmulGeom& g, const int8_t* a, int zp_a, const int8_
                      int32_t mult, int shift, int zp_out, int lo, int hi, int8_t* y);
 
 // ---------------------------------------------------------------- element-wise
-enum BinOp : int { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_SQDIFF, B_MIN, B_MAX };
+enum BinOp : int { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_SQDIFF, B_MIN, B_MAX, B_PRELU };
 
 // Output of up to 6 dims (leading dims 1), inputs with element strides per output dim
 // (0 where broadcast). Rows [row0, row1) of output dim `row_dim` (or all when row_dim < 0).
@@ -165,11 +165,35 @@ void leaky_relu_f32(const float* x, float alpha, float* y, size_t n);
 void leaky_table_q8(int zp_in, int32_t m_id, int s_id, int32_t m_alpha, int s_alpha,
                     int zp_out, int8_t* table);
 
+// PRELU int8 (TFLite): x >= zp_x ? mbqm(x - zp_x, m_pos, s_pos)
+//                               : mbqm((x - zp_x) (alpha - zp_a), m_neg, s_neg), + zp_out.
+void prelu_q8(const Bcast& g, const int8_t* x, int zp_x, const int8_t* alpha, int zp_a,
+              int32_t m_pos, int s_pos, int32_t m_neg, int s_neg, int zp_out, int8_t* y,
+              int row0, int row1);
+enum CmpOp : int { C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE };
+// Comparisons to bool: float values, or int8 values rescaled as TFLite's
+// ComparisonQuantized (mbqm((q - zp) << 8, m, s) per operand).
+void compare_f32(const Bcast& g, int op, const float* a, const float* b, bool* y, int row0,
+                 int row1);
+void compare_q8(const Bcast& g, int op, const int8_t* a, int zp_a, int32_t m_a, int s_a,
+                const int8_t* b, int zp_b, int32_t m_b, int s_b, bool* y, int row0, int row1);
+// SELECT_V2 of up to 6 dims: y = cond ? a : b, element strides per output dim for each
+// operand (0 where broadcast), `elem`-byte values.
+void select(const int64_t* shape, const int64_t* sc, const int64_t* sa, const int64_t* sb,
+            const bool* cond, const void* a, const void* b, void* y, size_t elem);
+
 // ---------------------------------------------------------------- softmax
 void softmax_f32(const float* x, float* y, int rows, int depth, float beta);
 // int8: float softmax of the dequantized input (double scale), quantized as AffineQuantize.
 void softmax_q8(const int8_t* x, double s_in, int zp_in, float s_out, int zp_out, float beta,
                 int8_t* y, int rows, int depth);
+
+// LOG_SOFTMAX over rows of `depth`: x - max - log(sum(exp(x - max))), the sum in NumPy's
+// pairwise order.
+void log_softmax_f32(const float* x, float* y, int rows, int depth);
+// int8: of the dequantized input (double scale), quantized as AffineQuantize.
+void log_softmax_q8(const int8_t* x, double s_in, int zp_in, float s_out, int zp_out,
+                    int8_t* y, int rows, int depth);
 
 // ---------------------------------------------------------------- pooling
 struct PoolGeom {
@@ -223,6 +247,11 @@ void copy_blocks(const void* x, int64_t x_block, void* y, int64_t y_block, int64
 void pad(const void* x, void* y, size_t elem, const int64_t* in_shape,
          const int64_t* out_shape, const int64_t* before, const void* fill);
 // Float <-> int8
+// int8 -> int8 QUANTIZE (TFLite Requantize): clamp(mbqm(x - zp_in, m, s) + zp_out) over n
+// values starting at flat index `first`; indices below `upward_end` round ties upward
+// (LiteRT's SIMD blocks of 16), the rest away from zero.
+void requantize_q8(const int8_t* x, int zp_in, int32_t m, int s, int zp_out, int8_t* y,
+                   size_t n, int64_t first, int64_t upward_end);
 void quantize_f32_q8(const float* x, float scale, int zp, int8_t* y, size_t n);
 void dequantize_q8_f32(const int8_t* x, double scale, int zp, float* y, size_t n);
 
