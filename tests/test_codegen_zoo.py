@@ -32,7 +32,8 @@ ZOO_DIR = Path(__file__).resolve().parent.parent / "sample_models" / "zoo"
 INDEX = json.loads((ZOO_DIR / "zoo.json").read_text())
 BATCH = 2
 #: zoo models the generator covers (compiled with the default passes)
-GENERATED = ["activations", "activations_int8", "ds_cnn", "ds_cnn_b1", "ds_cnn_b1_int8", "ds_cnn_int8", "efficientnet_b0_int8",
+GENERATED = ["activations", "activations_int8", "ds_cnn", "ds_cnn_b1", "ds_cnn_b1_int8",
+             "ds_cnn_int8", "efficientnet_b0_int8",
              "hard_swish_ops", "hard_swish_ops_int8", "mobilenet_v1", "mobilenet_v1_int8",
              "mobilenet_v2", "mobilenet_v2_int8", "mobilenet_v3_large_int8",
              "mobilenet_v3_small", "mobilenet_v3_small_int8", "norms", "norms_int8",
