@@ -1,8 +1,8 @@
 """Native kernels of int8 ops computed through lookup tables (HARD_SWISH, SQUARED_DIFFERENCE,
-DIV, POW), int8 MINIMUM / MAXIMUM and REDUCE_MAX on stored values, int8 SUM,
-and TILE (float32 and int8): generated,
-built and run, equal to the reference runtime (int8 bit-exact, float32 exactly: data only
-moves)."""
+DIV, POW, ABS), int8 MINIMUM / MAXIMUM and REDUCE_MAX on stored values, int8 SUM and
+requantization, and in float32 and int8: TILE, comparisons, SELECT_V2, PRELU, LOG_SOFTMAX:
+generated, built and run, equal to the reference runtime (int8 bit-exact, float32 within 1e-5).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from toolkit.builder import ModelBuilder
 from toolkit.errors import UnsupportedOpError
 from toolkit.generator import codegen
 from toolkit.generator.build import build_bundle
-from toolkit.ir import Model
+from toolkit.ir import Model, Tensor
 from toolkit.ir import Quantization as Q
 from toolkit.runtime.interpreter import Interpreter
 from toolkit.runtime.native import run_native
@@ -42,19 +42,47 @@ def _int8_model() -> Model:
         mb.reduce("SUM", a, [0, 1], name="sum01", quant=Q.make(0.2, -3)),
         mb.reduce("REDUCE_MAX", a, [0, 2], name="rmax"),
     ]
+    c = mb.input("c", [5, 7], np.int8, quant=Q.make(0.06, -9))
+    alpha = mb.const("alpha", np.arange(-3, 4, dtype=np.int8) * 30, np.int8,
+                     quant=Q.make(0.01, 4))
+    outs += _compare_select(mb, a, b, np.int8)
+    outs += [
+        mb.op("QUANTIZE", [c], [5, 7], name="requant", quant=Q.make(0.023, 11)),
+        mb.unary("ABS", c, name="abs", quant=Q.make(0.04, -100)),
+        mb.op("PRELU", [c, alpha], [5, 7], name="prelu", quant=Q.make(0.05, 20)),
+        mb.op("LOG_SOFTMAX", [c], [5, 7], name="log_softmax", quant=Q.make(16 / 256, 127)),
+    ]
     mb.output(*outs)
     return mb.build()
 
 
+def _compare_select(mb: ModelBuilder, a: Tensor, b: Tensor, dt: type) -> list[Tensor]:
+    """The six comparisons of ``a`` and broadcast ``b``, each choosing between ``a`` and
+    ``b`` by SELECT_V2 (bool tensors are not graph outputs)."""
+    shape = list(np.broadcast_shapes(a.shape, b.shape))
+    outs = []
+    for kind in ("EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"):
+        cond = mb.op(kind, [a, b], shape, name=kind.lower(), dtype=np.bool_)
+        outs.append(mb.op("SELECT_V2", [cond, a, b], shape, name=f"select_{kind.lower()}",
+                          dtype=dt, quant=a.quant))
+    return outs
+
+
 def _float_model() -> Model:
-    """TILE of float32 on ranks 4 and 1."""
+    """TILE of float32 on ranks 4 and 1, comparisons, SELECT_V2, PRELU, LOG_SOFTMAX."""
     mb = ModelBuilder("tables_f32")
     x = mb.input("x", [2, 1, 3, 5])
     v = mb.input("v", [7])
     t1 = mb.op("TILE", [x, mb.const("m1", np.array([1, 4, 2, 3], np.int32))], [2, 4, 6, 15],
                name="tile4")
     t2 = mb.op("TILE", [v, mb.const("m2", np.array([3], np.int32))], [21], name="tile1")
-    mb.output(t1, t2)
+    a = mb.input("a", [2, 3, 37])
+    b = mb.input("b", [3, 1])
+    alpha = mb.const("alpha", np.linspace(-1, 1, 37).astype(np.float32))
+    extra = _compare_select(mb, a, b, np.float32)
+    extra += [mb.op("PRELU", [a, alpha], [2, 3, 37], name="prelu"),
+              mb.op("LOG_SOFTMAX", [a], [2, 3, 37], name="log_softmax")]
+    mb.output(t1, t2, *extra)
     return mb.build()
 
 
@@ -77,8 +105,16 @@ def test_table_and_tile_kernels_match_the_reference(tmp_path: Path, int8: bool) 
         assert sorted(got) == sorted(want)
         for k, w in want.items():
             assert got[k].dtype == w.dtype and got[k].shape == w.shape, k
-            np.testing.assert_array_equal(got[k], w, err_msg=k)
-            if int8 and k not in ("tile", "hswish_fine", "rmax"):  # (the fine one saturates)
+            if w.dtype == np.float32:
+                np.testing.assert_allclose(got[k], w, rtol=1e-5, atol=1e-6, err_msg=k)
+            else:
+                np.testing.assert_array_equal(got[k], w, err_msg=k)
+            if k.startswith(("select_less", "select_greater")):  # both chosen somewhere
+                a = np.broadcast_to(inputs["a"], w.shape)
+                b = np.broadcast_to(inputs["b"], w.shape)
+                assert ((w == a) & (w != b)).any() and ((w == b) & (w != a)).any(), k
+            elif int8 and k not in ("tile", "hswish_fine", "rmax") \
+                    and not k.startswith("select_"):  # (the fine HARD_SWISH saturates)
                 assert len(np.unique(w)) > 4, k  # not a constant output
 
 
@@ -111,3 +147,12 @@ def test_tile_beyond_six_axes_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedOpError, match="at most 6"):
         codegen(mb.build(), tmp_path / "t", name="t")
     assert not (tmp_path / "t" / "t.cpp").exists()
+
+
+def test_bool_graph_output_is_refused(tmp_path: Path) -> None:
+    mb = ModelBuilder("cmp")
+    a, b = mb.input("a", [4]), mb.input("b", [4])
+    mb.output(mb.op("GREATER", [a, b], [4], name="gt", dtype=np.bool_))
+    with pytest.raises(UnsupportedOpError, match="graph output 'gt' is bool"):
+        codegen(mb.build(), tmp_path / "c", name="c")
+    assert not (tmp_path / "c" / "c.cpp").exists()

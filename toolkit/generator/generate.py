@@ -23,6 +23,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from toolkit.errors import UnsupportedOpError
 from toolkit.generator.analysis import Analysis, c_identifier, nbytes
 from toolkit.generator.ops import Emitter, ctype, emit_step
 from toolkit.generator.params import ParamsBuilder
@@ -451,6 +454,13 @@ def write_artifact(a: Analysis, out_dir: Path, name: str) -> dict[str, Any]:
     e = Emitter(a, params)
     taken: set[str] = {cls}
     ins = []
+    for t in (*a.inputs, *a.outputs):
+        if t.dtype == np.dtype(np.bool_):
+            raise UnsupportedOpError(
+                f"graph {'input' if t in a.inputs else 'output'} {t.name!r} is bool, which "
+                "the artifact's buffers and C ABI do not carry", where=f"tensor {t.name!r}",
+                fix="make it an intermediate tensor (e.g. SELECT_V2 or CAST it) or an int8 "
+                    "tensor")
     for t in a.inputs:
         info = _tensor_info(t, c_identifier(t.name, taken))
         e.names[t] = _buf("in", info)
