@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from toolkit.builder import ModelBuilder
-from toolkit.errors import UnsupportedOpError
+from toolkit.errors import ToolkitError, UnsupportedOpError
 from toolkit.generator import codegen
 from toolkit.generator.build import build_bundle
 from toolkit.ir import Model, Tensor
@@ -69,7 +69,8 @@ def _compare_select(mb: ModelBuilder, a: Tensor, b: Tensor, dt: type) -> list[Te
 
 
 def _float_model() -> Model:
-    """TILE of float32 on ranks 4 and 1, comparisons, SELECT_V2, PRELU, LOG_SOFTMAX."""
+    """TILE of float32 on ranks 4 and 1, comparisons, SELECT_V2, PRELU, LOG_SOFTMAX, and
+    GATHER on axis 1 by int32 indices, themselves compared and added to in int32."""
     mb = ModelBuilder("tables_f32")
     x = mb.input("x", [2, 1, 3, 5])
     v = mb.input("v", [7])
@@ -82,14 +83,31 @@ def _float_model() -> Model:
     extra = _compare_select(mb, a, b, np.float32)
     extra += [mb.op("PRELU", [a, alpha], [2, 3, 37], name="prelu"),
               mb.op("LOG_SOFTMAX", [a], [2, 3, 37], name="log_softmax")]
+    idx = mb.input("idx", [2, 3], np.int32)
+    table = mb.const("table", np.arange(40, dtype=np.float32).reshape(2, 5, 4))
+    extra.append(mb.op("GATHER", [table, idx], [2, 2, 3, 4], name="gather", axis=1))
+    shifted = mb.binary("ADD", idx, mb.const("one", np.array(1, np.int32)), name="shifted")
+    low = mb.op("LESS", [idx, mb.const("three", np.array(3, np.int32))], [2, 3], name="low",
+                dtype=np.bool_)
+    extra.append(mb.op("SELECT_V2", [low, shifted, idx], [2, 3], name="bumped",
+                       dtype=np.int32))
     mb.output(t1, t2, *extra)
     return mb.build()
 
 
 def _inputs(model: Model, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    return {t.name: (rng.integers(-128, 128, t.shape).astype(np.int8) if t.dtype == np.int8
-                     else rng.uniform(-3, 3, t.shape).astype(np.float32))
-            for t in model.graph.inputs}
+    """int8 over its range, int32 indices (each of [0, 5) at least once), floats in
+    [-3, 3)."""
+    out = {}
+    for t in model.graph.inputs:
+        if t.dtype == np.int8:
+            out[t.name] = rng.integers(-128, 128, t.shape).astype(np.int8)
+        elif t.dtype == np.int32:
+            out[t.name] = rng.permutation(np.arange(t.size) % 5).reshape(t.shape).astype(
+                np.int32)  # every index in [0, 5)
+        else:
+            out[t.name] = rng.uniform(-3, 3, t.shape).astype(np.float32)
+    return out
 
 
 @pytest.mark.parametrize("int8", [True, False], ids=["int8", "float32"])
@@ -113,9 +131,21 @@ def test_table_and_tile_kernels_match_the_reference(tmp_path: Path, int8: bool) 
                 a = np.broadcast_to(inputs["a"], w.shape)
                 b = np.broadcast_to(inputs["b"], w.shape)
                 assert ((w == a) & (w != b)).any() and ((w == b) & (w != a)).any(), k
+            elif k == "bumped":
+                assert (w != inputs["idx"]).any() and (w == inputs["idx"]).any()
             elif int8 and k not in ("tile", "hswish_fine", "rmax") \
                     and not k.startswith("select_"):  # (the fine HARD_SWISH saturates)
                 assert len(np.unique(w)) > 4, k  # not a constant output
+
+
+def test_gather_index_out_of_range_is_an_error(tmp_path: Path) -> None:
+    model = _float_model()
+    art = codegen(model, tmp_path / "art", name="gather_bad")
+    build_bundle([(art.out_dir, art.name, art.library.name)], tmp_path / "bundle", opt="-O1")
+    inputs = _inputs(model, np.random.default_rng(1))
+    inputs["idx"][1, 2] = 5
+    with pytest.raises(ToolkitError, match=r"GATHER gather: an index is outside \[0, 5\)"):
+        run_native(art, inputs)
 
 
 def test_hard_swish_covers_both_regimes() -> None:

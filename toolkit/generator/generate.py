@@ -155,6 +155,7 @@ def _code(cls: str, name: str, a: Analysis, e: Emitter, ins: list[dict[str, Any]
         "#include <cstring>",
         "#include <exception>",
         "#include <limits>",
+        "#include <stdexcept>",
         "#include <string>",
         "",
         '#include "tk_ops.h"',

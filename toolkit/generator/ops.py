@@ -487,6 +487,14 @@ def _binary(e: Emitter, step: Step) -> str:
     if a.dtype == _F32 and b.dtype == _F32 and out.dtype == _F32:
         return (f"tk::binary_f32({g}, {_BINOPS[op.type]}, {e.ptr(a)}, {e.ptr(b)}, "
                 f"{_act(op)}, {e.ptr(out)}, {r0}, {r1});")
+    if a.dtype == _I32 and b.dtype == _I32 and out.dtype == _I32 \
+            and op.type in ("ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM"):
+        lo, hi = {0: (-2**31, 2**31 - 1), 1: (0, 2**31 - 1), 2: (-1, 1), 3: (0, 6)}.get(
+            _act(op), (None, None))
+        if lo is None:
+            raise _unsupported(op, f"fused activation {op.activation} on int32 tensors")
+        return (f"tk::binary_i32({g}, {_BINOPS[op.type]}, {e.ptr(a)}, {e.ptr(b)}, "
+                f"INT64_C({lo}), INT64_C({hi}), {e.ptr(out)}, {r0}, {r1});")
     if not (is_quantized(a) and is_quantized(b) and is_quantized(out)):
         raise _unsupported(op, f"{op.type} of {a.dtype} x {b.dtype}")
     _check_int8(op, a, b, out)
@@ -566,6 +574,9 @@ def _compare(e: Emitter, step: Step) -> str:
     code = _CMPOPS[op.type]
     if a.dtype == _F32 and b.dtype == _F32:
         return (f"tk::compare_f32({g}, {code}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, "
+                f"{r1});")
+    if a.dtype == _I32 and b.dtype == _I32:
+        return (f"tk::compare_i32({g}, {code}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, "
                 f"{r1});")
     if not (is_quantized(a) and is_quantized(b)):
         raise _unsupported(op, f"{op.type} of {a.dtype} x {b.dtype}")
@@ -967,6 +978,38 @@ def _tile(e: Emitter, step: Step) -> str:
             f"{e.ptr(out)}, {item}, s, t); }}")
 
 
+def _gather(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, idx, out = op.inputs[0], _input(op, 1), op.outputs[0]
+    assert x is not None
+    if idx is None or idx.dtype not in (_I32, np.dtype(np.int64)):
+        raise _unsupported(op, "GATHER needs int32 or int64 indices")
+    rank = len(x.shape)
+    axis = _int(op, "axis", 0)
+    axis = axis + rank if axis < 0 else axis
+    if _int(op, "batchDims", 0) != 0:
+        raise _unsupported(op, "GATHER with batch_dims")
+    if not 0 <= axis < rank:
+        raise _unsupported(op, f"axis {axis} for rank {rank}")
+    want = (*x.shape[:axis], *idx.shape, *x.shape[axis + 1:])
+    if tuple(out.shape) != want or x.dtype != out.dtype:
+        raise _unsupported(op, f"output {list(out.shape)} is not the gather's {list(want)}")
+    outer, inner = _size(x.shape[:axis]), _size(x.shape[axis + 1:])
+    item = x.dtype.itemsize  # type: ignore[union-attr]
+    n = x.shape[axis]
+    return (f"if (!tk::gather({e.ptr(x)}, {e.ptr(idx)}, {e.ptr(out)}, {item}, {outer}, {n}, "
+            f"{inner}, {_size(idx.shape)}))\n"
+            f"  throw std::runtime_error(\"GATHER {_cstr(op.name)}: an index is outside "
+            f"[0, {n})\");")
+
+
+def _cstr(text: str) -> str:
+    """``text`` safe inside a C++ string literal: printable ASCII but quotes, backslashes
+    and question marks (trigraphs); anything else becomes ``_``."""
+    return "".join(c if c.isascii() and c.isprintable() and c not in '"\\?' else "_"
+                   for c in text)
+
+
 def _concat(e: Emitter, step: Step) -> str:
     op = step.op
     out = op.outputs[0]
@@ -1087,7 +1130,7 @@ _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
     "SPLIT_V": _split,
     "LEAKY_RELU": _leaky_relu, "PAD": _pad, "PADV2": _pad,
     "LOG_SOFTMAX": _log_softmax, "PRELU": _prelu, **dict.fromkeys(_CMPOPS, _compare),
-    "SELECT_V2": _select,
+    "SELECT_V2": _select, "GATHER": _gather,
 }
 
 #: Op kinds the generator emits (CUSTOM ops by custom code).

@@ -1142,6 +1142,52 @@ void compare_q8(const Bcast& g, int op, const int8_t* a, int zp_a, int32_t m_a, 
   });
 }
 
+void compare_i32(const Bcast& g, int op, const int32_t* a, const int32_t* b, bool* y,
+                 int row0, int row1) {
+  compare_run(g, op, a, b, y, row0, row1, [](int, int32_t v) { return v; });
+}
+
+void binary_i32(const Bcast& g, int op, const int32_t* a, const int32_t* b, int64_t lo,
+                int64_t hi, int32_t* y, int row0, int row1) {
+  bcast_loop(g, row0, row1, [&](int64_t ia, int64_t sa, int64_t ib, int64_t sb, int64_t iy,
+                                int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t u = a[ia + i * sa], v = b[ib + i * sb];
+      int64_t r = 0;
+      switch (op) {
+        case B_ADD: r = u + v; break;
+        case B_SUB: r = u - v; break;
+        case B_MUL: r = u * v; break;
+        case B_MIN: r = v < u ? v : u; break;
+        case B_MAX: r = u < v ? v : u; break;
+        default: break;
+      }
+      r = r < lo ? lo : r;
+      r = r > hi ? hi : r;
+      y[iy + i] = static_cast<int32_t>(r);
+    }
+  });
+}
+
+template <typename I>
+bool gather(const void* x, const I* idx, void* y, size_t elem, int64_t outer, int64_t axis_n,
+            int64_t inner, int64_t n_idx) {
+  for (int64_t i = 0; i < n_idx; ++i)
+    if (idx[i] < 0 || static_cast<int64_t>(idx[i]) >= axis_n) return false;
+  const auto* xb = static_cast<const unsigned char*>(x);
+  auto* yb = static_cast<unsigned char*>(y);
+  const size_t row = static_cast<size_t>(inner) * elem;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < n_idx; ++i)
+      std::memcpy(yb + (o * n_idx + i) * row, xb + (o * axis_n + idx[i]) * row, row);
+  return true;
+}
+
+template bool gather<int32_t>(const void*, const int32_t*, void*, size_t, int64_t, int64_t,
+                              int64_t, int64_t);
+template bool gather<int64_t>(const void*, const int64_t*, void*, size_t, int64_t, int64_t,
+                              int64_t, int64_t);
+
 namespace {
 
 template <typename T>

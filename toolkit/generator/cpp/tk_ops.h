@@ -177,6 +177,18 @@ void compare_f32(const Bcast& g, int op, const float* a, const float* b, bool* y
                  int row1);
 void compare_q8(const Bcast& g, int op, const int8_t* a, int zp_a, int32_t m_a, int s_a,
                 const int8_t* b, int zp_b, int32_t m_b, int s_b, bool* y, int row0, int row1);
+void compare_i32(const Bcast& g, int op, const int32_t* a, const int32_t* b, bool* y,
+                 int row0, int row1);
+// int32 ADD, SUB, MUL, MINIMUM, MAXIMUM (BinOp codes) in int64, clamped to [lo, hi] (the
+// fused activation's range within int32).
+void binary_i32(const Bcast& g, int op, const int32_t* a, const int32_t* b, int64_t lo,
+                int64_t hi, int32_t* y, int row0, int row1);
+// GATHER (batch_dims 0): y[o][i][k] = x[o][idx[i]][k] for `outer` x `n_idx` x `inner`
+// `elem`-byte values, x with `axis_n` entries on the gathered axis. Returns false (and
+// leaves y unwritten) when an index is outside [0, axis_n).
+template <typename I>
+bool gather(const void* x, const I* idx, void* y, size_t elem, int64_t outer, int64_t axis_n,
+            int64_t inner, int64_t n_idx);
 // SELECT_V2 of up to 6 dims: y = cond ? a : b, element strides per output dim for each
 // operand (0 where broadcast), `elem`-byte values.
 void select(const int64_t* shape, const int64_t* sc, const int64_t* sa, const int64_t* sb,
