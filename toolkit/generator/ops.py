@@ -310,6 +310,116 @@ def _conv(e: Emitter, step: Step) -> str:
             f"{b}, {_act(op)}, {e.ptr(out)}, {r0}, {r1});")
 
 
+def _transpose_conv(e: Emitter, step: Step) -> str:
+    op = step.op
+    shape = [int(v) for v in _const(op, 0).reshape(-1)]
+    w = _const(op, 1)
+    x, out = op.inputs[2], op.outputs[0]
+    assert x is not None
+    if len(x.shape) != 4 or w.ndim != 4 or len(shape) != 4:
+        raise _unsupported(op, "TRANSPOSE_CONV needs 4-D input, filter and output shape")
+    n, h, wd, c = x.shape
+    o, kh, kw, c2 = w.shape
+    if c2 != c or tuple(shape) != tuple(out.shape) or shape[0] != n or shape[3] != o:
+        raise _unsupported(op, f"filter {list(w.shape)} does not fit input {list(x.shape)} "
+                               f"and output {list(out.shape)}")
+    sh, sw = _int(op, "strideH", 1) or 1, _int(op, "strideW", 1) or 1
+    same = _same(op)
+    oh, ow = shape[1], shape[2]
+    _, pt = _conv_out_and_pad(oh, kh, sh, 1, same)
+    _, pl = _conv_out_and_pad(ow, kw, sw, 1, same)
+    geom = f"tk::TConvGeom{{{n}, {h}, {wd}, {c}, {kh}, {kw}, {o}, {sh}, {sw}, {oh}, {ow}, " \
+           f"{pt}, {pl}}}"
+    bias_t = _input(op, 3)
+    if is_quantized(x):
+        _check_int8(op, x, out)
+        if w.dtype != _I8:
+            raise _unsupported(op, f"quantized TRANSPOSE_CONV with a {w.dtype} filter")
+        iq, wq, oq = qp(op, x), qp(op, op.inputs[1]), qp(op, out)
+        if wq.scale.size not in (1, o):
+            raise _unsupported(op, f"filter has {wq.scale.size} scales for {o} channels")
+        zp_w = wq.zero_point.reshape(-1, 1, 1, 1) if wq.zero_point.size == o else wq.zp
+        w_eff = np.ascontiguousarray((w.astype(np.int64) - zp_w).astype(np.int16))
+        bias = None
+        if bias_t is not None:
+            if bias_t.data is None:
+                raise _unsupported(op, "bias must be a constant")
+            bias = np.asarray(bias_t.data).reshape(-1).astype(np.int64)
+            if bias.size != o or np.abs(bias).max(initial=0) >= 2**31:
+                raise _unsupported(op, f"bias of {bias.size} values for {o} channels")
+        b = "nullptr" if bias is None else e.param(bias.astype(np.int32), "int32_t")
+        mults = channel_multipliers(iq, wq, oq, o, float_product=False)
+        return (f"const tk::QuantOut q = {_quant_out(e, op, mults, o)};\n"
+                f"tk::transpose_conv_q8({geom}, {e.ptr(x)}, {iq.zp}, "
+                f"{e.param(w_eff, 'int16_t')}, {b}, q, {e.ptr(out)});")
+    if x.dtype != _F32 or out.dtype != _F32 or w.dtype != _F32:
+        raise _unsupported(op, f"TRANSPOSE_CONV of {x.dtype} input, {w.dtype} filter")
+    bf = None
+    if bias_t is not None:
+        bf = _const(op, 3).astype(np.float32).reshape(-1)
+        if bf.size != o:
+            raise _unsupported(op, f"bias of {bf.size} values for {o} channels")
+    b = "nullptr" if bf is None else e.param(bf, "float")
+    return (f"tk::transpose_conv_f32({geom}, {e.ptr(x)}, "
+            f"{e.param(np.ascontiguousarray(w), 'float')}, {b}, {_act(op)}, {e.ptr(out)});")
+
+
+def _resize_bilinear(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    size = [int(v) for v in _const(op, 1).reshape(-1)]
+    if len(x.shape) != 4 or len(size) != 2 or min(size) < 1:
+        raise _unsupported(op, f"RESIZE_BILINEAR of {list(x.shape)} to {size}")
+    n, h, w, c = x.shape
+    oh, ow = size
+    if tuple(out.shape) != (n, oh, ow, c) or out.dtype != x.dtype:
+        raise _unsupported(op, f"output {list(out.shape)} is not {[n, oh, ow, c]}")
+    align = bool(_opt(op, "alignCorners", False))
+    half = bool(_opt(op, "halfPixelCenters", False))
+    i32 = np.int32
+    if x.dtype == _F32:
+        axes = [_bilinear_axis_f32(o, s, align, half) for o, s in ((oh, h), (ow, w))]
+        (y0, y1, fy), (x0, x1, fx) = axes
+        ct, fn = "float", "resize_bilinear_f32"
+    elif x.dtype == _I8:
+        (y0, y1, fy), (x0, x1, fx) = (_bilinear_axis_int(o, s, align, half)
+                                      for o, s in ((oh, h), (ow, w)))
+        ct, fn = "int32_t", "resize_bilinear_q8"
+    else:
+        raise _unsupported(op, f"RESIZE_BILINEAR of {x.dtype}")
+    geom = (f"tk::ResizeGeom{{{n}, {h}, {w}, {c}, {oh}, {ow}, {e.param(y0.astype(i32), 'int32_t')}"
+            f", {e.param(y1.astype(i32), 'int32_t')}, {e.param(x0.astype(i32), 'int32_t')}, "
+            f"{e.param(x1.astype(i32), 'int32_t')}}}")
+    return (f"tk::{fn}({geom}, {e.param(fy, ct)}, {e.param(fx, ct)}, {e.ptr(x)}, "
+            f"{e.ptr(out)});")
+
+
+def _bilinear_axis_f32(out: int, size: int, align: bool, half: bool
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Float RESIZE_BILINEAR along one axis: (low index, high index, float32 weight)."""
+    scale = np.float32((size - 1) / (out - 1)) if align and out > 1 else np.float32(size / out)
+    v = np.arange(out, dtype=np.float32)
+    pos = (v + np.float32(0.5)) * scale - np.float32(0.5) if half else v * scale
+    lo = np.maximum(np.floor(pos).astype(np.int64), 0)
+    hi = np.minimum(np.ceil(pos).astype(np.int64), size - 1)
+    return lo, hi, (pos.astype(np.float32) - lo.astype(np.float32)).astype(np.float32)
+
+
+def _bilinear_axis_int(out: int, size: int, align: bool, half: bool
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """TFLite ``ResizeBilinearInteger`` along one axis: (low, high, weight in 1/1024)."""
+    if align and out > 1:
+        scale = ((1 << 10) * (size - 1) + (out - 1) // 2) // (out - 1)
+    else:
+        scale = ((1 << 10) * size + out // 2) // out
+    v = np.arange(out, dtype=np.int64)
+    pos = v * scale + scale // 2 - (1 << 9) if half else v * scale
+    lo = np.maximum(np.trunc(pos / (1 << 10)).astype(np.int64), 0)
+    hi = np.minimum(np.trunc((pos + (1 << 10) - 1) / (1 << 10)).astype(np.int64), size - 1)
+    return lo, hi, (pos - (1 << 10) * lo).astype(np.int32)
+
+
 def _conv_q8x4(e: Emitter, op: Op, geom: str, w_eff: np.ndarray, bias: np.ndarray | None,
                zp_in: int, mults: np.ndarray, r0: int, r1: int) -> str:
     """CONV_2D int8 through ``tk::conv2d_q8x4``: the filter ``w_eff`` ([KH, KW, C, O], zero
@@ -1118,7 +1228,8 @@ def _pad(e: Emitter, step: Step) -> str:
 
 
 _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
-    "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv,
+    "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv,
+    "RESIZE_BILINEAR": _resize_bilinear,
     "MAX_POOL_2D": _pool, "AVERAGE_POOL_2D": _pool,
     "FULLY_CONNECTED": _fully_connected, "BATCH_MATMUL": _batch_matmul,
     **dict.fromkeys(_BINOPS, _binary), **dict.fromkeys(_UNOPS, _unary),

@@ -727,6 +727,131 @@ void conv2d_q8x4(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
 }
 
 // ---------------------------------------------------------------- matmul
+namespace {
+
+// f(b, oy, ox, acc) for every output pixel, acc[o] the sum over the taps landing on it of
+// dot(x pixel, w[o][ky][kx]) computed by dot(acc_o, xp, wp).
+template <typename X, typename W, typename Acc, typename Dot, typename Store>
+void transpose_conv_loop(const TConvGeom& g, const X* x, const W* w, Dot dot, Store store) {
+  std::vector<Acc> acc(static_cast<size_t>(g.o));
+  for (int b = 0; b < g.n; ++b)
+    for (int oy = 0; oy < g.oh; ++oy)
+      for (int ox = 0; ox < g.ow; ++ox) {
+        std::fill(acc.begin(), acc.end(), Acc(0));
+        for (int ky = 0; ky < g.kh; ++ky) {
+          const int ty = oy + g.pt - ky;
+          if (ty < 0 || ty % g.sh) continue;
+          const int iy = ty / g.sh;
+          if (iy >= g.h) continue;
+          for (int kx = 0; kx < g.kw; ++kx) {
+            const int tx = ox + g.pl - kx;
+            if (tx < 0 || tx % g.sw) continue;
+            const int ix = tx / g.sw;
+            if (ix >= g.w) continue;
+            const X* xp = x + ((static_cast<int64_t>(b) * g.h + iy) * g.w + ix) * g.c;
+            for (int oc = 0; oc < g.o; ++oc) {
+              const W* wp = w + ((static_cast<int64_t>(oc) * g.kh + ky) * g.kw + kx) * g.c;
+              acc[oc] += dot(xp, wp, g.c);
+            }
+          }
+        }
+        store(b, oy, ox, acc.data());
+      }
+}
+
+}  // namespace
+
+void transpose_conv_f32(const TConvGeom& g, const float* x, const float* w, const float* bias,
+                        int act, float* y) {
+  transpose_conv_loop<float, float, float>(
+      g, x, w,
+      [](const float* xp, const float* wp, int c) {
+        float s = 0.f;
+        for (int i = 0; i < c; ++i) s += xp[i] * wp[i];
+        return s;
+      },
+      [&](int b, int oy, int ox, const float* acc) {
+        float* yp = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * g.o;
+        for (int oc = 0; oc < g.o; ++oc) {
+          const float v = acc[oc] + (bias ? bias[oc] : 0.f);
+          yp[oc] = act != ACT_NONE ? act1(v, act) : v;
+        }
+      });
+}
+
+void transpose_conv_q8(const TConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                       const int32_t* bias, const QuantOut& q, int8_t* y) {
+  transpose_conv_loop<int8_t, int16_t, int32_t>(
+      g, x, w,
+      [zp_in](const int8_t* xp, const int16_t* wp, int c) {
+        int32_t s = 0;
+        for (int i = 0; i < c; ++i) s += (static_cast<int32_t>(xp[i]) - zp_in) * wp[i];
+        return s;
+      },
+      [&](int b, int oy, int ox, const int32_t* acc) {
+        int8_t* yp = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * g.o;
+        requant_n(acc, bias, q, 0, g.o, yp);
+      });
+}
+
+void resize_bilinear_f32(const ResizeGeom& g, const float* dy, const float* dx, const float* x,
+                         float* y) {
+  const float one = 1.f;
+  for (int b = 0; b < g.n; ++b)
+    for (int oy = 0; oy < g.oh; ++oy) {
+      const float* r0 = x + (static_cast<int64_t>(b) * g.h + g.y0[oy]) * g.w * g.c;
+      const float* r1 = x + (static_cast<int64_t>(b) * g.h + g.y1[oy]) * g.w * g.c;
+      const float wy = dy[oy];
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const float wx = dx[ox];
+        const float* tl = r0 + static_cast<int64_t>(g.x0[ox]) * g.c;
+        const float* tr = r0 + static_cast<int64_t>(g.x1[ox]) * g.c;
+        const float* bl = r1 + static_cast<int64_t>(g.x0[ox]) * g.c;
+        const float* br = r1 + static_cast<int64_t>(g.x1[ox]) * g.c;
+        float* yp = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * g.c;
+        for (int ch = 0; ch < g.c; ++ch) {
+          // the reference's order: four products, each left to right, summed left to right
+          float v = tl[ch] * (one - wy);
+          v = v * (one - wx);
+          float t = bl[ch] * wy;
+          t = t * (one - wx);
+          v = v + t;
+          t = tr[ch] * (one - wy);
+          t = t * wx;
+          v = v + t;
+          t = br[ch] * wy;
+          t = t * wx;
+          yp[ch] = v + t;
+        }
+      }
+    }
+}
+
+void resize_bilinear_q8(const ResizeGeom& g, const int32_t* fy, const int32_t* fx,
+                        const int8_t* x, int8_t* y) {
+  const int64_t one = 1 << 10;
+  for (int b = 0; b < g.n; ++b)
+    for (int oy = 0; oy < g.oh; ++oy) {
+      const int8_t* r0 = x + (static_cast<int64_t>(b) * g.h + g.y0[oy]) * g.w * g.c;
+      const int8_t* r1 = x + (static_cast<int64_t>(b) * g.h + g.y1[oy]) * g.w * g.c;
+      const int64_t wy = fy[oy];
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const int64_t wx = fx[ox];
+        const int8_t* tl = r0 + static_cast<int64_t>(g.x0[ox]) * g.c;
+        const int8_t* tr = r0 + static_cast<int64_t>(g.x1[ox]) * g.c;
+        const int8_t* bl = r1 + static_cast<int64_t>(g.x0[ox]) * g.c;
+        const int8_t* br = r1 + static_cast<int64_t>(g.x1[ox]) * g.c;
+        int8_t* yp = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * g.c;
+        for (int ch = 0; ch < g.c; ++ch) {
+          const int64_t acc = tl[ch] * (one - wy) * (one - wx) + bl[ch] * wy * (one - wx) +
+                              tr[ch] * (one - wy) * wx + br[ch] * wy * wx;
+          const int64_t q = acc + (acc > 0 ? (int64_t(1) << 19) : -(int64_t(1) << 19));
+          yp[ch] = static_cast<int8_t>(q / (int64_t(1) << 20));
+        }
+      }
+    }
+}
+
 void fully_connected_f32(const float* x, const float* w, const float* bias, int batch, int k,
                          int o, int act, float* y) {
 #if defined(__AVX512F__)

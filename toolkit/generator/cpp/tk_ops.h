@@ -96,6 +96,29 @@ void conv2d_q8x4(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
 void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                   const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1);
 
+// TRANSPOSE_CONV: input [N][H][W][C], filter [O][KH][KW][C], output [N][OH][OW][O] cropped
+// `pt` rows and `pl` columns into the full strided scatter. Each output sums, tap by tap in
+// row-major order, the dot products of the input pixels that land on it, then adds the bias.
+struct TConvGeom {
+  int n, h, w, c, kh, kw, o, sh, sw, oh, ow, pt, pl;
+};
+void transpose_conv_f32(const TConvGeom& g, const float* x, const float* w, const float* bias,
+                        int act, float* y);
+// int8: filter (w - zp_w) as int16, bias int32 or null.
+void transpose_conv_q8(const TConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                       const int32_t* bias, const QuantOut& q, int8_t* y);
+
+// RESIZE_BILINEAR of NHWC: output row oy reads input rows y0[oy], y1[oy] with weight dy[oy]
+// (float) or fy[oy] / 1024 (int8, TFLite's ResizeBilinearInteger), columns likewise.
+struct ResizeGeom {
+  int n, h, w, c, oh, ow;
+  const int32_t *y0, *y1, *x0, *x1;
+};
+void resize_bilinear_f32(const ResizeGeom& g, const float* dy, const float* dx, const float* x,
+                         float* y);
+void resize_bilinear_q8(const ResizeGeom& g, const int32_t* fy, const int32_t* fx,
+                        const int8_t* x, int8_t* y);
+
 // ---------------------------------------------------------------- matmul
 // FULLY_CONNECTED float: x [B, K], weights as [K][O], bias [O] or null.
 void fully_connected_f32(const float* x, const float* w, const float* bias, int batch, int k,
