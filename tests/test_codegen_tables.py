@@ -186,3 +186,71 @@ def test_bool_graph_output_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedOpError, match="graph output 'gt' is bool"):
         codegen(mb.build(), tmp_path / "c", name="c")
     assert not (tmp_path / "c" / "c.cpp").exists()
+
+
+def _opts(name: str, **fields: object) -> object:
+    """An options object of the schema's object API with ``fields`` set."""
+    from toolkit.builder import OPTIONS_CLASS
+
+    obj = OPTIONS_CLASS[name]()
+    for k, v in fields.items():
+        setattr(obj, k, v)
+    return obj
+
+
+def _resampling(int8: bool) -> Model:
+    """TRANSPOSE_CONV (SAME stride 2 with a bias and RELU, VALID stride (1, 2); per-channel
+    filter scales in int8) and RESIZE_BILINEAR (half-pixel centres, aligned corners, plain)."""
+    rng = np.random.default_rng(11)
+    mb = ModelBuilder("resample")
+    if int8:
+        x = mb.input("x", [2, 5, 4, 3], np.int8, quant=Q.make(0.05, -4))
+        w = mb.const("w", rng.integers(-127, 128, (6, 3, 3, 3)).astype(np.int8), np.int8,
+                     quant=Q.make(list(np.linspace(0.002, 0.01, 6)), 0, 0))
+        bias = mb.const("bias", rng.integers(-500, 500, 6).astype(np.int32), np.int32)
+        outs = [mb.op("TRANSPOSE_CONV", [mb.const("s1", np.array([2, 10, 8, 6], np.int32)),
+                                         w, x, bias], [2, 10, 8, 6], name="tconv_same", dtype=x.dtype,
+                      options=_opts("TransposeConvOptions", padding=0, strideH=2, strideW=2,
+                                    fusedActivationFunction=1), quant=Q.make(0.04, -100)),
+                mb.op("TRANSPOSE_CONV", [mb.const("s2", np.array([2, 7, 9, 6], np.int32)),
+                                         w, x], [2, 7, 9, 6], name="tconv_valid", dtype=x.dtype,
+                      options=_opts("TransposeConvOptions", padding=1, strideH=1, strideW=2),
+                      quant=Q.make(0.06, 7))]
+    else:
+        x = mb.input("x", [2, 5, 4, 3])
+        w = mb.const("w", rng.standard_normal((6, 3, 3, 3)).astype(np.float32))
+        bias = mb.const("bias", rng.standard_normal(6).astype(np.float32))
+        outs = [mb.op("TRANSPOSE_CONV", [mb.const("s1", np.array([2, 10, 8, 6], np.int32)),
+                                         w, x, bias], [2, 10, 8, 6], name="tconv_same", dtype=x.dtype,
+                      options=_opts("TransposeConvOptions", padding=0, strideH=2, strideW=2,
+                                    fusedActivationFunction=1)),
+                mb.op("TRANSPOSE_CONV", [mb.const("s2", np.array([2, 7, 9, 6], np.int32)),
+                                         w, x], [2, 7, 9, 6], name="tconv_valid", dtype=x.dtype,
+                      options=_opts("TransposeConvOptions", padding=1, strideH=1, strideW=2))]
+    for name, size, opts in (("half", [9, 7], {"halfPixelCenters": True}),
+                             ("corners", [8, 11], {"alignCorners": True}),
+                             ("plain", [3, 6], {})):
+        outs.append(mb.op("RESIZE_BILINEAR", [x, mb.const(f"{name}_size",
+                                                          np.array(size, np.int32))],
+                          [2, *size, 3], name=f"resize_{name}",
+                          options=_opts("ResizeBilinearOptions", **opts)))
+    mb.output(*outs)
+    return mb.build()
+
+
+@pytest.mark.parametrize("int8", [True, False], ids=["int8", "float32"])
+def test_transpose_conv_and_resize_match_the_reference(tmp_path: Path, int8: bool) -> None:
+    model = _resampling(int8)
+    art = codegen(model, tmp_path / "art", name="resample")
+    build_bundle([(art.out_dir, art.name, art.library.name)], tmp_path / "bundle", opt="-O1")
+    inputs = _inputs(model, np.random.default_rng(2))
+    want = Interpreter(model).invoke(inputs)
+    got = run_native(art, inputs).outputs
+    for k, w in want.items():
+        assert got[k].dtype == w.dtype and got[k].shape == w.shape, k
+        if int8:
+            np.testing.assert_array_equal(got[k], w, err_msg=k)
+            assert len(np.unique(w)) > 20, k
+        else:
+            tol = 1e-5 * float(np.abs(w).max())
+            assert float(np.abs(got[k] - w).max()) <= tol, k
