@@ -209,7 +209,8 @@ def _resampling(int8: bool) -> Model:
                      quant=Q.make(list(np.linspace(0.002, 0.01, 6)), 0, 0))
         bias = mb.const("bias", rng.integers(-500, 500, 6).astype(np.int32), np.int32)
         outs = [mb.op("TRANSPOSE_CONV", [mb.const("s1", np.array([2, 10, 8, 6], np.int32)),
-                                         w, x, bias], [2, 10, 8, 6], name="tconv_same", dtype=x.dtype,
+                                         w, x, bias], [2, 10, 8, 6], name="tconv_same",
+                      dtype=x.dtype,
                       options=_opts("TransposeConvOptions", padding=0, strideH=2, strideW=2,
                                     fusedActivationFunction=1), quant=Q.make(0.04, -100)),
                 mb.op("TRANSPOSE_CONV", [mb.const("s2", np.array([2, 7, 9, 6], np.int32)),
@@ -221,7 +222,8 @@ def _resampling(int8: bool) -> Model:
         w = mb.const("w", rng.standard_normal((6, 3, 3, 3)).astype(np.float32))
         bias = mb.const("bias", rng.standard_normal(6).astype(np.float32))
         outs = [mb.op("TRANSPOSE_CONV", [mb.const("s1", np.array([2, 10, 8, 6], np.int32)),
-                                         w, x, bias], [2, 10, 8, 6], name="tconv_same", dtype=x.dtype,
+                                         w, x, bias], [2, 10, 8, 6], name="tconv_same",
+                      dtype=x.dtype,
                       options=_opts("TransposeConvOptions", padding=0, strideH=2, strideW=2,
                                     fusedActivationFunction=1)),
                 mb.op("TRANSPOSE_CONV", [mb.const("s2", np.array([2, 7, 9, 6], np.int32)),
