@@ -18,6 +18,7 @@ import numpy as np
 
 from toolkit.errors import UnsupportedOpError
 from toolkit.generator.analysis import Analysis, Step
+from toolkit.generator.movement import MOVEMENT, affine_map, index_map
 from toolkit.generator.params import ParamsBuilder
 from toolkit.generator.quant import (
     activation_range,
@@ -1120,6 +1121,36 @@ def _cstr(text: str) -> str:
                    for c in text)
 
 
+def _movement(e: Emitter, step: Step) -> str:
+    """An op that only moves data: one strided walk of the input (``tk::transpose``) when its
+    index map is affine, else the map itself (``tk::gather_map``)."""
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None and out.dtype is not None
+    if x.dtype != out.dtype:
+        raise _unsupported(op, f"{op.type} from {x.dtype} to {out.dtype}")
+    if is_quantized(x) and is_quantized(out):
+        iq, oq = qp(op, x), qp(op, out)
+        if iq.s != oq.s or iq.zp != oq.zp:
+            raise _unsupported(op, f"{op.type} with different input and output quantization")
+    m = index_map(op)
+    item = out.dtype.itemsize
+    if m.size == 0:
+        return f"// {op.type} with an empty output"
+    if _size(x.shape) >= 2**31:
+        raise _unsupported(op, "input of 2**31 elements or more")
+    aff = affine_map(m)
+    if aff is not None:
+        offset, shape6, st6 = aff
+        return (f"{{ static const int64_t s[6] = {_arr(shape6)}; static const int64_t t[6] = "
+                f"{_arr(st6)};\n  tk::transpose({e.ptr(x)} + {offset}, {e.ptr(out)}, {item}, "
+                f"s, t); }}")
+    value: float | int = qp(op, out).zp if is_quantized(out) else 0
+    fill = e.param(np.asarray([value], dtype=out.dtype), ctype(out.dtype, out.name))
+    return (f"tk::gather_map({e.ptr(x)}, {e.param(m.reshape(-1).astype(np.int32), 'int32_t')}, "
+            f"{e.ptr(out)}, {m.size}, {item}, {fill});")
+
+
 def _concat(e: Emitter, step: Step) -> str:
     op = step.op
     out = op.outputs[0]
@@ -1241,7 +1272,7 @@ _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
     "SPLIT_V": _split,
     "LEAKY_RELU": _leaky_relu, "PAD": _pad, "PADV2": _pad,
     "LOG_SOFTMAX": _log_softmax, "PRELU": _prelu, **dict.fromkeys(_CMPOPS, _compare),
-    "SELECT_V2": _select, "GATHER": _gather,
+    "SELECT_V2": _select, "GATHER": _gather, **dict.fromkeys(MOVEMENT, _movement),
 }
 
 #: Op kinds the generator emits (CUSTOM ops by custom code).

@@ -1766,6 +1766,14 @@ void transpose_t(const T* src, T* dst, const int64_t* s, const int64_t* st) {
 
 }  // namespace
 
+void gather_map(const void* x, const int32_t* map, void* y, int64_t n, size_t elem,
+                const void* fill) {
+  const auto* src = static_cast<const unsigned char*>(x);
+  auto* dst = static_cast<unsigned char*>(y);
+  for (int64_t i = 0; i < n; ++i, dst += elem)
+    std::memcpy(dst, map[i] < 0 ? fill : src + static_cast<int64_t>(map[i]) * elem, elem);
+}
+
 void transpose(const void* x, void* y, size_t elem, const int64_t* out_shape,
                const int64_t* in_stride) {
   if (elem == 4) {

@@ -274,6 +274,9 @@ void layer_norm_f32(const float* x, const float* gamma, const float* beta, int r
 // Transpose of up to 6 dims: y[i] = x[sum(coord[d] * in_stride[d])] over output coords.
 void transpose(const void* x, void* y, size_t elem, const int64_t* out_shape,
                const int64_t* in_stride);
+// y[i] = x[map[i]] for n `elem`-byte values, or the value at `fill` where map[i] < 0.
+void gather_map(const void* x, const int32_t* map, void* y, int64_t n, size_t elem,
+                const void* fill);
 // Copy `inner` contiguous elements `outer` times from x + part offset (concat / split).
 void copy_blocks(const void* x, int64_t x_block, void* y, int64_t y_block, int64_t outer,
                  int64_t inner, size_t elem);
