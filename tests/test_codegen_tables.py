@@ -256,3 +256,57 @@ def test_transpose_conv_and_resize_match_the_reference(tmp_path: Path, int8: boo
         else:
             tol = 1e-5 * float(np.abs(w).max())
             assert float(np.abs(got[k] - w).max()) <= tol, k
+
+
+def _movement(int8: bool) -> Model:
+    """STRIDED_SLICE (negative stride, shrink and new axis), SLICE, REVERSE_V2,
+    SPACE_TO_BATCH_ND (padded: the pad value is the zero point in int8) and
+    BATCH_TO_SPACE_ND (cropped)."""
+    from toolkit.ir import Quantization
+
+    dt = np.int8 if int8 else np.float32
+    quant = Q.make(0.1, 9) if int8 else None
+    mb = ModelBuilder("movement")
+    x = mb.input("x", [2, 5, 6, 3], dt, quant=quant)
+
+    def op(kind: str, ins: list[Tensor], shape: list[int], name: str,
+           q: Quantization | None = quant, **opts: object) -> Tensor:
+        options = _opts(opts.pop("options_name"), **opts) if "options_name" in opts else None
+        return mb.op(kind, ins, shape, name=name, dtype=dt, quant=q, options=options)
+
+    def c(name: str, v: list[int]) -> Tensor:
+        return mb.const(name, np.array(v, np.int32))
+
+    outs = [
+        op("STRIDED_SLICE", [x, c("b1", [0, 4, 1, 0]), c("e1", [2, 0, 6, 3]),
+                             c("s1", [1, -2, 2, 1])], [2, 2, 3, 3], "ss_rev",
+           options_name="StridedSliceOptions"),
+        op("STRIDED_SLICE", [x, c("b2", [1, 0, 0, 2]), c("e2", [2, 5, 6, 3]),
+                             c("s2", [1, 1, 3, 1])], [5, 2], "ss_shrink",
+           options_name="StridedSliceOptions", shrinkAxisMask=9),
+        op("SLICE", [x, c("b3", [0, 1, 2, 0]), c("z3", [-1, 3, 2, 2])], [2, 3, 2, 2], "slice"),
+        op("REVERSE_V2", [x, c("axes", [1, 3])], [2, 5, 6, 3], "reverse"),
+        op("SPACE_TO_BATCH_ND", [x, c("blk", [2, 3]), c("pads", [1, 0, 2, 1])],
+           [12, 3, 3, 3], "s2b"),
+        op("BATCH_TO_SPACE_ND", [x, c("blk2", [1, 2]), c("crops", [1, 1, 0, 3])],
+           [1, 3, 9, 3], "b2s"),
+    ]
+    mb.output(*outs)
+    return mb.build()
+
+
+@pytest.mark.parametrize("int8", [True, False], ids=["int8", "float32"])
+def test_data_movement_matches_the_reference(tmp_path: Path, int8: bool) -> None:
+    model = _movement(int8)
+    art = codegen(model, tmp_path / "art", name="movement")
+    code = (tmp_path / "art" / "movement.cpp").read_text()
+    assert code.count("tk::gather_map(") == 2 and code.count("tk::transpose(") == 4
+    build_bundle([(art.out_dir, art.name, art.library.name)], tmp_path / "bundle", opt="-O1")
+    inputs = _inputs(model, np.random.default_rng(4))
+    want = Interpreter(model).invoke(inputs)
+    got = run_native(art, inputs).outputs
+    for k, w in want.items():
+        assert got[k].dtype == w.dtype and got[k].shape == w.shape, k
+        np.testing.assert_array_equal(got[k], w, err_msg=k)
+    pad = 9 if int8 else 0
+    assert (got["s2b"] == pad).sum() >= 3 * (2 * 6 * 9 - 2 * 5 * 6)  # the padded cells
