@@ -365,6 +365,33 @@ def _transpose_conv(e: Emitter, step: Step) -> str:
             f"{e.param(np.ascontiguousarray(w), 'float')}, {b}, {_act(op)}, {e.ptr(out)});")
 
 
+def _conv3d(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    w = _const(op, 1)
+    assert x is not None
+    if len(x.shape) != 5 or w.ndim != 5 or w.shape[3] != x.shape[4]:
+        raise _unsupported(op, f"filter {list(w.shape)} does not fit input {list(x.shape)}")
+    if x.dtype != _F32 or out.dtype != _F32 or w.dtype != _F32:
+        raise _unsupported(op, f"CONV_3D of {x.dtype} (float32 only)")
+    n, d, h, wd, c = x.shape
+    kd, kh, kw, _, o = w.shape
+    st = [_int(op, f"stride{a}", 1) or 1 for a in "DHW"]
+    dil = [_int(op, f"dilation{a}Factor", 1) or 1 for a in "DHW"]
+    same = _same(op)
+    dims = [_conv_out_and_pad(s, k, s_, d_, same)
+            for s, k, s_, d_ in zip((d, h, wd), (kd, kh, kw), st, dil, strict=True)]
+    if tuple(out.shape) != (n, *(v for v, _ in dims), o):
+        raise _unsupported(op, f"output {list(out.shape)} is not the convolution's")
+    bias = _bias(op, o, _F32)
+    b = "nullptr" if bias is None else e.param(bias, "float")
+    geom = (f"tk::Conv3Geom{{{n}, {d}, {h}, {wd}, {c}, {kd}, {kh}, {kw}, {o}, "
+            f"{', '.join(str(v) for v, _ in dims)}, {', '.join(map(str, st))}, "
+            f"{', '.join(map(str, dil))}, {', '.join(str(p) for _, p in dims)}}}")
+    return (f"tk::conv3d_f32({geom}, {e.ptr(x)}, {e.param(np.ascontiguousarray(w), 'float')}, "
+            f"{b}, {_act(op)}, {e.ptr(out)});")
+
+
 def _resize_bilinear(e: Emitter, step: Step) -> str:
     op = step.op
     x, out = op.inputs[0], op.outputs[0]
@@ -1260,7 +1287,7 @@ def _pad(e: Emitter, step: Step) -> str:
 
 _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv,
-    "RESIZE_BILINEAR": _resize_bilinear,
+    "RESIZE_BILINEAR": _resize_bilinear, "CONV_3D": _conv3d,
     "MAX_POOL_2D": _pool, "AVERAGE_POOL_2D": _pool,
     "FULLY_CONNECTED": _fully_connected, "BATCH_MATMUL": _batch_matmul,
     **dict.fromkeys(_BINOPS, _binary), **dict.fromkeys(_UNOPS, _unary),

@@ -794,6 +794,43 @@ void transpose_conv_q8(const TConvGeom& g, const int8_t* x, int zp_in, const int
       });
 }
 
+void conv3d_f32(const Conv3Geom& g, const float* x, const float* w, const float* bias, int act,
+                float* y) {
+  std::vector<float> acc(static_cast<size_t>(g.o));
+  float* yp = y;
+  for (int b = 0; b < g.n; ++b)
+    for (int oz = 0; oz < g.od; ++oz)
+      for (int oy = 0; oy < g.oh; ++oy)
+        for (int ox = 0; ox < g.ow; ++ox, yp += g.o) {
+          std::fill(acc.begin(), acc.end(), 0.f);
+          for (int a = 0; a < g.kd; ++a) {
+            const int iz = oz * g.sd + a * g.dd - g.pd;
+            if (iz < 0 || iz >= g.d) continue;
+            for (int ky = 0; ky < g.kh; ++ky) {
+              const int iy = oy * g.sh + ky * g.dh - g.pt;
+              if (iy < 0 || iy >= g.h) continue;
+              for (int kx = 0; kx < g.kw; ++kx) {
+                const int ix = ox * g.sw + kx * g.dw - g.pl;
+                if (ix < 0 || ix >= g.w) continue;
+                const float* xp =
+                    x + (((static_cast<int64_t>(b) * g.d + iz) * g.h + iy) * g.w + ix) * g.c;
+                const float* wp =
+                    w + ((static_cast<int64_t>(a) * g.kh + ky) * g.kw + kx) * g.c * g.o;
+                for (int oc = 0; oc < g.o; ++oc) {
+                  float s = 0.f;
+                  for (int ci = 0; ci < g.c; ++ci) s += xp[ci] * wp[static_cast<int64_t>(ci) * g.o + oc];
+                  acc[oc] += s;
+                }
+              }
+            }
+          }
+          for (int oc = 0; oc < g.o; ++oc) {
+            const float v = acc[oc] + (bias ? bias[oc] : 0.f);
+            yp[oc] = act != ACT_NONE ? act1(v, act) : v;
+          }
+        }
+}
+
 void resize_bilinear_f32(const ResizeGeom& g, const float* dy, const float* dx, const float* x,
                          float* y) {
   const float one = 1.f;

@@ -119,6 +119,16 @@ void resize_bilinear_f32(const ResizeGeom& g, const float* dy, const float* dx, 
 void resize_bilinear_q8(const ResizeGeom& g, const int32_t* fy, const int32_t* fx,
                         const int8_t* x, int8_t* y);
 
+// CONV_3D float: input [N][D][H][W][C], filter [KD][KH][KW][C][O], output
+// [N][OD][OH][OW][O]; each output sums its taps' dot products in row-major tap order, then
+// adds the bias.
+struct Conv3Geom {
+  int n, d, h, w, c, kd, kh, kw, o, od, oh, ow;
+  int sd, sh, sw, dd, dh, dw, pd, pt, pl;
+};
+void conv3d_f32(const Conv3Geom& g, const float* x, const float* w, const float* bias, int act,
+                float* y);
+
 // ---------------------------------------------------------------- matmul
 // FULLY_CONNECTED float: x [B, K], weights as [K][O], bias [O] or null.
 void fully_connected_f32(const float* x, const float* w, const float* bias, int batch, int k,
