@@ -310,3 +310,30 @@ def test_data_movement_matches_the_reference(tmp_path: Path, int8: bool) -> None
         np.testing.assert_array_equal(got[k], w, err_msg=k)
     pad = 9 if int8 else 0
     assert (got["s2b"] == pad).sum() >= 3 * (2 * 6 * 9 - 2 * 5 * 6)  # the padded cells
+
+
+def test_conv3d_matches_the_reference(tmp_path: Path) -> None:
+    """CONV_3D SAME with strides (1, 2, 2), a bias and RELU6, and VALID with dilation 2."""
+    rng = np.random.default_rng(8)
+    mb = ModelBuilder("conv3d")
+    x = mb.input("x", [2, 4, 7, 6, 3])
+    w = mb.const("w", rng.standard_normal((2, 3, 3, 3, 5)).astype(np.float32))
+    bias = mb.const("bias", rng.standard_normal(5).astype(np.float32))
+    mb.output(
+        mb.op("CONV_3D", [x, w, bias], [2, 4, 4, 3, 5], name="same",
+              options=_opts("Conv3DOptions", padding=0, strideD=1, strideH=2, strideW=2,
+                            dilationDFactor=1, dilationHFactor=1, dilationWFactor=1,
+                            fusedActivationFunction=3)),
+        mb.op("CONV_3D", [x, w], [2, 2, 3, 2, 5], name="valid_dilated",
+              options=_opts("Conv3DOptions", padding=1, strideD=1, strideH=1, strideW=1,
+                            dilationDFactor=2, dilationHFactor=2, dilationWFactor=2)))
+    model = mb.build()
+    art = codegen(model, tmp_path / "art", name="conv3d")
+    build_bundle([(art.out_dir, art.name, art.library.name)], tmp_path / "bundle", opt="-O1")
+    inputs = _inputs(model, rng)
+    want = Interpreter(model).invoke(inputs)
+    got = run_native(art, inputs).outputs
+    for k, w_ in want.items():
+        assert got[k].shape == w_.shape, k
+        assert float(np.abs(got[k] - w_).max()) <= 1e-5 * float(np.abs(w_).max()), k
+    assert float(want["same"].min()) == 0.0 and float(want["same"].max()) == 6.0  # RELU6 hit
