@@ -572,6 +572,8 @@ def _batch_matmul(e: Emitter, step: Step) -> str:
 # ------------------------------------------------------------------ element-wise
 _BINOPS = {"ADD": 0, "SUB": 1, "MUL": 2, "DIV": 3, "POW": 4, "SQUARED_DIFFERENCE": 5,
            "MINIMUM": 6, "MAXIMUM": 7}
+_INT_BINOPS = {"ADD": 0, "SUB": 1, "MUL": 2, "MINIMUM": 6, "MAXIMUM": 7, "FLOOR_MOD": 9,
+               "FLOOR_DIV": 10}
 #: int8 binary ops LiteRT (and the reference runtime) compute in float between dequantizing
 #: and quantizing: looked up in a table of every pair of inputs
 _FLOAT_PAIR: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -623,15 +625,16 @@ def _binary(e: Emitter, step: Step) -> str:
     assert a is not None and b is not None
     g, r0, r1 = _bcast(op, step, a, b, out)
     if a.dtype == _F32 and b.dtype == _F32 and out.dtype == _F32:
+        if op.type not in _BINOPS:
+            raise _unsupported(op, f"float32 {op.type}")
         return (f"tk::binary_f32({g}, {_BINOPS[op.type]}, {e.ptr(a)}, {e.ptr(b)}, "
                 f"{_act(op)}, {e.ptr(out)}, {r0}, {r1});")
-    if a.dtype == _I32 and b.dtype == _I32 and out.dtype == _I32 \
-            and op.type in ("ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM"):
+    if a.dtype == _I32 and b.dtype == _I32 and out.dtype == _I32 and op.type in _INT_BINOPS:
         lo, hi = {0: (-2**31, 2**31 - 1), 1: (0, 2**31 - 1), 2: (-1, 1), 3: (0, 6)}.get(
             _act(op), (None, None))
         if lo is None:
             raise _unsupported(op, f"fused activation {op.activation} on int32 tensors")
-        return (f"tk::binary_i32({g}, {_BINOPS[op.type]}, {e.ptr(a)}, {e.ptr(b)}, "
+        return (f"tk::binary_i32({g}, {_INT_BINOPS[op.type]}, {e.ptr(a)}, {e.ptr(b)}, "
                 f"INT64_C({lo}), INT64_C({hi}), {e.ptr(out)}, {r0}, {r1});")
     if not (is_quantized(a) and is_quantized(b) and is_quantized(out)):
         raise _unsupported(op, f"{op.type} of {a.dtype} x {b.dtype}")
@@ -964,6 +967,11 @@ def _reduce(e: Emitter, step: Step) -> str:
     g = f"tk::Reduce{{{_arr(shape6)}, {_arr(st6)}, {out_size}, {count}}}"
     if x.dtype == _F32 and out.dtype == _F32:
         return f"tk::reduce_f32({g}, {_REDOPS[op.type]}, {e.ptr(x)}, {e.ptr(out)});"
+    if x.dtype == _I32 and out.dtype == _I32 and op.type in ("REDUCE_MAX", "REDUCE_MIN"):
+        if _size(x.shape) == 0:
+            raise _unsupported(op, f"{op.type} of an empty tensor")
+        return (f"tk::extreme_i32({g}, {int(op.type == 'REDUCE_MAX')}, {e.ptr(x)}, "
+                f"{e.ptr(out)});")
     if op.type not in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN") \
             or not (is_quantized(x) and is_quantized(out)):
         raise _unsupported(op, f"{op.type} of {x.dtype}")
@@ -1141,6 +1149,44 @@ def _gather(e: Emitter, step: Step) -> str:
             f"[0, {n})\");")
 
 
+def _gather_nd(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, idx, out = op.inputs[0], _input(op, 1), op.outputs[0]
+    assert x is not None
+    if idx is None or idx.dtype != _I32 or not idx.shape:
+        raise _unsupported(op, "GATHER_ND needs int32 indices of rank >= 1")
+    k = idx.shape[-1]
+    if not 0 < k <= len(x.shape):
+        raise _unsupported(op, f"index depth {k} for params of rank {len(x.shape)}")
+    want = (*idx.shape[:-1], *x.shape[k:])
+    if tuple(out.shape) != want or out.dtype != x.dtype:
+        raise _unsupported(op, f"output {list(out.shape)} is not the gather's {list(want)}")
+    inner = _size(x.shape[k:])
+    strides = [_size(x.shape[j + 1:]) for j in range(k)]
+    item = x.dtype.itemsize  # type: ignore[union-attr]
+    return (f"{{ static const int64_t dims[{k}] = {_arr(x.shape[:k])}; static const int64_t "
+            f"st[{k}] = {_arr(strides)};\n"
+            f"  if (!tk::gather_nd({e.ptr(x)}, {e.ptr(idx)}, {e.ptr(out)}, {item}, "
+            f"{_size(idx.shape[:-1])}, {k}, dims, st, {inner}))\n"
+            f"    throw std::runtime_error(\"GATHER_ND {_cstr(op.name)}: an index is out of "
+            f"range\"); }}")
+
+
+def _cast(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    if is_quantized(x) or is_quantized(out):
+        raise _unsupported(op, "CAST of quantized tensors")
+    if _size(x.shape) != _size(out.shape):
+        raise _unsupported(op, f"CAST from {list(x.shape)} to {list(out.shape)}")
+    src, dst = ctype(x.dtype, x.name), ctype(out.dtype, out.name)
+    if dst == "bool" and src != "bool":  # != 0, as the reference
+        return (f"for (int64_t i = 0; i < {_size(out.shape)}; ++i) {e.ptr(out)}[i] = "
+                f"{e.ptr(x)}[i] != 0;")
+    return f"tk::cast({e.ptr(x)}, {e.ptr(out)}, {_size(out.shape)});"
+
+
 def _cstr(text: str) -> str:
     """``text`` safe inside a C++ string literal: printable ASCII but quotes, backslashes
     and question marks (trigraphs); anything else becomes ``_``."""
@@ -1299,7 +1345,8 @@ _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
     "SPLIT_V": _split,
     "LEAKY_RELU": _leaky_relu, "PAD": _pad, "PADV2": _pad,
     "LOG_SOFTMAX": _log_softmax, "PRELU": _prelu, **dict.fromkeys(_CMPOPS, _compare),
-    "SELECT_V2": _select, "GATHER": _gather, **dict.fromkeys(MOVEMENT, _movement),
+    "SELECT_V2": _select, "GATHER": _gather, "GATHER_ND": _gather_nd, "CAST": _cast,
+    "FLOOR_MOD": _binary, "FLOOR_DIV": _binary, **dict.fromkeys(MOVEMENT, _movement),
 }
 
 #: Op kinds the generator emits (CUSTOM ops by custom code).

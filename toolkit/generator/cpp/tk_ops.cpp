@@ -1322,6 +1322,14 @@ void binary_i32(const Bcast& g, int op, const int32_t* a, const int32_t* b, int6
         case B_MUL: r = u * v; break;
         case B_MIN: r = v < u ? v : u; break;
         case B_MAX: r = u < v ? v : u; break;
+        case B_FLOOR_MOD:
+          r = v == 0 ? 0 : u % v;
+          if (r != 0 && ((r < 0) != (v < 0))) r += v;
+          break;
+        case B_FLOOR_DIV:
+          r = v == 0 ? 0 : u / v;
+          if (v != 0 && (u % v != 0) && ((u < 0) != (v < 0))) --r;
+          break;
         default: break;
       }
       r = r < lo ? lo : r;
@@ -1342,6 +1350,22 @@ bool gather(const void* x, const I* idx, void* y, size_t elem, int64_t outer, in
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < n_idx; ++i)
       std::memcpy(yb + (o * n_idx + i) * row, xb + (o * axis_n + idx[i]) * row, row);
+  return true;
+}
+
+bool gather_nd(const void* x, const int32_t* idx, void* y, size_t elem, int64_t n_idx, int k,
+               const int64_t* dims, const int64_t* strides, int64_t inner) {
+  const auto* xb = static_cast<const unsigned char*>(x);
+  auto* yb = static_cast<unsigned char*>(y);
+  const size_t row = static_cast<size_t>(inner) * elem;
+  for (int64_t i = 0; i < n_idx; ++i)
+    for (int j = 0; j < k; ++j)
+      if (idx[i * k + j] < 0 || idx[i * k + j] >= dims[j]) return false;
+  for (int64_t i = 0; i < n_idx; ++i) {
+    int64_t off = 0;
+    for (int j = 0; j < k; ++j) off += idx[i * k + j] * strides[j];
+    std::memcpy(yb + i * row, xb + off * static_cast<int64_t>(elem), row);
+  }
   return true;
 }
 
@@ -1724,6 +1748,15 @@ void sum_q8(const Reduce& g, const int8_t* x, float scale, float bias, int zp_ou
     const float shifted = scaled + bias;
     y[i] = clamp8(static_cast<int64_t>(std::round(shifted)) + zp_out, -128, 127);
   }
+}
+
+void extreme_i32(const Reduce& g, int is_max, const int32_t* x, int32_t* y) {
+  std::fill(y, y + g.out_size, is_max ? std::numeric_limits<int32_t>::min()
+                                      : std::numeric_limits<int32_t>::max());
+  if (is_max)
+    reduce_loop(g, [&](int64_t oi, int64_t ii) { y[oi] = std::max(y[oi], x[ii]); });
+  else
+    reduce_loop(g, [&](int64_t oi, int64_t ii) { y[oi] = std::min(y[oi], x[ii]); });
 }
 
 void extreme_q8(const Reduce& g, int is_max, const int8_t* x, int8_t* y) {

@@ -147,7 +147,9 @@ void batch_matmul_q8(const MatmulGeom& g, const int8_t* a, int zp_a, const int8_
                      int32_t mult, int shift, int zp_out, int lo, int hi, int8_t* y);
 
 // ---------------------------------------------------------------- element-wise
-enum BinOp : int { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_SQDIFF, B_MIN, B_MAX, B_PRELU };
+enum BinOp : int {
+  B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_SQDIFF, B_MIN, B_MAX, B_PRELU, B_FLOOR_MOD, B_FLOOR_DIV
+};
 
 // Output of up to 6 dims (leading dims 1), inputs with element strides per output dim
 // (0 where broadcast). Rows [row0, row1) of output dim `row_dim` (or all when row_dim < 0).
@@ -212,8 +214,8 @@ void compare_q8(const Bcast& g, int op, const int8_t* a, int zp_a, int32_t m_a, 
                 const int8_t* b, int zp_b, int32_t m_b, int s_b, bool* y, int row0, int row1);
 void compare_i32(const Bcast& g, int op, const int32_t* a, const int32_t* b, bool* y,
                  int row0, int row1);
-// int32 ADD, SUB, MUL, MINIMUM, MAXIMUM (BinOp codes) in int64, clamped to [lo, hi] (the
-// fused activation's range within int32).
+// int32 ADD, SUB, MUL, MINIMUM, MAXIMUM, FLOOR_MOD, FLOOR_DIV (BinOp codes; a zero divisor
+// gives 0) in int64, clamped to [lo, hi] (the fused activation's range within int32).
 void binary_i32(const Bcast& g, int op, const int32_t* a, const int32_t* b, int64_t lo,
                 int64_t hi, int32_t* y, int row0, int row1);
 // GATHER (batch_dims 0): y[o][i][k] = x[o][idx[i]][k] for `outer` x `n_idx` x `inner`
@@ -222,6 +224,19 @@ void binary_i32(const Bcast& g, int op, const int32_t* a, const int32_t* b, int6
 template <typename I>
 bool gather(const void* x, const I* idx, void* y, size_t elem, int64_t outer, int64_t axis_n,
             int64_t inner, int64_t n_idx);
+// GATHER_ND: for each of n_idx tuples of k indices (idx[i * k + j] on axis j of x, whose
+// axis j has dims[j] entries and strides[j] elements), copy `inner` elements. Returns false
+// (y unwritten) when an index is out of range.
+bool gather_nd(const void* x, const int32_t* idx, void* y, size_t elem, int64_t n_idx, int k,
+               const int64_t* dims, const int64_t* strides, int64_t inner);
+// CAST of n values (float to integer truncates; to bool: != 0).
+template <typename S, typename D>
+inline void cast(const S* x, D* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<D>(x[i]);
+}
+// int32 REDUCE_MAX (is_max 1) / REDUCE_MIN (0); x must not be empty.
+struct Reduce;
+void extreme_i32(const Reduce& g, int is_max, const int32_t* x, int32_t* y);
 // SELECT_V2 of up to 6 dims: y = cond ? a : b, element strides per output dim for each
 // operand (0 where broadcast), `elem`-byte values.
 void select(const int64_t* shape, const int64_t* sc, const int64_t* sa, const int64_t* sb,
