@@ -337,3 +337,42 @@ def test_conv3d_matches_the_reference(tmp_path: Path) -> None:
         assert got[k].shape == w_.shape, k
         assert float(np.abs(got[k] - w_).max()) <= 1e-5 * float(np.abs(w_).max()), k
     assert float(want["same"].min()) == 0.0 and float(want["same"].max()) == 6.0  # RELU6 hit
+
+
+def _integers() -> Model:
+    """int32 FLOOR_MOD and FLOOR_DIV of mixed signs, REDUCE_MAX, CAST to float32 and to
+    bool (then int8), GATHER_ND of pairs into a float table."""
+    mb = ModelBuilder("ints")
+    a = mb.input("a", [3, 4], np.int32)
+    b = mb.input("b", [4], np.int32)
+    table = mb.const("table", np.arange(60, dtype=np.float32).reshape(3, 4, 5))
+    idx = mb.input("pairs", [2, 2], np.int32)
+    nz = mb.op("CAST", [a], [3, 4], name="nonzero", dtype=np.bool_)
+    mb.output(
+        mb.binary("FLOOR_MOD", a, b, name="fmod"),
+        mb.binary("FLOOR_DIV", a, b, name="fdiv"),
+        mb.reduce("REDUCE_MAX", a, [1], keep_dims=False, name="rmax_i32"),
+        mb.op("CAST", [a], [3, 4], name="as_float", dtype=np.float32),
+        mb.op("CAST", [nz], [3, 4], name="nonzero_i8", dtype=np.int8),
+        mb.op("GATHER_ND", [table, idx], [2, 5], name="gather_nd", dtype=np.float32))
+    return mb.build()
+
+
+def test_integer_ops_match_the_reference(tmp_path: Path) -> None:
+    model = _integers()
+    art = codegen(model, tmp_path / "art", name="ints")
+    build_bundle([(art.out_dir, art.name, art.library.name)], tmp_path / "bundle", opt="-O1")
+    rng = np.random.default_rng(6)
+    inputs = {"a": rng.integers(-20, 21, (3, 4)).astype(np.int32),
+              "b": np.array([3, -4, 7, -2], np.int32),
+              "pairs": np.array([[2, 3], [0, 1]], np.int32)}
+    inputs["a"][0, 0] = 0
+    want = Interpreter(model).invoke(inputs)
+    got = run_native(art, inputs).outputs
+    for k, w in want.items():
+        assert got[k].dtype == w.dtype and got[k].shape == w.shape, k
+        np.testing.assert_array_equal(got[k], w, err_msg=k)
+    assert (want["fmod"] < 0).any() and (want["fdiv"] < 0).any()
+    inputs["pairs"][1, 0] = 3
+    with pytest.raises(ToolkitError, match="GATHER_ND gather_nd: an index is out of range"):
+        run_native(art, inputs)
