@@ -1,5 +1,5 @@
 """Source index maps of ops that only move data (STRIDED_SLICE, SLICE, REVERSE_V2,
-SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND).
+SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND, MIRROR_PAD, BROADCAST_TO).
 
 :func:`index_map` applies the op's arrangement to the flat indices of its input, so element
 ``i`` of the result is the input element output element ``i`` copies (``-1``: the pad
@@ -21,7 +21,7 @@ __all__ = ["MOVEMENT", "index_map", "affine_map"]
 
 #: the op kinds :func:`index_map` arranges
 MOVEMENT = frozenset({"STRIDED_SLICE", "SLICE", "REVERSE_V2", "SPACE_TO_BATCH_ND",
-                      "BATCH_TO_SPACE_ND"})
+                      "BATCH_TO_SPACE_ND", "MIRROR_PAD", "BROADCAST_TO"})
 
 
 def _unsupported(op: Op, what: str) -> UnsupportedOpError:
@@ -137,8 +137,29 @@ def _reverse(op: Op, idx: np.ndarray) -> np.ndarray:
     return np.flip(idx, tuple(axes))
 
 
+def _mirror_pad(op: Op, idx: np.ndarray) -> np.ndarray:
+    pads = np.asarray(_ints(op, 1), dtype=np.int64).reshape(-1, 2)
+    if pads.shape[0] != idx.ndim or (pads < 0).any():
+        raise _unsupported(op, f"paddings {pads.tolist()} for rank {idx.ndim}")
+    widths = [(int(a), int(b)) for a, b in pads]
+    mode = int(getattr(op.options, "mode", 0) or 0) if op.options is not None else 0
+    try:
+        return np.pad(idx, widths, mode="reflect" if mode == 0 else "symmetric")
+    except ValueError as exc:
+        raise _unsupported(op, f"paddings {pads.tolist()}: {exc}") from None
+
+
+def _broadcast_to(op: Op, idx: np.ndarray) -> np.ndarray:
+    target = _ints(op, 1)
+    try:
+        return np.broadcast_to(idx, target)
+    except ValueError:
+        raise _unsupported(op, f"cannot broadcast {list(idx.shape)} to {target}") from None
+
+
 _ARRANGE = {"STRIDED_SLICE": _strided_slice, "SLICE": _slice, "REVERSE_V2": _reverse,
-            "SPACE_TO_BATCH_ND": _space_to_batch, "BATCH_TO_SPACE_ND": _batch_to_space}
+            "SPACE_TO_BATCH_ND": _space_to_batch, "BATCH_TO_SPACE_ND": _batch_to_space,
+            "MIRROR_PAD": _mirror_pad, "BROADCAST_TO": _broadcast_to}
 
 
 def index_map(op: Op) -> np.ndarray:

@@ -757,7 +757,8 @@ def _select(e: Emitter, step: Step) -> str:
 
 _UNOPS = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "RELU_0_TO_1": 3, "TANH": 4,
           "LOGISTIC": 5, "RSQRT": 6, "SQRT": 7, "EXP": 8, "NEG": 9, "ABS": 10, "LOG": 11,
-          "GELU": 12, "HARD_SWISH": 14, "ELU": 15, "SQUARE": 16}
+          "GELU": 12, "HARD_SWISH": 14, "ELU": 15, "SQUARE": 16, "FLOOR": 17, "CEIL": 18,
+          "ROUND": 19, "SIN": 20, "COS": 21}
 _GELU_TANH = 13
 _RELU_BOUNDS = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0),
                 "RELU_0_TO_1": (0.0, 1.0)}
@@ -1187,6 +1188,61 @@ def _cast(e: Emitter, step: Step) -> str:
     return f"tk::cast({e.ptr(x)}, {e.ptr(out)}, {_size(out.shape)});"
 
 
+def _logical(e: Emitter, step: Step) -> str:
+    op = step.op
+    a, b, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    assert a is not None and b is not None
+    if not a.dtype == b.dtype == out.dtype == np.dtype(np.bool_):
+        raise _unsupported(op, f"{op.type} of {a.dtype} x {b.dtype}")
+    g, r0, r1 = _bcast(op, step, a, b, out)
+    return (f"tk::logical_bool({g}, {int(op.type == 'LOGICAL_OR')}, {e.ptr(a)}, {e.ptr(b)}, "
+            f"{e.ptr(out)}, {r0}, {r1});")
+
+
+def _axis_split(op: Op, shape: tuple[int, ...], axis_input: int) -> tuple[int, int, int]:
+    """``(outer, n, inner)`` around the axis named by constant input ``axis_input``."""
+    rank = len(shape)
+    axis = int(_const(op, axis_input).reshape(-1)[0])
+    if not -rank <= axis < max(rank, 1):
+        raise _unsupported(op, f"axis {axis} for rank {rank}")
+    axis %= rank
+    return _size(shape[:axis]), shape[axis], _size(shape[axis + 1:])
+
+
+def _arg_extreme(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    if x.dtype != _F32 or out.dtype not in (_I32, np.dtype(np.int64)):
+        raise _unsupported(op, f"{op.type} of {x.dtype} to {out.dtype} (float32 only)")
+    outer, n, inner = _axis_split(op, tuple(x.shape), 1)
+    if n == 0:
+        raise _unsupported(op, f"{op.type} over an empty axis")
+    return (f"tk::arg_extreme_f32({e.ptr(x)}, {e.ptr(out)}, {outer}, {n}, {inner}, "
+            f"{int(op.type == 'ARG_MAX')});")
+
+
+def _cumsum(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    if x.dtype != _F32 or out.dtype != _F32:
+        raise _unsupported(op, f"CUMSUM of {x.dtype} (float32 only)")
+    outer, n, inner = _axis_split(op, tuple(x.shape), 1)
+    excl, rev = int(bool(_opt(op, "exclusive", False))), int(bool(_opt(op, "reverse", False)))
+    return (f"tk::cumsum_f32({e.ptr(x)}, {e.ptr(out)}, {outer}, {n}, {inner}, {excl}, "
+            f"{rev});")
+
+
+def _zeros_like(e: Emitter, step: Step) -> str:
+    op = step.op
+    out = op.outputs[0]
+    if is_quantized(out):
+        raise _unsupported(op, "ZEROS_LIKE of a quantized tensor")
+    n = _size(out.shape) * out.dtype.itemsize  # type: ignore[union-attr]
+    return f"std::memset({e.ptr(out)}, 0, {n});"
+
+
 def _cstr(text: str) -> str:
     """``text`` safe inside a C++ string literal: printable ASCII but quotes, backslashes
     and question marks (trigraphs); anything else becomes ``_``."""
@@ -1346,7 +1402,9 @@ _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
     "LEAKY_RELU": _leaky_relu, "PAD": _pad, "PADV2": _pad,
     "LOG_SOFTMAX": _log_softmax, "PRELU": _prelu, **dict.fromkeys(_CMPOPS, _compare),
     "SELECT_V2": _select, "GATHER": _gather, "GATHER_ND": _gather_nd, "CAST": _cast,
-    "FLOOR_MOD": _binary, "FLOOR_DIV": _binary, **dict.fromkeys(MOVEMENT, _movement),
+    "FLOOR_MOD": _binary, "FLOOR_DIV": _binary, "LOGICAL_AND": _logical,
+    "LOGICAL_OR": _logical, "ARG_MAX": _arg_extreme, "ARG_MIN": _arg_extreme,
+    "CUMSUM": _cumsum, "ZEROS_LIKE": _zeros_like, **dict.fromkeys(MOVEMENT, _movement),
 }
 
 #: Op kinds the generator emits (CUSTOM ops by custom code).

@@ -1369,6 +1369,55 @@ bool gather_nd(const void* x, const int32_t* idx, void* y, size_t elem, int64_t 
   return true;
 }
 
+void logical_bool(const Bcast& g, int is_or, const bool* a, const bool* b, bool* y, int row0,
+                  int row1) {
+  bcast_loop(g, row0, row1, [&](int64_t ia, int64_t sa, int64_t ib, int64_t sb, int64_t iy,
+                                int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const bool u = a[ia + i * sa], v = b[ib + i * sb];
+      y[iy + i] = is_or ? (u || v) : (u && v);
+    }
+  });
+}
+
+template <typename I>
+void arg_extreme_f32(const float* x, I* y, int64_t outer, int64_t n, int64_t inner,
+                     int is_max) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < inner; ++k) {
+      const float* p = x + o * n * inner + k;
+      int64_t best = 0;
+      for (int64_t i = 1; i < n; ++i) {
+        const float v = p[i * inner], b = p[best * inner];
+        if (is_max ? v > b : v < b) best = i;
+      }
+      y[o * inner + k] = static_cast<I>(best);
+    }
+}
+
+template void arg_extreme_f32<int32_t>(const float*, int32_t*, int64_t, int64_t, int64_t, int);
+template void arg_extreme_f32<int64_t>(const float*, int64_t*, int64_t, int64_t, int64_t, int);
+
+void cumsum_f32(const float* x, float* y, int64_t outer, int64_t n, int64_t inner,
+                int exclusive, int reverse) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < inner; ++k) {
+      const float* p = x + o * n * inner + k;
+      float* q = y + o * n * inner + k;
+      float sum = 0.f;
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t i = reverse ? n - 1 - j : j;
+        if (exclusive) {
+          q[i * inner] = sum;
+          sum += p[i * inner];
+        } else {
+          sum = j == 0 ? p[i * inner] : sum + p[i * inner];
+          q[i * inner] = sum;
+        }
+      }
+    }
+}
+
 template bool gather<int32_t>(const void*, const int32_t*, void*, size_t, int64_t, int64_t,
                               int64_t, int64_t);
 template bool gather<int64_t>(const void*, const int64_t*, void*, size_t, int64_t, int64_t,
@@ -1465,6 +1514,13 @@ void unary_f32(int op, const float* x, float* y, size_t n) {
       break;
     case U_ELU: for (size_t i = 0; i < n; ++i) y[i] = x[i] < 0.f ? std::expm1(x[i]) : x[i]; break;
     case U_SQUARE: for (size_t i = 0; i < n; ++i) y[i] = x[i] * x[i]; break;
+    case U_FLOOR: for (size_t i = 0; i < n; ++i) y[i] = std::floor(x[i]); break;
+    case U_CEIL: for (size_t i = 0; i < n; ++i) y[i] = std::ceil(x[i]); break;
+    case U_ROUND:  // half to even (the default rounding mode)
+      for (size_t i = 0; i < n; ++i) y[i] = std::nearbyint(x[i]);
+      break;
+    case U_SIN: for (size_t i = 0; i < n; ++i) y[i] = std::sin(x[i]); break;
+    case U_COS: for (size_t i = 0; i < n; ++i) y[i] = std::cos(x[i]); break;
     default: break;
   }
 }

@@ -187,7 +187,7 @@ void lookup2_q8(const Bcast& g, const int8_t* table, const int8_t* a, const int8
 
 enum UnOp : int { U_RELU, U_RELU6, U_RELU_N1_TO_1, U_RELU_0_TO_1, U_TANH, U_LOGISTIC,
                   U_RSQRT, U_SQRT, U_EXP, U_NEG, U_ABS, U_LOG, U_GELU, U_GELU_TANH,
-                  U_HARD_SWISH, U_ELU, U_SQUARE };
+                  U_HARD_SWISH, U_ELU, U_SQUARE, U_FLOOR, U_CEIL, U_ROUND, U_SIN, U_COS };
 void unary_f32(int op, const float* x, float* y, size_t n);
 // RELU family on int8: clamp(mbqm(q - zp_in) + zp_out, lo, hi).
 void relu_q8(const int8_t* x, int zp_in, int32_t m, int s, int zp_out, int lo, int hi,
@@ -237,6 +237,18 @@ inline void cast(const S* x, D* y, size_t n) {
 // int32 REDUCE_MAX (is_max 1) / REDUCE_MIN (0); x must not be empty.
 struct Reduce;
 void extreme_i32(const Reduce& g, int is_max, const int32_t* x, int32_t* y);
+// LOGICAL_AND (is_or 0) / LOGICAL_OR (1) of bools.
+void logical_bool(const Bcast& g, int is_or, const bool* a, const bool* b, bool* y, int row0,
+                  int row1);
+// ARG_MAX (is_max 1) / ARG_MIN (0) of float32 over the middle axis of [outer][n][inner]: the
+// first index of the extreme value, as int32 or int64 (I).
+template <typename I>
+void arg_extreme_f32(const float* x, I* y, int64_t outer, int64_t n, int64_t inner,
+                     int is_max);
+// CUMSUM of float32 along the middle axis of [outer][n][inner], left to right (right to left
+// when reverse); exclusive shifts the sums by one, starting at 0.
+void cumsum_f32(const float* x, float* y, int64_t outer, int64_t n, int64_t inner,
+                int exclusive, int reverse);
 // SELECT_V2 of up to 6 dims: y = cond ? a : b, element strides per output dim for each
 // operand (0 where broadcast), `elem`-byte values.
 void select(const int64_t* shape, const int64_t* sc, const int64_t* sa, const int64_t* sb,
