@@ -376,3 +376,42 @@ def test_integer_ops_match_the_reference(tmp_path: Path) -> None:
     inputs["pairs"][1, 0] = 3
     with pytest.raises(ToolkitError, match="GATHER_ND gather_nd: an index is out of range"):
         run_native(art, inputs)
+
+
+def test_float_tensor_ops_match_the_reference(tmp_path: Path) -> None:
+    """ARG_MIN / ARG_MAX with ties (the first index wins), CUMSUM exclusive and reversed,
+    ROUND of halves (to even), MIRROR_PAD symmetric, BROADCAST_TO, LOGICAL_OR."""
+    mb = ModelBuilder("tensor_ops")
+    x = mb.input("x", [3, 4, 5])
+    axis1 = mb.const("axis1", np.array(1, np.int32))
+    pos = mb.op("GREATER", [x, mb.const("zero", np.array(0, np.float32))], [3, 4, 5],
+                name="pos", dtype=np.bool_)
+    big = mb.op("GREATER", [x, mb.const("one", np.array(1, np.float32))], [3, 4, 5],
+                name="big", dtype=np.bool_)
+    either = mb.op("LOGICAL_OR", [pos, big], [3, 4, 5], name="either", dtype=np.bool_)
+    mb.output(
+        mb.op("ARG_MIN", [x, axis1], [3, 5], name="argmin", dtype=np.int32,
+              options=_opts("ArgMinOptions", outputType=2)),
+        mb.op("ARG_MAX", [x, mb.const("axis2", np.array(-1, np.int32))], [3, 4],
+              name="argmax", dtype=np.int64, options=_opts("ArgMaxOptions", outputType=4)),
+        mb.op("CUMSUM", [x, axis1], [3, 4, 5], name="cumsum",
+              options=_opts("CumsumOptions", exclusive=True, reverse=True)),
+        mb.unary("ROUND", x, name="round"),
+        mb.op("MIRROR_PAD", [x, mb.const("mp", np.array([[0, 0], [2, 1], [1, 3]], np.int32))],
+              [3, 7, 9], name="mirror", options=_opts("MirrorPadOptions", mode=1)),
+        mb.op("BROADCAST_TO", [mb.op("RESHAPE", [x, mb.const("shp", np.array(
+            [3, 1, 4, 5], np.int32))], [3, 1, 4, 5], name="r"),
+            mb.const("to", np.array([3, 2, 4, 5], np.int32))], [3, 2, 4, 5], name="bcast"),
+        mb.op("SELECT_V2", [either, x, mb.const("m1", np.array(-1, np.float32))], [3, 4, 5],
+              name="select_or", dtype=np.float32))
+    model = mb.build()
+    art = codegen(model, tmp_path / "art", name="tensor_ops")
+    build_bundle([(art.out_dir, art.name, art.library.name)], tmp_path / "bundle", opt="-O1")
+    rng = np.random.default_rng(9)
+    x_in = (rng.integers(-6, 7, (3, 4, 5)) / 2).astype(np.float32)  # halves and ties
+    want = Interpreter(model).invoke({"x": x_in})
+    got = run_native(art, {"x": x_in}).outputs
+    for k, w in want.items():
+        assert got[k].dtype == w.dtype and got[k].shape == w.shape, k
+        np.testing.assert_array_equal(got[k], w, err_msg=k)
+    assert np.array_equal(want["round"][x_in == 0.5], np.zeros((x_in == 0.5).sum()))
