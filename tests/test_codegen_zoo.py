@@ -34,18 +34,16 @@ BATCH = 2
 #: zoo models the generator covers (compiled with the default passes)
 GENERATED = ["activations", "activations_int8", "conv1d_3d", "conv1d_3d_int8", "convs",
              "convs_int8", "ds_cnn", "ds_cnn_b1", "ds_cnn_b1_int8", "ds_cnn_int8",
-             "efficientnet_b0_int8", "embedding", "gather_ops", "hard_swish_ops",
-             "hard_swish_ops_int8", "mobilenet_v1", "mobilenet_v1_int8", "mobilenet_v2",
-             "mobilenet_v2_int8", "mobilenet_v3_large_int8", "mobilenet_v3_small",
+             "efficientnet_b0_int8", "embedding", "fused_bilstm", "fused_lstm", "gather_ops",
+             "hard_swish_ops", "hard_swish_ops_int8", "mobilenet_v1", "mobilenet_v1_int8",
+             "mobilenet_v2", "mobilenet_v2_int8", "mobilenet_v3_large_int8", "mobilenet_v3_small",
              "mobilenet_v3_small_int8", "norms", "norms_int8", "reshapes_merges",
              "reshapes_merges_int8", "tensor_ops", "unet", "unet_int8", "vit_block",
              "vit_block_b1", "vit_block_b1_int8", "vit_block_int8"]
 #: the others, with the op (or control flow) the generator has no kernel for
 REFUSED = {
     "bi_gru_b1": "WHILE", "bi_lstm": "WHILE", "control_flow": "WHILE",
-    "fused_bilstm": "UNIDIRECTIONAL_SEQUENCE_LSTM",
-    "fused_bilstm_int8": "UNIDIRECTIONAL_SEQUENCE_LSTM",
-    "fused_lstm": "UNIDIRECTIONAL_SEQUENCE_LSTM", "gru": "WHILE", "lstm": "WHILE",
+    "fused_bilstm_int8": "UNIDIRECTIONAL_SEQUENCE_LSTM of int8", "gru": "WHILE", "lstm": "WHILE",
     "simple_rnn": "WHILE", "vit_block_b1_dynamic": "hybrid FULLY_CONNECTED",
 }
 

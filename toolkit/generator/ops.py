@@ -392,6 +392,71 @@ def _conv3d(e: Emitter, step: Step) -> str:
             f"{b}, {_act(op)}, {e.ptr(out)});")
 
 
+def _lstm(e: Emitter, step: Step) -> str:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM in float32 (TFLite's 24 inputs; no projection and no
+    layer norm)."""
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    if x.dtype != _F32 or out.dtype != _F32 or len(x.shape) != 3:
+        raise _unsupported(op, f"UNIDIRECTIONAL_SEQUENCE_LSTM of {x.dtype} {list(x.shape)} "
+                               "(float32, 3-D only)")
+
+    def const(i: int) -> np.ndarray | None:
+        t = _input(op, i)
+        if t is None:
+            return None
+        if t.data is None:
+            raise _unsupported(op, f"input {i} must be a constant")
+        v = np.asarray(t.data)
+        if v.dtype != _F32:
+            raise _unsupported(op, f"input {i} of {v.dtype} (hybrid LSTM)")
+        return v.astype(np.float32)
+
+    if any(_input(op, i) is not None for i in (16, 17, 20, 21, 22, 23)):
+        raise _unsupported(op, "an LSTM with projection or layer norm")
+    cifg = _input(op, 1) is None
+    gates = [2, 3, 4] if cifg else [1, 2, 3, 4]
+    ws: list[np.ndarray] = []
+    rs: list[np.ndarray] = []
+    for i in gates:
+        w_i, r_i = const(i), const(i + 4)
+        if w_i is None or r_i is None:
+            raise _unsupported(op, "missing gate weights")
+        ws.append(w_i)
+        rs.append(r_i)
+    units = ws[0].shape[0]
+    time_major = bool(_opt(op, "timeMajor", False))
+    steps, batch = (x.shape[0], x.shape[1]) if time_major else (x.shape[1], x.shape[0])
+    if tuple(out.shape) != (*x.shape[:2], units):
+        raise _unsupported(op, f"output {list(out.shape)} for {units} units")
+    w_in = np.ascontiguousarray(np.concatenate(ws, axis=0).T)
+    w_rec = np.ascontiguousarray(np.concatenate(rs, axis=0).T)
+    biases = [const(i + 11) for i in gates]
+    bias = np.concatenate([np.zeros(units, np.float32) if b is None else b.reshape(-1)
+                           for b in biases])
+    peep = [const(i) for i in (9, 10, 11)]
+    states = []
+    for i, width in ((18, units), (19, units)):
+        t = _input(op, i)
+        if t is None or t.data is None:
+            states.append("nullptr")
+        else:
+            v = np.broadcast_to(np.asarray(t.data, np.float32).reshape(-1, width),
+                                (batch, width))
+            states.append(e.param(np.ascontiguousarray(v), "float"))
+    act = op.activation
+    if act not in (0, 1, 2, 3, 4):
+        raise _unsupported(op, f"cell activation {act}")
+    clip = float(_opt(op, "cellClip", 0.0))  # type: ignore[arg-type]
+    pp = ["nullptr" if v is None else e.param(v.reshape(-1), "float") for v in peep]
+    geom = (f"tk::LstmGeom{{{steps}, {batch}, {x.shape[2]}, {units}, {len(gates)}, "
+            f"{int(time_major)}, {act}, {_flt(clip)}}}")
+    return (f"tk::lstm_f32({geom}, {e.ptr(x)}, {e.param(w_in, 'float')}, "
+            f"{e.param(w_rec, 'float')}, {e.param(bias, 'float')}, {', '.join(pp)}, "
+            f"{states[0]}, {states[1]}, {e.ptr(out)});")
+
+
 def _resize_bilinear(e: Emitter, step: Step) -> str:
     op = step.op
     x, out = op.inputs[0], op.outputs[0]
@@ -1390,6 +1455,7 @@ def _pad(e: Emitter, step: Step) -> str:
 _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv,
     "RESIZE_BILINEAR": _resize_bilinear, "CONV_3D": _conv3d,
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": _lstm,
     "MAX_POOL_2D": _pool, "AVERAGE_POOL_2D": _pool,
     "FULLY_CONNECTED": _fully_connected, "BATCH_MATMUL": _batch_matmul,
     **dict.fromkeys(_BINOPS, _binary), **dict.fromkeys(_UNOPS, _unary),

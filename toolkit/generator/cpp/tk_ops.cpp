@@ -831,6 +831,67 @@ void conv3d_f32(const Conv3Geom& g, const float* x, const float* w, const float*
         }
 }
 
+void lstm_f32(const LstmGeom& g, const float* x, const float* w_in, const float* w_rec,
+              const float* bias, const float* peep_i, const float* peep_f, const float* peep_o,
+              const float* h0, const float* c0, float* y) {
+  const int U = g.units, W = g.gates * U;
+  std::vector<float> h(static_cast<size_t>(g.batch) * U, 0.f), c(h), gate(W), hn(h);
+  if (h0) std::copy(h0, h0 + h.size(), h.begin());
+  if (c0) std::copy(c0, c0 + c.size(), c.begin());
+  const auto sigmoid = [](float v) { return 1.f / (1.f + std::exp(-v)); };
+  const auto act = [&](float v) { return g.act == ACT_TANH ? std::tanh(v) : act1(v, g.act); };
+  const int off_f = g.gates == 4 ? U : 0;
+  for (int t = 0; t < g.steps; ++t) {
+    for (int b = 0; b < g.batch; ++b) {
+      const int64_t row = g.time_major ? static_cast<int64_t>(t) * g.batch + b
+                                       : static_cast<int64_t>(b) * g.steps + t;
+      const float* xp = x + row * g.in;
+      // input projection plus bias, then the recurrent product (the reference's order)
+      for (int j = 0; j < W; ++j) gate[j] = 0.f;
+      for (int k = 0; k < g.in; ++k) {
+        const float xv = xp[k];
+        const float* wr = w_in + static_cast<int64_t>(k) * W;
+        for (int j = 0; j < W; ++j) gate[j] += xv * wr[j];
+      }
+      for (int j = 0; j < W; ++j) gate[j] += bias[j];
+      std::vector<float> rec(static_cast<size_t>(W), 0.f);
+      const float* hp = h.data() + static_cast<int64_t>(b) * U;
+      for (int k = 0; k < U; ++k) {
+        const float hv = hp[k];
+        const float* wr = w_rec + static_cast<int64_t>(k) * W;
+        for (int j = 0; j < W; ++j) rec[j] += hv * wr[j];
+      }
+      for (int j = 0; j < W; ++j) gate[j] += rec[j];
+      float* cp = c.data() + static_cast<int64_t>(b) * U;
+      float* out = hn.data() + static_cast<int64_t>(b) * U;
+      for (int u = 0; u < U; ++u) {
+        float gf = gate[off_f + u];
+        if (peep_f) gf += peep_f[u] * cp[u];
+        gf = sigmoid(gf);
+        float gi;
+        if (g.gates == 4) {
+          gi = gate[u];
+          if (peep_i) gi += peep_i[u] * cp[u];
+          gi = sigmoid(gi);
+        } else {
+          gi = 1.f - gf;
+        }
+        const float gc = act(gate[off_f + U + u]);
+        float cv = gf * cp[u] + gi * gc;
+        if (g.cell_clip > 0.f) cv = std::min(std::max(cv, -g.cell_clip), g.cell_clip);
+        cp[u] = cv;
+        float go = gate[off_f + 2 * U + u];
+        if (peep_o) go += peep_o[u] * cv;
+        go = sigmoid(go);
+        out[u] = go * act(cv);
+      }
+      float* yp = y + row * U;
+      std::copy(out, out + U, yp);
+    }
+    h.swap(hn);
+  }
+}
+
 void resize_bilinear_f32(const ResizeGeom& g, const float* dy, const float* dx, const float* x,
                          float* y) {
   const float one = 1.f;

@@ -129,6 +129,18 @@ struct Conv3Geom {
 void conv3d_f32(const Conv3Geom& g, const float* x, const float* w, const float* bias, int act,
                 float* y);
 
+// UNIDIRECTIONAL_SEQUENCE_LSTM float (no projection, no layer norm): x [B][T][I] (or
+// [T][B][I] when time_major), gates in the order (i,) f, c, o (`gates` 4, or 3 for CIFG):
+// w_in [I][gates * U], w_rec [U][gates * U], bias [gates * U], peepholes (i,) f, o [U] or
+// null, initial states h0 [B][U] and c0 [B][U] or null (zeros); y like x with U features.
+struct LstmGeom {
+  int steps, batch, in, units, gates, time_major, act;
+  float cell_clip;
+};
+void lstm_f32(const LstmGeom& g, const float* x, const float* w_in, const float* w_rec,
+              const float* bias, const float* peep_i, const float* peep_f, const float* peep_o,
+              const float* h0, const float* c0, float* y);
+
 // ---------------------------------------------------------------- matmul
 // FULLY_CONNECTED float: x [B, K], weights as [K][O], bias [O] or null.
 void fully_connected_f32(const float* x, const float* w, const float* bias, int batch, int k,
