@@ -415,3 +415,51 @@ def test_float_tensor_ops_match_the_reference(tmp_path: Path) -> None:
         assert got[k].dtype == w.dtype and got[k].shape == w.shape, k
         np.testing.assert_array_equal(got[k], w, err_msg=k)
     assert np.array_equal(want["round"][x_in == 0.5], np.zeros((x_in == 0.5).sum()))
+
+
+def _lstm(mb: ModelBuilder, x: Tensor, units: int, *, cifg: bool, peephole: bool,
+          time_major: bool, clip: float, state: bool, name: str,
+          rng: np.random.Generator) -> Tensor:
+    """A float UNIDIRECTIONAL_SEQUENCE_LSTM with TFLite's 24 inputs."""
+    n_in = x.shape[2]
+    batch = x.shape[1] if time_major else x.shape[0]
+
+    def const(tag: str, shape: tuple[int, ...]) -> Tensor:
+        return mb.const(f"{name}/{tag}", (0.5 * rng.standard_normal(shape)).astype(np.float32))
+
+    ins: list[Tensor | None] = [x]
+    ins += [None if cifg and g == "i" else const(f"w_{g}", (units, n_in)) for g in "ifco"]
+    ins += [None if cifg and g == "i" else const(f"r_{g}", (units, units)) for g in "ifco"]
+    ins += [const(f"p_{g}", (units,)) if peephole and not (cifg and g == "i") else None
+            for g in "ifo"]
+    ins += [None if cifg and g == "i" else const(f"b_{g}", (units,)) for g in "ifco"]
+    ins += [None, None]  # projection
+    ins += [const("h0", (batch, units)) if state else None,
+            const("c0", (batch, units)) if state else None]
+    ins += [None] * 4  # layer norm
+    shape = [*x.shape[:2], units]
+    return mb.op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, shape, name=name, dtype=np.float32,
+                 options=_opts("UnidirectionalSequenceLSTMOptions", fusedActivationFunction=4,
+                               cellClip=clip, timeMajor=time_major))
+
+
+def test_lstm_matches_the_reference(tmp_path: Path) -> None:
+    """Peepholes with CIFG, a cell clip, time-major input and initial states; and the plain
+    batch-major LSTM."""
+    rng = np.random.default_rng(12)
+    mb = ModelBuilder("lstm")
+    x = mb.input("x", [3, 7, 4])
+    mb.output(_lstm(mb, x, 5, cifg=True, peephole=True, time_major=True, clip=0.8, state=True,
+                    name="cifg", rng=rng),
+              _lstm(mb, x, 6, cifg=False, peephole=False, time_major=False, clip=0.0,
+                    state=False, name="plain", rng=rng))
+    model = mb.build()
+    art = codegen(model, tmp_path / "art", name="lstm")
+    build_bundle([(art.out_dir, art.name, art.library.name)], tmp_path / "bundle", opt="-O1")
+    inputs = _inputs(model, rng)
+    want = Interpreter(model).invoke(inputs)
+    got = run_native(art, inputs).outputs
+    for k, w in want.items():
+        assert got[k].shape == w.shape, k
+        assert float(np.abs(got[k] - w).max()) <= 1e-5 * float(np.abs(w).max()), k
+        assert float(np.abs(w).std()) > 0.05, k
