@@ -6,7 +6,8 @@ identifier)::
     NAME.h          class CNAME: CNAME(parametersPath), set_<input>, get_<output>,
                     doInference(), tracer(); and the C ABI (extern "C" CNAME_create ...)
     NAME.cpp        the inference sequence: one call of the op library per step, each
-                    bracketed by the tracer's begin/end with the step's integer key
+                    ended by the tracer's step() with the step's integer key (one clock
+                    reading ends a step and begins the next)
     NAME.params     the parameters file (see :mod:`.params`)
     NAME.json       the manifest: inputs, outputs, steps (key -> trace arguments: the
                     artifact's debug-handle map), arena size, model hash
@@ -180,14 +181,13 @@ def _code(cls: str, name: str, a: Analysis, e: Emitter, ins: list[dict[str, Any]
                   f"  if (count != {i['cname']}_count) return false;",
                   f"  std::memcpy({_buf('in', i)}.data(), data, count * sizeof({ct}));",
                   "  return true;", "}", ""]
-    lines += [f"void {cls}::doInference() {{"]
+    lines += [f"void {cls}::doInference() {{", "  TK_START(tracer_);"]
     for s, code in zip(a.steps, body):
         lines.append(f"  {{  // step {s.index}: {a.key_name} {s.key}, {s.op.kind} "
                      f"{_comment(s.op.name)}" + (f", rows {s.rows[0]}:{s.rows[1]}"
                                                  if s.rows else ""))
-        lines.append("    TK_BEGIN(tracer_);")
         lines += ["    " + ln for ln in code.splitlines()]
-        lines.append(f"    TK_END(tracer_, {s.key});")
+        lines.append(f"    TK_STEP(tracer_, {s.key});")
         lines.append("  }")
     lines += _tail(a, e, outs)
     lines += ["}", ""]

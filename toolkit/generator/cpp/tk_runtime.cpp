@@ -83,12 +83,6 @@ Params::Params(const std::string& path, const char* model_hash, uint64_t expecte
                    ", this code is model " + std::string(model_hash, 32), regen);
 }
 
-int64_t Tracer::now() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 Params::~Params() {
 #ifdef TK_HAVE_MMAP
   if (mapped_) ::munmap(const_cast<unsigned char*>(data_), size_);

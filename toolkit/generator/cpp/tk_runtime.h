@@ -3,6 +3,7 @@
 #define TK_RUNTIME_H_
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,11 +38,17 @@ class Params {
 };
 
 // ---------------------------------------------------------------- tracer
-// Events (id, begin, end) in a buffer allocated when tracing is enabled; when off, begin and
-// end are one branch each. Times are steady_clock nanoseconds.
+// Events (id, begin, end) in a buffer allocated when tracing is enabled; when off, begin,
+// end and step are one branch each. Times are steady_clock nanoseconds. The steps of one
+// inference are chained: one clock reading ends a step and begins the next (step()), so a
+// step costs one reading, not two.
 class Tracer {
  public:
-  static int64_t now();  // steady_clock nanoseconds
+  static int64_t now() {  // steady_clock nanoseconds
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
   void enable(size_t capacity) {
     ids_.assign(capacity, 0);
     begins_.assign(capacity, 0);
@@ -65,6 +72,20 @@ class Tracer {
       ++dropped_;
     }
   }
+  // Ends the event `id` begun at `start` now; returns now, the next step's begin.
+  int64_t step(int32_t id, int64_t start) {
+    if (!enabled_) return 0;
+    const int64_t t = now();
+    if (count_ < ids_.size()) {
+      ids_[count_] = id;
+      begins_[count_] = start;
+      ends_[count_] = t;
+      ++count_;
+    } else {
+      ++dropped_;
+    }
+    return t;
+  }
   void clear() { count_ = 0; dropped_ = 0; }
   size_t count() const { return count_; }
   size_t dropped() const { return dropped_; }
@@ -84,9 +105,14 @@ class Tracer {
 #ifdef TK_TRACE_DISABLE
 #define TK_BEGIN(tracer) int64_t tk_t0_ = 0
 #define TK_END(tracer, id) (void)tk_t0_
+#define TK_START(tracer) int64_t tk_t_ = 0
+#define TK_STEP(tracer, id) (void)tk_t_
 #else
 #define TK_BEGIN(tracer) const int64_t tk_t0_ = (tracer).begin()
 #define TK_END(tracer, id) (tracer).end((id), tk_t0_)
+// chained steps of one inference: TK_START once, then TK_STEP after each step
+#define TK_START(tracer) int64_t tk_t_ = (tracer).begin()
+#define TK_STEP(tracer, id) tk_t_ = (tracer).step((id), tk_t_)
 #endif
 
 #endif  // TK_RUNTIME_H_
