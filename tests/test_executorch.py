@@ -379,6 +379,36 @@ def test_byte_mutation_raises_only_toolkit_errors(stem: str) -> None:
             pass
 
 
+def test_negative_duration_counts_zero_and_takes_nothing_from_its_parent() -> None:
+    """A kernel whose end precedes its start (times past 2**32, so no 32-bit wrap is undone):
+    flagged, 0 ns in every total, its parent keeps its whole exclusive time, and every run
+    still sums to its Method::execute time."""
+    import dataclasses
+
+    from toolkit.trace.executorch import ExecutorchProfile, etdump_events
+
+    good = read_executorch(*files("cnn_portable"))
+    ev = good.dump.events.copy()
+    start = ev["start_time"].to_numpy().astype(np.int64) + (1 << 33)
+    end = ev["end_time"].to_numpy().astype(np.int64) + (1 << 33)
+    kernels = np.flatnonzero((good.events["name"].astype(str).str.startswith("native_call_")
+                              & (good.events["phase"] == "execute")).to_numpy())
+    i = int(kernels[len(kernels) // 2])
+    end[i] = start[i] - 1000
+    ev["start_time"], ev["end_time"] = start.astype(np.uint64), end.astype(np.uint64)
+    dump = dataclasses.replace(good.dump, events=ev)
+    bad = ExecutorchProfile(dump, good.record, good.program, good.method, etdump_events(dump))
+    row, ok = bad.events.iloc[i], good.events.iloc[i]
+    assert row["problem"] == "negative duration" and row["exclusive_ns"] == 0
+    parent = int(row["parent"])
+    assert bad.events["exclusive_ns"].iloc[parent] == good.events["dur_ns"].iloc[parent]
+    assert ok["dur_ns"] > 0
+    att = bad.attribution()
+    att.check()
+    assert att.total_ns == good.attribution().total_ns  # the roots are what they were
+    assert (bad.events["exclusive_ns"] >= 0).all()
+
+
 def test_negative_duration_is_flagged_not_hidden() -> None:
     data = bytearray(files("slices_portable")[0].read_bytes())
     dump = read_etdump(bytes(data))

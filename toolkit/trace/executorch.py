@@ -138,9 +138,11 @@ def etdump_events(dump: ETDump) -> pd.DataFrame:
     orphan = (kern | dop) & (parent < 0)
     parent[orphan] = link(orphan, nxt_root, False)
     child_sum = np.zeros(n, dtype=np.int64)
-    has_parent = parent >= 0
+    # a negative duration takes no part: nothing is taken from its parent, it counts 0 ns
+    negative = problem == 1
+    has_parent = (parent >= 0) & ~negative
     np.add.at(child_sum, parent[has_parent], dur[has_parent])
-    exclusive = dur - child_sum
+    exclusive = np.where(negative, 0, dur - child_sum)
     problems.append("children last longer than the span (negative exclusive time)")
     problem[(exclusive < 0) & (problem == 0)] = len(problems) - 1
 
