@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["round_half_away", "quantize_multiplier", "QParams", "qparams_of"]
+__all__ = ["round_half_away", "quantize_multiplier", "QParams", "qparams_of", "c_div",
+           "rounding_divide_by_pot", "hard_swish_fixed_point"]
 
 
 def round_half_away(x: np.ndarray | float | np.floating[Any]) -> np.ndarray:
@@ -66,3 +67,63 @@ def qparams_of(quant: Any) -> QParams:
         zp = np.zeros(1, dtype=np.int64)
     return QParams(np.asarray(quant.scale, dtype=np.float32).reshape(-1),
                    np.asarray(zp, dtype=np.int64).reshape(-1), int(quant.quantized_dimension))
+
+
+def c_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+    """Integer division truncating toward zero (C semantics), int64."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
+def rounding_divide_by_pot(x: np.ndarray, exponent: np.ndarray | int) -> np.ndarray:
+    """gemmlowp ``RoundingDivideByPOT``: ``x / 2**exponent`` rounded half away from zero."""
+    x = np.asarray(x, dtype=np.int64)
+    e = np.asarray(exponent, dtype=np.int64)
+    mask = (np.int64(1) << e) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> e) + (remainder > threshold)
+
+
+def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingDoublingHighMul`` on int16 values."""
+    ab = a * np.int64(b)
+    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    r = c_div(ab + nudge, 1 << 15)
+    return np.where((a == -32768) & (b == -32768), 32767, r)
+
+
+def _to_int16_multiplier(m: int) -> int:
+    """TFLite ``DownScaleInt32ToInt16Multiplier``."""
+    return 32767 if m >= (1 << 31) - 1 - (1 << 15) else (m + (1 << 15)) >> 16
+
+
+def hard_swish_fixed_point(x: np.ndarray, in_s: float, in_zp: int, out_s: float,
+                           out_zp: int) -> np.ndarray | None:
+    """TFLite's 16-bit fixed-point ``reference_ops::HardSwish`` of quantized values ``x``:
+    int64 outputs before clipping to the output type, or None where TFLite's fixed point does
+    not apply (an output multiplier above 1; TFLite then uses a float table)."""
+    hires = np.float32(1.0 / 128.0) * np.float32(in_s)
+    reluish_scale = np.float32(3.0) / np.float32(32768.0)
+    om, oe_m = quantize_multiplier(np.float64(hires / np.float32(out_s)))
+    rm, re_m = quantize_multiplier(np.float64(hires / reluish_scale))
+    oe, re = int(oe_m), int(re_m)
+    if oe > 0:
+        return None
+    om16, rm16 = _to_int16_multiplier(int(om)), _to_int16_multiplier(int(rm))
+    hires_v = (np.asarray(x, dtype=np.int64) - in_zp) * 128
+    preshift = _srdhm16(hires_v, om16)
+    rv = hires_v
+    if re > 0:
+        rv = np.clip(rv << (re - 1), -32768, 32767)
+    rv = _srdhm16(rv, rm16)
+    if re > 0:
+        rv = np.clip(rv * 2, -32768, 32767)
+    if re < 0:
+        rv = rounding_divide_by_pot(rv, -re)
+    rv = (rv + (1 << 15)) >> 1
+    prod = rv * preshift
+    pre_out = np.where((rv == -32768) & (preshift == -32768), 32767, c_div(prod, 1 << 15))
+    return rounding_divide_by_pot(pre_out, -oe) + out_zp

@@ -12,38 +12,18 @@ from collections.abc import Callable
 
 import numpy as np
 
-from toolkit.fixed_point import QParams, quantize_multiplier, round_half_away
+from toolkit.fixed_point import (
+    QParams,
+    hard_swish_fixed_point,
+    quantize_multiplier,
+    round_half_away,
+    rounding_divide_by_pot,
+)
 
 __all__ = ["hard_swish_table", "abs_table", "float_pair_table", "float_activation_f32",
            "squared_difference_f32"]
 
 _ALL = np.arange(-128, 128, dtype=np.int64)
-
-
-def _c_div(a: np.ndarray, b: int) -> np.ndarray:
-    """Integer division truncating toward zero (C), int64."""
-    q = np.abs(a) // abs(b)
-    return np.where((a < 0) != (b < 0), -q, q)
-
-
-def _rdbpot(x: np.ndarray, exponent: int) -> np.ndarray:
-    """gemmlowp ``RoundingDivideByPOT``."""
-    mask = (np.int64(1) << exponent) - 1
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> exponent) + ((x & mask) > threshold)
-
-
-def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
-    """gemmlowp ``SaturatingRoundingDoublingHighMul`` on int16 values."""
-    ab = a * np.int64(b)
-    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
-    r = _c_div(ab + nudge, 1 << 15)
-    return np.where((a == -32768) & (b == -32768), 32767, r)
-
-
-def _to_int16_multiplier(m: int) -> int:
-    """TFLite ``DownScaleInt32ToInt16Multiplier``."""
-    return 32767 if m >= (1 << 31) - 1 - (1 << 15) else (m + (1 << 15)) >> 16
 
 
 def _float_lut(iq: QParams, oq: QParams, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -65,28 +45,9 @@ def hard_swish_table(iq: QParams, oq: QParams) -> np.ndarray:
     """int8 HARD_SWISH over the 256 inputs: TFLite's 16-bit fixed-point
     ``reference_ops::HardSwish``, or the float table where TFLite's fixed point does not
     apply (an output multiplier above 1)."""
-    hires = np.float32(1.0 / 128.0) * np.float32(iq.s)
-    reluish_scale = np.float32(3.0) / np.float32(32768.0)
-    om, oe_m = quantize_multiplier(np.float64(hires / np.float32(oq.s)))
-    rm, re_m = quantize_multiplier(np.float64(hires / reluish_scale))
-    oe, re = int(oe_m), int(re_m)
-    if oe > 0:
+    y = hard_swish_fixed_point(_ALL, float(iq.s), iq.zp, float(oq.s), oq.zp)
+    if y is None:
         return _float_lut(iq, oq, _hard_swish_f)
-    om16, rm16 = _to_int16_multiplier(int(om)), _to_int16_multiplier(int(rm))
-    hires_v = (_ALL - iq.zp) * 128
-    preshift = _srdhm16(hires_v, om16)
-    rv = hires_v
-    if re > 0:
-        rv = np.clip(rv << (re - 1), -32768, 32767)
-    rv = _srdhm16(rv, rm16)
-    if re > 0:
-        rv = np.clip(rv * 2, -32768, 32767)
-    if re < 0:
-        rv = _rdbpot(rv, -re)
-    rv = (rv + (1 << 15)) >> 1
-    prod = rv * preshift
-    pre_out = np.where((rv == -32768) & (preshift == -32768), 32767, _c_div(prod, 1 << 15))
-    y = _rdbpot(pre_out, -oe) + oq.zp
     return np.clip(y, -128, 127).astype(np.int8)
 
 
@@ -95,7 +56,7 @@ def _mbqm(x: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
     if shift > 0:
         x = ((x << shift) + 2**31) % 2**32 - 2**31
     p = (x * np.int64(multiplier) + (1 << 30)) >> 31
-    return _rdbpot(p, max(-shift, 0))
+    return rounding_divide_by_pot(p, max(-shift, 0))
 
 
 def abs_table(iq: QParams, oq: QParams) -> np.ndarray:

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from toolkit.fixed_point import hard_swish_fixed_point
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
@@ -45,11 +46,9 @@ from toolkit.runtime.kernels.common import (
 )
 from toolkit.runtime.kernels.elementwise import lut_unary, unary, unary_table
 from toolkit.runtime.kernels.fixedpoint import (
-    c_div,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     round_half_away,
-    rounding_divide_by_pot,
 )
 
 __all__ = ["erfc", "gelu_f", "logistic_f", "hard_swish_f", "softmax_f"]
@@ -211,46 +210,12 @@ def _leaky_relu_quantized(op: Op, x: np.ndarray, alpha: np.float32) -> np.ndarra
     return np.clip(y, lo, hi).astype(dt)
 
 
-def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
-    """gemmlowp ``SaturatingRoundingDoublingHighMul`` on int16 values."""
-    ab = a * np.int64(b)
-    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
-    r = c_div(ab + nudge, 1 << 15)
-    return np.where((a == -32768) & (b == -32768), 32767, r)
-
-
-def _to_int16_multiplier(m: int) -> int:
-    """TFLite ``DownScaleInt32ToInt16Multiplier``."""
-    if m >= (1 << 31) - 1 - (1 << 15):
-        return 32767
-    return (m + (1 << 15)) >> 16
-
-
 def hard_swish_quantized(x: np.ndarray, in_s: np.float32, in_zp: int, out_s: np.float32,
                          out_zp: int, dt: np.dtype) -> np.ndarray | None:
     """TFLite's fixed-point int8/uint8 HARD_SWISH (None when TFLite would reject the scales)."""
-    hires = np.float32(1.0 / 128.0) * np.float32(in_s)
-    reluish_scale = np.float32(3.0) / np.float32(32768.0)
-    om, oe_m = quantize_multiplier(np.float64(hires / np.float32(out_s)))
-    rm, re_m = quantize_multiplier(np.float64(hires / reluish_scale))
-    oe, re = int(oe_m), int(re_m)
-    if oe > 0:
+    y = hard_swish_fixed_point(x, float(in_s), in_zp, float(out_s), out_zp)
+    if y is None:
         return None
-    om16, rm16 = _to_int16_multiplier(int(om)), _to_int16_multiplier(int(rm))
-    hires_v = (x.astype(np.int64) - in_zp) * 128
-    preshift = _srdhm16(hires_v, om16)
-    rv = hires_v
-    if re > 0:
-        rv = np.clip(rv << (re - 1), -32768, 32767)
-    rv = _srdhm16(rv, rm16)
-    if re > 0:
-        rv = np.clip(rv * 2, -32768, 32767)
-    if re < 0:
-        rv = rounding_divide_by_pot(rv, -re)
-    rv = (rv + (1 << 15)) >> 1
-    prod = rv * preshift
-    pre_out = np.where((rv == -32768) & (preshift == -32768), 32767, c_div(prod, 1 << 15))
-    y = rounding_divide_by_pot(pre_out, -oe) + out_zp
     lo, hi = int_range(dt)
     return np.clip(y, lo, hi).astype(dt)
 

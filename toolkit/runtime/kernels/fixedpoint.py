@@ -29,7 +29,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.fixed_point import quantize_multiplier, round_half_away
+from toolkit.fixed_point import (
+    c_div,
+    quantize_multiplier,
+    round_half_away,
+    rounding_divide_by_pot,
+)
 from toolkit.runtime.kernels.blocks import block_len, per_channel
 
 __all__ = [
@@ -57,13 +62,6 @@ def wrap_int32(x: np.ndarray) -> np.ndarray:
     return ((np.asarray(x, dtype=np.int64) + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
 
 
-def c_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
-    """Integer division truncating toward zero (C semantics), int64."""
-    a = np.asarray(a, dtype=np.int64)
-    b = np.asarray(b, dtype=np.int64)
-    q = np.abs(a) // np.abs(b)
-    return np.where((a < 0) != (b < 0), -q, q)
-
 
 def srdhm(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
     """gemmlowp ``SaturatingRoundingDoublingHighMul`` on int32 values held in int64.
@@ -78,15 +76,6 @@ def srdhm(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
     overflow = (a == INT32_MIN) & (b == INT32_MIN)
     return np.where(overflow, INT32_MAX, res) if overflow.any() else res
 
-
-def rounding_divide_by_pot(x: np.ndarray, exponent: np.ndarray | int) -> np.ndarray:
-    """gemmlowp ``RoundingDivideByPOT``: ``x / 2**exponent`` rounded half away from zero."""
-    x = np.asarray(x, dtype=np.int64)
-    e = np.asarray(exponent, dtype=np.int64)
-    mask = (np.int64(1) << e) - 1
-    remainder = x & mask
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> e) + (remainder > threshold)
 
 
 def _shift_left(x: np.ndarray, shift: np.ndarray) -> np.ndarray:
