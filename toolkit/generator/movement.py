@@ -10,12 +10,11 @@ stored in the parameters file and followed by ``tk::gather_map``.
 
 from __future__ import annotations
 
-from types import EllipsisType
-
 import numpy as np
 
 from toolkit.errors import UnsupportedOpError
 from toolkit.ir import Op
+from toolkit.util.slicing import strided_slice_index
 
 __all__ = ["MOVEMENT", "index_map", "affine_map"]
 
@@ -48,23 +47,13 @@ def _strided_slice(op: Op, idx: np.ndarray) -> np.ndarray:
         else [1] * len(begin)
     if not len(begin) == len(end) == len(strides) or 0 in strides:
         raise _unsupported(op, "begin, end and strides of different lengths, or a 0 stride")
-    bm, em = _opt(op, "beginMask"), _opt(op, "endMask")
-    elm, nam, sam = _opt(op, "ellipsisMask"), _opt(op, "newAxisMask"), _opt(op, "shrinkAxisMask")
     offset = bool(getattr(op.options, "offset", False)) if op.options is not None else False
-    index: list[int | slice | EllipsisType | None] = []
-    for i, (b, e, s) in enumerate(zip(begin, end, strides, strict=True)):
-        bit = 1 << i
-        if elm & bit:
-            index.append(Ellipsis)
-        elif nam & bit:
-            index.append(None)
-        elif sam & bit:
-            index.append(b)
-        else:
-            index.append(slice(None if bm & bit else b,
-                               None if em & bit else (b + e if offset else e), s))
+    index = strided_slice_index(
+        begin, end, strides, begin_mask=_opt(op, "beginMask"), end_mask=_opt(op, "endMask"),
+        ellipsis_mask=_opt(op, "ellipsisMask"), new_axis_mask=_opt(op, "newAxisMask"),
+        shrink_axis_mask=_opt(op, "shrinkAxisMask"), offset=offset)
     try:
-        return np.asarray(idx[tuple(index)])
+        return np.asarray(idx[index])
     except IndexError as exc:
         raise _unsupported(op, f"slice out of range: {exc}") from None
 

@@ -9,8 +9,6 @@ with the output zero point.
 
 from __future__ import annotations
 
-from types import EllipsisType
-
 import numpy as np
 
 from toolkit.ir import Op
@@ -31,6 +29,7 @@ from toolkit.runtime.kernels.common import (
     unsupported,
 )
 from toolkit.runtime.kernels.fixedpoint import round_half_away
+from toolkit.util.slicing import strided_slice_index
 
 
 def _ints(a: np.ndarray | None) -> list[int]:
@@ -223,26 +222,13 @@ def strided_slice(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
         raise bad_input(op, "begin, end and strides must have the same length")
     if any(s == 0 for s in strides):
         raise bad_input(op, "strides must not be 0")
-    bm = int(opt(op, "beginMask", 0))
-    em = int(opt(op, "endMask", 0))
-    elm = int(opt(op, "ellipsisMask", 0))
-    nam = int(opt(op, "newAxisMask", 0))
-    sam = int(opt(op, "shrinkAxisMask", 0))
-    offset = bool(opt(op, "offset", False))
-    index: list[int | slice | EllipsisType | None] = []
-    for i, (b, e, s) in enumerate(zip(begin, end, strides, strict=True)):
-        bit = 1 << i
-        if elm & bit:
-            index.append(Ellipsis)
-        elif nam & bit:
-            index.append(None)
-        elif sam & bit:
-            index.append(b)
-        else:
-            e_abs = b + e if offset else e
-            index.append(slice(None if bm & bit else b, None if em & bit else e_abs, s))
+    index = strided_slice_index(
+        begin, end, strides, begin_mask=int(opt(op, "beginMask", 0)),
+        end_mask=int(opt(op, "endMask", 0)), ellipsis_mask=int(opt(op, "ellipsisMask", 0)),
+        new_axis_mask=int(opt(op, "newAxisMask", 0)),
+        shrink_axis_mask=int(opt(op, "shrinkAxisMask", 0)), offset=bool(opt(op, "offset", False)))
     try:
-        y = x[tuple(index)]
+        y = x[index]
     except IndexError as exc:
         raise bad_input(op, f"slice out of range: {exc}") from None
     y = np.asarray(y)  # a scalar when every axis shrinks (ascontiguousarray would add one)
