@@ -37,6 +37,7 @@ from toolkit.generator.tables import (
     squared_difference_f32,
 )
 from toolkit.ir import Op, Tensor
+from toolkit.util.resample import bilinear_axis_float, bilinear_axis_int
 
 __all__ = ["Emitter", "emit_step", "SUPPORTED", "ctype"]
 
@@ -472,11 +473,11 @@ def _resize_bilinear(e: Emitter, step: Step) -> str:
     half = bool(_opt(op, "halfPixelCenters", False))
     i32 = np.int32
     if x.dtype == _F32:
-        axes = [_bilinear_axis_f32(o, s, align, half) for o, s in ((oh, h), (ow, w))]
+        axes = [bilinear_axis_float(o, s, align, half) for o, s in ((oh, h), (ow, w))]
         (y0, y1, fy), (x0, x1, fx) = axes
         ct, fn = "float", "resize_bilinear_f32"
     elif x.dtype == _I8:
-        (y0, y1, fy), (x0, x1, fx) = (_bilinear_axis_int(o, s, align, half)
+        (y0, y1, fy), (x0, x1, fx) = (bilinear_axis_int(o, s, align, half)
                                       for o, s in ((oh, h), (ow, w)))
         ct, fn = "int32_t", "resize_bilinear_q8"
     else:
@@ -486,31 +487,6 @@ def _resize_bilinear(e: Emitter, step: Step) -> str:
             f"{e.param(x1.astype(i32), 'int32_t')}}}")
     return (f"tk::{fn}({geom}, {e.param(fy, ct)}, {e.param(fx, ct)}, {e.ptr(x)}, "
             f"{e.ptr(out)});")
-
-
-def _bilinear_axis_f32(out: int, size: int, align: bool, half: bool
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Float RESIZE_BILINEAR along one axis: (low index, high index, float32 weight)."""
-    scale = np.float32((size - 1) / (out - 1)) if align and out > 1 else np.float32(size / out)
-    v = np.arange(out, dtype=np.float32)
-    pos = (v + np.float32(0.5)) * scale - np.float32(0.5) if half else v * scale
-    lo = np.maximum(np.floor(pos).astype(np.int64), 0)
-    hi = np.minimum(np.ceil(pos).astype(np.int64), size - 1)
-    return lo, hi, (pos.astype(np.float32) - lo.astype(np.float32)).astype(np.float32)
-
-
-def _bilinear_axis_int(out: int, size: int, align: bool, half: bool
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """TFLite ``ResizeBilinearInteger`` along one axis: (low, high, weight in 1/1024)."""
-    if align and out > 1:
-        scale = ((1 << 10) * (size - 1) + (out - 1) // 2) // (out - 1)
-    else:
-        scale = ((1 << 10) * size + out // 2) // out
-    v = np.arange(out, dtype=np.int64)
-    pos = v * scale + scale // 2 - (1 << 9) if half else v * scale
-    lo = np.maximum(np.trunc(pos / (1 << 10)).astype(np.int64), 0)
-    hi = np.minimum(np.trunc((pos + (1 << 10) - 1) / (1 << 10)).astype(np.int64), size - 1)
-    return lo, hi, (pos - (1 << 10) * lo).astype(np.int32)
 
 
 def _conv_q8x4(e: Emitter, op: Op, geom: str, w_eff: np.ndarray, bias: np.ndarray | None,

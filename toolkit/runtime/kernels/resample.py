@@ -29,6 +29,7 @@ from toolkit.runtime.kernels.common import (
     unsupported,
 )
 from toolkit.runtime.kernels.conv import channel_multipliers, quantized_output
+from toolkit.util.resample import bilinear_axis_float, bilinear_axis_int
 
 __all__: list[str] = []
 
@@ -134,19 +135,10 @@ def _size(op: Op, args: Args) -> tuple[int, int]:
 def _bilinear_float(x: np.ndarray, oh: int, ow: int, align: bool, half: bool) -> np.ndarray:
     _n, h, w, _c = x.shape
 
-    def axis(out: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        scale = np.float32((size - 1) / (out - 1)) if align and out > 1 else \
-            np.float32(size / out)
-        v = np.arange(out, dtype=np.float32)
-        pos = (v + np.float32(0.5)) * scale - np.float32(0.5) if half else v * scale
-        lo = np.maximum(np.floor(pos).astype(np.int64), 0)
-        hi = np.minimum(np.ceil(pos).astype(np.int64), size - 1)
-        return pos.astype(np.float32), lo, hi
-
-    ys, y0, y1 = axis(oh, h)
-    xs, x0, x1 = axis(ow, w)
-    dy = (ys - y0.astype(np.float32)).reshape(1, oh, 1, 1)
-    dx = (xs - x0.astype(np.float32)).reshape(1, 1, ow, 1)
+    y0, y1, fy = bilinear_axis_float(oh, h, align, half)
+    x0, x1, fx = bilinear_axis_float(ow, w, align, half)
+    dy = fy.reshape(1, oh, 1, 1)
+    dx = fx.reshape(1, 1, ow, 1)
     one = np.float32(1)
     top_l = x[:, y0][:, :, x0]
     top_r = x[:, y0][:, :, x1]
@@ -161,21 +153,10 @@ def _bilinear_int(x: np.ndarray, oh: int, ow: int, align: bool, half: bool) -> n
     """TFLite ``ResizeBilinearInteger``."""
     _n, h, w, _c = x.shape
 
-    def axis(out: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if align and out > 1:
-            scale = ((1 << 10) * (size - 1) + (out - 1) // 2) // (out - 1)
-        else:
-            scale = ((1 << 10) * size + out // 2) // out
-        v = np.arange(out, dtype=np.int64)
-        pos = v * scale + scale // 2 - (1 << 9) if half else v * scale
-        lo = np.maximum(np.trunc(pos / (1 << 10)).astype(np.int64), 0)
-        hi = np.minimum(np.trunc((pos + (1 << 10) - 1) / (1 << 10)).astype(np.int64), size - 1)
-        return pos, lo, hi
-
-    ys, y0, y1 = axis(oh, h)
-    xs, x0, x1 = axis(ow, w)
-    fy = (ys - (1 << 10) * y0).reshape(1, oh, 1, 1)
-    fx = (xs - (1 << 10) * x0).reshape(1, 1, ow, 1)
+    y0, y1, wy = bilinear_axis_int(oh, h, align, half)
+    x0, x1, wx = bilinear_axis_int(ow, w, align, half)
+    fy = wy.astype(np.int64).reshape(1, oh, 1, 1)
+    fx = wx.astype(np.int64).reshape(1, 1, ow, 1)
     one = 1 << 10
     v = x.astype(np.int64)
     acc = (v[:, y0][:, :, x0] * (one - fy) * (one - fx) + v[:, y1][:, :, x0] * fy * (one - fx)

@@ -1,0 +1,39 @@
+"""TFLite's RESIZE_BILINEAR sampling positions along one axis, shared by the NumPy kernel and
+the native generator's index tables (both must pick the same pixels and weights)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def bilinear_axis_float(out: int, size: int, align: bool, half: bool
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Float RESIZE_BILINEAR along one axis of ``size`` pixels resized to ``out``.
+
+    Returns (low index, high index, weight of the high pixel): int64, int64 and float32
+    arrays of length ``out``, computed in float32 as TFLite's ``ResizeBilinear`` does
+    (``align`` = alignCorners, ``half`` = halfPixelCenters)."""
+    scale = np.float32((size - 1) / (out - 1)) if align and out > 1 else np.float32(size / out)
+    v = np.arange(out, dtype=np.float32)
+    pos = ((v + np.float32(0.5)) * scale - np.float32(0.5) if half else v * scale
+           ).astype(np.float32)
+    lo = np.maximum(np.floor(pos).astype(np.int64), 0)
+    hi = np.minimum(np.ceil(pos).astype(np.int64), size - 1)
+    return lo, hi, (pos - lo.astype(np.float32)).astype(np.float32)
+
+
+def bilinear_axis_int(out: int, size: int, align: bool, half: bool
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """TFLite's ``ResizeBilinearInteger`` along one axis (positions in 1/1024 of a pixel).
+
+    Returns (low index, high index, weight of the high pixel in 1/1024): int64, int64 and
+    int32 arrays of length ``out``."""
+    if align and out > 1:
+        scale = ((1 << 10) * (size - 1) + (out - 1) // 2) // (out - 1)
+    else:
+        scale = ((1 << 10) * size + out // 2) // out
+    v = np.arange(out, dtype=np.int64)
+    pos = v * scale + scale // 2 - (1 << 9) if half else v * scale
+    lo = np.maximum(np.trunc(pos / (1 << 10)).astype(np.int64), 0)
+    hi = np.minimum(np.trunc((pos + (1 << 10) - 1) / (1 << 10)).astype(np.int64), size - 1)
+    return lo, hi, (pos - (1 << 10) * lo).astype(np.int32)
