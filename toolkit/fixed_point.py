@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["round_half_away", "quantize_multiplier", "QParams", "qparams_of", "c_div",
-           "rounding_divide_by_pot", "hard_swish_fixed_point"]
+           "rounding_divide_by_pot", "hard_swish_fixed_point", "dequantize_filter"]
 
 
 def round_half_away(x: np.ndarray | float | np.floating[Any]) -> np.ndarray:
@@ -67,6 +67,20 @@ def qparams_of(quant: Any) -> QParams:
         zp = np.zeros(1, dtype=np.int64)
     return QParams(np.asarray(quant.scale, dtype=np.float32).reshape(-1),
                    np.asarray(zp, dtype=np.int64).reshape(-1), int(quant.quantized_dimension))
+
+
+def dequantize_filter(w: np.ndarray, wq: QParams, axis: int) -> np.ndarray:
+    """The float32 values of a quantized filter ``w``: ``scale * (w - zero_point)`` computed in
+    float64, per tensor or per channel (along ``wq.axis``, or ``axis`` when ``wq.axis`` is not
+    a dimension of ``w``)."""
+    scale = wq.scale.astype(np.float64)
+    zp = wq.zero_point.astype(np.int64)
+    if scale.size > 1:
+        shape = [1] * w.ndim
+        shape[wq.axis if wq.axis < w.ndim else axis] = scale.size
+        scale = scale.reshape(shape)
+        zp = zp.reshape(shape) if zp.size > 1 else zp.reshape(-1)[0]
+    return (scale * (w.astype(np.int64) - zp)).astype(np.float32)
 
 
 def c_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolkit.errors import UnsupportedOpError
+from toolkit.fixed_point import dequantize_filter
 from toolkit.generator.analysis import Analysis, Step
 from toolkit.generator.movement import MOVEMENT, affine_map, index_map
 from toolkit.generator.params import ParamsBuilder
@@ -190,15 +191,7 @@ def _float_filter(op: Op, w: np.ndarray, axis: int) -> np.ndarray:
         return w
     if not is_quantized(t):
         raise _unsupported(op, f"filter of type {w.dtype} with float input")
-    p = qp(op, t)
-    scale = p.scale.astype(np.float64)
-    zp = p.zero_point.astype(np.int64)
-    if scale.size > 1:
-        shape = [1] * w.ndim
-        shape[p.axis if p.axis < w.ndim else axis] = scale.size
-        scale = scale.reshape(shape)
-        zp = zp.reshape(shape) if zp.size > 1 else zp.reshape(-1)[0]
-    return (scale * (w.astype(np.int64) - zp)).astype(np.float32)
+    return dequantize_filter(w, qp(op, t), axis)
 
 
 def _filter_offsets(op: Op, n_out: int) -> np.ndarray:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from toolkit.fixed_point import dequantize_filter
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.blocks import block_len, tile_block
@@ -214,18 +215,6 @@ def filter_matrix(w: np.ndarray, dtype: type) -> np.ndarray:
     Every path multiplies patches by this one layout: BLAS rounds differently for a
     transposed operand, and a convolution's result should not depend on the path taken."""
     return np.ascontiguousarray(w.reshape(w.shape[0], -1).T, dtype=dtype)
-
-
-def dequantize_filter(w: np.ndarray, wq: QParams, axis: int) -> np.ndarray:
-    """Dequantize a filter (per-tensor, or per-channel along its quantized dimension)."""
-    scale = wq.scale.astype(np.float64)
-    zp = wq.zero_point.astype(np.int64)
-    if scale.size > 1:
-        shape = [1] * w.ndim
-        shape[wq.axis if wq.axis < w.ndim else axis] = scale.size
-        scale = scale.reshape(shape)
-        zp = zp.reshape(shape) if zp.size > 1 else zp.reshape(-1)[0]
-    return (scale * (w.astype(np.int64) - zp)).astype(np.float32)
 
 
 @register("DEPTHWISE_CONV_2D")

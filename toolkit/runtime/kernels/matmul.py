@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from toolkit.fixed_point import dequantize_filter
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
@@ -43,7 +44,6 @@ from toolkit.runtime.kernels.common import (
 )
 from toolkit.runtime.kernels.conv import (
     channel_multipliers,
-    dequantize_filter,
     filter_offsets,
     float_bias,
     quant_setup,
