@@ -14,7 +14,7 @@ import numpy as np
 
 from toolkit.errors import UnsupportedOpError
 from toolkit.ir import Op
-from toolkit.util.slicing import strided_slice_index
+from toolkit.util.slicing import slice_index, strided_slice_index
 
 __all__ = ["MOVEMENT", "index_map", "affine_map"]
 
@@ -59,16 +59,10 @@ def _strided_slice(op: Op, idx: np.ndarray) -> np.ndarray:
 
 
 def _slice(op: Op, idx: np.ndarray) -> np.ndarray:
-    begin, size = _ints(op, 1), _ints(op, 2)
-    if len(begin) != idx.ndim or len(size) != idx.ndim:
-        raise _unsupported(op, f"begin/size need {idx.ndim} values")
-    sl = []
-    for d, (b, s) in enumerate(zip(begin, size, strict=True)):
-        stop = idx.shape[d] if s == -1 else b + s
-        if b < 0 or stop > idx.shape[d] or stop < b:
-            raise _unsupported(op, f"slice [{b}, {stop}) out of range for axis {d}")
-        sl.append(slice(b, stop))
-    return idx[tuple(sl)]
+    try:
+        return idx[slice_index(_ints(op, 1), _ints(op, 2), idx.shape)]
+    except ValueError as exc:
+        raise _unsupported(op, str(exc)) from None
 
 
 def _space_to_batch(op: Op, idx: np.ndarray) -> np.ndarray:

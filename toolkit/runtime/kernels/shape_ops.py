@@ -29,7 +29,7 @@ from toolkit.runtime.kernels.common import (
     unsupported,
 )
 from toolkit.runtime.kernels.fixedpoint import round_half_away
-from toolkit.util.slicing import strided_slice_index
+from toolkit.util.slicing import slice_index, strided_slice_index
 
 
 def _ints(a: np.ndarray | None) -> list[int]:
@@ -241,18 +241,11 @@ def strided_slice(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
 def slice_op(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """SLICE by begin and size (size -1 runs to the end)."""
     x = need(op, args, 0)
-    begin = _ints(need(op, args, 1))
-    size = _ints(need(op, args, 2))
-    if len(begin) != x.ndim or len(size) != x.ndim:
-        raise bad_input(op, f"begin/size need {x.ndim} values")
-    idx = []
-    for d, (b, s) in enumerate(zip(begin, size, strict=True)):
-        stop = x.shape[d] if s == -1 else b + s
-        if b < 0 or stop > x.shape[d] or stop < b:
-            raise bad_input(op, f"slice [{b}, {stop}) is out of range for axis {d} of size "
-                                f"{x.shape[d]}")
-        idx.append(slice(b, stop))
-    return [np.ascontiguousarray(x[tuple(idx)])]
+    try:
+        index = slice_index(_ints(need(op, args, 1)), _ints(need(op, args, 2)), x.shape)
+    except ValueError as exc:
+        raise bad_input(op, str(exc)) from None
+    return [np.ascontiguousarray(x[index])]
 
 
 @register("GATHER")
