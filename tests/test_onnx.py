@@ -672,3 +672,37 @@ def test_external_data_from_bytes_needs_a_folder() -> None:
         load_onnx(data)
     model = read_onnx(data, base_dir=D)
     assert len(model.external_data()) == 6
+
+
+def test_run_with_onnxruntime_through_the_front_door(tmp_path: Path) -> None:
+    """tk.run(..., runtime="onnxruntime") returns the one RunResult; its trace (the OrtRun)
+    joins as it is, through the saved optimized graph, with all kernel time attributed."""
+    pytest.importorskip("onnxruntime")
+    import warnings
+
+    import toolkit as tk
+
+    inputs = np.load(D / "inputs.npz")
+    path = D / "cnn.ts.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the profiler's overhead on a tiny model
+        outputs, trace = tk.run(path, {"input": inputs["cnn"]}, runtime="onnxruntime",
+                                optimization="extended", trace=True, repeat=2, warmup=1)
+        plain = tk.run(path, {"input": inputs["cnn"]}, runtime="onnxruntime", repeat=1)
+    assert plain.trace is None and "not traced" in repr(plain)
+    assert "ONNX Runtime profile" in repr(tk.RunResult(outputs, trace))
+    np.testing.assert_allclose(outputs["output"], plain.outputs["output"], atol=1e-5)
+    assert trace.optimization == "extended" and trace.profile_path is not None
+    att = tk.trace_join(trace, path)
+    att.check()
+    assert att.attributed_ns == att.total_ns > 0
+    assert att.runs == 3
+    assert {"stem.conv", "fc"} <= set(att.by_layer()["layer"])
+    same = tk.join_ort(trace, path)
+    assert same.attributed_ns == att.attributed_ns
+    with pytest.raises(ToolkitError, match="unknown runtime"):
+        tk.run(path, runtime="ort")
+    with pytest.raises(ToolkitError, match="optimization level"):
+        tk.run(SAMPLES / "cnn.tflite", optimization="basic")
+    with pytest.raises(ToolkitError, match="C\\+\\+ artifact"):
+        tk.run(SAMPLES / "cnn.tflite", runtime="native")

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
     from toolkit.compiler import CompiledModel, GraphPass, Target
@@ -226,8 +228,10 @@ def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
 
 def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray | None
         = None, *, trace: bool = False, repeat: int = 1, warmup: int = 0,
-        tracer: EventTracer | None = None, threads: int | None = 1) -> RunResult:
-    """Run a model with the reference NumPy runtime (float32 and TFLite-exact int8).
+        tracer: EventTracer | None = None, threads: int | None = 1,
+        runtime: str | None = None, optimization: str = "all") -> RunResult:
+    """Run a model with the reference NumPy runtime (float32 and TFLite-exact int8), natively
+    (a C++ artifact) or in ONNX Runtime (an ``.onnx`` model).
 
     Args:
         model: a :class:`~toolkit.ir.Model`, a ``CompiledModel`` (run command by command), a
@@ -246,10 +250,20 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
         threads: limit NumPy's BLAS libraries to this many threads (process-wide, with
             ``threadpoolctl``); default 1, so timings are reproducible on a busy machine;
             ``None`` leaves the limit as it is (the parts of a partition chain run with 1).
+            For ONNX Runtime: its intra-op threads (``None`` means 1).
+        runtime: ``None`` picks by the model (native for an artifact, else the reference
+            runtime); ``"reference"``, ``"native"`` (the model must be an artifact) or
+            ``"onnxruntime"`` (an ``.onnx`` model; needs ``pip install
+            'toolkit[onnxruntime]'``; see :func:`run_onnxruntime`).
+        optimization: ONNX Runtime's graph optimization level, ``"disable"``, ``"basic"``,
+            ``"extended"`` or ``"all"`` (only with ``runtime="onnxruntime"``).
 
     Returns:
         A :class:`~toolkit.runtime.result.RunResult` ``(outputs, trace)``, traced or not:
-        ``outputs`` by name, ``trace`` the event tracer or ``None``.
+        ``outputs`` by name, ``trace`` the event tracer or ``None``. With
+        ``runtime="onnxruntime"`` and ``trace``, ``trace`` is the
+        :class:`~toolkit.runtime.onnxruntime.OrtRun` (profile, optimized graph, timings),
+        which :func:`trace_join` takes as it is: ``tk.trace_join(trace, "m.onnx")``.
 
     Raises:
         ToolkitError: a model argument of another kind, bad ``repeat``/``warmup``, inputs of
@@ -270,8 +284,34 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
                            where="tk.run", fix="pass tracer=toolkit.runtime.tracer.EventTracer()")
     from toolkit.generator import Artifact, is_artifact_dir
 
-    if isinstance(model, Artifact) or (isinstance(model, (str, os.PathLike))
-                                       and os.path.isdir(model) and is_artifact_dir(model)):
+    if runtime not in (None, "reference", "native", "onnxruntime"):
+        raise ToolkitError(f"unknown runtime {runtime!r}", where="tk.run",
+                           fix="pass runtime='reference', 'native' or 'onnxruntime' (or leave "
+                               "it out to pick by the model)")
+    if runtime != "onnxruntime" and optimization != "all":
+        raise ToolkitError("optimization is ONNX Runtime's graph optimization level",
+                           where="tk.run", fix="pass runtime='onnxruntime' with it, or leave "
+                                               "optimization out")
+    if runtime == "onnxruntime":
+        if tracer is not None:
+            raise ToolkitError("ONNX Runtime records its own profile, not into a tracer",
+                               where="tk.run", fix="pass trace=True instead of tracer=")
+        from toolkit.runtime.result import RunResult as _RunResult
+
+        ort = run_onnxruntime(model, inputs, optimization=optimization, trace=trace,
+                              repeat=repeat, warmup=warmup, threads=threads or 1)
+        return _RunResult(ort.outputs, ort if trace else None)
+    native = isinstance(model, Artifact) or (isinstance(model, (str, os.PathLike))
+                                             and os.path.isdir(model) and is_artifact_dir(model))
+    if runtime == "native" and not native:
+        raise ToolkitError("runtime='native' runs a C++ artifact of tk.codegen", where="tk.run",
+                           fix="generate one with tk.codegen(model, out_dir) and run it (or its "
+                               "folder)")
+    if runtime == "reference" and native:
+        raise ToolkitError("a C++ artifact runs natively, not in the reference runtime",
+                           where="tk.run", fix="run the model the artifact was generated "
+                                               "from, or leave runtime out")
+    if native:
         from toolkit.runtime.native import run_native
 
         return run_native(model, inputs, trace=trace, repeat=repeat, warmup=warmup,
@@ -384,6 +424,9 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
     check_bool(strict, "strict", "tk.trace_join")
     is_onnx = (isinstance(model, (str, os.PathLike)) and str(model).lower().endswith(".onnx")
                ) or getattr(model, "format", None) == "onnx"
+    if type(trace).__name__ == "OrtRun":  # tk.run(..., runtime="onnxruntime", trace=True)
+        trace, optimized = _ort_profile(trace, optimized, "tk.trace_join")
+        is_onnx = True
     if is_onnx or optimized is not None:
         return join_ort(trace, model, optimized,
                         policy="compute" if policy == "macs" else policy)
@@ -526,11 +569,25 @@ def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | 
     from toolkit.trace.ort_join import join_ort as _join_ort
     from toolkit.util.args import check_model_arg, check_path_arg
 
+    if type(trace).__name__ == "OrtRun":
+        trace, optimized = _ort_profile(trace, optimized, "tk.join_ort")
     if type(trace).__name__ != "Trace":
         check_path_arg(trace, "trace", "tk.join_ort")
     check_model_arg(model, "model", "tk.join_ort")
     check_model_arg(optimized, "optimized", "tk.join_ort", optional=True)
     return _join_ort(trace, model, optimized, policy=policy)
+
+
+def _ort_profile(run: OrtRun, optimized: Model | PathLike | None, where: str
+                 ) -> tuple[Path, Model | PathLike]:
+    """The profile of an ONNX Runtime run and the graph it profiled (``optimized`` when given,
+    else the run's saved optimized graph)."""
+    from toolkit.errors import ToolkitError
+
+    if run.profile_path is None:
+        raise ToolkitError("this ONNX Runtime run was not profiled", where=where,
+                           fix="run it with trace=True")
+    return run.profile_path, run.optimized_path if optimized is None else optimized
 
 
 def run_onnxruntime(model: Model | PathLike,

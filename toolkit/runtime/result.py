@@ -18,7 +18,8 @@ class RunResult(NamedTuple):
             :class:`~toolkit.runtime.tracer.EventTracer` (one event per op, or per command
             of a compiled model, per inference), or, for a partition chain run by another
             runner, a DataFrame with one row per part call (see
-            :func:`toolkit.runtime.chain.run_connection`).
+            :func:`toolkit.runtime.chain.run_connection`), or, for ONNX Runtime, the
+            :class:`~toolkit.runtime.onnxruntime.OrtRun` (its profile and optimized graph).
     """
 
     outputs: dict[str, np.ndarray]
@@ -28,6 +29,8 @@ class RunResult(NamedTuple):
         outs = ", ".join(f"{k}: {v.dtype}{list(v.shape)}" for k, v in self.outputs.items())
         if self.trace is None:
             tr = "not traced"
+        elif getattr(self.trace, "profile_path", None) is not None:
+            tr = f"ONNX Runtime profile {self.trace.profile_path.name}"
         else:
             tr = f"{len(self.trace)} trace events"
         return f"RunResult({outs}; {tr})"
