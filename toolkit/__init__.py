@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from toolkit.runtime.tracer import EventTracer
     from toolkit.trace.attribution import Attribution
     from toolkit.trace.read import Trace
+    from toolkit.trace.views import LayerAttribution
 
 __all__ = [
     "load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
@@ -53,7 +54,7 @@ __all__ = [
     "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore", "read_executorch",
     "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",
     "CompiledModel", "Target", "PartitionResult", "RunResult", "EventTracer", "Trace",
-    "Attribution", "ModelBuilder",
+    "Attribution", "LayerAttribution", "ModelBuilder",
 ]
 __version__ = "0.1.0"
 
@@ -66,6 +67,7 @@ _LAZY = {
     "EventTracer": "toolkit.runtime.tracer",
     "Trace": "toolkit.trace.read",
     "Attribution": "toolkit.trace.attribution",
+    "LayerAttribution": "toolkit.trace.views",
     "ModelBuilder": "toolkit.builder",
 }
 

@@ -34,6 +34,7 @@ from toolkit.trace.read import Trace
 from toolkit.trace.run_cells import RunCells, build_run_cells
 from toolkit.trace.split import TargetWeights, group_sum, split_targets
 from toolkit.trace.stats import STAT_COLUMNS, matrix_stats_frame, stats_frame
+from toolkit.trace.views import LayerAttribution
 
 __all__ = ["Attribution", "JoinResult", "STAT_COLUMNS"]
 
@@ -170,7 +171,7 @@ def _grouped_stats(sums: CellSums, column_row: np.ndarray, n_rows: int, counts: 
     return stats_frame(rows[keep], run[keep], ns[keep], n_rows, sums.runs, counts, total_ns)
 
 
-class Attribution:
+class Attribution(LayerAttribution):
     """Time of a trace attributed to original layers, source ops, compiled ops and commands.
 
     Attributes:

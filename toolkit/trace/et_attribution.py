@@ -31,6 +31,7 @@ from toolkit.formats.etrecord import EdgeNode, ETRecord
 from toolkit.formats.executorch_program import read_xnnpack_blob
 from toolkit.trace.et_xnnpack import INSERTED_HANDLE, align, fused_handles
 from toolkit.trace.stats import STAT_COLUMNS, matrix_stats_frame
+from toolkit.trace.views import LayerAttribution
 
 if TYPE_CHECKING:
     from toolkit.trace.executorch import ExecutorchProfile
@@ -471,13 +472,15 @@ def _delegate_graph(nodes: list[EdgeNode], instruction: int, record: ETRecord,
     return "\0"
 
 
-class ExecutorchAttribution:
+class ExecutorchAttribution(LayerAttribution):
     """Every tick of an ExecuTorch profile, by layer, by edge node, or by bucket.
 
     Attributes:
         policy: the split policy. ``total_ns``: sum of ``Method::execute`` (top-level spans)
         over all runs. ``runs``: number of runs. ``attributed_ns``: time given to layers.
-        ``unattributed_ns``: time in the ``<unattributed>`` bucket.
+        ``unattributed_ns``: time in the ``<unattributed>`` bucket. ``overhead_ns``: time in
+        the other buckets (runtime between instructions, delegate time not covered by op
+        events, delegate-inserted ops); the three sum to ``total_ns``.
     """
 
     def __init__(self, profile: ExecutorchProfile, policy: str, nodes: list[EdgeNode],
@@ -504,6 +507,7 @@ class ExecutorchAttribution:
         k = len(nodes)
         self.attributed_ns = int(matrix[:3 * k].sum())
         self.unattributed_ns = int(matrix[3 * k + _UNATTRIBUTED].sum())
+        self.overhead_ns = self.total_ns - self.attributed_ns - self.unattributed_ns
 
     def __repr__(self) -> str:
         return (f"<ExecutorchAttribution policy={self.policy!r}: {self.attributed_ns} of "
@@ -714,8 +718,9 @@ class ExecutorchAttribution:
     def summary(self) -> dict[str, Any]:
         """The headline figures, with the keys of ``Attribution.summary()``: ``events``
         (execute-time events), ``attributed_events`` (those whose time went to a layer),
-        ``runs``, ``total_ns``, ``attributed_ns``, ``unattributed_ns``, ``policy``,
-        ``key_used`` (``"instruction_id+delegate"``)."""
+        ``runs``, ``total_ns``, ``attributed_ns``, ``unattributed_ns``, ``overhead_ns`` (the
+        runtime and delegate buckets), ``policy``, ``key_used``
+        (``"instruction_id+delegate"``)."""
         ev = self.profile.events
         execute = (ev["phase"] == "execute").to_numpy()
         k = len(self._nodes)
@@ -729,7 +734,8 @@ class ExecutorchAttribution:
                     self._target, self._bucket_targets(bucket_rows))).sum()),
                 "runs": self.runs, "total_ns": self.total_ns,
                 "attributed_ns": self.attributed_ns, "unattributed_ns": self.unattributed_ns,
-                "policy": self.policy, "key_used": "instruction_id+delegate"}
+                "overhead_ns": self.overhead_ns, "policy": self.policy,
+                "key_used": "instruction_id+delegate"}
 
     def _bucket_targets(self, bucket_rows: set[int]) -> np.ndarray:
         return np.array([t for t, members in enumerate(self._members)

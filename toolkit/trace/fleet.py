@@ -44,6 +44,7 @@ from toolkit.trace.fleet_stats import DEFAULT_MEMORY_BUDGET, fleet_stats_frame
 from toolkit.trace.run_cells import view_total
 from toolkit.trace.stats import STAT_COLUMNS, stats_frame
 from toolkit.trace.tables import ProvenanceTables
+from toolkit.trace.views import LayerAttribution
 
 __all__ = ["FleetAttribution", "trace_join_many", "expand_sources", "ENGINES"]
 
@@ -63,7 +64,7 @@ def _empty_attribution(tables: ProvenanceTables) -> Any:
                                                "command_id": empty})), tables)
 
 
-class FleetAttribution:
+class FleetAttribution(LayerAttribution):
     """The time of a fleet of traces attributed to original layers: the views of
     :class:`~toolkit.trace.attribution.Attribution` over every run of every partition, plus
     per-partition (file, device) slices.

@@ -52,6 +52,7 @@ from toolkit.trace.codes import TextCodes
 from toolkit.trace.read import Trace
 from toolkit.trace.split import TargetWeights, group_sum, split_targets
 from toolkit.trace.stats import matrix_stats_frame
+from toolkit.trace.views import LayerAttribution
 
 __all__ = ["join_ort", "OrtAttribution", "OrtGroups", "group_mapping", "check_pair", "owned_nodes",
            "ORT_POLICIES"]
@@ -466,7 +467,7 @@ def _ort_generated(name: str) -> bool:
     return bool(head) and tail.isdigit() and head.isidentifier()
 
 
-class OrtAttribution:
+class OrtAttribution(LayerAttribution):
     """Time of an ORT profile attributed to the original nodes and layers of an ONNX model.
 
     Attributes: ``policy``, ``trace``, ``model``, ``optimized`` (None when the profile is of
@@ -700,14 +701,16 @@ class OrtAttribution:
 
     def summary(self) -> dict[str, Any]:
         """Headline figures: ``events``, ``attributed_events``, ``runs``, ``total_ns``,
-        ``attributed_ns``, ``unattributed_ns``, ``groups``, ``fused_groups``,
-        ``unmapped_nodes``, ``policy``, ``index_exact``."""
+        ``attributed_ns``, ``unattributed_ns``, ``overhead_ns`` (0: every kernel event is a
+        node's), ``groups``, ``fused_groups``, ``unmapped_nodes``, ``policy``,
+        ``index_exact``."""
         ok = self._reasons.codes == 0
         fused = sum(1 for g, nodes in enumerate(self.mapping.groups)
                     if len(nodes) > 1 or len(self.mapping.members[g]) > 1)
         return {"events": len(ok), "attributed_events": int(ok.sum()), "runs": self.runs,
                 "total_ns": self.total_ns, "attributed_ns": self.attributed_ns,
-                "unattributed_ns": self.unattributed_ns, "groups": len(self.mapping.groups),
+                "unattributed_ns": self.unattributed_ns, "overhead_ns": 0,
+                "groups": len(self.mapping.groups),
                 "fused_groups": fused, "unmapped_nodes": len(self.mapping.unmapped),
                 "policy": self.policy, "index_exact": self.index_exact}
 
