@@ -83,11 +83,18 @@ class Analysis:
     lifetimes: dict[Tensor, tuple[int, int]]
     arena_offsets: dict[Tensor, int] = field(default_factory=dict)
     arena_bytes: int = 0
+    control: Any = None  # a ControlPlan (toolkit.generator.control) when there is control flow
+
+    def size_of(self, t: Tensor) -> int:
+        """Arena bytes of a temporary (a tensor of run-time shape: its capacity)."""
+        if self.control is not None and t in self.control.sizes:
+            return int(self.control.sizes[t])
+        return nbytes(t)
 
     @property
     def temporaries_bytes(self) -> int:
         """Sum of the sizes of all temporaries (what the arena saves against)."""
-        return sum(nbytes(t) for t in self.temporaries)
+        return sum(self.size_of(t) for t in self.temporaries)
 
 
 def nbytes(t: Tensor) -> int:
@@ -103,11 +110,13 @@ def analyse(obj: Any) -> Analysis:
     CompiledModel."""
     model, commands = model_and_commands(obj, "codegen")
     g = model.graph
-    ops = {"IF", "WHILE", "CALL_ONCE", "CALL"} & {o.type for o in g.ops}
+    kinds = {o.type for o in g.ops}
+    ops = {"CALL_ONCE", "CALL"} & kinds
     if ops:
         raise UnsupportedOpError(f"control-flow ops {sorted(ops)} cannot be generated",
-                                 where="subgraph 0", fix="inline the branches first")
-    for t in g.tensors:
+                                 where="subgraph 0", fix="inline the calls first")
+    control = bool({"IF", "WHILE"} & kinds)
+    for t in g.tensors if not control else ():  # (the control-flow plan checks them)
         if t.shape_signature is not None and any(d < 0 for d in t.shape_signature):
             raise UnsupportedOpError(f"tensor {t.name!r} has a dynamic shape "
                                      f"{list(t.shape_signature)}", where=f"tensor {t.name!r}",
@@ -131,6 +140,8 @@ def analyse(obj: Any) -> Analysis:
         key_name = "command_id"
     inputs, outputs = list(g.inputs), list(g.outputs)
     special = set(inputs) | set(outputs)
+    if control:
+        return _analyse_control(model, steps, key_name, inputs, outputs, special)
     lifetimes: dict[Tensor, list[int]] = {}
     for s in steps:
         for t in s.op.outputs:
@@ -145,6 +156,21 @@ def analyse(obj: Any) -> Analysis:
     a = Analysis(model, steps, key_name, inputs, outputs, temporaries,
                  {t: (v[0], v[1]) for t, v in lifetimes.items()})
     offsets, a.arena_bytes = plan_arena([(nbytes(t), *a.lifetimes[t]) for t in temporaries])
+    a.arena_offsets = dict(zip(temporaries, offsets))
+    return a
+
+
+def _analyse_control(model: Model, steps: list[Step], key_name: str, inputs: list[Tensor],
+                     outputs: list[Tensor], special: set[Tensor]) -> Analysis:
+    """The analysis of a model with WHILE or IF: every subgraph they run shares the arena
+    (see :mod:`toolkit.generator.control`)."""
+    from toolkit.generator.control import plan
+
+    cp = plan(model, steps, special)
+    temporaries = list(cp.lifetimes)
+    a = Analysis(model, steps, key_name, inputs, outputs, temporaries,
+                 {t: (v[0], v[1]) for t, v in cp.lifetimes.items()}, control=cp)
+    offsets, a.arena_bytes = plan_arena([(a.size_of(t), *a.lifetimes[t]) for t in temporaries])
     a.arena_offsets = dict(zip(temporaries, offsets))
     return a
 

@@ -28,7 +28,8 @@ import numpy as np
 
 from toolkit.errors import UnsupportedOpError
 from toolkit.generator.analysis import Analysis, c_identifier, nbytes
-from toolkit.generator.ops import Emitter, ctype, emit_step
+from toolkit.generator.control import emit, make_emitter
+from toolkit.generator.ops import Emitter, ctype
 from toolkit.generator.params import ParamsBuilder
 from toolkit.util.atomic import write_file_set
 
@@ -452,7 +453,7 @@ def write_artifact(a: Analysis, out_dir: Path, name: str) -> dict[str, Any]:
     a rename) and return the manifest."""
     cls = c_identifier(name, set(_CODE_NAMES))
     params = ParamsBuilder()
-    e = Emitter(a, params)
+    e = make_emitter(a, params)
     taken: set[str] = {cls}
     ins = []
     for t in (*a.inputs, *a.outputs):
@@ -472,7 +473,7 @@ def write_artifact(a: Analysis, out_dir: Path, name: str) -> dict[str, Any]:
         if t not in e.names:
             e.names[t] = _buf("out", info)
         outs.append(info)
-    body = [emit_step(e, s) for s in a.steps]
+    body = [emit(e, s) for s in a.steps]
     header = _header(cls, a, ins, outs, e.members)
     code = _code(cls, name, a, e, ins, outs, body)
     model_hash = params.model_hash(header + code)

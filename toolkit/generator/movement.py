@@ -152,7 +152,9 @@ def index_map(op: Op) -> np.ndarray:
     if x is None:
         raise _unsupported(op, "no input")
     idx = np.arange(int(np.prod(x.shape, dtype=np.int64)), dtype=np.int64).reshape(x.shape)
-    y = np.ascontiguousarray(_ARRANGE[op.kind](op, idx))
+    y = np.asarray(_ARRANGE[op.kind](op, idx))
+    if not y.flags.c_contiguous:  # (np.ascontiguousarray would make a scalar 1-d)
+        y = y.copy()
     if tuple(y.shape) != tuple(out.shape):
         raise _unsupported(op, f"the arrangement gives shape {list(y.shape)}, the output is "
                                f"{list(out.shape)}")
