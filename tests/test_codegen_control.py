@@ -133,7 +133,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Model, Ar
     bundle."""
     root = tmp_path_factory.mktemp("control")
     models = {"loop": _while_model(False), "swap": _while_model(True), "branch": _if_model(),
-              "control_flow": load(ZOO / "control_flow.tflite")}
+              "nested": _nested_model(), "control_flow": load(ZOO / "control_flow.tflite")}
     arts = {k: (m, codegen(m, root / k, name=k)) for k, m in models.items()}
     build_bundle([(a.out_dir, a.name, a.library.name) for _, a in arts.values()],
                  root / "bundle", opt=OPT)
@@ -325,3 +325,100 @@ def test_body_inputs_alias_the_carried_buffers(built: dict[str, tuple[Model, Art
         assert a.control.aliases[b_in] is carried
         assert b_in not in a.arena_offsets
     assert "for (int64_t tk_iter0 = 0;; ++tk_iter0)" in art.source.read_text()
+
+
+def test_partition_chain_with_the_loops_on_the_cpp_backend(tmp_path: Path) -> None:
+    """The zoo's SimpleRNN partitioned with its WHILE ops (and their subgraphs) on "cpp":
+    the chain's outputs equal the whole model's on the reference runtime."""
+    from toolkit.formats.part_file import PartSpec
+    from toolkit.partitioner import partition
+    from toolkit.runtime.chain import run_connection
+    from toolkit.runtime.native import native_runner
+
+    model = load(ZOO / "simple_rnn.tflite")
+    spec = PartSpec(["cpu", "cpp"], "cpu", "opcode", opcode={"WHILE": "cpp"})
+    result = partition(model, spec, work_path=tmp_path / "parts")
+    loops = [p for p in result.parts if p.backend == "cpp"]
+    assert [[op.type for op in p.model.graph.ops] for p in loops] == [["WHILE", "WHILE"]]
+    conn = next((tmp_path / "parts").glob("*.conn.json"))
+    inputs = Interpreter(model).random_inputs(4)
+    runner = native_runner(tmp_path / "native", backends=["cpp"], opt=OPT)
+    got = run_connection(conn, inputs, run=runner).outputs
+    _same(Interpreter(model).invoke(inputs), got)
+    assert len(list((tmp_path / "native").glob("part*/libpart*.so"))) == 1
+
+
+def _nested_model() -> Model:
+    """``for i in range(3): for j in range(2): y = y * 0.5 + 1 if sum(y) > 2 else y + 1``: a
+    WHILE whose body runs a WHILE whose body runs an IF."""
+
+    def counter_cond(limit: int) -> Callable[[ModelBuilder], None]:
+        def cond(mb: ModelBuilder) -> None:
+            i = mb.input("i", [], I32)
+            mb.input("y", [3])
+            mb.output(mb.op("LESS", [i, mb.const("k", np.asarray(limit, I32))], [],
+                            name="less", dtype=np.bool_))
+        return cond
+
+    def branch(scale: float) -> Callable[[ModelBuilder], None]:
+        def body(mb: ModelBuilder) -> None:
+            y = mb.input("y", [3])
+            s = mb.mul(y, mb.const("s", np.asarray(scale, np.float32)), name="scale")
+            mb.output(mb.add(s, mb.const("one", np.asarray(1.0, np.float32)), name="plus"))
+        return body
+
+    mb = ModelBuilder("nested")
+    x = mb.input("x", [3])
+    then_i = _subgraph(mb, "halve", branch(0.5))
+    else_i = _subgraph(mb, "keep", branch(1.0))
+
+    def inner_body(sb: ModelBuilder) -> None:
+        i = sb.input("i", [], I32)
+        y = sb.input("y", [3])
+        total = sb.reduce("SUM", y, [0], keep_dims=False, name="total")
+        big = sb.op("GREATER", [total, sb.const("two", np.asarray(2.0, np.float32))], [],
+                    name="big", dtype=np.bool_)
+        z = sb.op("IF", [big, y], [3], name="pick", dtype=np.float32,
+                  options=_options("IfOptions", thenSubgraphIndex=then_i,
+                                   elseSubgraphIndex=else_i))
+        sb.output(sb.add(i, sb.const("one", np.asarray(1, I32)), name="next"), z)
+
+    inner_c = _subgraph(mb, "inner_cond", counter_cond(2))
+    inner_b = _subgraph(mb, "inner_body", inner_body)
+
+    def outer_body(sb: ModelBuilder) -> None:
+        i = sb.input("i", [], I32)
+        y = sb.input("y", [3])
+        outs = sb.op("WHILE", [sb.const("zero", np.asarray(0, I32)), y],
+                     outputs=[("j", []), ("inner", [3])], dtype=np.float32,
+                     options=_options("WhileOptions", condSubgraphIndex=inner_c,
+                                      bodySubgraphIndex=inner_b))
+        outs[0].type_code = _type_code(I32)
+        sb.output(sb.add(i, sb.const("one", np.asarray(1, I32)), name="next"), outs[1])
+
+    outer_c = _subgraph(mb, "outer_cond", counter_cond(3))
+    outer_b = _subgraph(mb, "outer_body", outer_body)
+    outs = mb.op("WHILE", [mb.const("zero", np.asarray(0, I32)), x],
+                 outputs=[("i", []), ("y", [3])], dtype=np.float32,
+                 options=_options("WhileOptions", condSubgraphIndex=outer_c,
+                                  bodySubgraphIndex=outer_b))
+    outs[0].type_code = _type_code(I32)
+    mb.output(outs[1])
+    return mb.build()
+
+
+def test_nested_loops_and_a_branch_inside_a_loop(
+        built: dict[str, tuple[Model, Artifact]]) -> None:
+    model, art = built["nested"]
+    code = art.source.read_text()
+    assert "tk_iter0" in code and "tk_iter1" in code
+    x = np.asarray([0.25, -0.5, 0.75], np.float32)
+    y = x.copy()
+    for _ in range(3 * 2):
+        y = y * np.float32(0.5) + 1 if float(y.sum()) > 2 else y + 1
+    want = Interpreter(model).invoke({"x": x})
+    np.testing.assert_allclose(want["y"], y, rtol=1e-6)
+    got = run_native(art, {"x": x}).outputs
+    _same(want, got)
+    lite = litert_run(write_model(model, "tflite"), [x])
+    _same({k: lite[k] for k in want}, got)
