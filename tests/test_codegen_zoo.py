@@ -115,6 +115,23 @@ def test_zoo_model_runs_natively_as_the_reference(
     assert att.unattributed_ns == 0 and att.attributed_ns == att.total_ns > 0
 
 
+@pytest.mark.parametrize("stem", CONTROL_FLOW)
+def test_zoo_loop_model_runs_natively_as_litert(
+        zoo_artifacts: dict[str, tuple[object, Artifact]], stem: str) -> None:
+    """The loop models against LiteRT's own kernels on the original file (within 1e-5 of
+    the output's largest magnitude)."""
+    from support import litert_run
+
+    compiled, art = zoo_artifacts[stem]
+    inputs = _inputs(stem, compiled.model, seed=5)  # type: ignore[attr-defined]
+    got = run_native(art, inputs).outputs
+    lite = litert_run(ZOO_DIR / f"{stem}.tflite", [inputs[n] for n in art.input_names])
+    assert sorted(lite) == sorted(got)
+    for k, w in lite.items():
+        tol = 1e-5 * max(float(np.abs(w).max()), 1e-30)
+        assert got[k].shape == w.shape and float(np.abs(got[k] - w).max()) <= tol, k
+
+
 @pytest.mark.parametrize("stem", sorted(REFUSED))
 def test_zoo_model_without_kernels_is_refused(tmp_path: Path, stem: str) -> None:
     try:
