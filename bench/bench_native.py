@@ -1,7 +1,8 @@
 """Native artifacts (toolkit.generator) vs LiteRT and the NumPy reference runtime, one thread.
 
 Models: the CNN sample, a MobileNet-v1-sized model (float32, and int8 quantized with the
-sample models' calibration and quantizer) and the transformer-block sample. Runtimes, all in
+sample models' calibration and quantizer), the transformer-block sample and the zoo's Keras
+LSTM (two WHILE loops of 10 steps: control flow and small tensors). Runtimes, all in
 this process and taking turns within each round (see ``bench_runtime.interleaved``):
 
 * ``native``: the generated C++ artifact (built with -O3 -march=native), inputs in, outputs out
@@ -168,6 +169,8 @@ def main() -> None:
         bench("cnn", tk.load(samples / "cnn.tflite"), 50 if quick else 500, 20, work)
         bench("cnn_int8", tk.load(samples / "cnn_int8.tflite"), 50 if quick else 500, 20, work)
         bench("transformer", tk.load(samples / "transformer.tflite"), 50 if quick else 500, 20,
+              work)
+        bench("lstm_loops", tk.load(samples / "zoo" / "lstm.tflite"), 50 if quick else 500, 20,
               work)
         bench("mobilenet_v1", mobilenet_v1(), 3 if quick else 10, 1, work)
         bench("mobilenet_v1_int8", mobilenet_int8(), 3 if quick else 10, 1, work)
