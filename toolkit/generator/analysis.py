@@ -8,20 +8,25 @@ trace joins like a NumPy one.
 Tensors are inputs, outputs (each with its own buffer), constants (in the parameters file) or
 temporaries, which share one arena: each temporary lives from the first step that writes it to
 the last step that reads it, and is placed at the lowest offset (64-byte aligned) that no
-tensor living at the same time occupies, largest tensors first.
+tensor living at the same time occupies, largest tensors first. A WHILE or IF is one step;
+the ops of the subgraphs it runs take positions inside its span and share the arena (see
+:mod:`toolkit.generator.control`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from toolkit.compiler.compiled import model_and_commands
 from toolkit.errors import UnsupportedOpError
 from toolkit.ir import Model, Op, Tensor
+
+if TYPE_CHECKING:
+    from toolkit.generator.control import ControlPlan
 
 __all__ = ["Step", "Analysis", "analyse", "plan_arena", "c_identifier", "ARENA_ALIGN"]
 
@@ -83,7 +88,7 @@ class Analysis:
     lifetimes: dict[Tensor, tuple[int, int]]
     arena_offsets: dict[Tensor, int] = field(default_factory=dict)
     arena_bytes: int = 0
-    control: Any = None  # a ControlPlan (toolkit.generator.control) when there is control flow
+    control: ControlPlan | None = None  # WHILE and IF: see toolkit.generator.control
 
     def size_of(self, t: Tensor) -> int:
         """Arena bytes of a temporary (a tensor of run-time shape: its capacity)."""

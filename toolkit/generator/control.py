@@ -34,12 +34,11 @@ reference runtime runs them untraced in a sub-interpreter), so nothing counts tw
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from toolkit.errors import UnsupportedOpError
-from toolkit.generator.analysis import Step, nbytes
+from toolkit.generator.analysis import Analysis, Step, nbytes
 from toolkit.generator.ops import Emitter, emit_step
 from toolkit.generator.params import ParamsBuilder
 from toolkit.ir import Graph, Model, Op, Tensor
@@ -80,14 +79,13 @@ class ControlPlan:
     """Where the tensors of the called subgraphs live and how the control-flow ops run.
 
     ``lifetimes`` are ``[first, last]`` positions of every temporary (main graph and
-    subgraphs, staging buffers included) on the timeline; ``spans`` the positions of each
-    step of the main sequence; ``aliases`` maps a subgraph input to the tensor it reads;
-    ``dynamic`` maps a tensor of run-time shape to its capacity in bytes."""
+    subgraphs, staging buffers included) on the timeline; ``sizes`` their bytes;
+    ``aliases`` maps a subgraph input to the tensor it reads; ``dynamic`` maps a tensor of
+    run-time shape to its capacity in bytes."""
 
     controls: dict[Op, ControlOp]
     lifetimes: dict[Tensor, list[int]]
     sizes: dict[Tensor, int]
-    spans: list[tuple[int, int]]
     aliases: dict[Tensor, Tensor]
     dynamic: dict[Tensor, int]
 
@@ -303,15 +301,6 @@ def plan(model: Model, steps: list[Step], special: set[Tensor]) -> ControlPlan:
     """The timeline of the main sequence ``steps`` and every subgraph its control-flow ops
     run; ``special`` are the graph's inputs and outputs (buffers of their own). Raises
     UnsupportedOpError for what the generator cannot run (named, with a fix)."""
-    p = _Planner(model, special)
-    spans = []
-    for s in steps:
-        start = p.pos
-        if s.op.type in CONTROL_OPS and s.rows is not None:
-            raise _refuse(s.op, f"{s.op.type} split into stripes",
-                          "compile without striping control-flow ops")
-        p.op(s.op)
-        spans.append((start, max(start, p.pos - 1)))
     for t in model.graph.tensors:
         if _is_dynamic(t):
             raise UnsupportedOpError(f"tensor {t.name!r} has a dynamic shape "
@@ -319,7 +308,13 @@ def plan(model: Model, steps: list[Step], special: set[Tensor]) -> ControlPlan:
                                      where=f"tensor {t.name!r}",
                                      fix="fix the shapes before generating code (shapes are "
                                          "fixed at generation time)")
-    return ControlPlan(p.controls, p.life, p.sizes, spans, p.aliases, p.dynamic)
+    p = _Planner(model, special)
+    for s in steps:
+        if s.op.type in CONTROL_OPS and s.rows is not None:
+            raise _refuse(s.op, f"{s.op.type} split into stripes",
+                          "compile without striping control-flow ops")
+        p.op(s.op)
+    return ControlPlan(p.controls, p.life, p.sizes, p.aliases, p.dynamic)
 
 
 # ------------------------------------------------------------------ emission
@@ -351,9 +346,10 @@ class ControlEmitter(Emitter):
         return name
 
 
-def make_emitter(a: Any, params: ParamsBuilder) -> Emitter:
-    """The emitter of an analysis (a :class:`ControlEmitter` when it has control flow)."""
-    return ControlEmitter(a, params, control=getattr(a, "control", None))
+def make_emitter(a: Analysis, params: ParamsBuilder) -> Emitter:
+    """The emitter of an analysis (a :class:`ControlEmitter`, following the control-flow
+    plan when there is one)."""
+    return ControlEmitter(a, params, control=a.control)
 
 
 def emit(e: Emitter, step: Step) -> str:
