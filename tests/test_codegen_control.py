@@ -422,3 +422,38 @@ def test_nested_loops_and_a_branch_inside_a_loop(
     _same(want, got)
     lite = litert_run(write_model(model, "tflite"), [x])
     _same({k: lite[k] for k in want}, got)
+
+
+def _call_model() -> Model:
+    """``y = relu(x) * 2 + 1`` where the multiply-add is a subgraph run by CALL, and an
+    empty init subgraph run by CALL_ONCE first."""
+
+    def twice_plus_one(mb: ModelBuilder) -> None:
+        a = mb.input("a", [2, 3])
+        d = mb.mul(a, mb.const("two", np.asarray(2.0, np.float32)), name="double")
+        mb.output(mb.add(d, mb.const("one", np.asarray(1.0, np.float32)), name="plus"), a)
+
+    mb = ModelBuilder("call")
+    x = mb.input("x", [2, 3])
+    init = _subgraph(mb, "init", lambda sb: None)
+    mb.op("CALL_ONCE", [], outputs=[], options=_options("CallOnceOptions",
+                                                        initSubgraphIndex=init))
+    r = mb.unary("RELU", x, name="relu")
+    f = _subgraph(mb, "fn", twice_plus_one)
+    y, same = mb.op("CALL", [r], outputs=[("y", [2, 3]), ("same", [2, 3])],
+                    options=_options("CallOptions", subgraph=f))
+    mb.output(y, same)
+    return mb.build()
+
+
+def test_call_and_call_once(tmp_path: Path) -> None:
+    model = _call_model()
+    art = codegen(model, tmp_path / "call", name="call")
+    art.build(opt=OPT)
+    assert "// CALL_ONCE: subgraph 1" in art.source.read_text()
+    x = np.random.default_rng(2).uniform(-1, 1, (2, 3)).astype(np.float32)
+    want = Interpreter(model).invoke({"x": x})
+    np.testing.assert_allclose(want["y"], np.maximum(x, 0) * 2 + 1, rtol=1e-6)
+    np.testing.assert_array_equal(want["same"], np.maximum(x, 0))
+    got = run_native(art, {"x": x}, repeat=2).outputs
+    _same(want, got)

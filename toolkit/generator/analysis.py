@@ -8,9 +8,9 @@ trace joins like a NumPy one.
 Tensors are inputs, outputs (each with its own buffer), constants (in the parameters file) or
 temporaries, which share one arena: each temporary lives from the first step that writes it to
 the last step that reads it, and is placed at the lowest offset (64-byte aligned) that no
-tensor living at the same time occupies, largest tensors first. A WHILE or IF is one step;
-the ops of the subgraphs it runs take positions inside its span and share the arena (see
-:mod:`toolkit.generator.control`).
+tensor living at the same time occupies, largest tensors first. A control-flow op (WHILE, IF,
+CALL, CALL_ONCE) is one step; the ops of the subgraphs it runs take positions inside its span
+and share the arena (see :mod:`toolkit.generator.control`).
 """
 
 from __future__ import annotations
@@ -115,12 +115,7 @@ def analyse(obj: Any) -> Analysis:
     CompiledModel."""
     model, commands = model_and_commands(obj, "codegen")
     g = model.graph
-    kinds = {o.type for o in g.ops}
-    ops = {"CALL_ONCE", "CALL"} & kinds
-    if ops:
-        raise UnsupportedOpError(f"control-flow ops {sorted(ops)} cannot be generated",
-                                 where="subgraph 0", fix="inline the calls first")
-    control = bool({"IF", "WHILE"} & kinds)
+    control = bool({"IF", "WHILE", "CALL", "CALL_ONCE"} & {o.type for o in g.ops})
     for t in g.tensors if not control else ():  # (the control-flow plan checks them)
         if t.shape_signature is not None and any(d < 0 for d in t.shape_signature):
             raise UnsupportedOpError(f"tensor {t.name!r} has a dynamic shape "

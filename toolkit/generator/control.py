@@ -1,4 +1,5 @@
-"""Control flow in generated code: WHILE and IF over the model's other subgraphs.
+"""Control flow in generated code: WHILE, IF, CALL and CALL_ONCE over the model's other
+subgraphs.
 
 The ops of a subgraph a control-flow op calls are generated inline, inside the block of the
 op's step, so the artifact stays one function (``doInference``) over one arena:
@@ -10,7 +11,8 @@ op's step, so the artifact stays one function (``doInference``) over one arena:
   is another body input goes through a staging buffer first, so swaps stay right). A loop
   still running after ``max_iterations`` body runs throws, as the reference runtime raises.
 * **IF** reads its bool input and runs the then or else subgraph, whose inputs alias the IF's
-  inputs, then copies the branch's outputs into its own.
+  inputs, then copies the branch's outputs into its own. **CALL** is an IF without a
+  choice; **CALL_ONCE** runs its init subgraph in the first inference of the model object.
 
 Arena planning (:func:`plan`) lays every op of the main graph and of the subgraphs it calls on
 one timeline: a control-flow op takes a span (copy-in, the cond's ops, the body's ops,
@@ -46,7 +48,7 @@ from toolkit.ir import Graph, Model, Op, Tensor
 __all__ = ["CONTROL_OPS", "ControlEmitter", "ControlPlan", "Region", "ControlOp", "emit",
            "make_emitter", "plan"]
 
-CONTROL_OPS = frozenset({"WHILE", "IF"})
+CONTROL_OPS = frozenset({"WHILE", "IF", "CALL", "CALL_ONCE"})
 """Control-flow op types the generator emits."""
 
 #: WHILE iterations after which the generated loop throws (the reference runtime's default)
@@ -202,8 +204,6 @@ class _Planner:
     def region(self, index: int, g: Graph) -> Region:
         steps = []
         for i, op in enumerate(g.ops):
-            if op.type in ("CALL", "CALL_ONCE"):
-                raise _refuse(op, f"{op.type} cannot be generated", "inline the call first")
             start = self.pos
             self.op(op)
             steps.append(Step(start, -1, op, i, {}))
@@ -216,9 +216,13 @@ class _Planner:
         if op.type == "WHILE":
             self._while(op, _subgraph_index(op, "condSubgraphIndex", n),
                         _subgraph_index(op, "bodySubgraphIndex", n))
-        else:
+        elif op.type == "IF":
             self._if(op, _subgraph_index(op, "thenSubgraphIndex", n),
                      _subgraph_index(op, "elseSubgraphIndex", n))
+        elif op.type == "CALL":
+            self._call(op, _subgraph_index(op, "subgraph", n))
+        else:
+            self._call_once(op, _subgraph_index(op, "initSubgraphIndex", n))
 
     def _while(self, op: Op, cond_i: int, body_i: int) -> None:
         cond, body = self.claim(op, cond_i), self.claim(op, body_i)
@@ -297,6 +301,40 @@ class _Planner:
         self.controls[op] = ControlOp(op, start, end, regions)
 
 
+    def _call(self, op: Op, index: int) -> None:
+        g = self.claim(op, index)
+        args = [u for u in op.inputs if u is not None]
+        if len(g.inputs) != len(args) or len(g.outputs) != len(op.outputs):
+            raise _refuse(op, f"CALL of {len(args)} arguments and {len(op.outputs)} outputs "
+                              f"runs subgraph {g.name!r} of {len(g.inputs)} inputs and "
+                              f"{len(g.outputs)} outputs", "re-convert the model")
+        for j, a in enumerate(args):
+            _same_type(op, f"argument {j}", [a, g.inputs[j]])
+        for j, t in enumerate(op.outputs):
+            _same_type(op, f"output {j}", [t, g.outputs[j]])
+        start = self.next()
+        for a, b in zip(args, g.inputs):
+            self.aliases[b] = a
+        region = self.region(index, g)
+        end = self.next()
+        for t in g.outputs:
+            self.read(t, end)
+        for a in args:
+            self.read(a, end)
+        for t in op.outputs:
+            self.write(t, start)
+            self.write(t, end)
+        self.controls[op] = ControlOp(op, start, end, [region])
+
+    def _call_once(self, op: Op, index: int) -> None:
+        g = self.claim(op, index)
+        if op.inputs or op.outputs or g.inputs or g.outputs:
+            raise _refuse(op, "CALL_ONCE with inputs or outputs", "re-convert the model")
+        start = self.next()
+        region = self.region(index, g)
+        self.controls[op] = ControlOp(op, start, self.next(), [region])
+
+
 def plan(model: Model, steps: list[Step], special: set[Tensor]) -> ControlPlan:
     """The timeline of the main sequence ``steps`` and every subgraph its control-flow ops
     run; ``special`` are the graph's inputs and outputs (buffers of their own). Raises
@@ -359,7 +397,8 @@ def emit(e: Emitter, step: Step) -> str:
     op = step.op
     c = e.control.controls.get(op)
     if c is not None:
-        return _while(e, c) if op.type == "WHILE" else _if(e, c)
+        return {"WHILE": _while, "IF": _if, "CALL": _call, "CALL_ONCE": _call_once}[op.type](
+            e, c)
     dyn = e.control.dynamic
     if op.outputs and op.outputs[0] in dyn:
         return _dynamic_slice(e, step)
@@ -438,6 +477,22 @@ def _if(e: ControlEmitter, c: ControlOp) -> str:
         lines += ["  " + ln for ln in body]
     lines.append("}")
     return "\n".join(lines)
+
+
+def _call(e: ControlEmitter, c: ControlOp) -> str:
+    (r,) = c.regions
+    lines = [f"// CALL: subgraph {r.index}", *_region(e, r)]
+    lines += [_copy(e, t, src) for t, src in zip(c.op.outputs, r.graph.outputs)]
+    return "\n".join(lines)
+
+
+def _call_once(e: ControlEmitter, c: ControlOp) -> str:
+    """The init subgraph, run by the first inference of the model object only."""
+    (r,) = c.regions
+    flag = f"tk_once{len(e.members)}_"
+    e.members.append(f"bool {flag} = false;")
+    return "\n".join([f"if (!{flag}) {{  // CALL_ONCE: subgraph {r.index}",
+                      *("  " + ln for ln in _region(e, r)), f"  {flag} = true;", "}"])
 
 
 def _arr(values: list[int] | tuple[int, ...]) -> str:
