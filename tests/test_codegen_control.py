@@ -133,7 +133,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Model, Ar
     bundle."""
     root = tmp_path_factory.mktemp("control")
     models = {"loop": _while_model(False), "swap": _while_model(True), "branch": _if_model(),
-              "nested": _nested_model(), "control_flow": load(ZOO / "control_flow.tflite")}
+              "nested": _nested_model(), "int8_loop": _int8_loop_model(),
+              "control_flow": load(ZOO / "control_flow.tflite")}
     arts = {k: (m, codegen(m, root / k, name=k)) for k, m in models.items()}
     build_bundle([(a.out_dir, a.name, a.library.name) for _, a in arts.values()],
                  root / "bundle", opt=OPT)
@@ -457,3 +458,58 @@ def test_call_and_call_once(tmp_path: Path) -> None:
     np.testing.assert_array_equal(want["same"], np.maximum(x, 0))
     got = run_native(art, {"x": x}, repeat=2).outputs
     _same(want, got)
+
+
+def _int8_loop_model() -> Model:
+    """An int8 recurrence: ``for i in range(n): y = (y + c) * k`` in TFLite's integer
+    arithmetic (rescaled and saturated at every step), ``y`` carried in int8."""
+    from toolkit.ir import Quantization as Q
+
+    qy = Q.make(0.05, 3)
+
+    def cond(mb: ModelBuilder) -> None:
+        i = mb.input("i", [], I32)
+        n = mb.input("n", [], I32)
+        mb.input("y", [2, 8], np.int8, quant=qy)
+        mb.output(mb.op("LESS", [i, n], [], name="less", dtype=np.bool_))
+
+    def body(mb: ModelBuilder) -> None:
+        i = mb.input("i", [], I32)
+        n = mb.input("n", [], I32)
+        y = mb.input("y", [2, 8], np.int8, quant=qy)
+        c = mb.const("c", np.arange(-8, 8, dtype=np.int8).reshape(2, 8) * 5,
+                     quant=Q.make(0.02, -4))
+        k = mb.const("k", np.asarray([[90, -70, 110, 60, -30, 127, 45, -100]], np.int8),
+                     quant=Q.make(0.011, 0))
+        s = mb.add(y, c, name="shift", quant=Q.make(0.06, -2))
+        mb.output(mb.add(i, mb.const("one", np.asarray(1, I32)), name="next"), n,
+                  mb.mul(s, k, name="scale", quant=qy))
+
+    mb = ModelBuilder("int8_loop")
+    x = mb.input("x", [2, 8], np.int8, quant=qy)
+    n = mb.input("n", [], I32)
+    c = _subgraph(mb, "cond", cond)
+    b = _subgraph(mb, "body", body)
+    outs = mb.op("WHILE", [mb.const("zero", np.asarray(0, I32)), n, x],
+                 outputs=[("count", []), ("n_out", []), ("y", [2, 8])], dtype=np.int8,
+                 quant=qy, options=_options("WhileOptions", condSubgraphIndex=c,
+                                            bodySubgraphIndex=b))
+    for t in outs[:2]:
+        t.type_code, t.quant = _type_code(I32), None
+    mb.output(outs[2])
+    return mb.build()
+
+
+def test_int8_loop_is_bit_exact(built: dict[str, tuple[Model, Artifact]]) -> None:
+    """Against the reference runtime and LiteRT, over 0, 1 and 4 iterations."""
+    model, art = built["int8_loop"]
+    rng = np.random.default_rng(4)
+    for n in (0, 1, 4):
+        x = rng.integers(-128, 128, (2, 8)).astype(np.int8)
+        inputs = {"x": x, "n": np.asarray(n, I32)}
+        want = Interpreter(model).invoke(inputs)
+        got = run_native(art, inputs).outputs
+        np.testing.assert_array_equal(got["y"], want["y"])
+        lite = litert_run(write_model(model, "tflite"), [x, inputs["n"]])
+        np.testing.assert_array_equal(got["y"], lite["y"])
+        assert (n == 0) == np.array_equal(got["y"], x)
