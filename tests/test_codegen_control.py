@@ -133,7 +133,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Model, Ar
     bundle."""
     root = tmp_path_factory.mktemp("control")
     models = {"loop": _while_model(False), "swap": _while_model(True), "branch": _if_model(),
-              "nested": _nested_model(), "int8_loop": _int8_loop_model(),
+              "nested": _nested_model(), "int8_loop": _int8_loop_model(), "call": _call_model(),
               "control_flow": load(ZOO / "control_flow.tflite")}
     arts = {k: (m, codegen(m, root / k, name=k)) for k, m in models.items()}
     build_bundle([(a.out_dir, a.name, a.library.name) for _, a in arts.values()],
@@ -447,10 +447,8 @@ def _call_model() -> Model:
     return mb.build()
 
 
-def test_call_and_call_once(tmp_path: Path) -> None:
-    model = _call_model()
-    art = codegen(model, tmp_path / "call", name="call")
-    art.build(opt=OPT)
+def test_call_and_call_once(built: dict[str, tuple[Model, Artifact]]) -> None:
+    model, art = built["call"]
     assert "// CALL_ONCE: subgraph 1" in art.source.read_text()
     x = np.random.default_rng(2).uniform(-1, 1, (2, 3)).astype(np.float32)
     want = Interpreter(model).invoke({"x": x})
