@@ -31,6 +31,12 @@ from toolkit.schema import TENSOR_TYPE_NAMES, numpy_dtype, tensor_type_of
 
 __all__ = ["Quantization", "Tensor", "Op", "Graph", "Model", "Rewrite", "SignatureDef"]
 
+# The fix for a producer/consumer link that disagrees with an op's inputs or outputs: the
+# graph methods keep the links in step, so only a hand edit or a faulty pass breaks them.
+_LINK_FIX = ("the links were edited by hand, or this is a bug in a pass: change ops only through "
+             "Graph.add_op / set_input / replace_all_uses_with / remove; if a toolkit pass did "
+             "this, report it with the model")
+
 _NO_ORIGINS: frozenset[int] = frozenset()
 
 
@@ -351,7 +357,10 @@ class Graph:
                 if t.producer is not None:
                     raise GraphError(f"tensor {t.name!r} already has a producer "
                                      f"({t.producer.kind} {t.producer.name!r}), and {op.kind} "
-                                     "writes it too")
+                                     "writes it too",
+                                     fix=("each tensor has one producer: give the second op a "
+                                          "new output tensor (Graph.add_tensor) and rewire its "
+                                          "consumers with Graph.replace_all_uses_with"))
                 t.producer = op
             op.graph = g
         g._ops = dict.fromkeys(ops)
@@ -394,7 +403,9 @@ class Graph:
         t = self.tensor(name)
         if t.producer is None:
             raise GraphError(f"tensor {name!r} is not produced by an op",
-                             where=f"graph {self.name!r}")
+                             where=f"graph {self.name!r}",
+                             fix=("pass the name of an op's output (Graph.op looks ops up by "
+                                  "output name), or use Graph.tensor for inputs and constants"))
         return t.producer
 
     def __len__(self) -> int:
@@ -432,7 +443,13 @@ class Graph:
     def attach_tensor(self, t: Tensor) -> Tensor:
         """Add an existing (detached) Tensor object to the graph and return it."""
         if t.graph is not None and t.graph is not self:
-            raise GraphError(f"tensor {t.name!r} belongs to another graph")
+            raise GraphError(
+                f"tensor {t.name!r} belongs to another graph",
+                fix=(
+                    "give this graph its own tensor with Graph.add_tensor, or Tensor.clone() the "
+                    "tensor first"
+                ),
+            )
         t.graph = self
         self._tensors[t] = None
         if self._names is not None:
@@ -456,7 +473,14 @@ class Graph:
     def remove_tensor(self, t: Tensor) -> None:
         """Remove a tensor that no op uses and that is not a graph input or output."""
         if t.producer is not None or t.consumers or t in self.inputs or t in self.outputs:
-            raise GraphError(f"tensor {t.name!r} is still in use", where=f"graph {self.name!r}")
+            raise GraphError(
+                f"tensor {t.name!r} is still in use", where=f"graph {self.name!r}",
+                fix=(
+                    "rewire its consumers first (Graph.replace_all_uses_with or Graph.set_input), "
+                    "remove it from Graph.inputs / Graph.outputs, or call "
+                    "Graph.remove_unused_tensors()"
+                ),
+            )
         self._tensors.pop(t, None)
         t.graph = None
         self._names = None
@@ -500,7 +524,9 @@ class Graph:
         """Link an Op object into the graph (its tensors are attached if needed)."""
         if not op.origins:
             raise GraphError(f"op {op.kind} {op.name!r} has no origin",
-                             where=f"graph {self.name!r}")
+                             where=f"graph {self.name!r}",
+                             fix=("create the op inside `with graph.origin_from(...)`, or give "
+                                  "it origins= when adding it"))
         for t in op.inputs:
             if t is not None:
                 if t.graph is not self:
@@ -512,7 +538,10 @@ class Graph:
             if t.producer is not None and t.producer is not op:
                 raise GraphError(f"tensor {t.name!r} already has a producer "
                                  f"({t.producer.kind} {t.producer.name!r})",
-                                 where=f"graph {self.name!r}")
+                                 where=f"graph {self.name!r}",
+                                 fix=("give this op a new output tensor (Graph.add_tensor), or "
+                                      "remove the old producer first (Graph.remove / "
+                                      "Graph.bypass)"))
             t.producer = op
         op.graph = self
         if after is not None:
@@ -530,7 +559,13 @@ class Graph:
 
     def _detach_op(self, op: Op) -> None:
         if op not in self._ops:
-            raise GraphError(f"op {op.kind} {op.name!r} is not in graph {self.name!r}")
+            raise GraphError(
+                f"op {op.kind} {op.name!r} is not in graph {self.name!r}",
+                fix=(
+                    "pass an op of this graph (look it up with Graph.op(name)); it may have been "
+                    "removed already"
+                ),
+            )
         for t in op.inputs:
             if t is not None:
                 t.consumers.remove(op)
@@ -584,7 +619,9 @@ class Graph:
             if new in self.inputs or new.is_const:
                 raise GraphError(
                     f"cannot make graph output {old.name!r} an alias of input/constant "
-                    f"{new.name!r}")
+                    f"{new.name!r}",
+                    fix=("insert an op (e.g. a copy/RESHAPE) that produces the output from the "
+                         "input or constant, instead of aliasing it"))
             self.outputs = [new if t is old else t for t in self.outputs]
             # keep the public name of a graph output
             if new.producer is not None:
@@ -605,7 +642,13 @@ class Graph:
         for o in ops:
             org |= o.origins if isinstance(o, Op) else set(o)
         if not org:
-            raise GraphError("origin_from() needs at least one op with origins")
+            raise GraphError(
+                "origin_from() needs at least one op with origins",
+                fix=(
+                    "pass at least one op that has origins (or a non-empty set of origin ids) to "
+                    "origin_from()"
+                ),
+            )
         fs = frozenset(org)
         self._origin_stack.append(fs)
         try:
@@ -668,7 +711,10 @@ class Graph:
                 if t not in keep and ((t.consumers and any(c not in ops for c in t.consumers))
                                       or t in self.outputs):
                     raise GraphError(f"{relation}: output {t.name!r} of {o.kind} {o.name!r} "
-                                     "is still used outside the rewritten ops")
+                                     "is still used outside the rewritten ops",
+                                     fix=(f"include the consumers of {t.name!r} in the ops to "
+                                          f"{relation}, or list {t.name!r} among the outputs "
+                                          "that are kept"))
         sources = list(ops)
         log_src = (tuple(o.name for o in sources), tuple(o.origins for o in sources))
         org = frozenset().union(*(o.origins for o in ops))
@@ -766,10 +812,13 @@ class Graph:
                     continue
                 if t.graph is not self:
                     raise GraphError(f"input {t.name!r} of {op.kind} {op.name!r} is not in the "
-                                     "graph", where=where)
+                                     "graph", where=where,
+                                     fix=("attach the tensor with Graph.attach_tensor, or build "
+                                          "the op with tensors of this graph"))
                 if op not in t.consumers:
                     raise GraphError(f"consumer link of {t.name!r} to {op.name!r} missing",
-                                     where=where)
+                                     where=where,
+                                     fix=_LINK_FIX)
                 if (t.producer is None and t not in inputs and t.data is None
                         and not t.is_variable):
                     raise GraphError(f"tensor {t.name!r} (input of {op.kind} {op.name!r}) has no "
@@ -777,13 +826,23 @@ class Graph:
                                      fix="make it a graph input or a constant, or add its op")
                 if t.producer is not None and t.producer not in self._ops:
                     raise GraphError(f"tensor {t.name!r} is produced by an op not in the graph",
-                                     where=where)
+                                     where=where,
+                                     fix=_LINK_FIX)
             for t in op.outputs:
                 if t.producer is not op:
-                    raise GraphError(f"producer link of {t.name!r} is wrong", where=where)
+                    raise GraphError(
+                        f"producer link of {t.name!r} is wrong", where=where,
+                        fix=_LINK_FIX,
+                    )
         for t in self.outputs:
             if t.producer is None and t not in inputs and t.data is None:
-                raise GraphError(f"graph output {t.name!r} has no producer", where=where)
+                raise GraphError(
+                    f"graph output {t.name!r} has no producer", where=where,
+                    fix=(
+                        "make it a graph input or a constant, add the op that produces it, or drop "
+                        "it from Graph.outputs"
+                    ),
+                )
         self._order = None
         self.ops  # noqa: B018  (raises on a cycle)
 

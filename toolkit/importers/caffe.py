@@ -204,7 +204,9 @@ def _norm_axis(axis: int, rank: int, layer: _Layer, what: str = "axis") -> int:
     a = axis + rank if axis < 0 else axis
     if not 0 <= a < rank:
         raise ToolkitError(f"{what} {axis} is out of range for a {rank}-D blob",
-                           where=layer.where)
+                           where=layer.where,
+                           fix=(f"give {what} between {-rank} and {rank - 1} (negative values "
+                                "count from the last axis)"))
     return a
 
 
@@ -270,7 +272,10 @@ class _Importer:
                                fix="check the layer's parameters against its input shape")
         if int(np.prod(shape, dtype=np.float64)) > cf.MAX_ELEMENTS:
             raise ToolkitError(f"output shape {list(shape)} is too large",
-                               where=self.layer.where)
+                               where=self.layer.where,
+                               fix=("check kernel_size, stride, num_output and the input shape: "
+                                    "the layer's output must hold fewer elements than the limit "
+                                    "of toolkit.limits"))
         out = self.graph.add_tensor(name or self._name(self.layer.name), shape, dtype)
         self.graph.add_op(type, inputs, [out], options_for(type, **fields),
                           origins=(self.oid,))
@@ -308,7 +313,10 @@ class _Importer:
             return b.tensor
         if len(b.tensor.shape) != 4:
             raise ToolkitError(f"needs a 4-D input, got shape {list(b.tensor.shape)}",
-                               where=self.layer.where)
+                               where=self.layer.where,
+                               fix=("this layer works on 4-D N,C,H,W blobs: reshape or flatten "
+                                    "the bottom to 4-D before it (Reshape layer), or use a layer "
+                                    "that accepts this rank"))
         key = (id(b.tensor), "nhwc")
         if key not in self.converted:
             self.converted[key] = self.transpose(b.tensor, _TO_NHWC,
@@ -369,7 +377,8 @@ class _Importer:
         assert self.layer is not None
         if len(self.layer.top) != n:
             raise ToolkitError(f"has {len(self.layer.top)} top blob(s), expected {n}",
-                               where=self.layer.where)
+                               where=self.layer.where,
+                               fix=f"give the layer {n} `top:` entries")
 
     def weight(self, i: int, shape: Sequence[int], what: str) -> np.ndarray:
         """Blob ``i`` of the current layer reshaped to ``shape`` (legacy dims accepted)."""
@@ -511,9 +520,21 @@ def _input(im: _Importer) -> None:
                            where=lay.where, fix="give one shape per top blob")
     for top, shape in zip(lay.top, shapes):
         if int(np.prod(shape, dtype=np.float64)) > cf.MAX_ELEMENTS:
-            raise ToolkitError(f"input shape {shape} is too large", where=lay.where)
+            raise ToolkitError(
+                f"input shape {shape} is too large", where=lay.where,
+                fix=(
+                    "give a smaller input shape (batch 1 and the deployed resolution), within the "
+                    "bound of toolkit.limits"
+                ),
+            )
         if top in im.blobs:
-            raise ToolkitError(f"input blob {top!r} is defined twice", where=lay.where)
+            raise ToolkitError(
+                f"input blob {top!r} is defined twice", where=lay.where,
+                fix=(
+                    "rename one of the inputs: every `top:` of the net must name a new blob "
+                    "(in-place layers aside)"
+                ),
+            )
         t = im.graph.add_tensor(im._exact(top), shape, np.float32)
         im.graph.inputs.append(t)
         b = _Blob(t, False, im.oid)
@@ -543,7 +564,10 @@ def _pair(p: Any, name: str, default: int | None, layer: _Layer) -> tuple[int, i
             raise ToolkitError(f"both {rep_name} and {h_f}/{w_f} are given", where=layer.where,
                                fix="give one spelling")
         if not (p.HasField(h_f) and p.HasField(w_f)) and name == "kernel":
-            raise ToolkitError(f"{h_f} and {w_f} must be given together", where=layer.where)
+            raise ToolkitError(
+                f"{h_f} and {w_f} must be given together", where=layer.where,
+                fix=f"give both {h_f} and {w_f}, or one {rep_name} for a square kernel",
+            )
         return int(getattr(p, h_f)), int(getattr(p, w_f))
     if not rep_list:
         if default is None:
@@ -555,13 +579,17 @@ def _pair(p: Any, name: str, default: int | None, layer: _Layer) -> tuple[int, i
     if len(rep_list) == 2:
         return int(rep_list[0]), int(rep_list[1])
     raise ToolkitError(f"{rep_name} has {len(rep_list)} values; only 2-D is supported",
-                       where=layer.where)
+                       where=layer.where,
+                       fix=(f"give {rep_name} once (square) or twice (height, width), or use "
+                            f"{h_f} and {w_f}; 3-D and higher convolutions are not supported"))
 
 
 def _check_conv_param(p: Any, layer: _Layer) -> None:
     if p.axis != 1 or p.force_nd_im2col:
         raise UnsupportedOpError("only channel axis 1 (2-D convolution) is supported",
-                                 where=layer.where)
+                                 where=layer.where,
+                                 fix=("set axis: 1 (the default) and remove force_nd_im2col; N-D "
+                                      "convolution is not supported"))
 
 
 def _same_pads(size: int, k_eff: int, s: int, before: int, after: int) -> bool:
@@ -594,7 +622,10 @@ def _conv_core(im: _Importer, x: Tensor, w: np.ndarray, bias: np.ndarray, stride
                                   fusedActivationFunction=0)
     if cg * group != c or o % group:
         raise ToolkitError(f"weights [{o}, {cg}, {kh}, {kw}] with group {group} do not fit "
-                           f"{c} input channels")
+                           f"{c} input channels",
+                           fix=("the weights blob must be [num_output, input channels / group, "
+                                "kh, kw] with num_output divisible by group: check group and "
+                                "that the weights were trained for this input"))
     if group == 1:
         wt = im.const("weights", w.transpose(0, 2, 3, 1))
         return im.op("CONV_2D", [x, wt, im.const("bias", bias)], (n, oh, ow, o), name=name,
@@ -659,7 +690,10 @@ def _convolution(im: _Importer) -> None:
     if min(kh, kw, sh, sw, dh, dw, group, o) <= 0 or c % group or o % group:
         raise ToolkitError(f"invalid parameters: kernel {kh}x{kw}, stride {sh}x{sw}, "
                            f"dilation {dh}x{dw}, group {group}, num_output {o} for {c} "
-                           "input channels", where=lay.where)
+                           "input channels", where=lay.where,
+                           fix=("kernel, stride, dilation, group and num_output must be "
+                                "positive, and group must divide both the input channels and "
+                                "num_output"))
     w = im.weight(0, (o, c // group, kh, kw), "weights")
     bias = im.weight(1, (o,), "bias") if p.bias_term else np.zeros(o, np.float32)
     same = (_same_pads(x.shape[1], (kh - 1) * dh + 1, sh, ph, ph)
@@ -686,7 +720,13 @@ def _deconvolution(im: _Importer) -> None:
     group = int(p.group)
     o = int(p.num_output)
     if min(kh, kw, sh, sw, dh, dw, group, o) <= 0 or c % group or o % group:
-        raise ToolkitError("invalid deconvolution parameters", where=lay.where)
+        raise ToolkitError(
+            "invalid deconvolution parameters", where=lay.where,
+            fix=(
+                "kernel, stride, dilation, group and num_output must be positive, and group must "
+                "divide both the input channels and num_output"
+            ),
+        )
     og, cg = o // group, c // group
     wd_ = im.weight(0, (c, og, kh, kw), "weights")
     bias = im.weight(1, (o,), "bias") if p.bias_term else np.zeros(o, np.float32)
@@ -716,7 +756,9 @@ def _deconvolution(im: _Importer) -> None:
     exp_w = sw * (wd - 1) + ew + 1 - 2 * pw
     if (y.shape[1], y.shape[2]) != (exp_h, exp_w):  # pragma: no cover (shape bookkeeping)
         raise ToolkitError(f"deconvolution output {y.shape} != {(exp_h, exp_w)}",
-                           where=lay.where)
+                           where=lay.where,
+                           fix=("this is a bug in the deconvolution import: report it with the "
+                                "prototxt"))
     im.set_top(y, True)
 
 
@@ -756,7 +798,13 @@ def _pooling(im: _Importer) -> None:
     any_pad = ph > 0 or pw > 0
     oh, ow = _pool_size(h, kh, sh, ph, ceil, any_pad), _pool_size(w, kw, sw, pw, ceil, any_pad)
     if oh <= 0 or ow <= 0:
-        raise ToolkitError(f"kernel {kh}x{kw} does not fit the {h}x{w} input", where=lay.where)
+        raise ToolkitError(
+            f"kernel {kh}x{kw} does not fit the {h}x{w} input", where=lay.where,
+            fix=(
+                f"use a kernel no larger than the padded {h}x{w} input, add pad, or set "
+                "global_pooling: true"
+            ),
+        )
     bottom_pad = (oh - 1) * sh + kh - h - ph
     right_pad = (ow - 1) * sw + kw - w - pw
     name = im.out_name(lay.top[0], True)
@@ -776,7 +824,10 @@ def _pooling(im: _Importer) -> None:
         # Caffe divides by the window clipped to the padded input (not to the data)
         if oh * ow > _MAX_DERIVED:
             raise UnsupportedOpError(f"padded AVE pooling to {oh}x{ow} is too large",
-                                     where=lay.where)
+                                     where=lay.where,
+                                     fix=("pad the input with a separate layer and pool without "
+                                          f"pad, or use MAX pooling; the limit is {_MAX_DERIVED} "
+                                          "elements"))
         rows = np.array([min(i * sh - ph + kh, h + ph) - (i * sh - ph) for i in range(oh)])
         cols = np.array([min(j * sw - pw + kw, w + pw) - (j * sw - pw) for j in range(ow)])
         corr = (kh * kw) / np.outer(rows, cols).astype(np.float64)
@@ -804,7 +855,10 @@ def _inner_product(im: _Importer) -> None:
     k = int(np.prod(shape[axis:], dtype=np.int64))
     o = int(p.num_output)
     if o <= 0:
-        raise ToolkitError("num_output must be positive", where=lay.where)
+        raise ToolkitError(
+            "num_output must be positive", where=lay.where,
+            fix="set num_output to the number of outputs (a positive integer)",
+        )
     w = im.weight(0, (k, o) if p.transpose else (o, k), "weights")
     if p.transpose:
         w = w.T
@@ -904,7 +958,10 @@ def _prelu(im: _Importer) -> None:
     b = im.bottom()
     x = b.tensor
     if len(b.shape) < 2:
-        raise ToolkitError("PReLU needs an input with a channel axis", where=lay.where)
+        raise ToolkitError(
+            "PReLU needs an input with a channel axis", where=lay.where,
+            fix="give PReLU a bottom of at least 2 dims (N, C, ...)",
+        )
     shared = bool(lay.param("prelu_param").channel_shared)
     c = b.shape[1]
     slope = im.weight(0, (1,) if shared else (c,), "slope")
@@ -972,18 +1029,25 @@ def _lrn(im: _Importer) -> None:
     p = lay.param("lrn_param")
     size = int(p.local_size)
     if size <= 0 or size % 2 == 0:
-        raise ToolkitError(f"local_size {size} must be odd and positive", where=lay.where)
+        raise ToolkitError(
+            f"local_size {size} must be odd and positive", where=lay.where,
+            fix="set local_size to an odd positive number (the default is 5)",
+        )
     x = im.nhwc(im.bottom())
     if p.norm_region == cf.caffe_pb2.LRNParameter.WITHIN_CHANNEL:
         _lrn_within_channel(im, x, size, float(p.alpha), float(p.beta))
         return
     if p.norm_region != cf.caffe_pb2.LRNParameter.ACROSS_CHANNELS:
         raise UnsupportedOpError(f"LRN norm_region {p.norm_region} is not supported",
-                                 where=lay.where)
+                                 where=lay.where,
+                                 fix=("set norm_region: ACROSS_CHANNELS (the default); "
+                                      "WITHIN_CHANNEL LRN is not supported"))
     c = x.shape[3]
     if c * c > _MAX_DERIVED:
         raise UnsupportedOpError(f"LRN over {c} channels is too wide for the channel-window "
-                                 "convolution", where=lay.where)
+                                 "convolution", where=lay.where,
+                                 fix=(f"LRN is supported up to {int(_MAX_DERIVED ** 0.5)} "
+                                      "channels: reduce the channels or remove the LRN layer"))
     pre = (size - 1) // 2
     band = np.zeros((c, 1, 1, c), np.float32)
     for o in range(c):
@@ -1027,7 +1091,10 @@ def _batch_norm(im: _Importer) -> None:
                                  fix="remove use_global_stats (inference uses global stats)")
     b = im.bottom()
     if len(b.shape) < 2:
-        raise ToolkitError("BatchNorm needs an input with a channel axis", where=lay.where)
+        raise ToolkitError(
+            "BatchNorm needs an input with a channel axis", where=lay.where,
+            fix="give BatchNorm a bottom of at least 2 dims (N, C, ...)",
+        )
     c = b.shape[1]
     mean = im.weight(0, (c,), "mean").astype(np.float64)
     var = im.weight(1, (c,), "variance").astype(np.float64)
@@ -1035,7 +1102,13 @@ def _batch_norm(im: _Importer) -> None:
     factor = 0.0 if sf == 0.0 else 1.0 / sf
     mean, var = mean * factor, var * factor
     if np.any(var + p.eps < 0):
-        raise ToolkitError("variance + eps is negative", where=lay.where)
+        raise ToolkitError(
+            "variance + eps is negative", where=lay.where,
+            fix=(
+                "the variance blob holds negative values: the weights file is damaged; retrain or "
+                "re-export the .caffemodel"
+            ),
+        )
     scale = (1.0 / np.sqrt(var + float(np.float32(p.eps)))).astype(np.float32)
     shift = (-mean * scale).astype(np.float32)
     m = im.binary("MUL", b.tensor, im.channel_const(b, scale, "scale"))
@@ -1051,7 +1124,9 @@ def _scale(im: _Importer) -> None:
     im.need_tops(1)
     if len(lay.bottom) not in (1, 2):
         raise ToolkitError(f"Scale takes one or two bottoms, got {len(lay.bottom)}",
-                           where=lay.where)
+                           where=lay.where,
+                           fix=("give Scale one bottom (with the scale in blobs) or two (the "
+                                "second is the scale)"))
     p = lay.param("scale_param")
     b = im.bottom()
     rank = len(b.shape)
@@ -1062,7 +1137,9 @@ def _scale(im: _Importer) -> None:
         pshape = s_blob.shape
         if tuple(b.shape[axis:axis + len(pshape)]) != tuple(pshape):
             raise ToolkitError(f"scale shape {list(pshape)} does not match input axes "
-                               f"{axis}.. of {list(b.shape)}", where=lay.where)
+                               f"{axis}.. of {list(b.shape)}", where=lay.where,
+                               fix=(f"give the scale blob the shape of input axes {axis}.. (set "
+                                    "axis and num_axes in scale_param to select them)"))
         full = [1] * axis + list(pshape) + [1] * (rank - axis - len(pshape))
         factor = im.reshape(im.nchw(s_blob), full)
         if b.nhwc:
@@ -1073,7 +1150,9 @@ def _scale(im: _Importer) -> None:
         end = rank if p.num_axes == -1 else axis + int(p.num_axes)
         if not axis <= end <= rank:
             raise ToolkitError(f"num_axes {p.num_axes} does not fit a {rank}-D blob",
-                               where=lay.where)
+                               where=lay.where,
+                               fix=(f"set num_axes so that axis + num_axes is at most {rank} (-1 "
+                                    "means to the last axis)"))
         pshape = b.shape[axis:end]
         scale = im.weight(0, pshape, "scale")
         y = im.binary("MUL", b.tensor, im.channel_const(b, scale, "scale", axis),
@@ -1099,16 +1178,24 @@ def _eltwise(im: _Importer) -> None:
     p = lay.param("eltwise_param")
     blobs = [im.bottom(i) for i in range(len(lay.bottom))]
     if len(blobs) < 2:
-        raise ToolkitError("Eltwise needs at least two bottoms", where=lay.where)
+        raise ToolkitError(
+            "Eltwise needs at least two bottoms", where=lay.where,
+            fix="give Eltwise two or more `bottom:` entries, or remove the layer",
+        )
     if any(b.shape != blobs[0].shape for b in blobs):
         raise ToolkitError(f"bottom shapes differ: {[list(b.shape) for b in blobs]}",
-                           where=lay.where)
+                           where=lay.where,
+                           fix=("Eltwise needs bottoms of one shape: reshape the bottoms first, "
+                                "or use Scale / Bias for broadcasting"))
     xs, nhwc = _same_layout(im, blobs)
     coeff = [float(c) for c in p.coeff]
     op = int(p.operation)
     E = cf.caffe_pb2.EltwiseParameter
     if coeff and (op != E.SUM or len(coeff) != len(xs)):
-        raise ToolkitError("coeff is for SUM only, one per bottom", where=lay.where)
+        raise ToolkitError(
+            "coeff is for SUM only, one per bottom", where=lay.where,
+            fix="remove coeff, or use operation: SUM with one coeff per bottom",
+        )
     name = im.out_name(lay.top[0], nhwc)
     if op == E.SUM:
         coeff = coeff or [1.0] * len(xs)
@@ -1123,7 +1210,10 @@ def _eltwise(im: _Importer) -> None:
         for i, t in enumerate(xs[1:], 1):
             acc = im.binary(kind, acc, t, name=name if i == len(xs) - 1 else None)
     else:
-        raise UnsupportedOpError(f"Eltwise operation {op} is not supported", where=lay.where)
+        raise UnsupportedOpError(
+            f"Eltwise operation {op} is not supported", where=lay.where,
+            fix="set operation to PROD, SUM or MAX",
+        )
     im.set_top(acc, nhwc)
 
 
@@ -1142,7 +1232,10 @@ def _concat(im: _Importer) -> None:
         if len(b.shape) != rank or any(d != e for i, (d, e) in
                                        enumerate(zip(b.shape, blobs[0].shape)) if i != axis):
             raise ToolkitError(f"bottom shapes {[list(b.shape) for b in blobs]} do not "
-                               f"concatenate along axis {axis}", where=lay.where)
+                               f"concatenate along axis {axis}", where=lay.where,
+                               fix=("all bottoms must have the same rank and equal sizes except "
+                                    f"along axis {axis}: check concat_dim/axis and the bottoms' "
+                                    "shapes"))
     xs, nhwc = _same_layout(im, blobs)
     ax = _AXIS_NHWC[axis] if nhwc else axis
     shape = list(xs[0].shape)
@@ -1172,7 +1265,9 @@ def _slice(im: _Importer) -> None:
         if len(points) != n - 1 or points != sorted(points) or points[0] <= 0 \
                 or points[-1] >= dim:
             raise ToolkitError(f"slice_point {points} does not cut {dim} into {n} parts",
-                               where=lay.where)
+                               where=lay.where,
+                               fix=(f"give {n - 1} increasing slice_point values strictly "
+                                    f"between 0 and {dim} (one fewer than the tops)"))
         sizes = [e - s for s, e in zip([0, *points], [*points, dim])]
     else:
         if n == 0 or dim % n:
@@ -1229,7 +1324,10 @@ def _flatten(im: _Importer) -> None:
     a = _norm_axis(int(p.axis), len(shape), lay)
     e = _norm_axis(int(p.end_axis), len(shape), lay, "end_axis")
     if e < a:
-        raise ToolkitError(f"end_axis {p.end_axis} is before axis {p.axis}", where=lay.where)
+        raise ToolkitError(
+            f"end_axis {p.end_axis} is before axis {p.axis}", where=lay.where,
+            fix="set end_axis to axis or a later axis (-1 is the last)",
+        )
     new = (*shape[:a], int(np.prod(shape[a:e + 1], dtype=np.int64)), *shape[e + 1:])
     y = im.reshape(im.nchw(b), new, im.out_name(lay.top[0], False))
     im.set_top(y, False)
@@ -1248,31 +1346,46 @@ def _reshape(im: _Importer) -> None:
     end = rank if p.num_axes == -1 else start + int(p.num_axes)
     if not 0 <= start <= end <= rank:
         raise ToolkitError(f"axis {p.axis}, num_axes {p.num_axes} do not fit a {rank}-D blob",
-                           where=lay.where)
+                           where=lay.where,
+                           fix=("give axis and num_axes so that axis..axis+num_axes lies within "
+                                f"the {rank} axes (num_axes: -1 means to the end)"))
     spec = [int(d) for d in p.shape.dim]
     mid: list[int] = []
     for i, d in enumerate(spec):
         if d == 0:
             if start + i >= rank:
                 raise ToolkitError(f"dim {i} copies an input axis that does not exist",
-                                   where=lay.where)
+                                   where=lay.where,
+                                   fix=("dim: 0 copies an input axis: use it only where the "
+                                        "input has that axis, or give the size"))
             mid.append(shape[start + i])
         elif d == -1 or d > 0:
             mid.append(d)
         else:
-            raise ToolkitError(f"invalid reshape dim {d}", where=lay.where)
+            raise ToolkitError(
+                f"invalid reshape dim {d}", where=lay.where,
+                fix="give each dim as a positive size, 0 (copy the input's) or -1 (infer)",
+            )
     new = [*shape[:start], *mid, *shape[end:]]
     total = int(np.prod(shape, dtype=np.int64))
     if new.count(-1) > 1:
-        raise ToolkitError("more than one -1 in the shape", where=lay.where)
+        raise ToolkitError(
+            "more than one -1 in the shape", where=lay.where,
+            fix="give at most one -1 (inferred) dim in reshape_param.shape",
+        )
     if -1 in new:
         known = int(np.prod([d for d in new if d != -1], dtype=np.int64))
         if known == 0 or total % known:
             raise ToolkitError(f"cannot infer -1 in {spec} for {total} elements",
-                               where=lay.where)
+                               where=lay.where,
+                               fix=(f"the known dims must divide {total}: fix the sizes in "
+                                    "reshape_param.shape"))
         new[new.index(-1)] = total // known
     if int(np.prod(new, dtype=np.int64)) != total:
-        raise ToolkitError(f"shape {new} does not hold {total} elements", where=lay.where)
+        raise ToolkitError(
+            f"shape {new} does not hold {total} elements", where=lay.where,
+            fix=f"the dims' product must be {total}: fix the sizes in reshape_param.shape",
+        )
     y = im.reshape(im.nchw(b), new, im.out_name(lay.top[0], False))
     im.set_top(y, False)
 
@@ -1287,7 +1400,8 @@ def _permute(im: _Importer) -> None:
     order = [int(o) for o in lay.param("permute_param").order]
     if any(o >= rank for o in order) or len(set(order)) != len(order):
         raise ToolkitError(f"order {order} is not a permutation of {rank} axes",
-                           where=lay.where)
+                           where=lay.where,
+                           fix=f"give order as a permutation of 0..{rank - 1}, each axis once")
     order += [i for i in range(rank) if i not in order]
     y = im.transpose(im.nchw(b), order, im.out_name(lay.top[0], False))
     im.set_top(y, False)
@@ -1301,7 +1415,9 @@ def _argmax(im: _Importer) -> None:
     p = lay.param("argmax_param")
     if p.top_k != 1 or p.out_max_val:
         raise UnsupportedOpError("ArgMax supports top_k: 1 without out_max_val",
-                                 where=lay.where)
+                                 where=lay.where,
+                                 fix=("set top_k: 1 and out_max_val: false (the default), or "
+                                      "compute the top-k after the toolkit's graph"))
     b = im.bottom()
     shape = b.shape
     if p.HasField("axis"):

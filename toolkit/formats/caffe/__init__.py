@@ -182,7 +182,13 @@ def _dims(blob: Any, where: str) -> list[int]:
     else:
         dims = [len(blob.data) or len(blob.double_data)]
     if any(d < 0 or d > MAX_ELEMENTS for d in dims):
-        raise ModelFormatError(f"blob has invalid dimensions {dims}", where=where)
+        raise ModelFormatError(
+            f"blob has invalid dimensions {dims}", where=where,
+            fix=(
+                "the blob's shape is damaged: regenerate the .caffemodel with Caffe (net.save) or "
+                "check the BlobProto dims"
+            ),
+        )
     return dims
 
 
@@ -196,7 +202,13 @@ def blob_array(blob: Any, where: str = "<blob>") -> np.ndarray:
     dims = _dims(blob, where)
     n = int(np.prod(dims, dtype=np.float64)) if dims else 1
     if n > MAX_ELEMENTS:
-        raise ModelFormatError(f"blob of shape {dims} is too large", where=where)
+        raise ModelFormatError(
+            f"blob of shape {dims} is too large", where=where,
+            fix=(
+                "the blob holds more elements than toolkit.limits.MAX_ELEMENTS: use a smaller "
+                "model or raise that bound"
+            ),
+        )
     values = blob.data if len(blob.data) else blob.double_data
     if len(values) != n:
         raise ModelFormatError(f"blob of shape {dims} holds {len(values)} values, "
@@ -212,7 +224,13 @@ def blob_proto(array: np.ndarray, *, legacy: bool = False) -> Any:
     b = caffe_pb2.BlobProto()
     if legacy:
         if a.ndim > 4:
-            raise ModelFormatError(f"a legacy blob has at most 4 dims, got {a.shape}")
+            raise ModelFormatError(
+                f"a legacy blob has at most 4 dims, got {a.shape}",
+                fix=(
+                    "reshape the array to at most 4 dims, or write it without legacy=True (a "
+                    "BlobProto shape)"
+                ),
+            )
         d = (1,) * (4 - a.ndim) + a.shape
         b.num, b.channels, b.height, b.width = (int(x) for x in d)
     else:

@@ -61,7 +61,13 @@ class NetBuilder:
         if self.v1:
             self._net.input.append(name)
             if len(shape) != 4:
-                raise ToolkitError("V1 nets declare 4-D inputs (input_dim)")
+                raise ToolkitError(
+                    "V1 nets declare 4-D inputs (input_dim)",
+                    fix=(
+                        "give a 4-D shape (N, C, H, W), or build the net with v1=False for another "
+                        "rank"
+                    ),
+                )
             self._net.input_dim.extend(int(d) for d in shape)
             return
         lay = self._net.layer.add()
@@ -75,7 +81,13 @@ class NetBuilder:
         ``pooling_param={"pool": "MAX", "kernel_size": 2}``. Returns the layer message."""
         if self.v1:
             if type not in _V1_CODES:
-                raise ToolkitError(f"layer type {type!r} does not exist in the V1 format")
+                raise ToolkitError(
+                    f"layer type {type!r} does not exist in the V1 format",
+                    fix=(
+                        f"V1 layer types are {', '.join(sorted(_V1_CODES))}; build the net with "
+                        "v1=False for the others"
+                    ),
+                )
             lay = self._net.layers.add()
             lay.type = _V1_CODES[type]
         else:
