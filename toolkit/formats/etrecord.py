@@ -28,6 +28,9 @@ __all__ = ["ETRecord", "EdgeNode", "read_etrecord", "parse_module_stack", "ETRec
 
 _IDENTIFIER = "ETRECORD_V0"
 _EDGE_PREFIX = "edge_dialect_exported_program/"
+# The fix for a member whose JSON has the wrong structure: only a damaged or hand-edited file has it
+_REGENERATE = ("the ETRecord is damaged or was not written by ExecuTorch: regenerate it with "
+               "executorch.devtools.generate_etrecord from the same export")
 _PICKLED_SUFFIXES = ("_state_dict", "_constants", "_example_inputs")
 
 
@@ -197,7 +200,10 @@ def _int_key(key: Any, what: str, where: str) -> int:
     try:
         return int(key)
     except (TypeError, ValueError):
-        raise ETRecordError(f"{what} key {key!r} is not an integer", where=where) from None
+        raise ETRecordError(
+            f"{what} key {key!r} is not an integer", where=where,
+            fix=_REGENERATE,
+        ) from None
 
 
 def _handles(value: Any, what: str, where: str) -> list[int]:
@@ -205,7 +211,10 @@ def _handles(value: Any, what: str, where: str) -> list[int]:
     out: list[int] = []
     for v in items:
         if isinstance(v, bool) or not isinstance(v, int):
-            raise ETRecordError(f"{what}: debug handle {v!r} is not an integer", where=where)
+            raise ETRecordError(
+                f"{what}: debug handle {v!r} is not an integer", where=where,
+                fix=_REGENERATE,
+            )
         out.append(v)
     return out
 
@@ -222,7 +231,10 @@ def _read(z: zipfile.ZipFile, where: str) -> ETRecord:
     for name, value in (("debug_handle_map", dhm), ("delegate_map", dmap),
                         ("instruction_id_to_num_outs_map", nouts)):
         if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
-            raise ETRecordError(f"member {name!r} is not a map of methods to maps", where=where)
+            raise ETRecordError(
+                f"member {name!r} is not a map of methods to maps", where=where,
+                fix=_REGENERATE,
+            )
     handle_map = {m: {_int_key(k, "debug_handle_map", where):
                       _handles(v, f"debug_handle_map[{m}][{k}]", where) for k, v in d.items()}
                   for m, d in dhm.items()}
@@ -231,12 +243,18 @@ def _read(z: zipfile.ZipFile, where: str) -> ETRecord:
         delegate_map[m] = {}
         for k, v in d.items():
             if not isinstance(v, dict):
-                raise ETRecordError(f"delegate_map[{m}][{k}] is not an object", where=where)
+                raise ETRecordError(
+                    f"delegate_map[{m}][{k}] is not an object", where=where,
+                    fix=_REGENERATE,
+                )
             delegate_map[m][_int_key(k, "delegate_map", where)] = v
     num_outs = {m: {_int_key(k, "instruction_id_to_num_outs_map", where): int(v)
                     for k, v in d.items()} for m, d in nouts.items()}
     if graph_id is not None and (isinstance(graph_id, bool) or not isinstance(graph_id, int)):
-        raise ETRecordError(f"export_graph_id {graph_id!r} is not an integer", where=where)
+        raise ETRecordError(
+            f"export_graph_id {graph_id!r} is not an integer", where=where,
+            fix=_REGENERATE,
+        )
     nodes: dict[str, list[EdgeNode]] = {}
     for member in members:
         if member.startswith(_EDGE_PREFIX) and not member.endswith(_PICKLED_SUFFIXES):
@@ -252,7 +270,13 @@ def _read(z: zipfile.ZipFile, where: str) -> ETRecord:
 
 def _program_nodes(program: Any, graph_id: int | None, where: str) -> list[EdgeNode]:
     if not isinstance(program, dict) or not isinstance(program.get("graph_module"), dict):
-        raise ETRecordError("not a torch.export JSON program (no graph_module)", where=where)
+        raise ETRecordError(
+            "not a torch.export JSON program (no graph_module)", where=where,
+            fix=(
+                "pass the ETRecord written by generate_etrecord, whose exported_program members "
+                "hold torch.export JSON programs; regenerate it if it is damaged"
+            ),
+        )
     out: list[EdgeNode] = []
     _graph_nodes(program["graph_module"].get("graph"), "", graph_id, where, out)
     for i, node in enumerate(out):
@@ -309,14 +333,21 @@ def _tensor_names(args: Any) -> list[str]:
 def _graph_nodes(graph: Any, scope: str, graph_id: int | None, where: str,
                  out: list[EdgeNode]) -> None:
     if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list):
-        raise ETRecordError(f"graph {scope or '<method>'} has no node list", where=where)
+        raise ETRecordError(
+            f"graph {scope or '<method>'} has no node list", where=where,
+            fix=_REGENERATE,
+        )
     for raw in graph["nodes"]:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise ETRecordError(f"a node of graph {scope or '<method>'} is malformed",
-                                where=where)
+                                where=where,
+                                fix=_REGENERATE)
         meta = raw.get("metadata") or {}
         if not isinstance(meta, dict):
-            raise ETRecordError(f"node {raw['name']}: metadata is not an object", where=where)
+            raise ETRecordError(
+                f"node {raw['name']}: metadata is not an object", where=where,
+                fix=_REGENERATE,
+            )
         target = str(raw.get("target", ""))
         handle = _node_handle(meta.get("debug_handle"), raw["name"], where)
         chain: list[dict[str, Any]] = []
@@ -325,7 +356,8 @@ def _graph_nodes(graph: Any, scope: str, graph_id: int | None, where: str,
                 parsed = json.loads(meta["from_node"])
             except ValueError:
                 raise ETRecordError(f"node {raw['name']}: from_node is not JSON",
-                                    where=where) from None
+                                    where=where,
+                                    fix=_REGENERATE) from None
             chain = parsed if isinstance(parsed, list) else []
         inputs: list[str] = []
         subgraphs: list[tuple[str, Any]] = []
@@ -366,7 +398,8 @@ def _graph_nodes(graph: Any, scope: str, graph_id: int | None, where: str,
             gm = lm["original_module"].get("graph_module")
             if not isinstance(gm, dict):
                 raise ETRecordError(f"delegate {raw['name']}: original module has no graph",
-                                    where=where)
+                                    where=where,
+                                    fix=_REGENERATE)
             _graph_nodes(gm.get("graph"), f"{_join(scope, raw['name'])}/{lm_name}", graph_id,
                          where, out)
 
@@ -379,9 +412,13 @@ def _node_handle(value: Any, name: str, where: str) -> int | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool):
-        raise ETRecordError(f"node {name}: debug handle {value!r} is not an integer", where=where)
+        raise ETRecordError(
+            f"node {name}: debug handle {value!r} is not an integer", where=where,
+            fix=_REGENERATE,
+        )
     try:
         return int(value)
     except (TypeError, ValueError):
         raise ETRecordError(f"node {name}: debug handle {value!r} is not an integer",
-                            where=where) from None
+                            where=where,
+                            fix=_REGENERATE) from None

@@ -41,6 +41,11 @@ ONNX_DTYPE_NAMES: dict[int, str] = {
 }
 
 
+# The fix for a model whose protobuf decodes but holds inconsistent data
+_RESAVE = ("the model file is damaged or was written by a faulty exporter: check it with "
+           "onnx.checker.check_model and export or save it again (onnx.save_model)")
+
+
 @dataclass
 class ValueInfo:
     """A typed value of a graph: ``name``, ``elem_type`` (ONNX code, 0 when unknown),
@@ -166,11 +171,20 @@ def read_onnx(source: str | os.PathLike[str] | bytes, *, where: str | None = Non
         try:
             data = p.read_bytes()
         except FileNotFoundError:
-            raise ModelFormatError("file not found", where=where) from None
+            raise ModelFormatError(
+                "file not found", where=where,
+                fix="check the path (relative paths start at the current folder)",
+            ) from None
         except IsADirectoryError:
-            raise ModelFormatError("is a directory, not a model file", where=where) from None
+            raise ModelFormatError(
+                "is a directory, not a model file", where=where,
+                fix="pass the .onnx file inside the folder, not the folder",
+            ) from None
         except OSError as exc:
-            raise ModelFormatError(f"cannot read the file ({exc})", where=where) from None
+            raise ModelFormatError(
+                f"cannot read the file ({exc})", where=where,
+                fix="check the file's permissions and that the disk can be read",
+            ) from None
         base = Path(base_dir) if base_dir is not None else p.parent
         path = str(p)
     if not data:
@@ -195,7 +209,8 @@ def read_onnx(source: str | os.PathLike[str] | bytes, *, where: str | None = Non
         raise
     except Exception as exc:  # a protobuf that decodes but holds nonsense
         raise ModelFormatError(f"cannot decode the model ({type(exc).__name__}: {exc})",
-                               where=where) from None
+                               where=where,
+                               fix=_RESAVE) from None
     return OnnxModel(graph, opsets, ir_version, producer, metadata, functions, path)
 
 
@@ -209,7 +224,13 @@ class _Reader:
     def graph(self, g: Any, path: str) -> OnnxGraph:
         self.depth += 1
         if self.depth > 64:
-            raise ModelFormatError("subgraphs nested more than 64 deep", where=self.where)
+            raise ModelFormatError(
+                "subgraphs nested more than 64 deep", where=self.where,
+                fix=(
+                    "flatten the control flow (fewer nested If/Loop/Scan bodies), e.g. with "
+                    "onnxsim or by exporting with static shapes"
+                ),
+            )
         try:
             inits: dict[str, Initializer] = {}
             for t in g.initializer:
@@ -287,7 +308,8 @@ class _Reader:
         dims = tuple(int(d) for d in t.dims)
         if any(d < 0 for d in dims):
             raise ModelFormatError(f"negative dimension in {list(dims)}",
-                                   where=f"{self.where}: {where}")
+                                   where=f"{self.where}: {where}",
+                                   fix=_RESAVE)
         elem = int(t.data_type)
         external = None
         if int(t.data_location) == 1:  # EXTERNAL
@@ -297,7 +319,13 @@ class _Reader:
             return Initializer(str(t.name), elem, dims, None, external)
         count = int(np.prod(dims, dtype=np.int64)) if dims else 1
         if count > (1 << 40):
-            raise ModelFormatError(f"tensor of {count} elements", where=f"{self.where}: {where}")
+            raise ModelFormatError(
+                f"tensor of {count} elements", where=f"{self.where}: {where}",
+                fix=(
+                    "the tensor claims more than 2**40 elements: the file is damaged; export or "
+                    "save it again"
+                ),
+            )
         try:
             if t.raw_data or external is not None:
                 raw = bytes(t.raw_data)
@@ -305,18 +333,21 @@ class _Reader:
                 if arr.size != count:
                     raise ModelFormatError(
                         f"holds {len(raw)} bytes for a {dtype} tensor of shape {list(dims)}",
-                        where=f"{self.where}: {where}")
+                        where=f"{self.where}: {where}",
+                        fix=_RESAVE)
                 arr = arr.astype(np.dtype(dtype), copy=False).reshape(dims)
             else:
                 arr = np.asarray(self.onnx.numpy_helper.to_array(t))
                 if arr.size != count:
                     raise ModelFormatError(f"holds {arr.size} values for shape {list(dims)}",
-                                           where=f"{self.where}: {where}")
+                                           where=f"{self.where}: {where}",
+                                           fix=_RESAVE)
         except ToolkitError:
             raise
         except Exception as exc:
             raise ModelFormatError(f"cannot decode the tensor ({type(exc).__name__}: {exc})",
-                                   where=f"{self.where}: {where}") from None
+                                   where=f"{self.where}: {where}",
+                                   fix=_RESAVE) from None
         arr = np.array(arr, copy=True) if not arr.flags.owndata else arr
         arr.flags.writeable = False
         return Initializer(str(t.name), elem, dims, arr, external)
@@ -326,7 +357,13 @@ class _Reader:
         location = info.get("location", "")
         here = f"{self.where}: {where}"
         if not location:
-            raise ModelFormatError("external data without a location", where=here)
+            raise ModelFormatError(
+                "external data without a location", where=here,
+                fix=(
+                    "give the tensor's external_data a location, or save the model with "
+                    "onnx.save_model(..., save_as_external_data=True) again"
+                ),
+            )
         if self.base is None:
             raise ModelFormatError(f"weights are in the external file {location!r}",
                                    where=here, fix="load the model from its path, or pass "
@@ -341,7 +378,9 @@ class _Reader:
             length = int(info["length"]) if info.get("length") else None
         except ValueError:
             raise ModelFormatError(f"bad external data offset/length {info}",
-                                   where=here) from None
+                                   where=here,
+                                   fix=("offset and length must be integers: save the model and "
+                                        "its data again (onnx.save_model)")) from None
         try:
             size = target.stat().st_size
             if offset < 0 or offset > size or (length is not None and
@@ -357,7 +396,9 @@ class _Reader:
                                    where=here, fix="keep the data file beside the model") from None
         except OSError as exc:
             raise ModelFormatError(f"cannot read external data {location!r} ({exc})",
-                                   where=here) from None
+                                   where=here,
+                                   fix=("check that the data file is readable and beside the "
+                                        "model, or save the model and its data again")) from None
         copy = type(t)()
         copy.CopyFrom(t)
         del copy.external_data[:]
