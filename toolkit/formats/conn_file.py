@@ -49,6 +49,11 @@ __all__ = ["ConnPart", "Connection", "format_conn_json", "format_conn_ini", "par
            "parse_conn_ini", "read_connection", "member_path", "check_ini_name", "file_digest"]
 
 
+# The fix for a connection file whose structure is wrong
+_REPARTITION = ("the connection file is damaged or hand-edited: partition the model again "
+                "(`toolkit partition`) to rewrite it and its parts")
+
+
 @dataclass
 class ConnPart:
     """One model of a connection: its file name and input/output tensor names in order."""
@@ -163,18 +168,33 @@ _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 
 def _str_list(v: object, what: str, where: str) -> list[str]:
     if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
-        raise PartitionError(f"{what} is not a list of names", where=where)
+        raise PartitionError(
+            f"{what} is not a list of names", where=where,
+            fix=(
+                f"give {what} as a list of tensor names, or partition "
+                "again (`toolkit partition`)"
+            ),
+        )
     return list(v)
 
 
 def _json_conn_part(obj: object, what: str, where: str) -> ConnPart:
     if not isinstance(obj, dict) or not isinstance(obj.get("file"), str) or not obj["file"]:
-        raise PartitionError(f"{what} has no \"file\"", where=where)
+        raise PartitionError(
+            f"{what} has no \"file\"", where=where,
+            fix=_REPARTITION,
+        )
     size, digest = obj.get("size"), obj.get("sha256")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
-        raise PartitionError(f"{what} size is not a byte count", where=where)
+        raise PartitionError(
+            f"{what} size is not a byte count", where=where,
+            fix=_REPARTITION,
+        )
     if digest is not None and not (isinstance(digest, str) and _HEX64.fullmatch(digest)):
-        raise PartitionError(f"{what} sha256 is not 64 hex digits", where=where)
+        raise PartitionError(
+            f"{what} sha256 is not 64 hex digits", where=where,
+            fix=_REPARTITION,
+        )
     return ConnPart(obj["file"], _str_list(obj.get("inputs", []), f"{what} inputs", where),
                     _str_list(obj.get("outputs", []), f"{what} outputs", where), size, digest)
 
@@ -189,15 +209,27 @@ def parse_conn_json(text: str, where: str = "<conn.json>") -> Connection:
     try:
         obj = json.loads(_TRAILING_COMMA.sub(r"\1", text))
     except json.JSONDecodeError as e:
-        raise PartitionError(f"not JSON: {e.msg}", where=f"{where}:{e.lineno}") from None
+        raise PartitionError(
+            f"not JSON: {e.msg}", where=f"{where}:{e.lineno}",
+            fix=(
+                "fix the JSON syntax at that line, or partition the model again (`toolkit "
+                "partition`)"
+            ),
+        ) from None
     except (RecursionError, ValueError) as e:  # nesting too deep, an integer too long
         raise PartitionError(f"not a connection file ({type(e).__name__})", where=where,
                              fix="pass the .conn.json written by `toolkit partition`") from None
     if not isinstance(obj, dict) or "source" not in obj or "parts" not in obj:
-        raise PartitionError('expected an object with "source" and "parts"', where=where)
+        raise PartitionError(
+            'expected an object with "source" and "parts"', where=where,
+            fix=_REPARTITION,
+        )
     parts = obj["parts"]
     if not isinstance(parts, list):
-        raise PartitionError('"parts" is not a list', where=where)
+        raise PartitionError(
+            '"parts" is not a list', where=where,
+            fix=_REPARTITION,
+        )
     return Connection(_json_conn_part(obj["source"], "source", where),
                       [_json_conn_part(p, f"part {i + 1}", where) for i, p in enumerate(parts)],
                       path=None if where.startswith("<") else where)
@@ -250,17 +282,32 @@ def parse_conn_ini(text: str, where: str = "<conn.ini>") -> Connection:
     def part(name: str) -> ConnPart:
         items = sections.get(name)
         if items is None or not items.get("file"):
-            raise PartitionError(f"section [{name}] is missing or has no file=", where=where)
+            raise PartitionError(
+                f"section [{name}] is missing or has no file=", where=where,
+                fix=_REPARTITION,
+            )
         size, digest = items.get("size"), items.get("sha256")
         if size is not None and not _SIZE.fullmatch(size):
-            raise PartitionError(f"section [{name}] size is not a byte count", where=where)
+            raise PartitionError(
+                f"section [{name}] size is not a byte count", where=where,
+                fix=_REPARTITION,
+            )
         if digest is not None and not _HEX64.fullmatch(digest):
-            raise PartitionError(f"section [{name}] sha256 is not 64 hex digits", where=where)
+            raise PartitionError(
+                f"section [{name}] sha256 is not 64 hex digits", where=where,
+                fix=_REPARTITION,
+            )
         return ConnPart(items["file"], _numbered(items, "i"), _numbered(items, "o"),
                         None if size is None else int(size), digest)
 
     if "models" not in sections:
-        raise PartitionError("section [models] is missing", where=where)
+        raise PartitionError(
+            "section [models] is missing", where=where,
+            fix=(
+                "add a [models] section listing the part files (m1=..., m2=...), or partition the "
+                "model again (`toolkit partition`)"
+            ),
+        )
     models = _numbered(sections["models"], "m")
     return Connection(part("source"), [part(m) for m in models],
                       path=None if where.startswith("<") else where)

@@ -41,6 +41,11 @@ _MAX_BYTES = 1 << 30  # a map of a few million handles; anything larger is not o
 Identifier = int | str
 
 
+# The fix for a stored map whose JSON has the wrong structure
+_RECOMPILE = ("the debug handle map is damaged or hand-edited: compile the model again "
+              "(`toolkit compile` writes <stem>.debug_handles.json)")
+
+
 def _origin_ids(ops_or_origin_ids: Any) -> frozenset[int]:
     if isinstance(ops_or_origin_ids, Op):
         return ops_or_origin_ids.origins
@@ -65,7 +70,9 @@ def _origin_ids(ops_or_origin_ids: Any) -> frozenset[int]:
 def _identifier_type(ident: Any) -> str:
     if isinstance(ident, bool) or not isinstance(ident, (int, str)):
         raise ToolkitError(f"a delegate debug identifier must be an int or a str, got "
-                           f"{type(ident).__name__} {ident!r}")
+                           f"{type(ident).__name__} {ident!r}",
+                           fix=("use ints (generated or manual) or strs as delegate debug "
+                                "identifiers"))
     return "int" if isinstance(ident, int) else "str"
 
 
@@ -98,7 +105,10 @@ class DelegateMappingBuilder:
                                fix="use DelegateMappingBuilder(generated_identifiers=True)")
         ids = _origin_ids(ops_or_origin_ids)
         if not ids:
-            raise ToolkitError("a debug handle needs at least one origin id")
+            raise ToolkitError(
+                "a debug handle needs at least one origin id",
+                fix="pass an Op with origins, a list of Ops, or origin ids (ints >= 0)",
+            )
         if identifier is None:
             identifier = len(self._map) + 1
         kind = _identifier_type(identifier)
@@ -106,7 +116,13 @@ class DelegateMappingBuilder:
             raise ToolkitError(f"identifier {identifier!r} is a {kind}, earlier ones are "
                                f"{self._type}s", fix="use one identifier type per map")
         if identifier in self._map:
-            raise ToolkitError(f"identifier {identifier!r} was already inserted")
+            raise ToolkitError(
+                f"identifier {identifier!r} was already inserted",
+                fix=(
+                    "give each identifier once: use a new identifier for this entry, or merge the "
+                    "origin ids into the existing one"
+                ),
+            )
         self._type = kind
         self._map[identifier] = ids
         return identifier
@@ -147,7 +163,10 @@ def encode_debug_handles(handles: Mapping[Identifier, Iterable[int]],
     if optimised_ids is not None:
         unknown = [k for k in optimised_ids if k not in handles]
         if unknown:
-            raise ToolkitError(f"optimised_ids names identifiers {unknown[:5]} without handles")
+            raise ToolkitError(
+                f"optimised_ids names identifiers {unknown[:5]} without handles",
+                fix="give optimised_ids only for identifiers that are keys of handles",
+            )
         body["optimised_ids"] = {str(k): int(v) for k, v in optimised_ids.items()}
     return (json.dumps(body, separators=(",", ":")) + "\n").encode("utf-8")
 
@@ -160,7 +179,10 @@ def _key(text: str, kind: str, where: str) -> Identifier:
     except ValueError:
         v = None
     if v is None or str(v) != text:
-        raise ToolkitError(f"key {text!r} is not a canonical int identifier", where=where)
+        raise ToolkitError(
+            f"key {text!r} is not a canonical int identifier", where=where,
+            fix=_RECOMPILE,
+        )
     return v
 
 
@@ -174,27 +196,40 @@ def decode_debug_handles(data: bytes | str, where: str = "<debug handles>") -> D
                            fix="expected {'version': 1, 'identifier_type': ..., 'handles': ...}")
     kind = body.get("identifier_type")
     if kind not in ("int", "str"):
-        raise ToolkitError(f"identifier_type is {kind!r}, expected 'int' or 'str'", where=where)
+        raise ToolkitError(
+            f"identifier_type is {kind!r}, expected 'int' or 'str'", where=where,
+            fix=_RECOMPILE,
+        )
     raw = body.get("handles")
     if not isinstance(raw, dict):
-        raise ToolkitError("'handles' is not an object", where=where)
+        raise ToolkitError(
+            "'handles' is not an object", where=where,
+            fix=_RECOMPILE,
+        )
     handles: dict[Identifier, tuple[int, ...]] = {}
     for k, v in raw.items():
         if not isinstance(v, list) or not v or not all(
                 isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in v):
             raise ToolkitError(f"handle {k!r} does not map to a non-empty list of origin ids",
-                               where=where)
+                               where=where,
+                               fix=_RECOMPILE)
         handles[_key(k, kind, where)] = tuple(v)
     opt = body.get("optimised_ids")
     optimised: dict[Identifier, int] | None = None
     if opt is not None:
         if not isinstance(opt, dict):
-            raise ToolkitError("'optimised_ids' is not an object", where=where)
+            raise ToolkitError(
+                "'optimised_ids' is not an object", where=where,
+                fix=_RECOMPILE,
+            )
         optimised = {}
         for k, v in opt.items():
             key = _key(k, kind, where)
             if key not in handles or not isinstance(v, int) or isinstance(v, bool):
-                raise ToolkitError(f"optimised_ids entry {k!r} is invalid", where=where)
+                raise ToolkitError(
+                    f"optimised_ids entry {k!r} is invalid", where=where,
+                    fix=_RECOMPILE,
+                )
             optimised[key] = v
     return DebugHandleMap(handles, optimised)
 

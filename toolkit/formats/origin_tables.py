@@ -25,6 +25,13 @@ __all__ = ["SOURCE_TABLE", "OP_TABLE", "encode_source_table", "decode_source_tab
            "encode_op_table", "decode_op_table"]
 
 
+# The fix for origin metadata that does not decode: its writers (`toolkit compile`, ONE's
+# one-import/one-optimize) write consistent tables, so such a table was damaged afterwards
+_REWRITE = ("the model's origin metadata is damaged: compile the source model again "
+            "(`toolkit compile`, or ONE's one-optimize) to rewrite ONE_source_table / "
+            "ONE_op_table")
+
+
 def encode_source_table(table: Mapping[int, str]) -> bytes:
     """Return the bytes of a source table for ``{origin id: name}``, ids in ascending order."""
     parts = [struct.pack("<I", len(table))]
@@ -54,21 +61,30 @@ def decode_source_table(data: bytes, where: str = SOURCE_TABLE) -> dict[int, str
         pos += 8
         if length == 0 or pos + length > len(data):
             raise ModelFormatError(f"entry {i} (id {oid}) claims {length} name bytes but "
-                                   f"{len(data) - pos} remain", where=where)
+                                   f"{len(data) - pos} remain", where=where,
+                                   fix=_REWRITE)
         raw = data[pos:pos + length]
         if raw[-1:] != b"\0":
             raise ModelFormatError(f"entry {i} (id {oid}) name is not NUL-terminated",
-                                   where=where)
+                                   where=where,
+                                   fix=_REWRITE)
         if oid in out:
-            raise ModelFormatError(f"duplicate origin id {oid}", where=where)
+            raise ModelFormatError(
+                f"duplicate origin id {oid}", where=where,
+                fix=_REWRITE,
+            )
         try:
             out[oid] = raw[:-1].decode("utf-8")
         except UnicodeDecodeError as e:
             raise ModelFormatError(f"entry {i} (id {oid}) name is not UTF-8: {e}",
-                                   where=where) from None
+                                   where=where,
+                                   fix=_REWRITE) from None
         pos += length
     if pos != len(data):
-        raise ModelFormatError(f"{len(data) - pos} trailing bytes after {n} entries", where=where)
+        raise ModelFormatError(
+            f"{len(data) - pos} trailing bytes after {n} entries", where=where,
+            fix=_REWRITE,
+        )
     return out
 
 
@@ -87,26 +103,40 @@ def decode_op_table(data: bytes, where: str = OP_TABLE) -> dict[int, frozenset[i
     """Return ``{op index: frozenset(origin ids)}`` decoded from op-table bytes."""
     data = bytes(data)
     if len(data) % 4:
-        raise ModelFormatError(f"size {len(data)} is not a multiple of 4", where=where)
+        raise ModelFormatError(
+            f"size {len(data)} is not a multiple of 4", where=where,
+            fix=_REWRITE,
+        )
     words = np.frombuffer(data, dtype="<u4")
     if words.size == 0:
-        raise ModelFormatError("empty op table", where=where)
+        raise ModelFormatError(
+            "empty op table", where=where,
+            fix=_REWRITE,
+        )
     n = int(words[0])
     pos = 1
     out: dict[int, frozenset[int]] = {}
     for i in range(n):
         if pos + 2 > words.size:
-            raise ModelFormatError(f"entry {i} is truncated", where=where)
+            raise ModelFormatError(
+                f"entry {i} is truncated", where=where,
+                fix=_REWRITE,
+            )
         op_id, k = int(words[pos]), int(words[pos + 1])
         pos += 2
         if pos + k > words.size:
             raise ModelFormatError(f"entry {i} (op {op_id}) claims {k} origins but "
-                                   f"{words.size - pos} words remain", where=where)
+                                   f"{words.size - pos} words remain", where=where,
+                                   fix=_REWRITE)
         if op_id in out:
-            raise ModelFormatError(f"duplicate op id {op_id}", where=where)
+            raise ModelFormatError(
+                f"duplicate op id {op_id}", where=where,
+                fix=_REWRITE,
+            )
         out[op_id] = frozenset(int(x) for x in words[pos:pos + k])
         pos += k
     if pos != words.size:
         raise ModelFormatError(f"{(words.size - pos) * 4} trailing bytes after {n} entries",
-                               where=where)
+                               where=where,
+                               fix=_REWRITE)
     return out
