@@ -37,6 +37,11 @@ XNODE_KINDS: tuple[str, ...] = (
 )
 
 
+# The fix for a program whose tables name entries that do not exist
+_REEXPORT = ("the program is damaged or was not written by ExecuTorch: export it again "
+             "(to_executorch() then write_to_file) and pass that .pte")
+
+
 class ProgramError(ToolkitError):
     """An ExecuTorch program or delegate blob cannot be decoded."""
 
@@ -227,7 +232,10 @@ def read_program(source: str | os.PathLike[str] | bytes) -> Program:
     try:
         return _decode(data, where)
     except RecursionError:
-        raise ProgramError("corrupt program (nesting too deep)", where=where) from None
+        raise ProgramError(
+            "corrupt program (nesting too deep)", where=where,
+            fix=_REEXPORT,
+        ) from None
 
 
 def _decode(data: bytes, where: str) -> Program:
@@ -266,7 +274,8 @@ def _decode(data: bytes, where: str) -> Program:
                         item.op_index = index
                         if not 0 <= index < len(operators):
                             raise ProgramError(f"a kernel call names operator {index} of "
-                                               f"{len(operators)}", where=where)
+                                               f"{len(operators)}", where=where,
+                                               fix=_REEXPORT)
                     else:
                         item.delegate_index = index
                     item.args = b.ints(args, 1, f"{kind}.args")
@@ -280,13 +289,15 @@ def _decode(data: bytes, where: str) -> Program:
             if location == 0:
                 if index >= len(inline):
                     raise ProgramError(f"a delegate names inline data {index} of {len(inline)}",
-                                       where=where)
+                                       where=where,
+                                       fix=_REEXPORT)
                 blob = inline[index]
                 loc = "inline"
             else:
                 if index >= len(segments) or segment_base is None:
                     raise ProgramError(f"a delegate names segment {index} of {len(segments)}",
-                                       where=where)
+                                       where=where,
+                                       fix=_REEXPORT)
                 off, size = segments[index]
                 start = segment_base + off
                 if start + size > len(data):
@@ -301,7 +312,8 @@ def _decode(data: bytes, where: str) -> Program:
                         call.delegate_index is not None
                         and 0 <= call.delegate_index < len(delegates)):
                     raise ProgramError(f"a delegate call names delegate {call.delegate_index} "
-                                       f"of {len(delegates)}", where=where)
+                                       f"of {len(delegates)}", where=where,
+                                       fix=_REEXPORT)
         plans[name] = ExecutionPlan(name, operators, chains, delegates)
     return Program(where, version, plans, program_size, segment_base, segment_size)
 
@@ -313,15 +325,30 @@ def read_xnnpack_blob(blob: bytes, where: str = "<XNNPACK delegate>") -> list[Xn
         ProgramError: not an XNNPACK blob (``XH00`` header, ``XN01`` FlatBuffer) or corrupt.
     """
     if len(blob) < 30 or blob[4:8] != b"XH00":
-        raise ProgramError("not an XNNPACK delegate blob (no XH00 header)", where=where)
+        raise ProgramError(
+            "not an XNNPACK delegate blob (no XH00 header)", where=where,
+            fix=(
+                "pass the processed data of an XnnpackBackend delegate (lowered with "
+                "XnnpackPartitioner), not another backend's"
+            ),
+        )
     hb = _Buf(blob, where)
     fb_off = hb.u32(10, "XNNPACK flatbuffer offset")
     fb_size = hb.u32(14, "XNNPACK flatbuffer size")
     if fb_off + fb_size > len(blob) or fb_size < 8:
-        raise ProgramError("the XNNPACK flatbuffer lies outside the blob", where=where)
+        raise ProgramError(
+            "the XNNPACK flatbuffer lies outside the blob", where=where,
+            fix="the delegate blob is truncated or damaged: lower and export the program again",
+        )
     fb = blob[fb_off:fb_off + fb_size]
     if fb[4:8] != b"XN01":
-        raise ProgramError("the XNNPACK flatbuffer has no XN01 identifier", where=where)
+        raise ProgramError(
+            "the XNNPACK flatbuffer has no XN01 identifier", where=where,
+            fix=(
+                "the delegate blob is damaged or from an unknown XNNPACK schema version: lower and "
+                "export the program again with ExecuTorch 1.x"
+            ),
+        )
     b = _Buf(fb, where)
     root = b.u32(0, "root offset")
     nodes = []

@@ -158,11 +158,14 @@ class _DebugTarget:
             line = self._line()
             if not name:
                 raise VelaError("a <table> element has no name attribute",
-                                where=f"{self.where}:{line}")
+                                where=f"{self.where}:{line}",
+                                fix=("the file is damaged or hand-edited: re-run vela "
+                                     "--enable-debug-db"))
             self._current = (name, line, None, [])
         elif self._current is not None:
             raise VelaError(f"unexpected element <{tag}> inside table '{self._current[0]}'",
-                            where=f"{self.where}:{self._line()}")
+                            where=f"{self.where}:{self._line()}",
+                            fix="the file is damaged or hand-edited: re-run vela --enable-debug-db")
 
     def end(self, tag: str) -> None:
         if self.depth == 2 and self._current is not None:
@@ -226,6 +229,7 @@ def _parse_table(name: str, text: str, where: str, first_line: int) -> pd.DataFr
                     f"table '{name}' has a bad header (empty or repeated column names "
                     f"{dup or ['']})",
                     where=f"{where}:{line}",
+                    fix="the file is damaged or hand-edited: re-run vela --enable-debug-db",
                 )
             continue
         if len(row) != len(header):
@@ -299,7 +303,10 @@ def read_debug_db(path_or_bytes: str | os.PathLike[str] | bytes) -> VelaDebugDB:
     tables: dict[str, pd.DataFrame] = {}
     for name, tag_line, text_line, chunks in target.tables:
         if name in tables:
-            raise VelaError(f"table '{name}' appears twice", where=f"{where}:{tag_line}")
+            raise VelaError(
+                f"table '{name}' appears twice", where=f"{where}:{tag_line}",
+                fix="the file is damaged or hand-edited: re-run vela --enable-debug-db",
+            )
         tables[name] = _parse_table(name, "".join(chunks), where, text_line or tag_line)
     return VelaDebugDB(
         source_file=target.root_attrib.get("source"),
@@ -369,10 +376,16 @@ def _cdata_row(body: str) -> str:
 def _table_xml(name: str, df: pd.DataFrame) -> str:
     """Return one ``<table>`` element as Vela's legacy core writes it (two-space indent)."""
     if not isinstance(df, pd.DataFrame):
-        raise VelaError(f"table '{name}' is a {type(df).__name__}, not a pandas DataFrame")
+        raise VelaError(
+            f"table '{name}' is a {type(df).__name__}, not a pandas DataFrame",
+            fix="pass each table as a pandas DataFrame (e.g. pd.DataFrame(rows))",
+        )
     header = [str(c) for c in df.columns]
     if len(set(header)) != len(header) or any(not c for c in header):
-        raise VelaError(f"table '{name}' has empty or repeated column names: {header}")
+        raise VelaError(
+            f"table '{name}' has empty or repeated column names: {header}",
+            fix="give every column a distinct, non-empty name (df.columns)",
+        )
     for c in header:
         _check_text(c, f"a column name of table '{name}'")
     columns = [_cell_values(df, c, name) for c in df.columns]
@@ -417,7 +430,10 @@ def write_debug_db(
     ]
     for name, df in tables.items():
         if not isinstance(name, str) or not name:
-            raise VelaError(f"table name {name!r} is not a non-empty string")
+            raise VelaError(
+                f"table name {name!r} is not a non-empty string",
+                fix="key the tables by non-empty str names",
+            )
         out.append(_table_xml(name, df))
     out.append("</debug>\n")
     payload = "".join(out).encode("utf-8")

@@ -47,6 +47,12 @@ _DENSE_CELLS = 1 << 24  # cells above which the per-run table is built sparse
 _EXACT_FLOAT = 1 << 53  # integer sums below this are exact in float64
 
 
+# The fix for a failed conservation check: the join's numbers cannot disagree unless the
+# attribution was changed after the join or the join has a bug
+_TAMPERED = ("the attribution was modified after the join, or this is a bug: join again; if it "
+             "persists, report it with the trace and the model")
+
+
 @dataclass
 class JoinResult:
     """What trace-join computes.
@@ -810,14 +816,16 @@ class Attribution(LayerAttribution):
         if self.attributed_ns + self.overhead_ns + self.unattributed_ns != self.total_ns:
             raise ToolkitError(f"attributed {self.attributed_ns} + overhead {self.overhead_ns} "
                                f"+ unattributed {self.unattributed_ns} != total "
-                               f"{self.total_ns} ns")
+                               f"{self.total_ns} ns",
+                               fix=_TAMPERED)
         if r.parent is not None:
             dur = np.maximum(ev["dur_ns"].to_numpy(dtype=np.int64), 0)  # negative: 0 ns
             child = r.parent >= 0
             top = int(dur.sum()) - int(dur[child].sum())
             if top != self.total_ns:
                 raise ToolkitError(f"the self times sum to {self.total_ns} ns, the top-level "
-                                   f"spans last {top} ns")
+                                   f"spans last {top} ns",
+                                   fix=_TAMPERED)
         cat = r.catalog
         t = r.target
         hit = t >= 0
@@ -827,23 +835,33 @@ class Attribution(LayerAttribution):
         n_cols = len(r.hit_members)
         if r.sums.dense is not None:  # per-column totals straight from the matrix
             if len(r.sums.dense) and int(r.sums.dense.min()) < 0:
-                raise ToolkitError("a negative time was attributed to a (run, member) cell")
+                raise ToolkitError(
+                    "a negative time was attributed to a (run, member) cell",
+                    fix=_TAMPERED,
+                )
             cell_ns = r.sums.matrix().sum(axis=0) if r.sums.runs else \
                 np.zeros(n_cols, np.int64)
         else:
             _run, cells, ns_of_cells = r.sums.triplets()
             if len(ns_of_cells) and int(ns_of_cells.min()) < 0:
-                raise ToolkitError("a negative time was attributed to a (run, member) cell")
+                raise ToolkitError(
+                    "a negative time was attributed to a (run, member) cell",
+                    fix=_TAMPERED,
+                )
             cell_ns = group_sum(cells, ns_of_cells, n_cols)
         column = np.arange(n_cols)
         got = group_sum(member_target[r.hit_members], cell_ns, cat.targets)
         bad = np.flatnonzero(got != per_target)
         if len(bad):
             raise ToolkitError(f"target {int(bad[0])} holds {int(got[bad[0]])} ns, its events "
-                               f"{int(per_target[bad[0]])} ns")
+                               f"{int(per_target[bad[0]])} ns",
+                               fix=_TAMPERED)
         for b0, b1, rows, _member, ns in self._blocks():
             if len(ns) and int(ns.min()) < 0:
-                raise ToolkitError("a negative share was attributed")
+                raise ToolkitError(
+                    "a negative share was attributed",
+                    fix=_TAMPERED,
+                )
             got = group_sum(rows - b0, ns, b1 - b0)
             want = np.where(t[b0:b1] >= 0, time_ns[b0:b1], 0)
             wrong = np.flatnonzero(got != want)
@@ -851,7 +869,8 @@ class Attribution(LayerAttribution):
                 i = b0 + int(wrong[0])
                 raise ToolkitError(f"event {i} has {int(got[wrong[0]])} ns attributed for a "
                                    f"time of {int(time_ns[i])} ns",
-                                   where=f"event_id {int(ev['event_id'].iloc[i])}")
+                                   where=f"event_id {int(ev['event_id'].iloc[i])}",
+                                   fix=_TAMPERED)
             break
         # the views' row totals: from the cells (cheap), and from the tables when built
         hit_op = cat.member_op[r.hit_members]
@@ -867,8 +886,12 @@ class Attribution(LayerAttribution):
             cached = self._cache.get(view[3:] if view != "by_source_op" else "source")
             if cached is not None and \
                     cached["total_ns"].to_numpy(dtype=np.int64).tolist() != totals.tolist():
-                raise ToolkitError(f"{view}() disagrees with the attributed cells")
+                raise ToolkitError(
+                    f"{view}() disagrees with the attributed cells",
+                    fix=_TAMPERED,
+                )
             if got_ns != self.attributed_ns:
                 what = "plus time without an op " if extra else ""
                 raise ToolkitError(f"{view}() {what}sums to {got_ns} ns, attributed is "
-                                   f"{self.attributed_ns} ns")
+                                   f"{self.attributed_ns} ns",
+                                   fix=_TAMPERED)
