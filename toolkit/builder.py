@@ -54,7 +54,13 @@ def options_for(op_type: str, **fields: Any) -> Any:
     name = DEFAULT_OPTIONS.get(op_type)
     if name is None:
         if fields:
-            raise ToolkitError(f"op {op_type} takes no builtin options, got {sorted(fields)}")
+            raise ToolkitError(
+                f"op {op_type} takes no builtin options, got {sorted(fields)}",
+                fix=(
+                    f"remove the option fields: {op_type} has no builtin options (see "
+                    "DEFAULT_OPTIONS for the ops that do)"
+                ),
+            )
         return None
     obj = OPTIONS_CLASS[name]()
     for k, v in fields.items():
@@ -81,7 +87,13 @@ def _broadcast(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
     try:
         return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
     except ValueError:
-        raise ToolkitError(f"shapes {list(a)} and {list(b)} do not broadcast") from None
+        raise ToolkitError(
+            f"shapes {list(a)} and {list(b)} do not broadcast",
+            fix=(
+                "give inputs whose shapes broadcast (NumPy rules: trailing dims equal or 1), or "
+                "reshape one first"
+            ),
+        ) from None
 
 
 def _conv_out(size: int, k: int, stride: int, dilation: int, padding: str) -> int:
@@ -159,7 +171,10 @@ class ModelBuilder:
         outs: list[Tensor] = []
         if outputs is None:
             if shape is None:
-                raise ToolkitError(f"op {type} needs an output shape")
+                raise ToolkitError(
+                    f"op {type} needs an output shape",
+                    fix="pass shape= (the output shape) or outputs= (existing output tensors)",
+                )
             outputs = [(base, shape)]
         for oname, oshape in outputs:
             outs.append(self.graph.add_tensor(self.graph.unique_name(oname), oshape, dtype,
@@ -218,7 +233,13 @@ class ModelBuilder:
         if type in ("ADD", "SUB", "MUL", "DIV"):
             fields["fusedActivationFunction"] = _act(activation)
         elif activation:
-            raise ToolkitError(f"{type} has no fused activation")
+            raise ToolkitError(
+                f"{type} has no fused activation",
+                fix=(
+                    f"apply the activation as its own op after {type} (e.g. RELU), or leave "
+                    "activation unset"
+                ),
+            )
         return self.op(type, [a, b], _broadcast(a.shape, b.shape), name=name or type.lower(),
                        quant=quant, **fields)
 

@@ -60,7 +60,10 @@ def _int_column(table: pd.DataFrame, name: str, column: str, where: str) -> list
 
 def _target(t: pd.DataFrame, where: str) -> Target:
     if len(t) != 1:
-        raise ToolkitError("the 'target' table must have one row", where=where)
+        raise ToolkitError(
+            "the 'target' table must have one row", where=where,
+            fix="the file is damaged; compile again",
+        )
     row = t.iloc[0]
     try:
         return Target(name=str(row["name"]), buffer_bytes=int(row["buffer_bytes"]),
@@ -96,11 +99,15 @@ def load_compiled(outdir: str | os.PathLike[str], stem: str | None = None) -> Co
     n_ops = sum(len(g) for g in model.subgraphs)
     if hmap.optimised_ids is None:
         raise ToolkitError("the debug handle map has no optimised_ids",
-                           where=str(out / f"{stem}.debug_handles.json"))
+                           where=str(out / f"{stem}.debug_handles.json"),
+                           fix=("it was not written by toolkit compile (or is damaged); compile "
+                                "again"))
     by_op = {i: h for h, i in hmap.optimised_ids.items()}
     if sorted(by_op) != list(range(n_ops)):
         raise ToolkitError(f"the debug handle map covers ops {sorted(by_op)[:5]}..., the model "
-                           f"has {n_ops}", where=str(out / f"{stem}.debug_handles.json"))
+                           f"has {n_ops}", where=str(out / f"{stem}.debug_handles.json"),
+                           fix=("the files come from different compiles or were edited; compile "
+                                "again"))
     src = _need(db.tables, "source_ops", where, ("operator", "name")).copy()
     for col in ("operator", "name"):  # all-digit names would have been read as numbers
         src[col] = src[col].astype(str)
@@ -113,4 +120,5 @@ def load_compiled(outdir: str | os.PathLike[str], stem: str | None = None) -> Co
                                       db.source_file)
     except (KeyError, ValueError, TypeError, OverflowError) as e:
         raise ToolkitError(f"the source_ops or removed table is malformed ({e})",
-                           where=where) from None
+                           where=where,
+                           fix="the file is damaged; compile again") from None

@@ -49,12 +49,14 @@ class Target:
         """Raise :class:`ToolkitError` naming the first invalid field."""
         if not isinstance(self.name, str) or not self.name.strip():
             raise ToolkitError(f"target name must be a non-empty string, got {self.name!r}",
-                               where="Target.name")
+                               where="Target.name",
+                               fix="give the target a name, e.g. Target(name=\"ethos-u55-128\")")
         for f in ("buffer_bytes", "macs_per_cycle", "bytes_per_cycle", "command_bytes"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v <= 0:
                 raise ToolkitError(f"{f} must be a positive integer, got {v!r}",
-                                   where=f"Target.{f}")
+                                   where=f"Target.{f}",
+                                   fix=f"give {f} as a positive integer")
         if self.command_bytes % 4:
             raise ToolkitError(f"command_bytes must be a multiple of 4, got {self.command_bytes}",
                                where="Target.command_bytes",
@@ -63,13 +65,17 @@ class Target:
         if isinstance(hz, bool) or not isinstance(hz, numbers.Real) or not math.isfinite(hz) \
                 or hz <= 0:
             raise ToolkitError(f"clock_hz must be a positive finite number, got {hz!r}",
-                               where="Target.clock_hz")
+                               where="Target.clock_hz",
+                               fix="give clock_hz in hertz as a positive number, e.g. 1e9")
 
     @classmethod
     def from_dict(cls, config: dict[str, Any]) -> Target:
         """Return a Target from a mapping (e.g. parsed JSON); unknown keys are an error."""
         if not isinstance(config, dict):
-            raise ToolkitError(f"a target config must be a mapping, got {type(config).__name__}")
+            raise ToolkitError(
+                f"a target config must be a mapping, got {type(config).__name__}",
+                fix="pass a dict of Target fields (e.g. parsed from the target JSON file)",
+            )
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(config) - known)
         if unknown:

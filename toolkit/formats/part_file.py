@@ -131,7 +131,8 @@ class PartSpec:
                     fix="use letters, digits, '_', '-' or '.' in backend names")
             if b in seen:
                 raise PartitionError(f"backend {b!r} is listed twice",
-                                     where=self.where(PARTITION, "backends"))
+                                     where=self.where(PARTITION, "backends"),
+                                     fix="list each backend once in backends=")
             seen.add(b)
         if not self.default:
             raise PartitionError("no default backend", where=self.where(PARTITION),
@@ -191,7 +192,8 @@ def ini_lines(text: str, where: str) -> Iterator[tuple[int, str | None, str, str
         if line[0] == "[":
             if not line.endswith("]"):
                 raise PartitionError(f"section header {line!r} lacks its closing ']'",
-                                     where=f"{where}:{no}")
+                                     where=f"{where}:{no}",
+                                     fix="close the section header with ']', e.g. [partition]")
             section = line[1:-1].strip()
             yield no, section, "", ""
             continue
@@ -200,10 +202,19 @@ def ini_lines(text: str, where: str) -> Iterator[tuple[int, str | None, str, str
                                  fix="start the file with [partition]")
         key, eq, value = line.partition("=")
         if not eq:
-            raise PartitionError(f"{line!r} is not key=value", where=f"{where}:{no}")
+            raise PartitionError(
+                f"{line!r} is not key=value", where=f"{where}:{no}",
+                fix="write each line as key=value (';' or '#' starts a comment)",
+            )
         key = key.strip().replace("\\;", ";")
         if not key:
-            raise PartitionError(f"{line!r} has an empty key", where=f"{where}:{no}")
+            raise PartitionError(
+                f"{line!r} has an empty key", where=f"{where}:{no}",
+                fix=(
+                    "write each line as key=value with a non-empty key (escape a ';' in a key as "
+                    "\\;)"
+                ),
+            )
         yield no, section, key, value.strip()
 
 
@@ -231,7 +242,10 @@ def parse_part(text: str, where: str = "<part>") -> PartSpec:
                                  f"{spec.lines[(section, key)]})", where=f"{where}:{no}",
                                  fix="keep one of the two lines")
         if not value:
-            raise PartitionError(f"[{section}] {key} has no value", where=f"{where}:{no}")
+            raise PartitionError(
+                f"[{section}] {key} has no value", where=f"{where}:{no}",
+                fix=f"give [{section}] {key} a value after '=', or remove the line",
+            )
         spec.lines[(section, key)] = no
         if section == PARTITION:
             if key == "backends":

@@ -95,7 +95,9 @@ def _feeds(session: Any, inputs: Any) -> dict[str, np.ndarray]:
     if isinstance(inputs, (list, tuple)):
         if len(inputs) != len(specs):
             raise RuntimeInputError(f"{len(inputs)} input(s) given, the model takes "
-                                    f"{len(specs)}: {[s.name for s in specs]}")
+                                    f"{len(specs)}: {[s.name for s in specs]}",
+                                    fix=(f"pass {len(specs)} arrays in the model's input order, "
+                                         f"or a dict keyed by {[s.name for s in specs]}"))
         return {s.name: np.asarray(v) for s, v in zip(specs, inputs)}
     if isinstance(inputs, dict):
         names = {s.name for s in specs}
@@ -106,7 +108,9 @@ def _feeds(session: Any, inputs: Any) -> dict[str, np.ndarray]:
                                     f"missing {missing}", fix=f"pass {sorted(names)}")
         return {k: np.asarray(v) for k, v in inputs.items()}
     raise RuntimeInputError(f"inputs must be a dict, a list or an array, not "
-                            f"{type(inputs).__name__}")
+                            f"{type(inputs).__name__}",
+                            fix=("pass a dict {input name: array}, a list of arrays in input "
+                                 "order, or one array for a one-input model"))
 
 
 def _options(ort: Any, level: str, threads: int) -> Any:
@@ -169,7 +173,10 @@ def run_onnxruntime(model: str | os.PathLike[str] | Any, inputs: Any = None, *,
         raise ToolkitError(f"unknown optimization level {optimization!r}",
                            fix=f"use one of {list(OPTIMIZATION_LEVELS)}")
     if repeat < 1 or warmup < 0:
-        raise ToolkitError(f"repeat must be >= 1 and warmup >= 0, got {repeat} and {warmup}")
+        raise ToolkitError(
+            f"repeat must be >= 1 and warmup >= 0, got {repeat} and {warmup}",
+            fix="pass repeat >= 1 and warmup >= 0",
+        )
     path = Path(getattr(model, "path", None) or model) if not isinstance(
         model, (str, os.PathLike)) else Path(model)
     if not path.is_file():
@@ -200,7 +207,10 @@ def run_onnxruntime(model: str | os.PathLike[str] | Any, inputs: Any = None, *,
                 unprofiled.append(time.perf_counter_ns() - t)
     except Exception as exc:
         raise RuntimeInputError(f"ONNX Runtime failed to run the model ({exc})",
-                                where=str(path)) from None
+                                where=str(path),
+                                fix=("check the inputs' shapes and dtypes against the model's "
+                                     "inputs, and that the model loads in ONNX Runtime "
+                                     "(onnxruntime.InferenceSession)")) from None
     outputs = {o.name: np.asarray(v) for o, v in zip(session.get_outputs(), result)}
     profiled = [-1] * repeat
     kernel = [-1] * repeat

@@ -72,6 +72,12 @@ _MOVES = frozenset({
 })
 
 
+# The fix for a failed conservation check: the join's numbers cannot disagree unless the
+# attribution was changed after the join or the join has a bug
+_TAMPERED = ("the attribution was modified after the join, or this is a bug: join again; if it "
+             "persists, report it with the ONNX Runtime profile and the model")
+
+
 def _node_label(op: Op) -> str:
     name = op.extra.get("node_name") or ""
     return name or f"{op.type}_{op.extra.get('node_index', '?')}"
@@ -722,30 +728,40 @@ class OrtAttribution(LayerAttribution):
         holding it) and ``by_op`` sum to :attr:`attributed_ns`."""
         if self.attributed_ns + self.unattributed_ns != self.total_ns:
             raise ToolkitError(f"attributed {self.attributed_ns} + unattributed "
-                               f"{self.unattributed_ns} != total {self.total_ns} ns")
+                               f"{self.unattributed_ns} != total {self.total_ns} ns",
+                               fix=_TAMPERED)
         ok = np.flatnonzero(self._target >= 0)
         again = 0
         for rows_k, share in split_targets(self._dur[ok], self._target[ok], self._weights):
             if share.size and int(share.min()) < 0:
-                raise ToolkitError("a negative share was attributed")
+                raise ToolkitError(
+                    "a negative share was attributed",
+                    fix=_TAMPERED,
+                )
             sums = share.sum(axis=0)
             want = self._dur[ok[rows_k]]
             if not np.array_equal(sums, want):
                 i = int(ok[rows_k][np.flatnonzero(sums != want)[0]])
                 raise ToolkitError(f"event {i} splits into {int(sums[i])} ns for a duration "
-                                   f"of {int(self._dur[i])} ns")
+                                   f"of {int(self._dur[i])} ns",
+                                   fix=_TAMPERED)
             again += int(sums.sum())
         if again != self.attributed_ns:
             raise ToolkitError(f"the split gives {again} ns, the sums hold "
-                               f"{self.attributed_ns} ns")
+                               f"{self.attributed_ns} ns",
+                               fix=_TAMPERED)
         for view in ("by_layer", "by_node", "by_op"):
             got = int(getattr(self, view)()["total_ns"].sum())
             if got != self.attributed_ns:
                 raise ToolkitError(f"{view}() sums to {got} ns, attributed is "
-                                   f"{self.attributed_ns} ns")
+                                   f"{self.attributed_ns} ns",
+                                   fix=_TAMPERED)
         unatt = int(self.unattributed()["dur_ns"].clip(lower=0).sum())  # negative: 0 ns
         if unatt != self.unattributed_ns:
-            raise ToolkitError(f"unattributed() sums to {unatt} ns, not {self.unattributed_ns}")
+            raise ToolkitError(
+                f"unattributed() sums to {unatt} ns, not {self.unattributed_ns}",
+                fix=_TAMPERED,
+            )
 
 
 def join_ort(trace: Trace | str | os.PathLike[str], model: Model | str | os.PathLike[str],

@@ -334,7 +334,10 @@ def _executorch_kind(path: Path) -> str | None:
         with open(path, "rb") as f:
             return sniff_executorch_file(f.read(64))
     except OSError as exc:
-        raise TraceError(f"cannot read the trace ({exc})", where=str(path)) from None
+        raise TraceError(
+            f"cannot read the trace ({exc})", where=str(path),
+            fix="check the path and the file's permissions",
+        ) from None
 
 
 def _open_bytes(path: Path) -> Any:
@@ -349,7 +352,13 @@ def _sniff_json(path: Path) -> str:
         with _open_bytes(path) as f:
             head = f.read(1 << 16)
     except (OSError, EOFError) as exc:
-        raise TraceError(f"cannot read the trace ({exc})", where=str(path)) from None
+        raise TraceError(
+            f"cannot read the trace ({exc})", where=str(path),
+            fix=(
+                "check the path and the file's permissions; a .gz trace must be a complete gzip "
+                "file"
+            ),
+        ) from None
     from toolkit.formats.ort_profile import looks_like_ort_profile
 
     if looks_like_ort_profile(head):
@@ -366,7 +375,13 @@ def _load_json(path: Path) -> Any:
         with _open_bytes(path) as f:
             return json.load(f)
     except (OSError, EOFError) as exc:
-        raise TraceError(f"cannot read the trace ({exc})", where=str(path)) from None
+        raise TraceError(
+            f"cannot read the trace ({exc})", where=str(path),
+            fix=(
+                "check the path and the file's permissions; a .gz trace must be a complete gzip "
+                "file"
+            ),
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise TraceError(f"not valid JSON ({exc})", where=str(path),
                          fix="pass a JSON array of event records") from None
@@ -390,7 +405,9 @@ def _records_frame(records: Any, where: str) -> pd.DataFrame:
     bad = [i for i, r in enumerate(records) if not isinstance(r, Mapping)]
     if bad:
         raise TraceError(f"record {bad[0]} is a {type(records[bad[0]]).__name__}, not an object",
-                         where=where)
+                         where=where,
+                         fix='pass each record as an object, e.g. {"delegate_debug_identifier": 1, '
+                             '"start_time": ..., "end_time": ...}')
     try:
         frame = pd.DataFrame.from_records(list(records)) if records else pd.DataFrame()
     except (UnicodeError, ValueError, TypeError) as exc:  # e.g. a lone surrogate in a key
@@ -427,7 +444,10 @@ def _read_csv(path: Path, opts: _Options) -> tuple[pd.DataFrame, _Options]:
         with stream:
             header = list(pd.read_csv(stream, nrows=0, compression=None).columns)
     except (OSError, ValueError, UnicodeDecodeError, EOFError) as exc:
-        raise TraceError(f"cannot read the CSV header ({exc})", where=label) from None
+        raise TraceError(
+            f"cannot read the CSV header ({exc})", where=label,
+            fix="pass a CSV trace with a header row (a UTF-8 text file, .csv or .csv.gz)",
+        ) from None
     start = opts.start_column or _first(header, _START_COLUMNS)
     duration = opts.duration_column
     end = opts.end_column
@@ -643,7 +663,9 @@ def _from_frame(frame: pd.DataFrame, opts: _Options, meta: dict[str, Any]) -> Tr
     if run_col is not None:
         if run_col not in frame.columns:
             raise ToolkitError(f"the trace has no column {run_col!r}",
-                               where=f"columns {list(frame.columns)}")
+                               where=f"columns {list(frame.columns)}",
+                               fix=("pass run_column= naming one of the trace's columns, or "
+                                    "leave it out to detect the run column"))
         run, ok = integer_values(frame[run_col])
         problems.set_mask(~ok, f"missing or invalid {run_col}")
         run = np.where(ok, run, 0)
