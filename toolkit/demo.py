@@ -117,7 +117,13 @@ def partition_example(out: Path) -> None:
     _say(_table(result.parts_table(), "parts, in order", None, 12,
                 ["part", "backend", "op_count", "inputs", "outputs", "cut_in_bytes"]))
     if not same:
-        raise ToolkitError("partitioned model does not reproduce the source model")
+        raise ToolkitError(
+            "partitioned model does not reproduce the source model",
+            fix=(
+                "this is a bug in the partitioner or the chained runtime: report it with the "
+                "printed parts table"
+            ),
+        )
 
 
 def vela_example(out: Path) -> None:

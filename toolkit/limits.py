@@ -74,7 +74,10 @@ def _replace(base: Limits, changes: dict[str, Any]) -> Limits:
         if name not in fields:
             raise LimitError(f"unknown limit {name!r}", fix=f"limits are {sorted(fields)}")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise LimitError(f"limit {name} must be a positive integer, got {value!r}")
+            raise LimitError(
+                f"limit {name} must be a positive integer, got {value!r}",
+                fix=f"give {name} as a positive integer",
+            )
     return dataclasses.replace(base, **changes)
 
 

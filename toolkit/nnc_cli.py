@@ -137,7 +137,9 @@ def run_interpreter(model: Model, input_data: Path, *, input_node: str | None = 
                            fix=f"inputs are: {', '.join(names)}")
     if len(names) != 1:
         raise ToolkitError(f"the model has {len(names)} inputs; the interpreter target feeds "
-                           "one", where="--input-model-data")
+                           "one", where="--input-model-data",
+                           fix=("run this model with `toolkit run MODEL --inputs X.npz` (one "
+                                "array per input)"))
     t = g.inputs[0]
     x = _read_input(input_data, t.shape, input_node)
     outs = [o.name for o in g.outputs]

@@ -56,7 +56,10 @@ def _target(target: Target | dict[str, Any] | None) -> Target:
         return target
     if isinstance(target, dict):
         return Target.from_dict(target)
-    raise ToolkitError(f"target must be a Target or a dict, got {type(target).__name__}")
+    raise ToolkitError(
+        f"target must be a Target or a dict, got {type(target).__name__}",
+        fix="pass a toolkit.Target or a dict of its fields (or no target for the default)",
+    )
 
 
 def _handles(model: Model, identifiers: str) -> list[int | str]:
@@ -73,7 +76,10 @@ def _handles(model: Model, identifiers: str) -> list[int | str]:
             used.add(name)
             out.append(b.insert_delegate_mapping_entry(op, name))
         return out
-    raise ToolkitError(f"debug_identifiers must be 'generated' or 'names', got {identifiers!r}")
+    raise ToolkitError(
+        f"debug_identifiers must be 'generated' or 'names', got {identifiers!r}",
+        fix="pass debug_identifiers='generated' (numbers) or 'names' (op names)",
+    )
 
 
 def _follow_outputs(model: Model, before: list[list[Tensor]]) -> None:

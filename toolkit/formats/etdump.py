@@ -239,7 +239,13 @@ class _Columns(FlatColumns):
 def _decode(buf: memoryview, where: str, prefixed: bool) -> ETDump:
     fc = _Columns(buf, where)
     if fc.size < 8:
-        raise TraceError("the ETDump is shorter than a FlatBuffer header", where=where)
+        raise TraceError(
+            "the ETDump is shorter than a FlatBuffer header", where=where,
+            fix=(
+                "the ETDump is empty or truncated: run the program again with ETDump enabled and "
+                "write the whole buffer (ETDumpGen.get_etdump_data)"
+            ),
+        )
     root = fc.u32(np.array([0]), "root offset")
     fc._vt = None
     version_pos = fc.fields(root, 0, "ETDump")

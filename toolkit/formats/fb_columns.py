@@ -72,7 +72,9 @@ class FlatColumns:
         n = int(self.u32(np.array([vec_pos]), what)[0])
         if n * 4 + vec_pos + 4 > self.size:
             raise ModelFormatError(f"{what} claims {n} entries, more than the file holds",
-                                   where=self.where)
+                                   where=self.where,
+                                   fix=("the file is truncated or damaged: write the model again "
+                                        "(its converter, or `toolkit compile`)"))
         elems = vec_pos + 4 + 4 * np.arange(n, dtype=np.int64)
         return elems + self.u32(elems, what)
 
@@ -149,7 +151,9 @@ class FlatColumns:
         start, length = self.vectors(fpos, what)
         if length.size and (start + np.maximum(length, 0)).max(initial=0) > self.size:
             raise ModelFormatError(f"a {what} string runs past the end of the file",
-                                   where=self.where)
+                                   where=self.where,
+                                   fix=("the file is truncated or damaged: write the model again "
+                                        "(its converter, or `toolkit compile`)"))
         raw = self.u8
         out: list[str | None] = []
         for s, n in zip(start.tolist(), length.tolist()):
@@ -160,5 +164,8 @@ class FlatColumns:
                     out.append(raw[s:s + n].tobytes().decode("utf-8"))
                 except UnicodeDecodeError as e:
                     raise ModelFormatError(f"{what} at byte {s} is not UTF-8 ({e})",
-                                           where=self.where) from None
+                                           where=self.where,
+                                           fix=("the file is damaged (names are UTF-8): write "
+                                                "the model again (its converter, or `toolkit "
+                                                "compile`)")) from None
         return out

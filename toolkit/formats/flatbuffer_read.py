@@ -127,7 +127,10 @@ class _OptionsDecoder:
                 UnicodeDecodeError) as e:
             s, i, name = self.what
             raise ModelFormatError(f"subgraph {s} operator {i} ({name}): corrupt builtin "
-                                   f"options ({e})", where=self.where) from None
+                                   f"options ({e})", where=self.where,
+                                   fix=("the file is damaged, or its options do not match the "
+                                        "schema of the op: convert the model again with its "
+                                        "converter (tflite_convert, one-import)")) from None
 
 
 class _Reader:

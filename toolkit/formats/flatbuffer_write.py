@@ -84,7 +84,13 @@ def origin_tables(model: Model) -> tuple[bytes, bytes]:
     used |= set(model.graph.removed_origins)
     names = {oid: model.source_table.get(oid, f"origin_{oid}") for oid in used}
     if any(o < 0 or o > 0xFFFFFFFF for o in used):
-        raise ToolkitError("origin ids must fit in uint32 for the ONE tables")
+        raise ToolkitError(
+            "origin ids must fit in uint32 for the ONE tables",
+            fix=(
+                "give the model's ops origin ids between 0 and 4294967295 (Graph.origin_from with "
+                "small ids), or write it without origin_tables"
+            ),
+        )
     return encode_source_table(names), encode_op_table(table)
 
 

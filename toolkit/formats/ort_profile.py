@@ -104,7 +104,13 @@ def _blocks(f: IO[bytes], where: str) -> Iterator[tuple[bytes, Any]]:
         try:
             chunk = f.read(_BLOCK)
         except (OSError, EOFError, zlib.error) as exc:
-            raise TraceError(f"cannot read the profile ({exc})", where=where) from None
+            raise TraceError(
+                f"cannot read the profile ({exc})", where=where,
+                fix=(
+                    "the profile is truncated or damaged: run ONNX Runtime again with "
+                    "enable_profiling and let end_profiling() finish writing it"
+                ),
+            ) from None
         if not chunk:
             break
         if first:
@@ -339,7 +345,10 @@ def read_ort_profile_events(source: str | os.PathLike[str] | IO[bytes]
         try:
             f = _open(path)
         except OSError as exc:
-            raise TraceError(f"cannot open the profile ({exc})", where=where) from None
+            raise TraceError(
+                f"cannot open the profile ({exc})", where=where,
+                fix="check the path and the file's permissions",
+            ) from None
         close = True
     cols = _Columns()
     decoder = _decoder()

@@ -156,7 +156,13 @@ def read_trace_csv(
                                fix="pass clock_hz=<cycles per second>")
         hz = Fraction(clock_hz)
     if (duration_column is None) == (end_column is None):
-        raise ToolkitError("give exactly one of duration_column and end_column", where=str(path))
+        raise ToolkitError(
+            "give exactly one of duration_column and end_column", where=str(path),
+            fix=(
+                "pass duration_column= (a duration per event) or end_column= (an end time per "
+                "event), not both"
+            ),
+        )
     time_columns = [c for c in (start_column, duration_column, end_column) if c is not None]
     check_csv_rows(path)
     label, stream = open_input(path, what="trace CSV")
@@ -165,7 +171,12 @@ def read_trace_csv(
             table = pd.read_csv(stream, dtype={c: object for c in time_columns},
                                 keep_default_na=False, na_values=[""], compression=None)
     except (pd.errors.ParserError, UnicodeDecodeError, EOFError, OSError, ValueError) as exc:
-        raise TraceError(f"cannot parse the CSV: {exc}", where=label) from None
+        raise TraceError(
+            f"cannot parse the CSV: {exc}", where=label,
+            fix=(
+                "pass a CSV file with one header row and one event per row (UTF-8, .csv or .csv.gz)"
+            ),
+        ) from None
     for column in (key_column, *time_columns):
         if column not in table.columns:
             raise TraceError(f"the CSV has no column {column!r}",
@@ -221,4 +232,7 @@ def check_csv_rows(path: str | os.PathLike[str]) -> None:
         try:
             count_lines(stream, label=label)
         except (OSError, EOFError, zlib.error) as exc:
-            raise TraceError(f"cannot unpack the CSV ({exc})", where=label) from None
+            raise TraceError(
+                f"cannot unpack the CSV ({exc})", where=label,
+                fix="the .gz file is truncated or damaged: compress the CSV again (gzip)",
+            ) from None

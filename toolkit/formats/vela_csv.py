@@ -141,7 +141,9 @@ def _convert(col: str, values: list[str], where: str) -> pd.Series:
             return pd.Series(np.array([float(v) for v in values], dtype=np.float64))
         except ValueError as exc:
             raise VelaError(f"column '{col}' holds a value that is not a number ({exc})",
-                            where=where) from None
+                            where=where,
+                            fix=("the file is damaged or hand-edited: re-run vela with "
+                                 "--verbose-performance to write it again")) from None
     if col not in _TEXT_COLUMNS and values:
         stripped = [v.strip() for v in values]
         if all(len(v.split(".", 1)[0]) <= 20 and _INT_FLOAT.match(v) for v in stripped):
@@ -237,7 +239,9 @@ def read_per_layer_csv(path: str | os.PathLike[str]) -> pd.DataFrame:
                 add(cells, lineno)
         except csv.Error as exc:
             raise VelaError(f"not valid CSV ({exc})",
-                            where=f"{where}:{first + 1 + reader.line_num}") from None
+                            where=f"{where}:{first + 1 + reader.line_num}",
+                            fix=("the file is damaged or hand-edited: re-run vela with "
+                                 "--verbose-performance to write it again")) from None
 
     names = _normalise_header(header)
     columns = list(zip(*rows)) if rows else [() for _ in names]
@@ -270,7 +274,9 @@ def read_summary_csv(path: str | os.PathLike[str]) -> dict[str, int | float | st
     header, values = rows
     if len(header) != len(values):
         raise VelaError(f"the header has {len(header)} cells but the values {len(values)}",
-                        where=f"{where}:2")
+                        where=f"{where}:2",
+                        fix=("the file is damaged or hand-edited: re-run vela with "
+                             "--verbose-performance to write it again"))
     out: dict[str, int | float | str] = {}
     for key, raw in zip(header, values):
         v = raw.strip()

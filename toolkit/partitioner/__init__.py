@@ -246,7 +246,13 @@ def _inside(work: Path, name: str) -> Path:
                              fix="use plain file names (no folders) for models and backends")
     target = work / name
     if target.resolve().parent != work.resolve():
-        raise PartitionError(f"file name {name!r} would escape the work path", where=str(work))
+        raise PartitionError(
+            f"file name {name!r} would escape the work path", where=str(work),
+            fix=(
+                "use plain file names (no folders or links out of the work path) for models and "
+                "backends"
+            ),
+        )
     return target
 
 

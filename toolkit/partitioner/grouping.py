@@ -144,7 +144,10 @@ def group_ops(graph: Graph, backends: Sequence[str]) -> list[Group]:
     """
     ops = graph.ops
     if len(backends) != len(ops):
-        raise PartitionError(f"{len(backends)} backends for {len(ops)} ops")
+        raise PartitionError(
+            f"{len(backends)} backends for {len(ops)} ops",
+            fix="pass one backend per op of graph.ops, in the same order",
+        )
     graph_outputs = set(graph.outputs)
     made_by: dict[Tensor, int] = {}  # tensor -> group index of its producer
     group_of: dict[Op, int] = {}

@@ -76,7 +76,9 @@ def _stages(conn: Any) -> tuple[list[_Stage], Connection, Model | None]:
             path = c.member(p.file)
             if not path.is_file():
                 raise PartitionError(f"part file {p.file!r} not found in {str(folder)!r}",
-                                     where=c.path or "<connection>")
+                                     where=c.path or "<connection>",
+                                     fix=("keep the part files beside the connection file, or "
+                                          "partition the model again (`toolkit partition`)"))
             models.append(load(_checked_part(path, p, c.path or "<connection>")))
         backends = [_backend_of(p.file) for p in c.parts]
         src_path = c.member(c.source.file)
@@ -131,7 +133,9 @@ def _bind(inputs: Any, names: list[str], source: Model | None) -> dict[str, np.n
     inputs = list(inputs)
     if len(inputs) != len(names):
         raise RuntimeInputError(f"{len(inputs)} inputs given, the source model takes "
-                                f"{len(names)} ({names})")
+                                f"{len(names)} ({names})",
+                                fix=(f"pass {len(names)} arrays in the source model's input "
+                                     f"order, or a dict keyed by {names}"))
     return {n: np.asarray(x) for n, x in zip(names, inputs)}
 
 
@@ -283,7 +287,13 @@ def _take(s: _Stage, out: Mapping[str, np.ndarray], env: dict[str, np.ndarray],
 def _outputs(c: Connection, env: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
     missing = [n for n in c.source.outputs if n not in env]
     if missing:
-        raise PartitionError(f"no part produces source output(s) {missing}", where=where)
+        raise PartitionError(
+            f"no part produces source output(s) {missing}", where=where,
+            fix=(
+                "the connection file does not cover the whole source model: partition the model "
+                "again (`toolkit partition`)"
+            ),
+        )
     return {n: env[n] for n in c.source.outputs}
 
 

@@ -38,7 +38,10 @@ def fix_free_dims(model: Model, batch: int = 1) -> Model:
     Raises ToolkitError for a model with control flow (its loop bodies may change shapes
     from one iteration to the next) or a batch below 1."""
     if batch < 1:
-        raise ToolkitError(f"batch must be >= 1, got {batch}")
+        raise ToolkitError(
+            f"batch must be >= 1, got {batch}",
+            fix="pass batch >= 1",
+        )
     work = copy_model(model)
     g = work.graph
     if any(op.type in CONTROL_FLOW_OPS for op in g.ops):
@@ -57,7 +60,10 @@ def fix_free_dims(model: Model, batch: int = 1) -> Model:
             outs = quiet(get_kernel(op), op, args)
         except Exception as e:  # a kernel that cannot take zeros: say which op
             raise ToolkitError(f"{op.kind} failed while fixing the free dimensions: {e}",
-                               where=f"subgraph 0 op {i} ({op.kind} {op.name!r})") from e
+                               where=f"subgraph 0 op {i} ({op.kind} {op.name!r})",
+                               fix=("the op cannot run on zero-filled inputs of this batch: "
+                                    "compile the model with its free dimensions, or give the "
+                                    "model fixed input shapes")) from e
         for t, v in zip(op.outputs, outs):
             values[t] = v
     for t in g.tensors:

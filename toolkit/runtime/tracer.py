@@ -495,7 +495,10 @@ class EventTracer:
                                  where="EventTracer.to_frame",
                                  fix="call end(entry) for each, or to_frame(open_events='keep')")
             if open_events != "keep":
-                raise ToolkitError(f"open_events must be 'raise' or 'keep', not {open_events!r}")
+                raise ToolkitError(
+                    f"open_events must be 'raise' or 'keep', not {open_events!r}",
+                    fix="pass open_events='raise' (the default) or 'keep'",
+                )
             ends[opened] = starts[opened]
             problem[opened] = "never ended"
         durations = ends - starts

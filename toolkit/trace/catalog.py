@@ -206,7 +206,13 @@ def _ids(df: pd.DataFrame, column: str, table: str) -> np.ndarray:
                            fix="see toolkit.provenance for the columns every table needs")
     values = df[column]
     if values.isna().any():
-        raise ToolkitError(f"{table}().{column} has missing values", where=table)
+        raise ToolkitError(
+            f"{table}().{column} has missing values", where=table,
+            fix=(
+                f"give every row of {table}() a {column} (see toolkit.provenance for the columns "
+                "every table needs)"
+            ),
+        )
     return values.to_numpy(dtype=np.int64)
 
 

@@ -709,11 +709,17 @@ class ExecutorchAttribution(LayerAttribution):
             r = int(bad[0])
             raise ToolkitError(f"run {r}: rows sum to {int(per_run[r])} ticks, "
                                f"Method::execute to {int(self._total_per_run[r])}",
-                               where=self.profile.dump.source)
+                               where=self.profile.dump.source,
+                               fix=("the attribution was modified after the join, or this is a "
+                                    "bug: join again; if it persists, report it with the ETDump "
+                                    "and the model"))
         layers = self.by_layer()
         if int(layers["total_ns"].sum()) != self.total_ns:
             raise ToolkitError("by_layer() does not sum to the total",
-                               where=self.profile.dump.source)
+                               where=self.profile.dump.source,
+                               fix=("the attribution was modified after the join, or this is a "
+                                    "bug: join again; if it persists, report it with the ETDump "
+                                    "and the model"))
 
     def summary(self) -> dict[str, Any]:
         """The headline figures, with the keys of ``Attribution.summary()``: ``events``

@@ -294,7 +294,10 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
         raise ToolkitError(f"unknown overlaps mode {overlaps!r}", fix=f"use one of {_OVERLAPS}")
     if isinstance(skip_runs, bool) or not isinstance(skip_runs, (int, np.integer)) \
             or skip_runs < 0:
-        raise ToolkitError(f"skip_runs must be an integer >= 0, got {skip_runs!r}")
+        raise ToolkitError(
+            f"skip_runs must be an integer >= 0, got {skip_runs!r}",
+            fix="pass skip_runs as an integer >= 0 (the number of warm-up runs to leave out)",
+        )
     if not isinstance(trace, Trace):
         trace = read_trace(trace)
     trace, skipped = _skip_runs(trace, int(skip_runs))

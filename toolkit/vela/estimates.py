@@ -584,7 +584,13 @@ class VelaAttribution:
         for m in self.metrics:
             ev = self._joins[m].events()
             if not np.array_equal(ev["event_id"].to_numpy(), base["event_id"].to_numpy()):
-                raise VelaError(f"the joins of {m} and {self.metric} split different units")
+                raise VelaError(
+                    f"the joins of {m} and {self.metric} split different units",
+                    fix=(
+                        "this is a bug in the estimate joins: report it with the model and the "
+                        "Vela output"
+                    ),
+                )
             out[m] = _convert(ev["attributed_ns"].to_numpy(), m, self.float_metrics, self.scale)
         return out
 

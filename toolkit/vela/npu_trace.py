@@ -312,9 +312,15 @@ def make_npu_trace(db: VelaDebugDB,
         :func:`toolkit.formats.chrome_trace.write_chrome_trace`.
     """
     if commands_per_event < 1:
-        raise VelaError("commands_per_event must be at least 1")
+        raise VelaError(
+            "commands_per_event must be at least 1",
+            fix="pass commands_per_event >= 1",
+        )
     if clock_hz <= 0:
-        raise VelaError("clock_hz must be positive")
+        raise VelaError(
+            "clock_hz must be positive",
+            fix="pass clock_hz in hertz, a positive number (e.g. the target's clock_hz)",
+        )
     queue = ordered_queue(db)
     cycles = _cycles_per_row(db, queue, cycles_per_command)
     names = {}
