@@ -45,6 +45,13 @@ from toolkit.util.gc_pause import paused_gc
 __all__ = ["read_model", "load", "IDENTIFIERS"]
 
 IDENTIFIERS = {b"TFL3": "tflite", b"CIR0": "circle"}
+# The fix for a FlatBuffer whose tables do not hold together: the file was damaged after its
+# converter (tflite_convert / TFLiteConverter, ONE's one-import, `toolkit compile`) wrote it
+_DAMAGED = ("the model file is damaged or was not written by a TFLite/Circle converter: convert "
+            "the model again (TFLiteConverter, one-import) or compile it again")
+_ORIGINS_DAMAGED = ("the model's origin metadata is damaged: compile the source model again "
+                    "(`toolkit compile`, or ONE's one-optimize) to rewrite ONE_source_table / "
+                    "ONE_op_table")
 _options_creator = fb.BuiltinOptions.BuiltinOptionsCreator
 _KNOWN_OPTIONS = np.array(sorted(OPTIONS_TYPE_NAMES), dtype=np.int64)
 _options2_creator = fb.BuiltinOptions2.BuiltinOptions2Creator
@@ -143,7 +150,8 @@ class _Reader:
         self.file_ops: list[list[Op]] = []
 
     # ------------------------------------------------------------ helpers
-    def _err(self, what: str, fix: str | None = None) -> ModelFormatError:
+    def _err(self, what: str, fix: str = _DAMAGED) -> ModelFormatError:
+        """The error for ``what`` in this file (by default: a damaged file, convert again)."""
         return ModelFormatError(what, where=self.where, fix=fix)
 
     def _check_len(self, n: int, elem: int, what: str) -> int:
@@ -594,7 +602,8 @@ class _Reader:
                     unknown = org - names.keys()
                     if unknown:
                         raise self._err(f"{OP_TABLE}: op {i} has origin ids {sorted(unknown)} "
-                                        f"that {SOURCE_TABLE} does not name")
+                                        f"that {SOURCE_TABLE} does not name",
+                                        fix=_ORIGINS_DAMAGED)
                     op.origins = org
                 else:
                     missing.append(i)
@@ -604,7 +613,7 @@ class _Reader:
             extra_ops = sorted(k for k in table if k >= len(main))
             if extra_ops:
                 raise self._err(f"{OP_TABLE} names op(s) {extra_ops[:5]} but subgraph 0 has "
-                                f"{len(main)} ops")
+                                f"{len(main)} ops", fix=_ORIGINS_DAMAGED)
             used = frozenset().union(*(op.origins for op in self.file_ops[0]))
             for oid in names.keys() - used:
                 main.removed_origins[oid] = "named in ONE_source_table, used by no op"

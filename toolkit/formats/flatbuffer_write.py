@@ -262,7 +262,13 @@ class _Writer:
     def _opcode(self, op: Op) -> int:
         code = BUILTIN_CODES.get(op.type)
         if code is None:
-            raise self._err(f"op {op.name!r} has unknown type {op.type!r}")
+            raise self._err(
+                f"op {op.name!r} has unknown type {op.type!r}",
+                fix=(
+                    "use an op type the TFLite/Circle schemas know (toolkit.schema "
+                    "BUILTIN_CODES), or CUSTOM with a custom_code"
+                ),
+            )
         if code < 0 and self.fmt == "tflite":
             raise self._err(f"op {op.name!r} is circle-only ({op.type})",
                             fix="save as .circle, or compile without circle-only passes")
@@ -279,7 +285,13 @@ class _Writer:
         tname = op.options_type or type(opts).__name__.removesuffix("T")
         code = OPTIONS_TYPE_CODES.get(tname)
         if code is None:
-            raise self._err(f"op {op.name!r}: unknown options type {tname!r}")
+            raise self._err(
+                f"op {op.name!r}: unknown options type {tname!r}",
+                fix=(
+                    "give the op an options object of the schema (toolkit.builder.options_for), or "
+                    "none"
+                ),
+            )
         if self.fmt == "tflite" and code > _MAX_TFLITE_OPTIONS:
             raise self._err(f"op {op.name!r} uses circle-only options {tname}",
                             fix="save as .circle")
@@ -293,7 +305,10 @@ class _Writer:
             outs = [index[t] for t in op.outputs]
         except KeyError as e:
             raise self._err(f"op {op.kind} {op.name!r} uses a tensor that is not in its graph "
-                            f"({e})") from None
+                            f"({e})",
+                            fix=("add the tensor to the graph (Graph.attach_tensor) or rewire "
+                                 "the op to one of the graph's tensors (Graph.set_input)")
+                            ) from None
         in_vec = self._int_vector(ins)
         out_vec = self._int_vector(outs)
         opt_type, opt = self._options(op)
@@ -334,7 +349,13 @@ class _Writer:
         index = {t: i for i, t in enumerate(tensors)}
         for t in (*g.inputs, *g.outputs):
             if t not in index:
-                raise self._err(f"graph input/output {t.name!r} is not a tensor of the graph")
+                raise self._err(
+                    f"graph input/output {t.name!r} is not a tensor of the graph",
+                    fix=(
+                        "list only the graph's own tensors in Graph.inputs / Graph.outputs (look "
+                        "them up with Graph.tensor)"
+                    ),
+                )
         t_offs = [self._tensor(t) for t in tensors]
         tvec = self._table_vector(t_offs)
         o_offs = [self._op(op, index) for op in g.ops]
@@ -432,7 +453,9 @@ class _Writer:
             for name, t in items:
                 if t not in index:
                     raise self._err(f"signature {sd.key!r} names tensor {t.name!r}, which is no "
-                                    "longer in the graph")
+                                    "longer in the graph",
+                                    fix=(f"point signature {sd.key!r} at a tensor of the graph, "
+                                         "or drop it from model.signature_defs"))
                 n = bld.CreateString(name)
                 fb.TensorMap.Start(bld)
                 fb.TensorMap.AddName(bld, n)
