@@ -358,6 +358,7 @@ class Graph:
                     raise GraphError(f"tensor {t.name!r} already has a producer "
                                      f"({t.producer.kind} {t.producer.name!r}), and {op.kind} "
                                      "writes it too",
+                                     where=f"graph {g.name!r}",
                                      fix=("each tensor has one producer: give the second op a "
                                           "new output tensor (Graph.add_tensor) and rewire its "
                                           "consumers with Graph.replace_all_uses_with"))
@@ -445,6 +446,7 @@ class Graph:
         if t.graph is not None and t.graph is not self:
             raise GraphError(
                 f"tensor {t.name!r} belongs to another graph",
+                where=f"graph {self.name!r}",
                 fix=(
                     "give this graph its own tensor with Graph.add_tensor, or Tensor.clone() the "
                     "tensor first"
@@ -620,6 +622,7 @@ class Graph:
                 raise GraphError(
                     f"cannot make graph output {old.name!r} an alias of input/constant "
                     f"{new.name!r}",
+                    where=f"graph {self.name!r}",
                     fix=("insert an op (e.g. a copy/RESHAPE) that produces the output from the "
                          "input or constant, instead of aliasing it"))
             self.outputs = [new if t is old else t for t in self.outputs]
@@ -676,7 +679,8 @@ class Graph:
             for t in o.outputs:
                 if t.consumers or t in self.outputs:
                     raise GraphError(f"absorbed op {o.kind} {o.name!r} still has users of "
-                                     f"{t.name!r}", fix="rewire its outputs first")
+                                     f"{t.name!r}", where=f"graph {self.name!r}",
+                                     fix="rewire its outputs first")
         before = (into, *ops)
         log = Rewrite("absorb", self.current_pass, tuple(o.name for o in before),
                       tuple(o.origins for o in before), None, frozenset())
@@ -712,6 +716,7 @@ class Graph:
                                       or t in self.outputs):
                     raise GraphError(f"{relation}: output {t.name!r} of {o.kind} {o.name!r} "
                                      "is still used outside the rewritten ops",
+                                     where=f"graph {self.name!r}",
                                      fix=(f"include the consumers of {t.name!r} in the ops to "
                                           f"{relation}, or list {t.name!r} among the outputs "
                                           "that are kept"))
@@ -733,6 +738,7 @@ class Graph:
         for t in op.outputs:
             if t.consumers or t in self.outputs:
                 raise GraphError(f"cannot remove {op.kind} {op.name!r}: {t.name!r} is still used",
+                                 where=f"graph {self.name!r}",
                                  fix="rewire with replace_all_uses_with() first")
         self._log("remove", [op], None)
         self._detach_op(op)

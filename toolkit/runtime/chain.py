@@ -134,6 +134,7 @@ def _bind(inputs: Any, names: list[str], source: Model | None) -> dict[str, np.n
     if len(inputs) != len(names):
         raise RuntimeInputError(f"{len(inputs)} inputs given, the source model takes "
                                 f"{len(names)} ({names})",
+                                where="inputs",
                                 fix=(f"pass {len(names)} arrays in the source model's input "
                                      f"order, or a dict keyed by {names}"))
     return {n: np.asarray(x) for n, x in zip(names, inputs)}

@@ -96,6 +96,7 @@ def _feeds(session: Any, inputs: Any) -> dict[str, np.ndarray]:
         if len(inputs) != len(specs):
             raise RuntimeInputError(f"{len(inputs)} input(s) given, the model takes "
                                     f"{len(specs)}: {[s.name for s in specs]}",
+                                    where="inputs",
                                     fix=(f"pass {len(specs)} arrays in the model's input order, "
                                          f"or a dict keyed by {[s.name for s in specs]}"))
         return {s.name: np.asarray(v) for s, v in zip(specs, inputs)}
@@ -109,6 +110,7 @@ def _feeds(session: Any, inputs: Any) -> dict[str, np.ndarray]:
         return {k: np.asarray(v) for k, v in inputs.items()}
     raise RuntimeInputError(f"inputs must be a dict, a list or an array, not "
                             f"{type(inputs).__name__}",
+                            where="inputs",
                             fix=("pass a dict {input name: array}, a list of arrays in input "
                                  "order, or one array for a one-input model"))
 
