@@ -274,8 +274,7 @@ class _Importer:
             raise ToolkitError(f"output shape {list(shape)} is too large",
                                where=self.layer.where,
                                fix=("check kernel_size, stride, num_output and the input shape: "
-                                    "the layer's output must hold fewer elements than the limit "
-                                    "of toolkit.limits"))
+                                    "a blob holds at most 2**31 elements"))
         out = self.graph.add_tensor(name or self._name(self.layer.name), shape, dtype)
         self.graph.add_op(type, inputs, [out], options_for(type, **fields),
                           origins=(self.oid,))
@@ -523,8 +522,8 @@ def _input(im: _Importer) -> None:
             raise ToolkitError(
                 f"input shape {shape} is too large", where=lay.where,
                 fix=(
-                    "give a smaller input shape (batch 1 and the deployed resolution), within the "
-                    "bound of toolkit.limits"
+                    "give a smaller input shape (batch 1 and the deployed resolution): a blob "
+                    "holds at most 2**31 elements"
                 ),
             )
         if top in im.blobs:
@@ -1040,8 +1039,8 @@ def _lrn(im: _Importer) -> None:
     if p.norm_region != cf.caffe_pb2.LRNParameter.ACROSS_CHANNELS:
         raise UnsupportedOpError(f"LRN norm_region {p.norm_region} is not supported",
                                  where=lay.where,
-                                 fix=("set norm_region: ACROSS_CHANNELS (the default); "
-                                      "WITHIN_CHANNEL LRN is not supported"))
+                                 fix=("set norm_region to ACROSS_CHANNELS (the default) or "
+                                      "WITHIN_CHANNEL"))
     c = x.shape[3]
     if c * c > _MAX_DERIVED:
         raise UnsupportedOpError(f"LRN over {c} channels is too wide for the channel-window "
@@ -1105,8 +1104,8 @@ def _batch_norm(im: _Importer) -> None:
         raise ToolkitError(
             "variance + eps is negative", where=lay.where,
             fix=(
-                "the variance blob holds negative values: the weights file is damaged; retrain or "
-                "re-export the .caffemodel"
+                "the variance blob or the moving average factor (third blob) is negative: the "
+                "weights file is damaged; save the .caffemodel again from the trained net"
             ),
         )
     scale = (1.0 / np.sqrt(var + float(np.float32(p.eps)))).astype(np.float32)
@@ -1186,7 +1185,7 @@ def _eltwise(im: _Importer) -> None:
         raise ToolkitError(f"bottom shapes differ: {[list(b.shape) for b in blobs]}",
                            where=lay.where,
                            fix=("Eltwise needs bottoms of one shape: reshape the bottoms first, "
-                                "or use Scale / Bias for broadcasting"))
+                                "or use Scale for a per-channel product"))
     xs, nhwc = _same_layout(im, blobs)
     coeff = [float(c) for c in p.coeff]
     op = int(p.operation)

@@ -205,8 +205,8 @@ def blob_array(blob: Any, where: str = "<blob>") -> np.ndarray:
         raise ModelFormatError(
             f"blob of shape {dims} is too large", where=where,
             fix=(
-                "the blob holds more elements than toolkit.limits.MAX_ELEMENTS: use a smaller "
-                "model or raise that bound"
+                "a blob holds at most 2**31 elements: the weights file is damaged, or the net "
+                "is too large to import"
             ),
         )
     values = blob.data if len(blob.data) else blob.double_data
