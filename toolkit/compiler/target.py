@@ -50,7 +50,7 @@ class Target:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ToolkitError(f"target name must be a non-empty string, got {self.name!r}",
                                where="Target.name",
-                               fix="give the target a name, e.g. Target(name=\"ethos-u55-128\")")
+                               fix="give the target a name, e.g. Target(name='npu') (the default)")
         for f in ("buffer_bytes", "macs_per_cycle", "bytes_per_cycle", "command_bytes"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v <= 0:

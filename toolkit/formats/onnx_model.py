@@ -227,8 +227,8 @@ class _Reader:
             raise ModelFormatError(
                 "subgraphs nested more than 64 deep", where=self.where,
                 fix=(
-                    "flatten the control flow (fewer nested If/Loop/Scan bodies), e.g. with "
-                    "onnxsim or by exporting with static shapes"
+                    "no exporter nests If/Loop/Scan bodies this deep: the file is damaged or "
+                    "crafted; export the model again"
                 ),
             )
         try:
