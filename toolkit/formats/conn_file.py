@@ -180,21 +180,12 @@ def _str_list(v: object, what: str, where: str) -> list[str]:
 
 def _json_conn_part(obj: object, what: str, where: str) -> ConnPart:
     if not isinstance(obj, dict) or not isinstance(obj.get("file"), str) or not obj["file"]:
-        raise PartitionError(
-            f"{what} has no \"file\"", where=where,
-            fix=_REPARTITION,
-        )
+        raise PartitionError(f"{what} has no \"file\"", where=where, fix=_REPARTITION)
     size, digest = obj.get("size"), obj.get("sha256")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
-        raise PartitionError(
-            f"{what} size is not a byte count", where=where,
-            fix=_REPARTITION,
-        )
+        raise PartitionError(f"{what} size is not a byte count", where=where, fix=_REPARTITION)
     if digest is not None and not (isinstance(digest, str) and _HEX64.fullmatch(digest)):
-        raise PartitionError(
-            f"{what} sha256 is not 64 hex digits", where=where,
-            fix=_REPARTITION,
-        )
+        raise PartitionError(f"{what} sha256 is not 64 hex digits", where=where, fix=_REPARTITION)
     return ConnPart(obj["file"], _str_list(obj.get("inputs", []), f"{what} inputs", where),
                     _str_list(obj.get("outputs", []), f"{what} outputs", where), size, digest)
 
@@ -226,10 +217,7 @@ def parse_conn_json(text: str, where: str = "<conn.json>") -> Connection:
         )
     parts = obj["parts"]
     if not isinstance(parts, list):
-        raise PartitionError(
-            '"parts" is not a list', where=where,
-            fix=_REPARTITION,
-        )
+        raise PartitionError('"parts" is not a list', where=where, fix=_REPARTITION)
     return Connection(_json_conn_part(obj["source"], "source", where),
                       [_json_conn_part(p, f"part {i + 1}", where) for i, p in enumerate(parts)],
                       path=None if where.startswith("<") else where)

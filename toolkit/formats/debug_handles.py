@@ -202,10 +202,7 @@ def decode_debug_handles(data: bytes | str, where: str = "<debug handles>") -> D
         )
     raw = body.get("handles")
     if not isinstance(raw, dict):
-        raise ToolkitError(
-            "'handles' is not an object", where=where,
-            fix=_RECOMPILE,
-        )
+        raise ToolkitError("'handles' is not an object", where=where, fix=_RECOMPILE)
     handles: dict[Identifier, tuple[int, ...]] = {}
     for k, v in raw.items():
         if not isinstance(v, list) or not v or not all(
@@ -218,10 +215,7 @@ def decode_debug_handles(data: bytes | str, where: str = "<debug handles>") -> D
     optimised: dict[Identifier, int] | None = None
     if opt is not None:
         if not isinstance(opt, dict):
-            raise ToolkitError(
-                "'optimised_ids' is not an object", where=where,
-                fix=_RECOMPILE,
-            )
+            raise ToolkitError("'optimised_ids' is not an object", where=where, fix=_RECOMPILE)
         optimised = {}
         for k, v in opt.items():
             key = _key(k, kind, where)

@@ -69,10 +69,7 @@ def decode_source_table(data: bytes, where: str = SOURCE_TABLE) -> dict[int, str
                                    where=where,
                                    fix=_REWRITE)
         if oid in out:
-            raise ModelFormatError(
-                f"duplicate origin id {oid}", where=where,
-                fix=_REWRITE,
-            )
+            raise ModelFormatError(f"duplicate origin id {oid}", where=where, fix=_REWRITE)
         try:
             out[oid] = raw[:-1].decode("utf-8")
         except UnicodeDecodeError as e:
@@ -109,19 +106,13 @@ def decode_op_table(data: bytes, where: str = OP_TABLE) -> dict[int, frozenset[i
         )
     words = np.frombuffer(data, dtype="<u4")
     if words.size == 0:
-        raise ModelFormatError(
-            "empty op table", where=where,
-            fix=_REWRITE,
-        )
+        raise ModelFormatError("empty op table", where=where, fix=_REWRITE)
     n = int(words[0])
     pos = 1
     out: dict[int, frozenset[int]] = {}
     for i in range(n):
         if pos + 2 > words.size:
-            raise ModelFormatError(
-                f"entry {i} is truncated", where=where,
-                fix=_REWRITE,
-            )
+            raise ModelFormatError(f"entry {i} is truncated", where=where, fix=_REWRITE)
         op_id, k = int(words[pos]), int(words[pos + 1])
         pos += 2
         if pos + k > words.size:
@@ -129,10 +120,7 @@ def decode_op_table(data: bytes, where: str = OP_TABLE) -> dict[int, frozenset[i
                                    f"{words.size - pos} words remain", where=where,
                                    fix=_REWRITE)
         if op_id in out:
-            raise ModelFormatError(
-                f"duplicate op id {op_id}", where=where,
-                fix=_REWRITE,
-            )
+            raise ModelFormatError(f"duplicate op id {op_id}", where=where, fix=_REWRITE)
         out[op_id] = frozenset(int(x) for x in words[pos:pos + k])
         pos += k
     if pos != words.size:

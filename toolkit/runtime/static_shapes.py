@@ -38,10 +38,7 @@ def fix_free_dims(model: Model, batch: int = 1) -> Model:
     Raises ToolkitError for a model with control flow (its loop bodies may change shapes
     from one iteration to the next) or a batch below 1."""
     if batch < 1:
-        raise ToolkitError(
-            f"batch must be >= 1, got {batch}",
-            fix="pass batch >= 1",
-        )
+        raise ToolkitError(f"batch must be >= 1, got {batch}", fix="pass batch >= 1")
     work = copy_model(model)
     g = work.graph
     if any(op.type in CONTROL_FLOW_OPS for op in g.ops):

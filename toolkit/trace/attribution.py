@@ -858,10 +858,7 @@ class Attribution(LayerAttribution):
                                fix=_TAMPERED)
         for b0, b1, rows, _member, ns in self._blocks():
             if len(ns) and int(ns.min()) < 0:
-                raise ToolkitError(
-                    "a negative share was attributed",
-                    fix=_TAMPERED,
-                )
+                raise ToolkitError("a negative share was attributed", fix=_TAMPERED)
             got = group_sum(rows - b0, ns, b1 - b0)
             want = np.where(t[b0:b1] >= 0, time_ns[b0:b1], 0)
             wrong = np.flatnonzero(got != want)
@@ -886,10 +883,7 @@ class Attribution(LayerAttribution):
             cached = self._cache.get(view[3:] if view != "by_source_op" else "source")
             if cached is not None and \
                     cached["total_ns"].to_numpy(dtype=np.int64).tolist() != totals.tolist():
-                raise ToolkitError(
-                    f"{view}() disagrees with the attributed cells",
-                    fix=_TAMPERED,
-                )
+                raise ToolkitError(f"{view}() disagrees with the attributed cells", fix=_TAMPERED)
             if got_ns != self.attributed_ns:
                 what = "plus time without an op " if extra else ""
                 raise ToolkitError(f"{view}() {what}sums to {got_ns} ns, attributed is "

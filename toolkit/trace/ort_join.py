@@ -734,10 +734,7 @@ class OrtAttribution(LayerAttribution):
         again = 0
         for rows_k, share in split_targets(self._dur[ok], self._target[ok], self._weights):
             if share.size and int(share.min()) < 0:
-                raise ToolkitError(
-                    "a negative share was attributed",
-                    fix=_TAMPERED,
-                )
+                raise ToolkitError("a negative share was attributed", fix=_TAMPERED)
             sums = share.sum(axis=0)
             want = self._dur[ok[rows_k]]
             if not np.array_equal(sums, want):

@@ -31,10 +31,7 @@ def synthetic_model(ops: int = 24, seed: int = 0) -> ProvenanceTables:
     (commands) each, 10% of source ops with two layers, backends ``npu`` and ``cpu``, one
     removed source op)."""
     if ops < 1:
-        raise ToolkitError(
-            f"ops must be >= 1, got {ops}",
-            fix="pass ops >= 1",
-        )
+        raise ToolkitError(f"ops must be >= 1, got {ops}", fix="pass ops >= 1")
     rng = np.random.default_rng(seed)
     fuse = rng.choice([1, 2, 3], p=[0.5, 0.3, 0.2], size=ops)
     n_src = int(fuse.sum())
@@ -77,10 +74,7 @@ def synthetic_session(model: ProvenanceTables, device: int, runs: int, seed: int
     missing for the ``Method::execute`` wrappers), ``start_ns``, ``dur_ns`` (int64).
     """
     if runs < 1:
-        raise ToolkitError(
-            f"runs must be >= 1, got {runs}",
-            fix="pass runs >= 1",
-        )
+        raise ToolkitError(f"runs must be >= 1, got {runs}", fix="pass runs >= 1")
     rng = np.random.default_rng([seed, device])
     cmds = model.commands_df["command_id"].to_numpy(dtype=np.int64)
     k = len(cmds)

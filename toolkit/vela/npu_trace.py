@@ -312,10 +312,7 @@ def make_npu_trace(db: VelaDebugDB,
         :func:`toolkit.formats.chrome_trace.write_chrome_trace`.
     """
     if commands_per_event < 1:
-        raise VelaError(
-            "commands_per_event must be at least 1",
-            fix="pass commands_per_event >= 1",
-        )
+        raise VelaError("commands_per_event must be at least 1", fix="pass commands_per_event >= 1")
     if clock_hz <= 0:
         raise VelaError(
             "clock_hz must be positive",
