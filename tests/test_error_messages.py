@@ -37,10 +37,8 @@ SAMPLES = ROOT.parent / "sample_models"
 
 # Modules (a path ending in "/" is a folder) whose errors still lack a fix: other work is
 # changing them now, so they are to be done once it lands. Remove an entry as soon as its
-# files are clean (the test below insists). The kernels call ``unsupported`` / ``bad_input``
-# without a fix, and those helpers add none.
+# files are clean (the test below insists).
 TO_BE_DONE = frozenset({
-    "toolkit/runtime/kernels/",
     "toolkit/runtime/native.py",
     "toolkit/runtime/interpreter.py",
     "toolkit/runtime/control_flow.py",

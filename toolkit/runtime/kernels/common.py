@@ -81,13 +81,24 @@ def where(op: Op) -> str:
     return f"op {op.kind} {op.name!r}"
 
 
-def unsupported(op: Op, what: str, fix: str | None = None) -> UnsupportedOpError:
-    """Return an UnsupportedOpError about ``op``."""
+#: what to do about an op (or a type or option of it) the reference runtime does not run
+UNSUPPORTED_FIX = ("docs/ops.md lists the ops, types and options the reference runtime runs: "
+                   "convert or quantize the model so that this op uses one of them, or run "
+                   "the model in LiteRT")
+#: what to do when an op's inputs or options do not fit together
+BAD_INPUT_FIX = ("check the inputs given to tk.run (names, shapes, types), and that the model "
+                 "loads and runs in LiteRT; convert the model again if it does not")
+
+
+def unsupported(op: Op, what: str, fix: str = UNSUPPORTED_FIX) -> UnsupportedOpError:
+    """Return an UnsupportedOpError about ``op`` (``fix``: what the user can do; by default
+    where the supported ops are listed)."""
     return UnsupportedOpError(what, where=where(op), fix=fix)
 
 
-def bad_input(op: Op, what: str, fix: str | None = None) -> RuntimeInputError:
-    """Return a RuntimeInputError about the inputs of ``op``."""
+def bad_input(op: Op, what: str, fix: str = BAD_INPUT_FIX) -> RuntimeInputError:
+    """Return a RuntimeInputError about the inputs of ``op`` (``fix``: what the user can do;
+    by default, check the inputs and the model)."""
     return RuntimeInputError(what, where=where(op), fix=fix)
 
 
