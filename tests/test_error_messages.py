@@ -40,8 +40,6 @@ SAMPLES = ROOT.parent / "sample_models"
 # files are clean (the test below insists).
 TO_BE_DONE = frozenset({
     "toolkit/runtime/native.py",
-    "toolkit/runtime/interpreter.py",
-    "toolkit/runtime/control_flow.py",
     "toolkit/trace/fleet.py",
     "toolkit/trace/fleet_stats.py",
     "toolkit/generator/ops.py",

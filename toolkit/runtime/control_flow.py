@@ -61,7 +61,9 @@ def control_flow_kernel(parent: Interpreter, op: Op, where: str) -> ControlKerne
         if len(values) != len(it.plan.inputs):
             raise RuntimeInputError(
                 f"{op.type} passes {len(values)} values to subgraph {index}, which has "
-                f"{len(it.plan.inputs)} inputs", where=where)
+                f"{len(it.plan.inputs)} inputs", where=where,
+                fix="give the control-flow op one input per input of the subgraph it calls "
+                    "(convert the model again if it came from a converter)")
         return it.call_arrays(values)  # type: ignore[arg-type]
 
     if op.type == "WHILE":
@@ -91,7 +93,8 @@ def control_flow_kernel(parent: Interpreter, op: Op, where: str) -> ControlKerne
         def if_kernel(_: Op, args: list[np.ndarray | None]) -> list[np.ndarray]:
             flag = args[0]
             if flag is None:
-                raise RuntimeInputError("IF has no condition input", where=where)
+                raise RuntimeInputError("IF has no condition input", where=where,
+                                        fix="make input 0 of the IF its boolean condition")
             branch = then_i if bool(np.asarray(flag).reshape(-1)[0]) else else_i
             return [np.array(v, copy=True) for v in call(branch, list(args[1:]))]
 
@@ -114,4 +117,5 @@ def control_flow_kernel(parent: Interpreter, op: Op, where: str) -> ControlKerne
             return []
 
         return call_once_kernel
-    raise UnsupportedOpError(f"{op.type} is not a control-flow op", where=where)
+    raise UnsupportedOpError(f"{op.type} is not a control-flow op", where=where,
+                             fix="only WHILE, IF, CALL and CALL_ONCE run subgraphs")

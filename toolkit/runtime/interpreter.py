@@ -191,7 +191,9 @@ class Interpreter:
             dt = t.dtype
             if dt is None:
                 raise RuntimeInputError(f"input {t.name!r} has type {t.type_name}, which the "
-                                        "reference runtime cannot make random values of")
+                                        "reference runtime cannot make random values of",
+                                        where=f"input {t.name!r}",
+                                        fix="pass the inputs yourself (a dict name -> array)")
             if np.issubdtype(dt, np.floating):
                 out[t.name] = rng.uniform(-1, 1, t.shape).astype(dt)
             elif dt == np.bool_:
@@ -232,7 +234,9 @@ class Interpreter:
                     fix=f"the model's inputs are {[t.name for t in ins]}")
             missing = [t.name for t in ins if t.name not in inputs]
             if missing:
-                raise RuntimeInputError(f"missing input(s) {missing}", where="inputs")
+                raise RuntimeInputError(f"missing input(s) {missing}", where="inputs",
+                                        fix="pass one array per model input, by name "
+                                            "(model.graph.inputs lists them)")
             arrays = [inputs[t.name] for t in ins]
         else:
             arrays = list(inputs)
@@ -251,7 +255,8 @@ class Interpreter:
                     d != e and s >= 0 for d, e, s in zip(a.shape, t.shape, sig)):
                 raise RuntimeInputError(
                     f"input {t.name!r} has shape {list(a.shape)}, the model expects "
-                    f"{list(sig)}", where=f"input {t.name!r}")
+                    f"{list(sig)}", where=f"input {t.name!r}",
+                    fix="give the input the model's shape (-1 in the expected shape is free)")
             out.append(a if a.flags.c_contiguous else a.copy())  # 0-d stays 0-d
         return out
 
@@ -394,7 +399,9 @@ class Interpreter:
         return RuntimeInputError(
             f"{s.op.kind} failed: {type(e).__name__}: {e}",
             where=f"subgraph {self.subgraph} op {self._step_index(s)} ({s.op.kind} "
-                  f"{s.op.name!r}, output tensor {first!r})")
+                  f"{s.op.name!r}, output tensor {first!r})",
+            fix="check that the model runs in LiteRT with the same inputs; if it does, this "
+                "is a bug of the reference runtime: report it with the model")
 
     def _located(self, s: _Step, e: ToolkitError) -> ToolkitError:
         """``e`` (raised by step ``s``) with the step's subgraph and op index in its where
@@ -419,7 +426,9 @@ class Interpreter:
     def _check(self, s: _Step, res: Sequence[np.ndarray]) -> None:
         if len(res) != len(s.outs):
             raise RuntimeInputError(f"{s.op.kind} returned {len(res)} outputs, expected "
-                                    f"{len(s.outs)}", where=f"op {s.op.name!r}")
+                                    f"{len(s.outs)}", where=f"op {s.op.name!r}",
+                                    fix="give the op as many output tensors as the operator "
+                                        "has (see LiteRT's builtin op reference)")
         for t, r in zip(s.op.outputs, res):
             dynamic = t.shape_signature is not None and any(d < 0 for d in t.shape_signature)
             if not dynamic and tuple(r.shape) != t.shape:
