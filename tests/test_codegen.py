@@ -480,3 +480,62 @@ def test_cache_key_follows_what_the_compiler_targets() -> None:
     b = _target_id(cxx, ("-std=c++17", "-DTOOLKIT_PROBE=2"))
     assert "#define TOOLKIT_PROBE 1" in a and "#define TOOLKIT_PROBE 2" in b
     assert "__cplusplus" in a
+
+
+def _hybrid_fc_model(asymmetric: bool, per_channel: bool) -> tk.Model:
+    """Hybrid FULLY_CONNECTED (float32 input, int8 weights): one keeping the input's leading
+    dimensions with a bias and RELU, one flattening to rows without a bias."""
+    from toolkit.builder import ModelBuilder
+    from toolkit.ir import Quantization as Q
+
+    rng = np.random.default_rng(7)
+    mb = ModelBuilder("hybrid")
+    x = mb.input("x", [2, 3, 24])
+
+    def weights(name: str, o: int, k: int) -> tk.Tensor:
+        scale = rng.uniform(0.002, 0.02, o).tolist() if per_channel else [0.01]
+        q = Q.make(scale, [0] * len(scale), 0)
+        return mb.const(name, rng.integers(-127, 128, (o, k)).astype(np.int8), quant=q)
+
+    h = mb.fully_connected(x, weights("fc1/w", 20, 24),
+                           mb.const("fc1/b", rng.uniform(-1, 1, 20).astype(np.float32)),
+                           activation="RELU", keep_num_dims=True, name="fc1")
+    y = mb.fully_connected(h, weights("fc2/w", 5, 20), None, name="fc2")
+    for op in mb.graph.ops:
+        op.options.asymmetricQuantizeInputs = asymmetric
+    mb.output(y)
+    return mb.build()
+
+
+@pytest.mark.parametrize("asymmetric", [False, True], ids=["symmetric", "asymmetric"])
+def test_hybrid_fully_connected_matches_the_reference_and_litert(tmp_path: Path,
+                                                                 asymmetric: bool) -> None:
+    """Rows quantized at run time: all signs, a row of zeros (scale 1), a row without
+    negative values (asymmetric: the zero point at -128) and rows meeting ties, which round
+    away from zero."""
+    from toolkit.formats.flatbuffer_write import write_model
+
+    results = []
+    for per_channel in (False, True):
+        model = _hybrid_fc_model(asymmetric, per_channel)
+        art = codegen(model, tmp_path / str(per_channel), name="hybrid")
+        art.build(opt=OPT)
+        rng = np.random.default_rng(11)
+        x = rng.uniform(-3, 3, (2, 3, 24)).astype(np.float32)
+        x[0, 1] = 0
+        x[1, 2] = np.abs(x[1, 2])
+        out = run_native(art, {"x": x}).outputs
+        _same(run(model, {"x": x}), out)
+        lite = litert_run(bytes(write_model(model, "tflite")), [x])
+        _same({k: lite[k] for k in out}, out)
+        (y,) = out.values()
+        assert np.unique(y).size > 5
+        results.append(y)
+        # rows whose quantization meets ties (x.5 exactly), which round away from zero:
+        # symmetric with range 127 (scale 1), asymmetric over [-127.5, 127.5] (scale 1, zero
+        # point -0.5 -> -1)
+        halves = np.arange(-10.5, 11, 1.0, dtype=np.float32)
+        x[0, 0] = np.concatenate([[127, -127], halves])
+        x[1, 0] = np.concatenate([[127.5, -127.5], halves])
+        _same(run(model, {"x": x}), run_native(art, {"x": x}).outputs)
+    assert not np.array_equal(results[0], results[1])  # per-channel scales make a difference

@@ -39,14 +39,13 @@ GENERATED = ["activations", "activations_int8", "conv1d_3d", "conv1d_3d_int8", "
              "mobilenet_v2", "mobilenet_v2_int8", "mobilenet_v3_large_int8", "mobilenet_v3_small",
              "mobilenet_v3_small_int8", "norms", "norms_int8", "reshapes_merges",
              "reshapes_merges_int8", "tensor_ops", "unet", "unet_int8", "vit_block",
-             "vit_block_b1", "vit_block_b1_int8", "vit_block_int8"]
+             "vit_block_b1", "vit_block_b1_dynamic", "vit_block_b1_int8", "vit_block_int8"]
 #: those running WHILE (the TF converter's loop form of Keras RNNs) and IF
 CONTROL_FLOW = ["bi_gru_b1", "bi_lstm", "control_flow", "gru", "lstm", "simple_rnn"]
 GENERATED += CONTROL_FLOW
 #: the others, with the op (or control flow) the generator has no kernel for
 REFUSED = {
     "fused_bilstm_int8": "UNIDIRECTIONAL_SEQUENCE_LSTM of int8",
-    "vit_block_b1_dynamic": "hybrid FULLY_CONNECTED",
 }
 
 

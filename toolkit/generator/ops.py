@@ -554,15 +554,37 @@ def _fully_connected(e: Emitter, step: Step) -> str:
                 f"{batch}, {k}, {o}, q, {e.ptr(out)});")
     if x.dtype != _F32:
         raise _unsupported(op, f"FULLY_CONNECTED of {x.dtype} input without quantization")
-    if w.dtype != _F32:
-        raise _unsupported(op, "hybrid FULLY_CONNECTED (float input, int8 weights): LiteRT "
-                               "quantizes the input at run time, which the generator does not",
-                           fix="generate the float model, or quantize it fully to int8")
+    if w.dtype == _I8 and is_quantized(op.inputs[1]) and out.dtype == _F32:
+        return _hybrid_fully_connected(e, op, w, batch)
     wf = np.ascontiguousarray(_float_filter(op, w, 0).T)
     bias = _bias(op, o, _F32)
     b = "nullptr" if bias is None else e.param(bias, "float")
     return (f"tk::fully_connected_f32({e.ptr(x)}, {e.param(wf, 'float')}, {b}, {batch}, {k}, "
             f"{o}, {_act(op)}, {e.ptr(out)});")
+
+
+def _hybrid_fully_connected(e: Emitter, op: Op, w: np.ndarray, batch: int) -> str:
+    """Hybrid FULLY_CONNECTED (float32 input and output, int8 weights [out, in]): TFLite's
+    dynamic-range kernel, each input row quantized at run time (``tk::fully_connected_hybrid``,
+    the arithmetic of the reference runtime's ``hybrid_fully_connected``)."""
+    o, k = w.shape
+    wq = qp(op, op.inputs[1])
+    if wq.scale.size not in (1, o):
+        raise _unsupported(op, f"weights have {wq.scale.size} scales for {o} outputs")
+    if np.any(wq.zero_point != 0):
+        raise _unsupported(op, "hybrid FULLY_CONNECTED with asymmetric weights (non-zero "
+                               "zero point)", fix="quantize the weights symmetrically")
+    scales = np.ascontiguousarray(np.broadcast_to(wq.scale.astype(np.float32), (o,)))
+    asym = bool(_opt(op, "asymmetricQuantizeInputs", False))
+    wsum = "nullptr"
+    if asym:
+        wsum = e.param(w.astype(np.int64).sum(axis=1).astype(np.int32), "int32_t")
+    bias = _bias(op, o, _F32)
+    b = "nullptr" if bias is None else e.param(bias, "float")
+    return (f"tk::fully_connected_hybrid({e.ptr(op.inputs[0])}, "
+            f"{e.param(np.ascontiguousarray(w), 'int8_t')}, {e.param(scales, 'float')}, "
+            f"{wsum}, {b}, {batch}, {k}, {o}, {int(asym)}, {_act(op)}, "
+            f"{e.ptr(op.outputs[0])});")
 
 
 def _batch_matmul(e: Emitter, step: Step) -> str:

@@ -2031,4 +2031,93 @@ void dequantize_q8_f32(const int8_t* x, double scale, int zp, float* y, size_t n
     y[i] = static_cast<float>(scale * (static_cast<int64_t>(x[i]) - zp));
 }
 
+// ---------------------------------------------------------------- hybrid and integer sequences
+// Float arithmetic here must round as the reference runtime's float32 NumPy does: no fused
+// multiply-add contraction.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+namespace {
+
+// One row quantized as TFLite's BatchQuantizeFloats (ties away from zero): the int8
+// values, the row's float32 scale and its zero point (offset).
+void quantize_row_hybrid(const float* v, int k, int asym, int8_t* q, float* scale,
+                         int32_t* offset) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+  float mn = 0.f, mx = 0.f;
+  for (int j = 0; j < k; ++j) {
+    mn = std::min(mn, v[j]);
+    mx = std::max(mx, v[j]);
+  }
+  *scale = 1.f;
+  *offset = 0;
+  if (!asym) {
+    const float range = std::max(std::fabs(mn), std::fabs(mx));
+    if (range == 0.f) {
+      std::fill(q, q + k, int8_t(0));
+      return;
+    }
+    *scale = range / 127.f;
+    const float inv = 127.f / range;
+    for (int j = 0; j < k; ++j) {
+      const float r = std::round(v[j] * inv);
+      q[j] = static_cast<int8_t>(std::min(127.f, std::max(-127.f, r)));
+    }
+    return;
+  }
+  const double rmin = mn, rmax = mx;
+  if (rmin == rmax) {
+    std::fill(q, q + k, int8_t(0));
+    return;
+  }
+  const double s = (rmax - rmin) / 255.0;
+  const double zp_min = -128.0 - rmin / s, zp_max = 127.0 - rmax / s;
+  const double err_min = 128.0 + std::fabs(rmin / s), err_max = 127.0 + std::fabs(rmax / s);
+  const double zp = err_min < err_max ? zp_min : zp_max;
+  const int32_t nudged = zp <= -128.0 ? -128 : (zp >= 127.0 ? 127
+                                                 : static_cast<int32_t>(std::round(zp)));
+  *scale = static_cast<float>(s);
+  *offset = nudged;
+  const float inv = 1.f / *scale, zf = static_cast<float>(nudged);
+  for (int j = 0; j < k; ++j) {
+    const float p = v[j] * inv;
+    const float r = std::round(zf + p);
+    q[j] = static_cast<int8_t>(std::min(127.f, std::max(-128.f, r)));
+  }
+}
+
+}  // namespace
+
+void fully_connected_hybrid(const float* x, const int8_t* w, const float* wscale,
+                            const int32_t* wsum, const float* bias, int batch, int k, int o,
+                            int asym, int act, float* y) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+  std::vector<int8_t> q(static_cast<size_t>(k));
+  for (int b = 0; b < batch; ++b) {
+    float scale;
+    int32_t offset;
+    quantize_row_hybrid(x + static_cast<size_t>(b) * k, k, asym, q.data(), &scale, &offset);
+    float* yr = y + static_cast<size_t>(b) * o;
+    for (int i = 0; i < o; ++i) {
+      const int8_t* wr = w + static_cast<size_t>(i) * k;
+      int32_t acc = 0;
+      for (int j = 0; j < k; ++j) acc += int32_t(q[j]) * int32_t(wr[j]);
+      int64_t dot = acc;
+      if (asym) dot -= int64_t(offset) * wsum[i];
+      const float factor = scale * wscale[i];
+      const float v = static_cast<float>(dot) * factor;
+      yr[i] = bias ? bias[i] + v : v;
+    }
+    activate_f32(yr, static_cast<size_t>(o), act);
+  }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
 }  // namespace tk
