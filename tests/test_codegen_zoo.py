@@ -1,9 +1,9 @@
-"""The converter zoo (sample_models/zoo) through the native backend: every zoo model the
-generator has kernels for is compiled (free batch fixed to 2, shape arithmetic folded),
-generated, built and run; its outputs equal the reference runtime's on the same compiled model
-(int8 bit-exact, float32 within 1e-5 of the output's largest magnitude) and its native trace
-joins with all command time on source layers. Every other zoo model is refused at generation
-time with an UnsupportedOpError naming the op (nothing is generated for it).
+"""The converter zoo (sample_models/zoo) through the native backend: every zoo model is
+compiled (free batch fixed to 2, shape arithmetic folded), generated, built and run; its
+outputs equal the reference runtime's on the same compiled model (int8 bit-exact, float32
+within 1e-5 of the output's largest magnitude) and its native trace joins with all command
+time on source layers. (An op without a kernel is refused at generation time with an
+UnsupportedOpError naming it: tests/test_codegen.py.)
 
 The artifacts are built once, together (one translation unit, ``-O1``, the op library from
 the object cache).
@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 from toolkit.compiler import compile_model
-from toolkit.errors import ToolkitError, UnsupportedOpError
 from toolkit.formats.flatbuffer_read import load
 from toolkit.generator import Artifact, codegen
 from toolkit.generator.build import build_bundle
@@ -34,7 +33,8 @@ BATCH = 2
 #: zoo models the generator covers (compiled with the default passes)
 GENERATED = ["activations", "activations_int8", "conv1d_3d", "conv1d_3d_int8", "convs",
              "convs_int8", "ds_cnn", "ds_cnn_b1", "ds_cnn_b1_int8", "ds_cnn_int8",
-             "efficientnet_b0_int8", "embedding", "fused_bilstm", "fused_lstm", "gather_ops",
+             "efficientnet_b0_int8", "embedding", "fused_bilstm", "fused_bilstm_int8",
+             "fused_lstm", "gather_ops",
              "hard_swish_ops", "hard_swish_ops_int8", "mobilenet_v1", "mobilenet_v1_int8",
              "mobilenet_v2", "mobilenet_v2_int8", "mobilenet_v3_large_int8", "mobilenet_v3_small",
              "mobilenet_v3_small_int8", "norms", "norms_int8", "reshapes_merges",
@@ -43,10 +43,6 @@ GENERATED = ["activations", "activations_int8", "conv1d_3d", "conv1d_3d_int8", "
 #: those running WHILE (the TF converter's loop form of Keras RNNs) and IF
 CONTROL_FLOW = ["bi_gru_b1", "bi_lstm", "control_flow", "gru", "lstm", "simple_rnn"]
 GENERATED += CONTROL_FLOW
-#: the others, with the op (or control flow) the generator has no kernel for
-REFUSED = {
-    "fused_bilstm_int8": "UNIDIRECTIONAL_SEQUENCE_LSTM of int8",
-}
 
 
 def _compiled(stem: str) -> object:
@@ -84,10 +80,10 @@ def zoo_artifacts(tmp_path_factory: pytest.TempPathFactory
     return arts
 
 
-def test_the_zoo_is_partitioned_into_generated_and_refused() -> None:
+def test_every_zoo_model_is_generated() -> None:
     stems = {p.stem for p in ZOO_DIR.glob("*.tflite")}
-    assert stems == set(GENERATED) | set(REFUSED)
-    assert not set(GENERATED) & set(REFUSED)
+    assert stems == set(GENERATED)
+    assert len(GENERATED) == len(stems)
 
 
 @pytest.mark.parametrize("stem", GENERATED)
@@ -129,17 +125,6 @@ def test_zoo_loop_model_runs_natively_as_litert(
     for k, w in lite.items():
         tol = 1e-5 * max(float(np.abs(w).max()), 1e-30)
         assert got[k].shape == w.shape and float(np.abs(got[k] - w).max()) <= tol, k
-
-
-@pytest.mark.parametrize("stem", sorted(REFUSED))
-def test_zoo_model_without_kernels_is_refused(tmp_path: Path, stem: str) -> None:
-    try:
-        compiled = _compiled(stem)
-    except ToolkitError:  # control flow: the free batch cannot be fixed, compile as it is
-        compiled = compile_model(load(ZOO_DIR / f"{stem}.tflite"))
-    with pytest.raises(UnsupportedOpError, match=REFUSED[stem]):
-        codegen(compiled, tmp_path / stem, name=stem)
-    assert not (tmp_path / stem / f"{stem}.cpp").exists()
 
 
 def _activations(int8: bool) -> Model:

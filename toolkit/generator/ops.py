@@ -37,6 +37,7 @@ from toolkit.generator.tables import (
     hard_swish_table,
     squared_difference_f32,
 )
+from toolkit.integer_lstm import prepare_integer_lstm
 from toolkit.ir import Op, Tensor
 from toolkit.util.resample import bilinear_axis_float, bilinear_axis_int
 
@@ -392,6 +393,8 @@ def _lstm(e: Emitter, step: Step) -> str:
     op = step.op
     x, out = op.inputs[0], op.outputs[0]
     assert x is not None
+    if x.dtype == _I8 and is_quantized(x):
+        return _lstm_q8(e, op)
     if x.dtype != _F32 or out.dtype != _F32 or len(x.shape) != 3:
         raise _unsupported(op, f"UNIDIRECTIONAL_SEQUENCE_LSTM of {x.dtype} {list(x.shape)} "
                                "(float32, 3-D only)")
@@ -449,6 +452,36 @@ def _lstm(e: Emitter, step: Step) -> str:
     return (f"tk::lstm_f32({geom}, {e.ptr(x)}, {e.param(w_in, 'float')}, "
             f"{e.param(w_rec, 'float')}, {e.param(bias, 'float')}, {', '.join(pp)}, "
             f"{states[0]}, {states[1]}, {e.ptr(out)});")
+
+
+def _lstm_q8(e: Emitter, op: Op) -> str:
+    """The integer UNIDIRECTIONAL_SEQUENCE_LSTM (``tk::lstm_q8``): the constants TFLite's
+    ``Prepare`` computes (:func:`toolkit.integer_lstm.prepare_integer_lstm`) in the
+    parameters file, the steps in the op library."""
+    p = prepare_integer_lstm(op)
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    steps, batch = (x.shape[0], x.shape[1]) if p.time_major else (x.shape[1], x.shape[0])
+    if tuple(out.shape) != (*x.shape[:2], p.n_cell):
+        raise _unsupported(op, f"output {list(out.shape)} for {p.n_cell} cells")
+    states = []
+    for i, dt in ((18, np.int8), (19, np.int16)):
+        t = _input(op, i)
+        if t is None or t.data is None:
+            states.append("nullptr")  # a reset state: the output state's zero point, cell 0
+            continue
+        v = np.broadcast_to(np.asarray(t.data, dt).reshape(-1, p.n_cell), (batch, p.n_cell))
+        states.append(e.param(np.ascontiguousarray(v), ctype(np.dtype(dt), t.name)))
+    i32 = np.int32
+    geom = (f"tk::IntLstmGeom{{{steps}, {batch}, {p.n_input}, {p.n_cell}, {int(p.time_major)}, "
+            f"{int(p.cifg)}, {p.cell_log2}, {p.cell_clip}, {p.hidden[0]}, {p.hidden[1]}, "
+            f"{p.hidden_zp}, {p.h_zp}}}")
+    return (f"tk::lstm_q8({geom}, {e.ptr(x)}, {e.param(p.w_in, 'int8_t')}, "
+            f"{e.param(p.w_rec, 'int8_t')}, {e.param(p.b_in.astype(i32), 'int32_t')}, "
+            f"{e.param(p.b_rec.astype(i32), 'int32_t')}, "
+            f"{e.param(p.m_in.astype(i32), 'int32_t')}, "
+            f"{e.param(p.m_rec.astype(i32), 'int32_t')}, {states[0]}, {states[1]}, "
+            f"{e.ptr(out)});")
 
 
 def _resize_bilinear(e: Emitter, step: Step) -> str:

@@ -2120,4 +2120,137 @@ void fully_connected_hybrid(const float* x, const int8_t* w, const float* wscale
 #pragma GCC pop_options
 #endif
 
+// Integer LSTM: gemmlowp's int16 fixed point (values held in int32; "w16" wraps as int16
+// arithmetic does, "s16" saturates).
+namespace {
+
+inline int32_t w16(int32_t x) { return static_cast<int16_t>(static_cast<uint16_t>(x)); }
+inline int32_t s16(int32_t x) { return std::min(32767, std::max(-32768, x)); }
+
+inline int32_t srdhm16(int32_t a, int32_t b) {
+  if (a == -32768 && b == -32768) return 32767;
+  const int32_t ab = a * b;
+  return (ab + (ab >= 0 ? (1 << 14) : (1 - (1 << 14)))) / (1 << 15);
+}
+
+inline int32_t rdbpot32(int32_t x, int e) {
+  return e > 0 ? static_cast<int32_t>(rounding_divide_by_pot(x, e)) : x;
+}
+
+// SaturatingRoundingMultiplyByPOT<e> on int16 values.
+inline int32_t srmpot16(int32_t x, int e) {
+  if (e < 0) return rdbpot32(x, -e);
+  if (e == 0) return x;
+  const int32_t threshold = (1 << (15 - e)) - 1;
+  if (x > threshold) return 32767;
+  if (x < -threshold) return -32768;
+  return w16(x * (1 << e));
+}
+
+// gemmlowp's int16 constant from its int32 raw value.
+inline int32_t const16(int32_t raw32) { return rdbpot32(raw32, 16); }
+
+int32_t exp_quarter16(int32_t a) {
+  const int32_t constant_term = const16(1895147668), one_third = const16(715827883);
+  const int32_t x = w16(a + (1 << 12));
+  const int32_t x2 = srdhm16(x, x), x3 = srdhm16(x2, x), x4 = srdhm16(x2, x2);
+  const int32_t x4_over_4 = srmpot16(x4, -2);
+  const int32_t poly = srmpot16(w16(srdhm16(w16(x4_over_4 + x3), one_third) + x2), -1);
+  return s16(constant_term + srdhm16(constant_term, w16(x + poly)));
+}
+
+int32_t exp_negative16(int32_t a, int int_bits) {
+  static const int32_t kBarrel[7][2] = {{-2, 1672461947}, {-1, 1302514674}, {0, 790015084},
+                                        {1, 290630308}, {2, 39332535}, {3, 720401}, {4, 242}};
+  const int frac = 15 - int_bits;
+  const int32_t quarter = 1 << (frac - 2);
+  const int32_t a_mod = w16((a & (quarter - 1)) - quarter);
+  int32_t result = exp_quarter16(srmpot16(a_mod, int_bits));
+  const int32_t remainder = w16(a_mod - a);
+  for (const auto& b : kBarrel) {
+    const int exponent = b[0];
+    if (int_bits > exponent && (remainder & (1 << (frac + exponent))))
+      result = srdhm16(result, const16(b[1]));
+  }
+  if (int_bits > 5 && a < const16(-(1 << (36 - int_bits)))) result = 0;
+  return a == 0 ? 32767 : result;
+}
+
+// Newton-Raphson for 1 / (1 + a), a in Q0.15 [0, 1]: x ~ 1 / half-denominator in Q2.13.
+int32_t newton16(int32_t a) {
+  const int32_t s = a + 32767;
+  const int32_t half = (s + (s >= 0 ? 1 : -1)) / 2;
+  int32_t x = w16(const16(1515870810) + srdhm16(half, const16(-1010580540)));
+  for (int i = 0; i < 3; ++i) {
+    const int32_t one_minus = w16(8192 - srdhm16(half, x));
+    x = w16(x + srmpot16(srdhm16(x, one_minus), 2));
+  }
+  return x;
+}
+
+}  // namespace
+
+int32_t logistic_q3_12(int32_t a) {
+  if (a == 0) return const16(1 << 30);
+  const bool pos = a > 0;
+  const int32_t abs_in = pos ? a : w16(-a);
+  const int32_t rp = srmpot16(newton16(exp_negative16(w16(-abs_in), 3)), 1);
+  return pos ? rp : w16(32767 - rp);
+}
+
+int32_t tanh_q16(int32_t a, int int_bits) {
+  if (a == 0) return 0;
+  const bool neg = a < 0;
+  const int32_t n = neg ? a : w16(-a);
+  const int32_t t = srmpot16(w16(newton16(exp_negative16(n, int_bits + 1)) - 8192), 2);
+  return neg ? w16(-t) : t;
+}
+
+void lstm_q8(const IntLstmGeom& g, const int8_t* x, const int8_t* w_in, const int8_t* w_rec,
+             const int32_t* b_in, const int32_t* b_rec, const int32_t* m_in,
+             const int32_t* m_rec, const int8_t* h0, const int16_t* c0, int8_t* y) {
+  const int nc = g.n_cell, ni = g.n_input;
+  std::vector<int8_t> h(static_cast<size_t>(nc));
+  std::vector<int32_t> c(static_cast<size_t>(nc));
+  std::vector<int32_t> gate(static_cast<size_t>(4) * nc);
+  for (int b = 0; b < g.batch; ++b) {
+    for (int j = 0; j < nc; ++j) {
+      h[j] = h0 ? h0[static_cast<size_t>(b) * nc + j] : static_cast<int8_t>(g.h_zp);
+      c[j] = c0 ? c0[static_cast<size_t>(b) * nc + j] : 0;
+    }
+    for (int t = 0; t < g.steps; ++t) {
+      const size_t row = g.time_major ? static_cast<size_t>(t) * g.batch + b
+                                      : static_cast<size_t>(b) * g.steps + t;
+      const int8_t* xr = x + row * ni;
+      for (int k = g.cifg ? 1 : 0; k < 4; ++k) {
+        for (int j = 0; j < nc; ++j) {
+          const int8_t* wr = w_in + (static_cast<size_t>(k) * nc + j) * ni;
+          int32_t acc = b_in[k * nc + j];
+          for (int i = 0; i < ni; ++i) acc += int32_t(xr[i]) * int32_t(wr[i]);
+          const int32_t v = s16(static_cast<int32_t>(mbqm(acc, m_in[2 * k], m_in[2 * k + 1])));
+          const int8_t* rr = w_rec + (static_cast<size_t>(k) * nc + j) * nc;
+          int32_t acc2 = b_rec[k * nc + j];
+          for (int i = 0; i < nc; ++i) acc2 += int32_t(h[i]) * int32_t(rr[i]);
+          const int32_t r = static_cast<int32_t>(mbqm(acc2, m_rec[2 * k], m_rec[2 * k + 1]));
+          const int32_t pre = s16(r + v);
+          gate[k * nc + j] = k == 2 ? tanh_q16(pre, 3) : logistic_q3_12(pre);
+        }
+      }
+      int8_t* yr = y + row * nc;
+      for (int j = 0; j < nc; ++j) {
+        const int32_t f = gate[nc + j], cg = gate[2 * nc + j], o = gate[3 * nc + j];
+        const int32_t in = g.cifg ? w16(32767 - f) : gate[j];
+        int32_t cv = w16(rdbpot32(f * c[j], 15));
+        cv = s16(cv + w16(rdbpot32(in * cg, 30 + g.cell_log2)));
+        if (g.cell_clip > 0) cv = std::min(g.cell_clip, std::max(-g.cell_clip, cv));
+        c[j] = cv;
+        const int32_t th = tanh_q16(cv, 15 + g.cell_log2);
+        const int64_t hv = mbqm(int64_t(o) * th, g.hidden_mult, g.hidden_shift) + g.hidden_zp;
+        yr[j] = static_cast<int8_t>(std::min<int64_t>(127, std::max<int64_t>(-128, hv)));
+      }
+      std::memcpy(h.data(), yr, static_cast<size_t>(nc));
+    }
+  }
+}
+
 }  // namespace tk

@@ -16,7 +16,10 @@ computes, per time step::
 The states start from the state inputs (zeros for a variable tensor without data): the
 reference runtime keeps no state between inferences, as LiteRT after
 ``reset_all_variables``. Hybrid models (int8 weights, float input) use the dequantized
-weights.
+weights. A fully quantized LSTM (int8 input, output and hidden state, int16 cell state) runs
+TFLite's integer kernel (:mod:`toolkit.integer_lstm`, bit-exact with LiteRT); one with layer
+norm, projection or peephole weights computes its gates in float32 from dequantized values
+instead (within 1 of LiteRT).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from toolkit.errors import UnsupportedOpError
+from toolkit.integer_lstm import prepare_integer_lstm, run_integer_lstm
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
@@ -83,7 +88,12 @@ def unidirectional_sequence_lstm(op: Op, args: Args) -> list[np.ndarray]:
     """UNIDIRECTIONAL_SEQUENCE_LSTM in float32 (batch-major unless ``timeMajor``)."""
     x = need(op, args, 0)
     if x.dtype == np.int8 and is_quantized(op.inputs[0]) and is_quantized(op.outputs[0]):
-        return [_lstm_int8(op, args, x)]
+        try:
+            plan = prepare_integer_lstm(op)
+        except UnsupportedOpError:  # layer norm, projection, peephole: gates in float32
+            return [_lstm_int8(op, args, x)]
+        state = [args[i] if i < len(args) else None for i in (18, 19)]
+        return [run_integer_lstm(plan, x, state[0], state[1])]
     if x.dtype != _F32:
         raise unsupported(op, f"UNIDIRECTIONAL_SEQUENCE_LSTM on {x.dtype} input (float32, "
                               "hybrid and int8 only)")

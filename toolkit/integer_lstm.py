@@ -1,0 +1,331 @@
+"""TFLite's integer UNIDIRECTIONAL_SEQUENCE_LSTM (8-bit input, weights and hidden state,
+16-bit cell state: ``lstm_eval.cc``'s ``EvalInteger8x8_16`` without layer norm), shared by the
+reference runtime (NumPy, :func:`run_integer_lstm`) and the C++ generator (which writes the
+constants of :func:`prepare_integer_lstm` and runs the same steps in ``tk_ops.cpp``).
+
+Per time step and batch row, with every gate's pre-activation in Q3.12 (int16)::
+
+    gate  = sat16(mbqm(b_in + W x, s_in) + sat16(mbqm(b_rec + R h, s_rec)))
+    f, i, o = sigmoid(gate)  (Q0.15, gemmlowp's int16 logistic)     i = 32767 - f under CIFG
+    g     = tanh(gate)       (Q0.15, gemmlowp's int16 tanh)
+    c     = sat16(rdbpot(f c, 15) + rdbpot(i g, 30 + cell_log2))   clipped to +-cell_clip
+    h     = clamp8(mbqm(o tanh(c), s_hidden) + hidden_zp)           tanh of c in Q(15 + cell_log2)
+
+where ``b_in = bias - zp_x * rowsum(W)`` and ``b_rec = -zp_h * rowsum(R)`` are folded once,
+``mbqm`` is TFLite's MultiplyByQuantizedMultiplier and ``rdbpot`` gemmlowp's
+RoundingDivideByPOT. The hidden values carry the hidden intermediate's scale and zero point
+(also the output's bytes) and are read back, at the next step, as the output state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from toolkit.errors import UnsupportedOpError
+from toolkit.fixed_point import c_div, qparams_of, quantize_multiplier, rounding_divide_by_pot
+from toolkit.ir import Op, Tensor
+
+__all__ = ["IntegerLstm", "prepare_integer_lstm", "run_integer_lstm", "int16_logistic",
+           "int16_tanh"]
+
+#: TFLite's gate order of the LSTM's inputs (input, forget, cell, output)
+GATES = ("input", "forget", "cell", "output")
+_MBQM_PAIR = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class IntegerLstm:
+    """The constants TFLite's ``Prepare`` computes for one integer LSTM.
+
+    ``w_in`` int8 [4, cell, input] and ``w_rec`` int8 [4, cell, output] hold the gates in
+    :data:`GATES` order (the input gate's rows are zeros under CIFG); ``b_in`` / ``b_rec``
+    int32 [4, cell] the folded effective biases; ``m_in`` / ``m_rec`` int64 [4, 2] the
+    (multiplier, shift) pairs of the gates' effective scales."""
+
+    n_input: int
+    n_cell: int
+    cifg: bool
+    w_in: np.ndarray
+    w_rec: np.ndarray
+    b_in: np.ndarray
+    b_rec: np.ndarray
+    m_in: np.ndarray
+    m_rec: np.ndarray
+    hidden: _MBQM_PAIR
+    hidden_zp: int
+    cell_log2: int
+    cell_clip: int
+    time_major: bool
+    h_zp: int  # the output state's zero point (the value of a reset state)
+
+
+def _where(op: Op) -> str:
+    return f"op {op.kind} {op.name!r}"
+
+
+def _refuse(op: Op, what: str) -> UnsupportedOpError:
+    return UnsupportedOpError(f"integer UNIDIRECTIONAL_SEQUENCE_LSTM {what}", where=_where(op),
+                              fix="quantize the LSTM as TensorFlow's converter does (8-bit "
+                                  "weights and hidden state, 16-bit power-of-two cell state, "
+                                  "no layer norm, projection or peephole)")
+
+
+def _scale(op: Op, t: Tensor | None, name: str) -> tuple[np.float32, int]:
+    if t is None or t.quant is None or t.quant.scale.size == 0:
+        raise _refuse(op, f"needs a quantized {name}")
+    q = qparams_of(t.quant)
+    if q.scale.size != 1:
+        raise _refuse(op, f"with per-channel {name} ({q.scale.size} scales)")
+    return q.s, q.zp
+
+
+def _wrap32(x: np.ndarray) -> np.ndarray:
+    return (x.astype(np.int64) + 2**31) % 2**32 - 2**31
+
+
+def _pair(m: float | np.floating) -> _MBQM_PAIR:
+    mult, shift = quantize_multiplier(np.float64(m))
+    return int(mult), int(shift)
+
+
+def prepare_integer_lstm(op: Op) -> IntegerLstm:
+    """The integer LSTM constants of ``op`` (TFLite's ``PopulateQuantizedLstmParams8x8_16``
+    and ``PopulatePrecomputedZPTimesWeightsWithBias``). Raises UnsupportedOpError for what
+    TFLite's integer kernel computes differently (layer norm, projection, peephole) or does
+    not take."""
+    ins = list(op.inputs) + [None] * (24 - len(op.inputs))
+    x, out = ins[0], op.outputs[0]
+    if x is None or x.dtype != np.int8 or out.dtype != np.int8 or len(x.shape) != 3:
+        raise _refuse(op, "needs a 3-D int8 input and an int8 output")
+    if any(ins[i] is not None for i in (9, 10, 11)):
+        raise _refuse(op, "with peephole weights")
+    if any(ins[i] is not None for i in (16, 17)):
+        raise _refuse(op, "with a projection")
+    if any(ins[i] is not None for i in range(20, 24)):
+        raise _refuse(op, "with layer norm")
+    if op.activation != 4:
+        raise _refuse(op, f"with cell activation {op.activation} (TANH only)")
+    inter = op.extra.get("intermediates") or []
+    if len(inter) < 5 or inter[4] is None:
+        raise _refuse(op, "without its hidden-state intermediate tensor (5 intermediates)")
+    hs, hzp = _scale(op, inter[4], "hidden intermediate")
+    xs, xzp = _scale(op, x, "input")
+    h_t, c_t = ins[18], ins[19]
+    if h_t is None or c_t is None or h_t.dtype != np.int8 or c_t.dtype != np.int16:
+        raise _refuse(op, "needs an int8 output state and an int16 cell state")
+    os_, ozp = _scale(op, h_t, "output state")
+    cs, _ = _scale(op, c_t, "cell state")
+    log2 = float(np.float32(np.log(cs)) * (np.float32(1) / np.float32(np.log(2.0))))
+    cell_log2 = int(np.round(log2))
+    if abs(log2 - cell_log2) >= 1e-3:
+        raise _refuse(op, f"with a cell state scale {float(cs)} that is not a power of two")
+    if not 0 <= 15 + cell_log2 <= 6:
+        raise _refuse(op, f"with a cell state scale of 2**{cell_log2} (2**-15 to 2**-9 only)")
+    cifg = ins[1] is None
+    first = ins[2]
+    if first is None or first.data is None:
+        raise _refuse(op, "needs constant forget-gate weights")
+    n_cell, n_input = first.shape
+    n_output = h_t.shape[-1]
+    if n_output != n_cell or tuple(out.shape[-1:]) != (n_cell,):
+        raise _refuse(op, f"with {n_output} outputs for {n_cell} cells")
+    inter_s = np.float32(2.0 ** -12)
+    w_in = np.zeros((4, n_cell, n_input), np.int8)
+    w_rec = np.zeros((4, n_cell, n_output), np.int8)
+    b_in = np.zeros((4, n_cell), np.int64)
+    b_rec = np.zeros((4, n_cell), np.int64)
+    m_in = np.zeros((4, 2), np.int64)
+    m_rec = np.zeros((4, 2), np.int64)
+    for g in range(4):
+        if g == 0 and cifg:
+            continue
+        wt, rt, bt = ins[1 + g], ins[5 + g], ins[12 + g]
+        for t, shape, name in ((wt, (n_cell, n_input), "input"),
+                               (rt, (n_cell, n_output), "recurrent")):
+            if t is None or t.data is None or t.dtype != np.int8 or tuple(t.shape) != shape:
+                raise _refuse(op, f"needs constant int8 {name} weights {list(shape)} of the "
+                                  f"{GATES[g]} gate")
+        assert wt is not None and rt is not None
+        w, r = np.asarray(wt.data), np.asarray(rt.data)
+        ws, _ = _scale(op, wt, f"{GATES[g]} gate's input weights")
+        rs, _ = _scale(op, rt, f"{GATES[g]} gate's recurrent weights")
+        w_in[g], w_rec[g] = w, r
+        bias = np.zeros(n_cell, np.int64)
+        if bt is not None:
+            if bt.data is None or bt.dtype != np.int32 or bt.shape[-1] != n_cell:
+                raise _refuse(op, f"needs a constant int32 bias of the {GATES[g]} gate")
+            bias = np.asarray(bt.data).reshape(-1).astype(np.int64)
+        b_in[g] = _wrap32(bias + (-xzp) * w.astype(np.int64).sum(axis=1))
+        b_rec[g] = _wrap32((-ozp) * r.astype(np.int64).sum(axis=1))
+        m_in[g] = _pair(np.float32(np.float32(ws * xs) / inter_s))
+        m_rec[g] = _pair(np.float32(np.float32(rs * os_) / inter_s))
+    hidden = _pair(np.float32(2.0 ** -15 / np.float64(hs) * 2.0 ** -15))
+    clip = float(getattr(op.options, "cellClip", 0.0) or 0.0)
+    cell_clip = 0
+    if clip > 0:
+        cell_clip = int(np.float32(min(max(np.float32(clip) / cs, np.float32(-32768)),
+                                       np.float32(32767))))
+    return IntegerLstm(int(n_input), int(n_cell), cifg, w_in, w_rec,
+                       b_in.astype(np.int32), b_rec.astype(np.int32), m_in, m_rec, hidden,
+                       int(hzp), cell_log2, cell_clip,
+                       bool(getattr(op.options, "timeMajor", False)), int(ozp))
+
+
+# ---------------------------------------------------------------- int16 fixed point
+def _wrap16(x: np.ndarray) -> np.ndarray:
+    return (x + 32768) % 65536 - 32768
+
+
+def _sat16(x: np.ndarray) -> np.ndarray:
+    return np.clip(x, -32768, 32767)
+
+
+def _srdhm16(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingDoublingHighMul`` of int16 values."""
+    ab = a * b
+    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    return np.where((a == -32768) & (b == -32768), 32767, c_div(ab + nudge, 1 << 15))
+
+
+def _rdbpot(x: np.ndarray, e: int) -> np.ndarray:
+    return rounding_divide_by_pot(x, e) if e > 0 else x
+
+
+def _srmpot(x: np.ndarray, e: int) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingMultiplyByPOT<e>`` on int16 values."""
+    if e < 0:
+        return _rdbpot(x, -e)
+    if e == 0:
+        return x
+    threshold = (1 << (15 - e)) - 1
+    r = _wrap16(x << e)
+    return np.where(x > threshold, 32767, np.where(x < -threshold, -32768, r))
+
+
+def _const16(raw32: int) -> int:
+    """gemmlowp's int16 constant of an int32 raw value (RoundingDivideByPOT by 16)."""
+    return int(rounding_divide_by_pot(np.asarray(raw32, dtype=np.int64), 16))
+
+
+_EXP_BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
+               (2, 39332535), (3, 720401), (4, 242))
+
+
+def _exp_quarter(a: np.ndarray) -> np.ndarray:
+    """gemmlowp ``exp_on_interval_between_negative_one_quarter_and_0_excl`` (Q0.15)."""
+    constant_term = _const16(1895147668)
+    one_third = _const16(715827883)
+    x = _wrap16(a + (1 << 12))
+    x2 = _srdhm16(x, x)
+    x3 = _srdhm16(x2, x)
+    x4 = _srdhm16(x2, x2)
+    x4_over_4 = _srmpot(x4, -2)
+    poly = _srmpot(_wrap16(_srdhm16(_wrap16(x4_over_4 + x3), one_third) + x2), -1)
+    return _sat16(constant_term + _srdhm16(np.asarray(constant_term, dtype=np.int64),
+                                           _wrap16(x + poly)))
+
+
+def _exp_negative(a: np.ndarray, int_bits: int) -> np.ndarray:
+    """gemmlowp ``exp_on_negative_values`` of Q(int_bits) int16 values: Q0.15."""
+    frac = 15 - int_bits
+    quarter = 1 << (frac - 2)
+    a_mod = _wrap16((a & (quarter - 1)) - quarter)
+    result = _exp_quarter(_srmpot(a_mod, int_bits))
+    remainder = _wrap16(a_mod - a)
+    for exponent, mult in _EXP_BARREL:
+        if int_bits > exponent:
+            bit = 1 << (frac + exponent)
+            result = np.where(remainder & bit, _srdhm16(result, _const16(mult)), result)
+    if int_bits > 5:
+        result = np.where(a < _const16(-(1 << (36 - int_bits))), 0, result)
+    return np.where(a == 0, 32767, result)
+
+
+def _newton(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The shared Newton-Raphson part of gemmlowp's ``1 / (1 + a)`` and
+    ``(1 - a) / (1 + a)`` for Q0.15 ``a`` in [0, 1]: (x ~ 1 / half_denominator in Q2.13)."""
+    s = a + 32767
+    half = c_div(s + np.where(s >= 0, 1, -1), 2)
+    x = _wrap16(_const16(1515870810) + _srdhm16(half, _const16(-1010580540)))
+    for _ in range(3):
+        one_minus = _wrap16(8192 - _srdhm16(half, x))
+        x = _wrap16(x + _srmpot(_srdhm16(x, one_minus), 2))
+    return x, half
+
+
+def int16_logistic(raw: np.ndarray, int_bits: int = 3) -> np.ndarray:
+    """gemmlowp ``logistic`` of int16 Q(int_bits) values (TFLite's ``ApplySigmoid`` takes
+    Q3.12): int64 Q0.15 results."""
+    a = np.asarray(raw, dtype=np.int64)
+    pos = a > 0
+    abs_in = np.where(pos, a, _wrap16(-a))
+    x, _ = _newton(_exp_negative(_wrap16(-abs_in), int_bits))
+    rp = _srmpot(x, 1)
+    rn = _wrap16(32767 - rp)
+    return np.where(a == 0, _const16(1 << 30), np.where(pos, rp, rn))
+
+
+def int16_tanh(raw: np.ndarray, int_bits: int) -> np.ndarray:
+    """gemmlowp ``tanh`` of int16 Q(int_bits) values (TFLite's ``ApplyTanh``): int64 Q0.15
+    results."""
+    a = np.asarray(raw, dtype=np.int64)
+    neg = a < 0
+    n = np.where(neg, a, _wrap16(-a))
+    x, _ = _newton(_exp_negative(n, int_bits + 1))
+    t = _srmpot(_wrap16(x - 8192), 2)
+    return np.where(a == 0, 0, np.where(neg, _wrap16(-t), t))
+
+
+# ---------------------------------------------------------------- evaluation
+def _mbqm(x: np.ndarray, pair: tuple[int, int] | np.ndarray) -> np.ndarray:
+    """TFLite ``MultiplyByQuantizedMultiplier`` of int32 values held in int64."""
+    mult, shift = int(pair[0]), int(pair[1])
+    left, right = max(shift, 0), max(-shift, 0)
+    v = _wrap32(x << left) if left else x
+    ab = v * mult
+    nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
+    high = np.where((v == -(2**31)) & (mult == -(2**31)), 2**31 - 1, c_div(ab + nudge, 1 << 31))
+    return _rdbpot(high, right)
+
+
+def _gate(p: IntegerLstm, g: int, x: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """One gate's Q3.12 pre-activation for rows ``x`` [B, input] and ``h`` [B, output]."""
+    acc = x @ p.w_in[g].T.astype(np.int64) + p.b_in[g]
+    gate = _sat16(_mbqm(acc, p.m_in[g]))
+    acc = h @ p.w_rec[g].T.astype(np.int64) + p.b_rec[g]
+    return _sat16(_mbqm(acc, p.m_rec[g]) + gate)
+
+
+def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
+                     c0: np.ndarray | None) -> np.ndarray:
+    """The integer LSTM on int8 ``x`` ([batch, time, input], or [time, batch, input] when
+    time-major) from the states ``h0`` (int8 [batch, output]) and ``c0`` (int16
+    [batch, cell]); a missing state starts reset (the output state's zero point, cell 0).
+    Returns the int8 outputs (the hidden values of every step), shaped as ``x``."""
+    seq = np.asarray(x, dtype=np.int64)
+    if not p.time_major:
+        seq = seq.transpose(1, 0, 2)
+    steps, batch = seq.shape[:2]
+    h = np.full((batch, p.n_cell), p.h_zp, np.int64) if h0 is None else \
+        np.broadcast_to(np.asarray(h0, np.int64).reshape(-1, p.n_cell), (batch, p.n_cell))
+    c = np.zeros((batch, p.n_cell), np.int64) if c0 is None else \
+        np.broadcast_to(np.asarray(c0, np.int64).reshape(-1, p.n_cell), (batch, p.n_cell))
+    outs = []
+    for t in range(steps):
+        f = int16_logistic(_gate(p, 1, seq[t], h))
+        g = int16_tanh(_gate(p, 2, seq[t], h), 3)
+        i = _wrap16(32767 - f) if p.cifg else int16_logistic(_gate(p, 0, seq[t], h))
+        c = _wrap16(_rdbpot(f * c, 15))
+        c = _sat16(c + _wrap16(_rdbpot(i * g, 30 + p.cell_log2)))
+        if p.cell_clip > 0:
+            c = np.clip(c, -p.cell_clip, p.cell_clip)
+        o = int16_logistic(_gate(p, 3, seq[t], h))
+        th = int16_tanh(c, 15 + p.cell_log2)
+        h = np.clip(_mbqm(o * th, p.hidden) + p.hidden_zp, -128, 127)
+        outs.append(h)
+    y = np.stack(outs, axis=0)
+    if not p.time_major:
+        y = y.transpose(1, 0, 2)
+    return np.ascontiguousarray(y).astype(np.int8)
