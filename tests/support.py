@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -57,3 +58,46 @@ def litert_run(model: bytes | Path, inputs: list[np.ndarray] | dict | None = Non
         it.set_tensor(d["index"], x)
     it.invoke()
     return {d["name"]: it.get_tensor(d["index"]).copy() for d in it.get_output_details()}
+
+
+def int8_lstm_model(seed: int, *, batch: int = 2, steps: int = 5, n_in: int = 7, cells: int = 6,
+                    time_major: bool = False, cifg: bool = False, cell_log2: int = -11,
+                    clip: float = 0.0) -> Any:
+    """A fully quantized UNIDIRECTIONAL_SEQUENCE_LSTM as TensorFlow's converter writes one
+    (TFLite's 24 inputs; int8 input, weights and hidden state; int32 biases; an int16 cell
+    state of scale ``2**cell_log2``; the five intermediates, the last the hidden values'
+    scale and zero point), random weights from ``seed``; its output is the model's."""
+    from toolkit.builder import OPTIONS_CLASS, ModelBuilder
+    from toolkit.ir import Quantization as Q
+
+    rng = np.random.default_rng(seed)
+    mb = ModelBuilder("lstm8")
+    xshape = [steps, batch, n_in] if time_major else [batch, steps, n_in]
+    xs, hs, hzp = 0.02, 0.006, -4
+    ins: list[Any] = [mb.input("x", xshape, np.int8, quant=Q.make(xs, 3))]
+    for kind, k in (("w", n_in), ("r", cells)):
+        for g in "ifco":
+            w = rng.integers(-127, 128, (cells, k)).astype(np.int8)
+            q = Q.make(float(rng.uniform(0.004, 0.012)), 0)
+            ins.append(None if cifg and g == "i" else mb.const(f"{kind}_{g}", w, quant=q))
+    ins += [None, None, None]  # peephole
+    for j, g in enumerate("ifco"):
+        w_t = ins[1 + j]
+        ins.append(None if w_t is None else mb.const(
+            f"b_{g}", rng.integers(-3000, 3000, cells).astype(np.int32),
+            quant=Q.make(xs * float(w_t.quant.scale[0]), 0)))
+    ins += [None, None]  # projection
+    ins.append(mb.graph.add_tensor("h_state", [batch, cells], np.int8, quant=Q.make(0.007, -2),
+                                   is_variable=True))
+    ins.append(mb.graph.add_tensor("c_state", [batch, cells], np.int16,
+                                   quant=Q.make(2.0 ** cell_log2, 0), is_variable=True))
+    ins += [None] * 4  # layer norm
+    opts = OPTIONS_CLASS["UnidirectionalSequenceLSTMOptions"]()
+    opts.fusedActivationFunction, opts.cellClip, opts.timeMajor = 4, clip, time_major
+    y = mb.op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [*xshape[:2], cells], name="lstm",
+              dtype=np.int8, quant=Q.make(hs, hzp), options=opts)
+    inter = [mb.graph.add_tensor(f"inter{k}", [0], np.float32) for k in range(4)]
+    inter.append(mb.graph.add_tensor("hidden", [0], np.int8, quant=Q.make(hs, hzp)))
+    mb.graph.ops[-1].extra["intermediates"] = inter
+    mb.output(y)
+    return mb.build()

@@ -16,7 +16,7 @@ from typing import cast
 
 import numpy as np
 import pytest
-from support import ALL_TFLITE, SAMPLES, litert_run
+from support import ALL_TFLITE, SAMPLES, int8_lstm_model, litert_run
 
 import toolkit as tk
 from toolkit.compiler import CompiledModel, compile_model
@@ -539,3 +539,59 @@ def test_hybrid_fully_connected_matches_the_reference_and_litert(tmp_path: Path,
         x[1, 0] = np.concatenate([[127.5, -127.5], halves])
         _same(run(model, {"x": x}), run_native(art, {"x": x}).outputs)
     assert not np.array_equal(results[0], results[1])  # per-channel scales make a difference
+
+
+def test_int8_lstm_bit_exact_with_the_reference_and_litert(tmp_path: Path) -> None:
+    """TFLite's integer LSTM: batch- and time-major, CIFG, cell states of scale 2**-11,
+    2**-15 (clipped) and 2**-9, and a constant initial state; one bundle."""
+    from toolkit.formats.flatbuffer_write import write_model
+
+    configs: list[dict[str, object]] = [
+        {}, {"time_major": True, "cifg": True}, {"cell_log2": -15, "clip": 3.0},
+        {"cell_log2": -9, "batch": 1, "steps": 12}]
+    models = [int8_lstm_model(2, **c) for c in configs]  # type: ignore[arg-type]
+    last = models[-1]
+    for i, dt, lim in ((18, np.int8, 128), (19, np.int16, 3000)):
+        t = last.graph.ops[0].inputs[i]
+        assert t is not None
+        t.is_variable = False  # a constant initial state
+        t.data = np.random.default_rng(5).integers(-lim, lim, t.shape).astype(dt)
+    arts = [codegen(m, tmp_path / f"l{k}", name=f"lstm{k}") for k, m in enumerate(models)]
+    build_bundle([(a.out_dir, a.name, a.library.name) for a in arts], tmp_path / "b", opt=OPT)
+    for k, (model, art) in enumerate(zip(models, arts)):
+        m = NativeModel(art)
+        for seed in range(3):
+            inputs = m.random_inputs(seed=seed)
+            ref = run(model, inputs)
+            _same(ref, m.invoke(inputs))
+            (y,) = ref.values()
+            assert np.unique(y).size > 20
+            if k < len(models) - 1:  # LiteRT starts from reset states
+                lite = litert_run(bytes(write_model(model, "tflite")), inputs)
+                _same(lite, ref)
+        m.close()
+
+
+def test_int16_logistic_and_tanh_of_the_op_library_are_the_reference_s(tmp_path: Path) -> None:
+    """Every int16 value through the C++ gemmlowp logistic (Q3.12) and tanh (Q0.15 to Q6.9)
+    equals the NumPy port the reference runtime uses."""
+    from toolkit.generator.build import build_library
+    from toolkit.generator.generate import copy_library
+    from toolkit.integer_lstm import int16_logistic, int16_tanh
+
+    copy_library(tmp_path)
+    (tmp_path / "probe.cpp").write_text(
+        '#include "tk_ops.h"\n'
+        'extern "C" void probe(int bits, int32_t* out) {\n'
+        "  for (int32_t a = -32768; a < 32768; ++a)\n"
+        "    out[a + 32768] = bits < 0 ? tk::logistic_q3_12(a) : tk::tanh_q16(a, bits);\n"
+        "}\n")
+    lib = ctypes.CDLL(str(build_library(tmp_path, "probe", "libprobe.so", opt=OPT)))
+    a = np.arange(-32768, 32768, dtype=np.int64)
+    out = np.zeros(65536, np.int32)
+    ptr = out.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+    lib.probe(-1, ptr)
+    np.testing.assert_array_equal(out, int16_logistic(a))
+    for bits in range(7):
+        lib.probe(bits, ptr)
+        np.testing.assert_array_equal(out, int16_tanh(a, bits), err_msg=str(bits))
