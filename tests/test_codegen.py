@@ -595,3 +595,75 @@ def test_int16_logistic_and_tanh_of_the_op_library_are_the_reference_s(tmp_path:
     for bits in range(7):
         lib.probe(bits, ptr)
         np.testing.assert_array_equal(out, int16_tanh(a, bits), err_msg=str(bits))
+
+
+def _sequence_model(hybrid: bool) -> tk.Model:
+    """UNIDIRECTIONAL_SEQUENCE_RNN (batch-major and time-major, from a reset state) and a
+    UNIDIRECTIONAL_SEQUENCE_LSTM on [2, 6, 5] floats; with ``hybrid`` their weights are int8
+    (per-tensor scales, the LSTM's input weights per channel) and the time-major RNN starts
+    from a constant state."""
+    from toolkit.builder import OPTIONS_CLASS, ModelBuilder
+    from toolkit.ir import Quantization as Q
+
+    rng = np.random.default_rng(4)
+    mb = ModelBuilder("seq")
+    x = mb.input("x", [2, 6, 5])
+
+    def weight(name: str, shape: tuple[int, int], per_channel: bool = False) -> tk.Tensor:
+        w = (0.4 * rng.standard_normal(shape)).astype(np.float32)
+        if not hybrid:
+            return mb.const(name, w)
+        s = (np.abs(w).max(axis=1 if per_channel else None) / 127).reshape(-1)
+        q = np.clip(np.round(w / (s[:, None] if per_channel else s[0])), -127, 127)
+        return mb.const(name, q.astype(np.int8), quant=Q.make(s.tolist(), [0] * s.size, 0))
+
+    def opts(name: str, **fields: object) -> object:
+        o = OPTIONS_CLASS[name]()
+        for k, v in fields.items():
+            setattr(o, k, v)
+        return o
+
+    outs = []
+    for k, tm in enumerate((False, True)):
+        xin = mb.transpose(x, [1, 0, 2], name=f"tm{k}") if tm else x
+        if tm and hybrid:  # LiteRT takes a variable state only
+            state = mb.const(f"h{k}", rng.uniform(-1, 1, (2, 4)).astype(np.float32))
+        else:
+            state = mb.graph.add_tensor(f"h{k}", [2, 4], np.float32, is_variable=True)
+        ins = [xin, weight(f"rnn{k}/w", (4, 5)), weight(f"rnn{k}/r", (4, 4)),
+               mb.const(f"rnn{k}/b", rng.uniform(-0.5, 0.5, 4).astype(np.float32)), state]
+        outs.append(mb.op("UNIDIRECTIONAL_SEQUENCE_RNN", ins, [*xin.shape[:2], 4],
+                          name=f"rnn{k}", dtype=np.float32,
+                          options=opts("SequenceRNNOptions", timeMajor=tm,
+                                       fusedActivationFunction=4 if k == 0 else 1)))
+    ins = [x] + [weight(f"lstm/w_{g}", (3, 5), per_channel=True) for g in "ifco"]
+    ins += [weight(f"lstm/r_{g}", (3, 3)) for g in "ifco"] + [None] * 3
+    ins += [mb.const(f"lstm/b_{g}", rng.uniform(-0.5, 0.5, 3).astype(np.float32))
+            for g in "ifco"] + [None, None]
+    ins += [mb.graph.add_tensor(f"lstm/{s}", [2, 3], np.float32, is_variable=True)
+            for s in ("h", "c")] + [None] * 4
+    outs.append(mb.op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [2, 6, 3], name="lstm",
+                      dtype=np.float32, options=opts("UnidirectionalSequenceLSTMOptions",
+                                                     fusedActivationFunction=4)))
+    mb.output(*outs)
+    return mb.build()
+
+
+@pytest.mark.parametrize("hybrid", [False, True], ids=["float32", "hybrid"])
+def test_sequence_rnn_and_hybrid_sequences_match_the_reference(tmp_path: Path,
+                                                                hybrid: bool) -> None:
+    """UNIDIRECTIONAL_SEQUENCE_RNN, and RNN / LSTM with int8 weights, which the reference
+    runtime computes from the dequantized weights (float32 also against LiteRT)."""
+    from toolkit.formats.flatbuffer_write import write_model
+
+    model = _sequence_model(hybrid)
+    art = codegen(model, tmp_path, name="seq")
+    art.build(opt=OPT)
+    x = np.random.default_rng(8).uniform(-2, 2, (2, 6, 5)).astype(np.float32)
+    ref = run(model, {"x": x})
+    out = run_native(art, {"x": x}).outputs
+    _same(ref, out)
+    assert all(float(v.std()) > 0.05 for v in ref.values())
+    if not hybrid:  # LiteRT's hybrid kernels quantize the inputs at run time
+        lite = litert_run(bytes(write_model(model, "tflite")), [x])
+        _same({k: lite[k] for k in out}, out)

@@ -406,8 +406,10 @@ def _lstm(e: Emitter, step: Step) -> str:
         if t.data is None:
             raise _unsupported(op, f"input {i} must be a constant")
         v = np.asarray(t.data)
+        if v.dtype != _F32 and is_quantized(t):  # hybrid: the reference's dequantized weights
+            return _dequantized(op, t, v)
         if v.dtype != _F32:
-            raise _unsupported(op, f"input {i} of {v.dtype} (hybrid LSTM)")
+            raise _unsupported(op, f"input {i} of {v.dtype} without quantization")
         return v.astype(np.float32)
 
     if any(_input(op, i) is not None for i in (16, 17, 20, 21, 22, 23)):
@@ -452,6 +454,69 @@ def _lstm(e: Emitter, step: Step) -> str:
     return (f"tk::lstm_f32({geom}, {e.ptr(x)}, {e.param(w_in, 'float')}, "
             f"{e.param(w_rec, 'float')}, {e.param(bias, 'float')}, {', '.join(pp)}, "
             f"{states[0]}, {states[1]}, {e.ptr(out)});")
+
+
+def _rnn(e: Emitter, step: Step) -> str:
+    """UNIDIRECTIONAL_SEQUENCE_RNN (input, W, R, bias, hidden state) in float32; hybrid
+    weights dequantized as the reference runtime does."""
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    if x.dtype != _F32 or out.dtype != _F32 or len(x.shape) != 3:
+        raise _unsupported(op, f"UNIDIRECTIONAL_SEQUENCE_RNN of {x.dtype} {list(x.shape)} "
+                               "(float32, 3-D only)")
+
+    def const(i: int) -> np.ndarray | None:
+        t = _input(op, i)
+        if t is None:
+            return None
+        if t.data is None:
+            raise _unsupported(op, f"input {i} must be a constant")
+        v = np.asarray(t.data)
+        if v.dtype != _F32 and is_quantized(t):
+            return _dequantized(op, t, v)
+        if v.dtype != _F32:
+            raise _unsupported(op, f"input {i} of {v.dtype} without quantization")
+        return v
+
+    w, r, b = const(1), const(2), const(3)
+    if w is None or r is None or b is None or w.ndim != 2:
+        raise _unsupported(op, "the input weights, recurrent weights and bias are required")
+    units, n_in = w.shape
+    time_major = bool(_opt(op, "timeMajor", False))
+    steps, batch = (x.shape[0], x.shape[1]) if time_major else (x.shape[1], x.shape[0])
+    if n_in != x.shape[2] or r.shape != (units, units) or b.size != units \
+            or tuple(out.shape) != (*x.shape[:2], units):
+        raise _unsupported(op, f"weights {list(w.shape)}, {list(r.shape)} do not fit input "
+                               f"{list(x.shape)} and output {list(out.shape)}")
+    h0 = "nullptr"
+    t = _input(op, 4)
+    if t is not None and t.data is not None:
+        v = np.broadcast_to(np.asarray(t.data, np.float32).reshape(-1, units), (batch, units))
+        h0 = e.param(np.ascontiguousarray(v), "float")
+    geom = f"tk::RnnGeom{{{steps}, {batch}, {n_in}, {units}, {int(time_major)}, {_act(op)}}}"
+    return (f"tk::rnn_f32({geom}, {e.ptr(x)}, {e.param(np.ascontiguousarray(w), 'float')}, "
+            f"{e.param(np.ascontiguousarray(r), 'float')}, "
+            f"{e.param(b.reshape(-1).astype(np.float32), 'float')}, {h0}, {e.ptr(out)});")
+
+
+def _dequantized(op: Op, t: Tensor, v: np.ndarray) -> np.ndarray:
+    """The float32 values of quantized constant ``v`` (tensor ``t``), computed as the
+    reference runtime dequantizes a hybrid op's weights: ``scale * (q - zp)`` in float64
+    (per channel along the quantized dimension), rounded to float32."""
+    p = qp(op, t)
+    scale, zp = p.scale.astype(np.float64), p.zero_point.astype(np.int64)
+    if scale.size > 1:
+        if not 0 <= p.axis < v.ndim or scale.size != v.shape[p.axis]:
+            raise _unsupported(op, f"{scale.size} scales for {list(v.shape)} along axis "
+                                   f"{p.axis}")
+        shape = [1] * v.ndim
+        shape[p.axis] = scale.size
+        scale = scale.reshape(shape)
+        zp = zp.reshape(shape) if zp.size > 1 else zp.reshape(-1)[0]
+    else:
+        scale, zp = scale.reshape(-1)[0], zp.reshape(-1)[0]
+    return (scale * (v.astype(np.int64) - zp)).astype(np.float32)
 
 
 def _lstm_q8(e: Emitter, op: Op) -> str:
@@ -1479,7 +1544,7 @@ def _pad(e: Emitter, step: Step) -> str:
 _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv,
     "RESIZE_BILINEAR": _resize_bilinear, "CONV_3D": _conv3d,
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": _lstm,
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": _lstm, "UNIDIRECTIONAL_SEQUENCE_RNN": _rnn,
     "MAX_POOL_2D": _pool, "AVERAGE_POOL_2D": _pool,
     "FULLY_CONNECTED": _fully_connected, "BATCH_MATMUL": _batch_matmul,
     **dict.fromkeys(_BINOPS, _binary), **dict.fromkeys(_UNOPS, _unary),

@@ -2253,4 +2253,31 @@ void lstm_q8(const IntLstmGeom& g, const int8_t* x, const int8_t* w_in, const in
   }
 }
 
+void rnn_f32(const RnnGeom& g, const float* x, const float* w, const float* r,
+             const float* bias, const float* h0, float* y) {
+  const int nu = g.units, ni = g.n_input;
+  std::vector<float> h(static_cast<size_t>(g.batch) * nu), next(h.size());
+  for (size_t k = 0; k < h.size(); ++k) h[k] = h0 ? h0[k] : 0.f;
+  for (int t = 0; t < g.steps; ++t) {
+    for (int b = 0; b < g.batch; ++b) {
+      const size_t row = g.time_major ? static_cast<size_t>(t) * g.batch + b
+                                      : static_cast<size_t>(b) * g.steps + t;
+      const float* xr = x + row * ni;
+      const float* hr = h.data() + static_cast<size_t>(b) * nu;
+      float* yr = y + row * nu;
+      for (int u = 0; u < nu; ++u) {
+        const float* wr = w + static_cast<size_t>(u) * ni;
+        const float* rr = r + static_cast<size_t>(u) * nu;
+        float a = 0.f, c = 0.f;
+        for (int i = 0; i < ni; ++i) a += xr[i] * wr[i];
+        for (int j = 0; j < nu; ++j) c += hr[j] * rr[j];
+        const float v = act1(a + c + (bias ? bias[u] : 0.f), g.act);
+        yr[u] = v;
+        next[static_cast<size_t>(b) * nu + u] = v;
+      }
+    }
+    h.swap(next);
+  }
+}
+
 }  // namespace tk

@@ -372,6 +372,15 @@ void lstm_q8(const IntLstmGeom& g, const int8_t* x, const int8_t* w_in, const in
 int32_t logistic_q3_12(int32_t a);
 int32_t tanh_q16(int32_t a, int int_bits);
 
+// UNIDIRECTIONAL_SEQUENCE_RNN in float32: h = act(W x + R h + b) per time step, from h0
+// [batch, units] (nullptr: zeros). w [units, input], r [units, units], bias [units] or
+// nullptr; x [batch, steps, input] ([steps, batch, input] when time_major).
+struct RnnGeom {
+  int steps, batch, n_input, units, time_major, act;
+};
+void rnn_f32(const RnnGeom& g, const float* x, const float* w, const float* r,
+             const float* bias, const float* h0, float* y);
+
 }  // namespace tk
 
 #endif  // TK_OPS_H_
