@@ -667,3 +667,71 @@ def test_sequence_rnn_and_hybrid_sequences_match_the_reference(tmp_path: Path,
     if not hybrid:  # LiteRT's hybrid kernels quantize the inputs at run time
         lite = litert_run(bytes(write_model(model, "tflite")), [x])
         _same({k: lite[k] for k in out}, out)
+
+
+def _tensor_ops_model(ones_like: bool) -> tk.Model:
+    """RESIZE_NEAREST_NEIGHBOR (half-pixel centres; aligned corners), UNPACK and PACK, SHAPE,
+    FILL from a run-time value, RANGE (int32 and float32), SELECT by rows and LOGICAL_NOT:
+    the ops a plain (uncompiled) model may carry; and ONES_LIKE (circle only)."""
+    from toolkit.builder import OPTIONS_CLASS, ModelBuilder
+
+    def opts(name: str, **fields: object) -> object:
+        o = OPTIONS_CLASS[name]()
+        for k, v in fields.items():
+            setattr(o, k, v)
+        return o
+
+    mb = ModelBuilder("tensor_ops")
+    x = mb.input("x", [2, 4, 5, 3])
+    v = mb.input("v", [])
+    c = mb.input("c", [2])
+    size = [mb.const("size_a", np.asarray([7, 9], np.int32)),
+            mb.const("size_b", np.asarray([3, 8], np.int32))]
+    r1 = mb.op("RESIZE_NEAREST_NEIGHBOR", [x, size[0]], [2, 7, 9, 3], name="near_half",
+               options=opts("ResizeNearestNeighborOptions", halfPixelCenters=True))
+    r2 = mb.op("RESIZE_NEAREST_NEIGHBOR", [x, size[1]], [2, 3, 8, 3], name="near_align",
+               options=opts("ResizeNearestNeighborOptions", alignCorners=True))
+    rows = mb.op("UNPACK", [x], name="unpack", options=opts("UnpackOptions", num=4, axis=1),
+                 outputs=[(f"row{k}", [2, 5, 3]) for k in range(4)])
+    packed = mb.op("PACK", [rows[3], rows[0], rows[2]], [2, 5, 3, 3], name="pack",
+                   options=opts("PackOptions", valuesCount=3, axis=2))
+    shape = mb.op("SHAPE", [packed], [4], name="shape", dtype=np.int32,
+                  options=opts("ShapeOptions", outType=2))
+    filled = mb.op("FILL", [mb.const("dims", np.asarray([2, 3], np.int32)), v], [2, 3],
+                   name="fill", dtype=np.float32)
+    ones = [mb.op("ONES_LIKE", [shape], [4], name="ones")] if ones_like else []
+    ranges = [mb.op("RANGE", [mb.const(f"r{k}/{n}", np.asarray(val, dt)) for n, val in
+                              zip(("start", "limit", "delta"), vals)], [length],
+                    name=f"range{k}", dtype=dt)
+              for k, (vals, length, dt) in enumerate(
+                  [((2, 20, 3), 6, np.int32), ((0.5, 3.0, 0.25), 10, np.float32)])]
+    neg = mb.op("LESS", [c, mb.const("zero", np.zeros(1, np.float32))], [2], name="neg",
+                dtype=np.bool_)
+    picked = mb.op("SELECT", [neg, packed, mb.unary("NEG", packed, name="flip")],
+                   [2, 5, 3, 3], name="select", dtype=np.float32)
+    pos = mb.op("LOGICAL_NOT", [neg], [2], name="pos")
+    kept = mb.op("SELECT_V2", [pos, c, mb.const("zeros", np.zeros(2, np.float32))], [2],
+                 name="keep", dtype=np.float32)
+    mb.output(r1, r2, picked, shape, filled, *ones, *ranges, kept)
+    return mb.build()
+
+
+def test_tensor_ops_of_plain_models_match_the_reference_and_litert(tmp_path: Path) -> None:
+    from toolkit.formats.flatbuffer_write import write_model
+
+    rng = np.random.default_rng(2)
+    inputs = {"x": rng.uniform(-1, 1, (2, 4, 5, 3)).astype(np.float32),
+              "v": np.asarray(1.25, np.float32), "c": np.asarray([-0.5, 0.75], np.float32)}
+    for ones_like in (True, False):
+        model = _tensor_ops_model(ones_like)
+        art = codegen(model, tmp_path / str(ones_like), name="tensor_ops")
+        art.build(opt=OPT)
+        ref = run(model, inputs)
+        out = run_native(art, inputs).outputs
+        assert sorted(out) == sorted(ref)
+        for k, r in ref.items():  # moved or exact values
+            assert out[k].dtype == r.dtype
+            np.testing.assert_array_equal(out[k], r, err_msg=k)
+    lite = litert_run(bytes(write_model(model, "tflite")), inputs)
+    for k, r in ref.items():
+        np.testing.assert_array_equal(lite[k], r, err_msg=k)

@@ -1,5 +1,5 @@
 """Source index maps of ops that only move data (STRIDED_SLICE, SLICE, REVERSE_V2,
-SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND, MIRROR_PAD, BROADCAST_TO).
+SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND, MIRROR_PAD, BROADCAST_TO, RESIZE_NEAREST_NEIGHBOR).
 
 :func:`index_map` applies the op's arrangement to the flat indices of its input, so element
 ``i`` of the result is the input element output element ``i`` copies (``-1``: the pad
@@ -14,13 +14,15 @@ import numpy as np
 
 from toolkit.errors import UnsupportedOpError
 from toolkit.ir import Op
+from toolkit.util.resample import nearest_source_indices
 from toolkit.util.slicing import slice_index, strided_slice_index
 
 __all__ = ["MOVEMENT", "index_map", "affine_map"]
 
 #: the op kinds :func:`index_map` arranges
 MOVEMENT = frozenset({"STRIDED_SLICE", "SLICE", "REVERSE_V2", "SPACE_TO_BATCH_ND",
-                      "BATCH_TO_SPACE_ND", "MIRROR_PAD", "BROADCAST_TO"})
+                      "BATCH_TO_SPACE_ND", "MIRROR_PAD", "BROADCAST_TO",
+                      "RESIZE_NEAREST_NEIGHBOR"})
 
 
 def _unsupported(op: Op, what: str) -> UnsupportedOpError:
@@ -140,9 +142,23 @@ def _broadcast_to(op: Op, idx: np.ndarray) -> np.ndarray:
         raise _unsupported(op, f"cannot broadcast {list(idx.shape)} to {target}") from None
 
 
+def _resize_nearest(op: Op, idx: np.ndarray) -> np.ndarray:
+    size = _ints(op, 1)
+    if idx.ndim != 4 or len(size) != 2 or min(size) < 1:
+        raise _unsupported(op, f"RESIZE_NEAREST_NEIGHBOR of {list(idx.shape)} to {size}")
+    align = bool(getattr(op.options, "alignCorners", False)) if op.options is not None \
+        else False
+    half = bool(getattr(op.options, "halfPixelCenters", False)) if op.options is not None \
+        else False
+    ys = nearest_source_indices(size[0], idx.shape[1], align, half)
+    xs = nearest_source_indices(size[1], idx.shape[2], align, half)
+    return idx[:, ys][:, :, xs]
+
+
 _ARRANGE = {"STRIDED_SLICE": _strided_slice, "SLICE": _slice, "REVERSE_V2": _reverse,
             "SPACE_TO_BATCH_ND": _space_to_batch, "BATCH_TO_SPACE_ND": _batch_to_space,
-            "MIRROR_PAD": _mirror_pad, "BROADCAST_TO": _broadcast_to}
+            "MIRROR_PAD": _mirror_pad, "BROADCAST_TO": _broadcast_to,
+            "RESIZE_NEAREST_NEIGHBOR": _resize_nearest}
 
 
 def index_map(op: Op) -> np.ndarray:

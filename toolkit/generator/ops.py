@@ -549,6 +549,104 @@ def _lstm_q8(e: Emitter, op: Op) -> str:
             f"{e.ptr(out)});")
 
 
+def _pack(e: Emitter, step: Step) -> str:
+    """PACK (stack along ``axis``) as a concatenation of the inputs, and UNPACK as a split."""
+    op = step.op
+    unpack = op.type == "UNPACK"
+    whole = op.inputs[0] if unpack else op.outputs[0]
+    parts = list(op.outputs) if unpack else list(op.inputs)
+    assert whole is not None
+    rank = len(whole.shape)
+    axis = _int(op, "axis", 0)
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis < rank or any(p is None for p in parts) or len(parts) != whole.shape[axis]:
+        raise _unsupported(op, f"{len(parts)} parts along axis {axis} of {list(whole.shape)}")
+    want = tuple(whole.shape[:axis]) + tuple(whole.shape[axis + 1:])
+    for part in parts:
+        assert part is not None
+        if tuple(part.shape) != want or part.dtype != whole.dtype:
+            raise _unsupported(op, f"part {list(part.shape)} of {part.dtype} does not stack to "
+                                   f"{list(whole.shape)} of {whole.dtype}")
+        if is_quantized(part) or is_quantized(whole):
+            pq, wq = qp(op, part), qp(op, whole)
+            if pq.s != wq.s or pq.zp != wq.zp:
+                raise _unsupported(op, f"{op.type} of tensors quantized unlike each other")
+    outer, inner = _size(whole.shape[:axis]), _size(whole.shape[axis + 1:])
+    block = _size(whole.shape[axis:])
+    item = whole.dtype.itemsize  # type: ignore[union-attr]
+    lines = []
+    for k, part in enumerate(parts):
+        if unpack:
+            lines.append(f"tk::copy_blocks({e.ptr(whole)} + {k * inner}, {block}, "
+                         f"{e.ptr(part)}, {inner}, {outer}, {inner}, {item});")
+        else:
+            lines.append(f"tk::copy_blocks({e.ptr(part)}, {inner}, {e.ptr(whole)} + "
+                         f"{k * inner}, {block}, {outer}, {inner}, {item});")
+    return "\n".join(lines) if lines else f"// {op.type} of nothing"
+
+
+def _shape(e: Emitter, step: Step) -> str:
+    """SHAPE: the input's shape, fixed when the artifact is generated."""
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    if out.dtype not in (_I32, np.dtype(np.int64)) or _size(out.shape) != len(x.shape):
+        raise _unsupported(op, f"SHAPE of rank {len(x.shape)} into {out.dtype} "
+                               f"{list(out.shape)}")
+    shape = np.asarray(x.shape, dtype=out.dtype)
+    return (f"std::memcpy({e.ptr(out)}, {e.param(shape, ctype(out.dtype, out.name))}, "
+            f"{shape.nbytes});")
+
+
+def _fill(e: Emitter, step: Step) -> str:
+    """FILL (the value of input 1) and ONES_LIKE over the output's fixed shape."""
+    op = step.op
+    out = op.outputs[0]
+    ct = ctype(out.dtype, out.name)
+    if is_quantized(out):
+        raise _unsupported(op, f"{op.type} of a quantized tensor")
+    n = _size(out.shape)
+    if op.type == "ONES_LIKE":
+        return f"std::fill_n({e.ptr(out)}, {n}, static_cast<{ct}>(1));"
+    dims = [int(v) for v in _const(op, 0).reshape(-1)]
+    value = _input(op, 1)
+    if dims != list(out.shape) or value is None or _size(value.shape) != 1:
+        raise _unsupported(op, f"FILL of {dims} with a value of shape "
+                               f"{None if value is None else list(value.shape)} into "
+                               f"{list(out.shape)}")
+    return f"std::fill_n({e.ptr(out)}, {n}, static_cast<{ct}>({e.ptr(value)}[0]));"
+
+
+def _range(e: Emitter, step: Step) -> str:
+    """RANGE(start, limit, delta): ``start + i * delta`` for the output's fixed length; the
+    artifact throws when the inputs ask for another length."""
+    op = step.op
+    out = op.outputs[0]
+    ins = [_input(op, i) for i in range(3)]
+    if len(out.shape) != 1 or any(t is None or _size(t.shape) != 1 for t in ins):
+        raise _unsupported(op, "RANGE needs three scalars and a 1-D output")
+    ct = ctype(out.dtype, out.name)
+    if ct not in ("int32_t", "int64_t", "float"):
+        raise _unsupported(op, f"RANGE of {out.dtype}")
+    start, limit, delta = (f"static_cast<double>({e.ptr(t)}[0])" for t in ins)
+    n = out.shape[0]
+    return (f"{{ if (tk::range_count({start}, {limit}, {delta}) != {n})\n"
+            f"    throw std::runtime_error(\"RANGE {_cstr(op.name)}: the inputs ask for another "
+            f"length than the {n} of the generated shape\");\n"
+            f"  for (int64_t i = 0; i < {n}; ++i) {e.ptr(out)}[i] = static_cast<{ct}>("
+            f"{e.ptr(ins[0])}[0] + i * {e.ptr(ins[2])}[0]); }}")
+
+
+def _logical_not(e: Emitter, step: Step) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    assert x is not None
+    if x.dtype != np.dtype(np.bool_) or out.dtype != x.dtype or x.shape != out.shape:
+        raise _unsupported(op, f"LOGICAL_NOT of {x.dtype} {list(x.shape)}")
+    return (f"for (int64_t i = 0; i < {_size(out.shape)}; ++i) {e.ptr(out)}[i] = "
+            f"!{e.ptr(x)}[i];")
+
+
 def _resize_bilinear(e: Emitter, step: Step) -> str:
     op = step.op
     x, out = op.inputs[0], op.outputs[0]
@@ -888,12 +986,15 @@ def _select(e: Emitter, step: Step) -> str:
     c, a, b = (_input(op, i) for i in range(3))
     out = op.outputs[0]
     if c is None or a is None or b is None:
-        raise _unsupported(op, "SELECT_V2 needs a condition and two values")
+        raise _unsupported(op, f"{op.type} needs a condition and two values")
     if c.dtype != np.dtype(np.bool_) or a.dtype != out.dtype or b.dtype != out.dtype:
-        raise _unsupported(op, f"SELECT_V2 of {c.dtype} ? {a.dtype} : {b.dtype}")
+        raise _unsupported(op, f"{op.type} of {c.dtype} ? {a.dtype} : {b.dtype}")
     oshape = tuple(out.shape)
+    cshape = tuple(c.shape)
+    if op.type == "SELECT" and len(cshape) == 1 and len(a.shape) > 1:  # picks rows
+        cshape = cshape + (1,) * (len(a.shape) - 1)
     try:
-        ok = tuple(np.broadcast_shapes(c.shape, a.shape, b.shape)) == oshape
+        ok = tuple(np.broadcast_shapes(cshape, a.shape, b.shape)) == oshape
     except ValueError:
         ok = False
     if not ok or len(oshape) > 6:
@@ -902,7 +1003,7 @@ def _select(e: Emitter, step: Step) -> str:
     o6 = (1,) * (6 - len(oshape)) + oshape
     item = out.dtype.itemsize  # type: ignore[union-attr]
     return (f"{{ static const int64_t s[6] = {_arr(o6)}; "
-            f"static const int64_t sc[6] = {_arr(_strides6(c.shape, o6))}; "
+            f"static const int64_t sc[6] = {_arr(_strides6(cshape, o6))}; "
             f"static const int64_t sa[6] = {_arr(_strides6(a.shape, o6))}; "
             f"static const int64_t sb[6] = {_arr(_strides6(b.shape, o6))};\n"
             f"  tk::select(s, sc, sa, sb, {e.ptr(c)}, {e.ptr(a)}, "
@@ -1560,6 +1661,8 @@ _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
     "FLOOR_MOD": _binary, "FLOOR_DIV": _binary, "LOGICAL_AND": _logical,
     "LOGICAL_OR": _logical, "ARG_MAX": _arg_extreme, "ARG_MIN": _arg_extreme,
     "CUMSUM": _cumsum, "ZEROS_LIKE": _zeros_like, **dict.fromkeys(MOVEMENT, _movement),
+    "PACK": _pack, "UNPACK": _pack, "SHAPE": _shape, "FILL": _fill, "ONES_LIKE": _fill,
+    "RANGE": _range, "SELECT": _select, "LOGICAL_NOT": _logical_not,
 }
 
 #: Op kinds the generator emits (CUSTOM ops by custom code).

@@ -1,5 +1,6 @@
-"""TFLite's RESIZE_BILINEAR sampling positions along one axis, shared by the NumPy kernel and
-the native generator's index tables (both must pick the same pixels and weights)."""
+"""TFLite's RESIZE_BILINEAR sampling positions and RESIZE_NEAREST_NEIGHBOR source indices
+along one axis, shared by the NumPy kernels and the native generator's index tables (both must
+pick the same pixels and weights)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,20 @@ def bilinear_axis_int(out: int, size: int, align: bool, half: bool
     lo = np.maximum(np.trunc(pos / (1 << 10)).astype(np.int64), 0)
     hi = np.minimum(np.trunc((pos + (1 << 10) - 1) / (1 << 10)).astype(np.int64), size - 1)
     return lo, hi, (pos - (1 << 10) * lo).astype(np.int32)
+
+
+def nearest_source_indices(out: int, size: int, align_corners: bool,
+                           half_pixel_centers: bool) -> np.ndarray:
+    """The int64 source index along one axis of each of ``out`` output positions resized
+    from ``size``: position ``(i + 0.5 if half_pixel_centers) * scale`` in float32, rounded
+    half away from zero with ``align_corners`` (else floored), clamped to ``[0, size)``."""
+    scale = np.float32((size - 1) / (out - 1)) if align_corners and out > 1 else \
+        np.float32(size / out)
+    off = np.float32(0.5) if half_pixel_centers else np.float32(0)
+    pos = (np.arange(out, dtype=np.float32) + off) * scale
+    if align_corners:
+        idx = np.sign(pos) * np.floor(np.abs(pos) + np.float32(0.5))
+    else:
+        idx = np.floor(pos)
+    idx = np.minimum(idx.astype(np.int64), size - 1)
+    return np.maximum(idx, 0) if half_pixel_centers else idx

@@ -2280,4 +2280,10 @@ void rnn_f32(const RnnGeom& g, const float* x, const float* w, const float* r,
   }
 }
 
+int64_t range_count(double start, double limit, double delta) {
+  if (delta == 0) return -1;
+  const double n = std::ceil((limit - start) / delta);
+  return n > 0 ? static_cast<int64_t>(n) : 0;
+}
+
 }  // namespace tk

@@ -381,6 +381,9 @@ struct RnnGeom {
 void rnn_f32(const RnnGeom& g, const float* x, const float* w, const float* r,
              const float* bias, const float* h0, float* y);
 
+// RANGE's length: ceil((limit - start) / delta) when positive, else 0; -1 for delta 0.
+int64_t range_count(double start, double limit, double delta);
+
 }  // namespace tk
 
 #endif  // TK_OPS_H_

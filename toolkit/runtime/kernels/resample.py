@@ -29,7 +29,11 @@ from toolkit.runtime.kernels.common import (
     unsupported,
 )
 from toolkit.runtime.kernels.conv import channel_multipliers, quantized_output
-from toolkit.util.resample import bilinear_axis_float, bilinear_axis_int
+from toolkit.util.resample import (
+    bilinear_axis_float,
+    bilinear_axis_int,
+    nearest_source_indices,
+)
 
 __all__: list[str] = []
 
@@ -194,17 +198,6 @@ def resize_nearest_neighbor(op: Op, args: Args) -> list[np.ndarray]:
     oh, ow = _size(op, args)
     align = bool(opt(op, "alignCorners", False))
     half = bool(opt(op, "halfPixelCenters", False))
-
-    def axis(out: int, size: int) -> np.ndarray:
-        scale = np.float32((size - 1) / (out - 1)) if align and out > 1 else \
-            np.float32(size / out)
-        off = np.float32(0.5) if half else np.float32(0)
-        pos = (np.arange(out, dtype=np.float32) + off) * scale
-        if align:
-            idx = np.sign(pos) * np.floor(np.abs(pos) + np.float32(0.5))
-        else:
-            idx = np.floor(pos)
-        idx = np.minimum(idx.astype(np.int64), size - 1)
-        return np.maximum(idx, 0) if half else idx
-
-    return [np.ascontiguousarray(x[:, axis(oh, x.shape[1])][:, :, axis(ow, x.shape[2])])]
+    ys = nearest_source_indices(oh, x.shape[1], align, half)
+    xs = nearest_source_indices(ow, x.shape[2], align, half)
+    return [np.ascontiguousarray(x[:, ys][:, :, xs])]
