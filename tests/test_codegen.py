@@ -735,3 +735,25 @@ def test_tensor_ops_of_plain_models_match_the_reference_and_litert(tmp_path: Pat
     lite = litert_run(bytes(write_model(model, "tflite")), inputs)
     for k, r in ref.items():
         np.testing.assert_array_equal(lite[k], r, err_msg=k)
+
+
+def test_range_of_another_length_than_generated_is_an_error(tmp_path: Path) -> None:
+    """RANGE from a run-time start: the generated length holds or the inference fails with
+    a message naming the op (the artifact's shapes are fixed)."""
+    from toolkit.builder import ModelBuilder
+
+    mb = ModelBuilder("range")
+    s = mb.input("s", [], np.int32)
+    mb.output(mb.op("RANGE", [s, mb.const("limit", np.asarray(20, np.int32)),
+                              mb.const("delta", np.asarray(3, np.int32))], [6], name="steps"))
+    model = mb.build()
+    art = codegen(model, tmp_path, name="range")
+    art.build(opt=OPT)
+    m = NativeModel(art)
+    start = np.asarray(2, np.int32)
+    want = run(model, {"s": start})["steps"]
+    np.testing.assert_array_equal(m.invoke({"s": start})["steps"], want)
+    assert want.tolist() == [2, 5, 8, 11, 14, 17]
+    with pytest.raises(ToolkitError, match=r"RANGE steps: .*another length than the 6"):
+        m.invoke({"s": np.asarray(5, np.int32)})
+    m.close()
