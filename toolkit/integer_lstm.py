@@ -19,6 +19,7 @@ RoundingDivideByPOT. The hidden values carry the hidden intermediate's scale and
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -255,6 +256,15 @@ def _newton(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x, half
 
 
+@functools.lru_cache(maxsize=16)
+def _table(kind: str, int_bits: int) -> np.ndarray:
+    """``kind`` ("logistic" / "tanh") of every int16 value (index ``raw + 32768``)."""
+    a = np.arange(-32768, 32768, dtype=np.int64)
+    v = int16_logistic(a, int_bits) if kind == "logistic" else int16_tanh(a, int_bits)
+    v.flags.writeable = False
+    return v
+
+
 def int16_logistic(raw: np.ndarray, int_bits: int = 3) -> np.ndarray:
     """gemmlowp ``logistic`` of int16 Q(int_bits) values (TFLite's ``ApplySigmoid`` takes
     Q3.12): int64 Q0.15 results."""
@@ -279,23 +289,15 @@ def int16_tanh(raw: np.ndarray, int_bits: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- evaluation
-def _mbqm(x: np.ndarray, pair: tuple[int, int] | np.ndarray) -> np.ndarray:
-    """TFLite ``MultiplyByQuantizedMultiplier`` of int32 values held in int64."""
-    mult, shift = int(pair[0]), int(pair[1])
-    left, right = max(shift, 0), max(-shift, 0)
-    v = _wrap32(x << left) if left else x
-    ab = v * mult
+def _mbqm(x: np.ndarray, mult: np.ndarray | int, shift: np.ndarray | int) -> np.ndarray:
+    """TFLite ``MultiplyByQuantizedMultiplier`` of int32 values held in int64 (multiplier
+    and shift scalars, or arrays broadcasting over ``x``)."""
+    m, s = np.asarray(mult, np.int64), np.asarray(shift, np.int64)
+    v = _wrap32(x << np.maximum(s, 0))
+    ab = v * m
     nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    high = np.where((v == -(2**31)) & (mult == -(2**31)), 2**31 - 1, c_div(ab + nudge, 1 << 31))
-    return _rdbpot(high, right)
-
-
-def _gate(p: IntegerLstm, g: int, x: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """One gate's Q3.12 pre-activation for rows ``x`` [B, input] and ``h`` [B, output]."""
-    acc = x @ p.w_in[g].T.astype(np.int64) + p.b_in[g]
-    gate = _sat16(_mbqm(acc, p.m_in[g]))
-    acc = h @ p.w_rec[g].T.astype(np.int64) + p.b_rec[g]
-    return _sat16(_mbqm(acc, p.m_rec[g]) + gate)
+    high = np.where((v == -(2**31)) & (m == -(2**31)), 2**31 - 1, c_div(ab + nudge, 1 << 31))
+    return rounding_divide_by_pot(high, np.maximum(-s, 0))
 
 
 def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
@@ -312,18 +314,29 @@ def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
         np.broadcast_to(np.asarray(h0, np.int64).reshape(-1, p.n_cell), (batch, p.n_cell))
     c = np.zeros((batch, p.n_cell), np.int64) if c0 is None else \
         np.broadcast_to(np.asarray(c0, np.int64).reshape(-1, p.n_cell), (batch, p.n_cell))
+    # gemmlowp's activations of every int16 value, looked up (index raw + 32768)
+    sigmoid, tanh_gate = _table("logistic", 3), _table("tanh", 3)
+    tanh_cell = _table("tanh", 15 + p.cell_log2)
+    # the four gates side by side: rows [4 * cell]
+    w_in = p.w_in.reshape(-1, p.n_input).T.astype(np.int64)
+    w_rec = p.w_rec.reshape(-1, p.n_cell).T.astype(np.int64)
+    b_in, b_rec = p.b_in.reshape(-1).astype(np.int64), p.b_rec.reshape(-1).astype(np.int64)
+    m_in, s_in = (np.repeat(p.m_in[:, k], p.n_cell) for k in (0, 1))
+    m_rec, s_rec = (np.repeat(p.m_rec[:, k], p.n_cell) for k in (0, 1))
+    n = p.n_cell
     outs = []
     for t in range(steps):
-        f = int16_logistic(_gate(p, 1, seq[t], h))
-        g = int16_tanh(_gate(p, 2, seq[t], h), 3)
-        i = _wrap16(32767 - f) if p.cifg else int16_logistic(_gate(p, 0, seq[t], h))
+        gate = _sat16(_mbqm(seq[t] @ w_in + b_in, m_in, s_in))
+        gate = _sat16(_mbqm(h @ w_rec + b_rec, m_rec, s_rec) + gate) + 32768
+        f = sigmoid[gate[:, n:2 * n]]
+        g = tanh_gate[gate[:, 2 * n:3 * n]]
+        i = _wrap16(32767 - f) if p.cifg else sigmoid[gate[:, :n]]
         c = _wrap16(_rdbpot(f * c, 15))
         c = _sat16(c + _wrap16(_rdbpot(i * g, 30 + p.cell_log2)))
         if p.cell_clip > 0:
             c = np.clip(c, -p.cell_clip, p.cell_clip)
-        o = int16_logistic(_gate(p, 3, seq[t], h))
-        th = int16_tanh(c, 15 + p.cell_log2)
-        h = np.clip(_mbqm(o * th, p.hidden) + p.hidden_zp, -128, 127)
+        o = sigmoid[gate[:, 3 * n:]]
+        h = np.clip(_mbqm(o * tanh_cell[c + 32768], *p.hidden) + p.hidden_zp, -128, 127)
         outs.append(h)
     y = np.stack(outs, axis=0)
     if not p.time_major:
