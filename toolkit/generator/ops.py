@@ -778,7 +778,7 @@ def _hybrid_fully_connected(e: Emitter, op: Op, w: np.ndarray, batch: int) -> st
     bias = _bias(op, o, _F32)
     b = "nullptr" if bias is None else e.param(bias, "float")
     return (f"tk::fully_connected_hybrid({e.ptr(op.inputs[0])}, "
-            f"{e.param(np.ascontiguousarray(w), 'int8_t')}, {e.param(scales, 'float')}, "
+            f"{e.param(np.ascontiguousarray(w.T), 'int8_t')}, {e.param(scales, 'float')}, "
             f"{wsum}, {b}, {batch}, {k}, {o}, {int(asym)}, {_act(op)}, "
             f"{e.ptr(op.outputs[0])});")
 

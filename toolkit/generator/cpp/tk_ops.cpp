@@ -2040,6 +2040,13 @@ void dequantize_q8_f32(const int8_t* x, double scale, int zp, float* y, size_t n
 #endif
 namespace {
 
+// std::round (ties away from zero) without the library call: truncation is exact, so is
+// the distance to it.
+inline float round_ties_away(float v) {
+  const float t = std::trunc(v);
+  return std::fabs(v - t) >= 0.5f ? t + std::copysign(1.f, v) : t;
+}
+
 // One row quantized as TFLite's BatchQuantizeFloats (ties away from zero): the int8
 // values, the row's float32 scale and its zero point (offset).
 void quantize_row_hybrid(const float* v, int k, int asym, int8_t* q, float* scale,
@@ -2063,7 +2070,7 @@ void quantize_row_hybrid(const float* v, int k, int asym, int8_t* q, float* scal
     *scale = range / 127.f;
     const float inv = 127.f / range;
     for (int j = 0; j < k; ++j) {
-      const float r = std::round(v[j] * inv);
+      const float r = round_ties_away(v[j] * inv);
       q[j] = static_cast<int8_t>(std::min(127.f, std::max(-127.f, r)));
     }
     return;
@@ -2084,7 +2091,7 @@ void quantize_row_hybrid(const float* v, int k, int asym, int8_t* q, float* scal
   const float inv = 1.f / *scale, zf = static_cast<float>(nudged);
   for (int j = 0; j < k; ++j) {
     const float p = v[j] * inv;
-    const float r = std::round(zf + p);
+    const float r = round_ties_away(zf + p);
     q[j] = static_cast<int8_t>(std::min(127.f, std::max(-128.f, r)));
   }
 }
@@ -2097,17 +2104,23 @@ void fully_connected_hybrid(const float* x, const int8_t* w, const float* wscale
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #endif
-  std::vector<int8_t> q(static_cast<size_t>(k));
+  int8_t* q = scratch<int8_t, 170>(static_cast<size_t>(k));
+  int32_t* a = scratch<int32_t, 171>(static_cast<size_t>(o));
   for (int b = 0; b < batch; ++b) {
     float scale;
     int32_t offset;
-    quantize_row_hybrid(x + static_cast<size_t>(b) * k, k, asym, q.data(), &scale, &offset);
+    quantize_row_hybrid(x + static_cast<size_t>(b) * k, k, asym, q, &scale, &offset);
+    // exact integer dot products, one input value times a row of weights [k, o] at a time
+    std::fill(a, a + o, 0);
+    for (int j = 0; j < k; ++j) {
+      const int32_t qj = q[j];
+      if (qj == 0) continue;
+      const int8_t* wr = w + static_cast<size_t>(j) * o;
+      for (int i = 0; i < o; ++i) a[i] += qj * int32_t(wr[i]);
+    }
     float* yr = y + static_cast<size_t>(b) * o;
     for (int i = 0; i < o; ++i) {
-      const int8_t* wr = w + static_cast<size_t>(i) * k;
-      int32_t acc = 0;
-      for (int j = 0; j < k; ++j) acc += int32_t(q[j]) * int32_t(wr[j]);
-      int64_t dot = acc;
+      int64_t dot = a[i];
       if (asym) dot -= int64_t(offset) * wsum[i];
       const float factor = scale * wscale[i];
       const float v = static_cast<float>(dot) * factor;
