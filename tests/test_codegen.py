@@ -508,8 +508,8 @@ def _hybrid_fc_model(asymmetric: bool, per_channel: bool) -> tk.Model:
 
 
 @pytest.mark.parametrize("asymmetric", [False, True], ids=["symmetric", "asymmetric"])
-def test_hybrid_fully_connected_matches_the_reference_and_litert(tmp_path: Path,
-                                                                 asymmetric: bool) -> None:
+def test_hybrid_fully_connected_matches_the_reference_and_litert(
+        bundled: dict[str, tuple[tk.Model, Artifact]], asymmetric: bool) -> None:
     """Rows quantized at run time: all signs, a row of zeros (scale 1), a row without
     negative values (asymmetric: the zero point at -128) and rows meeting ties, which round
     away from zero."""
@@ -517,9 +517,7 @@ def test_hybrid_fully_connected_matches_the_reference_and_litert(tmp_path: Path,
 
     results = []
     for per_channel in (False, True):
-        model = _hybrid_fc_model(asymmetric, per_channel)
-        art = codegen(model, tmp_path / str(per_channel), name="hybrid")
-        art.build(opt=OPT)
+        model, art = bundled[f"hybrid_{int(asymmetric)}{int(per_channel)}"]
         rng = np.random.default_rng(11)
         x = rng.uniform(-3, 3, (2, 3, 24)).astype(np.float32)
         x[0, 1] = 0
@@ -541,24 +539,29 @@ def test_hybrid_fully_connected_matches_the_reference_and_litert(tmp_path: Path,
     assert not np.array_equal(results[0], results[1])  # per-channel scales make a difference
 
 
-def test_int8_lstm_bit_exact_with_the_reference_and_litert(tmp_path: Path) -> None:
-    """TFLite's integer LSTM: batch- and time-major, CIFG, cell states of scale 2**-11,
-    2**-15 (clipped) and 2**-9, and a constant initial state; one bundle."""
-    from toolkit.formats.flatbuffer_write import write_model
+LSTM_CONFIGS: list[dict[str, object]] = [
+    {}, {"time_major": True, "cifg": True}, {"cell_log2": -15, "clip": 3.0},
+    {"cell_log2": -9, "batch": 1, "steps": 12}]
 
-    configs: list[dict[str, object]] = [
-        {}, {"time_major": True, "cifg": True}, {"cell_log2": -15, "clip": 3.0},
-        {"cell_log2": -9, "batch": 1, "steps": 12}]
-    models = [int8_lstm_model(2, **c) for c in configs]  # type: ignore[arg-type]
-    last = models[-1]
+
+def _lstm_models() -> list[tk.Model]:
+    """Integer LSTMs: batch- and time-major, CIFG, cell states of scale 2**-11, 2**-15
+    (clipped) and 2**-9; the last from a constant initial state."""
+    models = [int8_lstm_model(2, **c) for c in LSTM_CONFIGS]  # type: ignore[arg-type]
     for i, dt, lim in ((18, np.int8, 128), (19, np.int16, 3000)):
-        t = last.graph.ops[0].inputs[i]
+        t = models[-1].graph.ops[0].inputs[i]
         assert t is not None
         t.is_variable = False  # a constant initial state
         t.data = np.random.default_rng(5).integers(-lim, lim, t.shape).astype(dt)
-    arts = [codegen(m, tmp_path / f"l{k}", name=f"lstm{k}") for k, m in enumerate(models)]
-    build_bundle([(a.out_dir, a.name, a.library.name) for a in arts], tmp_path / "b", opt=OPT)
-    for k, (model, art) in enumerate(zip(models, arts)):
+    return models
+
+
+def test_int8_lstm_bit_exact_with_the_reference_and_litert(
+        bundled: dict[str, tuple[tk.Model, Artifact]]) -> None:
+    from toolkit.formats.flatbuffer_write import write_model
+
+    for k in range(len(LSTM_CONFIGS)):
+        model, art = bundled[f"lstm{k}"]
         m = NativeModel(art)
         for seed in range(3):
             inputs = m.random_inputs(seed=seed)
@@ -566,7 +569,7 @@ def test_int8_lstm_bit_exact_with_the_reference_and_litert(tmp_path: Path) -> No
             _same(ref, m.invoke(inputs))
             (y,) = ref.values()
             assert np.unique(y).size > 20
-            if k < len(models) - 1:  # LiteRT starts from reset states
+            if k < len(LSTM_CONFIGS) - 1:  # LiteRT starts from reset states
                 lite = litert_run(bytes(write_model(model, "tflite")), inputs)
                 _same(lite, ref)
         m.close()
@@ -650,15 +653,13 @@ def _sequence_model(hybrid: bool) -> tk.Model:
 
 
 @pytest.mark.parametrize("hybrid", [False, True], ids=["float32", "hybrid"])
-def test_sequence_rnn_and_hybrid_sequences_match_the_reference(tmp_path: Path,
-                                                                hybrid: bool) -> None:
+def test_sequence_rnn_and_hybrid_sequences_match_the_reference(
+        bundled: dict[str, tuple[tk.Model, Artifact]], hybrid: bool) -> None:
     """UNIDIRECTIONAL_SEQUENCE_RNN, and RNN / LSTM with int8 weights, which the reference
     runtime computes from the dequantized weights (float32 also against LiteRT)."""
     from toolkit.formats.flatbuffer_write import write_model
 
-    model = _sequence_model(hybrid)
-    art = codegen(model, tmp_path, name="seq")
-    art.build(opt=OPT)
+    model, art = bundled[f"seq_{int(hybrid)}"]
     x = np.random.default_rng(8).uniform(-2, 2, (2, 6, 5)).astype(np.float32)
     ref = run(model, {"x": x})
     out = run_native(art, {"x": x}).outputs
@@ -716,16 +717,15 @@ def _tensor_ops_model(ones_like: bool) -> tk.Model:
     return mb.build()
 
 
-def test_tensor_ops_of_plain_models_match_the_reference_and_litert(tmp_path: Path) -> None:
+def test_tensor_ops_of_plain_models_match_the_reference_and_litert(
+        bundled: dict[str, tuple[tk.Model, Artifact]]) -> None:
     from toolkit.formats.flatbuffer_write import write_model
 
     rng = np.random.default_rng(2)
     inputs = {"x": rng.uniform(-1, 1, (2, 4, 5, 3)).astype(np.float32),
               "v": np.asarray(1.25, np.float32), "c": np.asarray([-0.5, 0.75], np.float32)}
     for ones_like in (True, False):
-        model = _tensor_ops_model(ones_like)
-        art = codegen(model, tmp_path / str(ones_like), name="tensor_ops")
-        art.build(opt=OPT)
+        model, art = bundled[f"tensor_ops_{int(ones_like)}"]
         ref = run(model, inputs)
         out = run_native(art, inputs).outputs
         assert sorted(out) == sorted(ref)
@@ -737,18 +737,22 @@ def test_tensor_ops_of_plain_models_match_the_reference_and_litert(tmp_path: Pat
         np.testing.assert_array_equal(lite[k], r, err_msg=k)
 
 
-def test_range_of_another_length_than_generated_is_an_error(tmp_path: Path) -> None:
-    """RANGE from a run-time start: the generated length holds or the inference fails with
-    a message naming the op (the artifact's shapes are fixed)."""
+def _range_model() -> tk.Model:
+    """RANGE from a run-time start to 20 by 3, generated for 6 values."""
     from toolkit.builder import ModelBuilder
 
     mb = ModelBuilder("range")
     s = mb.input("s", [], np.int32)
     mb.output(mb.op("RANGE", [s, mb.const("limit", np.asarray(20, np.int32)),
                               mb.const("delta", np.asarray(3, np.int32))], [6], name="steps"))
-    model = mb.build()
-    art = codegen(model, tmp_path, name="range")
-    art.build(opt=OPT)
+    return mb.build()
+
+
+def test_range_of_another_length_than_generated_is_an_error(
+        bundled: dict[str, tuple[tk.Model, Artifact]]) -> None:
+    """RANGE from a run-time start: the generated length holds or the inference fails with
+    a message naming the op (the artifact's shapes are fixed)."""
+    model, art = bundled["range"]
     m = NativeModel(art)
     start = np.asarray(2, np.int32)
     want = run(model, {"s": start})["steps"]
@@ -757,3 +761,24 @@ def test_range_of_another_length_than_generated_is_an_error(tmp_path: Path) -> N
     with pytest.raises(ToolkitError, match=r"RANGE steps: .*another length than the 6"):
         m.invoke({"s": np.asarray(5, np.int32)})
     m.close()
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[tk.Model, Artifact]]:
+    """The small models of the hybrid, sequence, integer LSTM and tensor-op tests, generated
+    and built together as one bundle."""
+    root = tmp_path_factory.mktemp("bundled")
+    models: dict[str, tk.Model] = {}
+    for asym in (0, 1):
+        for pc in (0, 1):
+            models[f"hybrid_{asym}{pc}"] = _hybrid_fc_model(bool(asym), bool(pc))
+    for k, model in enumerate(_lstm_models()):
+        models[f"lstm{k}"] = model
+    for flag in (0, 1):
+        models[f"seq_{flag}"] = _sequence_model(bool(flag))
+        models[f"tensor_ops_{flag}"] = _tensor_ops_model(bool(flag))
+    models["range"] = _range_model()
+    arts = {name: (m, codegen(m, root / name, name=name)) for name, m in models.items()}
+    build_bundle([(a.out_dir, a.name, a.library.name) for _, a in arts.values()],
+                 root / "bundle", opt=OPT)
+    return arts
