@@ -62,11 +62,14 @@ def litert_run(model: bytes | Path, inputs: list[np.ndarray] | dict | None = Non
 
 def int8_lstm_model(seed: int, *, batch: int = 2, steps: int = 5, n_in: int = 7, cells: int = 6,
                     time_major: bool = False, cifg: bool = False, cell_log2: int = -11,
-                    clip: float = 0.0) -> Any:
+                    clip: float = 0.0, peephole: bool = False, projection: int = 0,
+                    proj_clip: float = 0.0) -> Any:
     """A fully quantized UNIDIRECTIONAL_SEQUENCE_LSTM as TensorFlow's converter writes one
     (TFLite's 24 inputs; int8 input, weights and hidden state; int32 biases; an int16 cell
     state of scale ``2**cell_log2``; the five intermediates, the last the hidden values'
-    scale and zero point), random weights from ``seed``; its output is the model's."""
+    scale and zero point), random weights from ``seed``; its output is the model's. With
+    ``peephole`` int16 peephole weights; with ``projection`` an int8 projection to that many
+    outputs (and an int32 bias)."""
     from toolkit.builder import OPTIONS_CLASS, ModelBuilder
     from toolkit.ir import Quantization as Q
 
@@ -74,28 +77,41 @@ def int8_lstm_model(seed: int, *, batch: int = 2, steps: int = 5, n_in: int = 7,
     mb = ModelBuilder("lstm8")
     xshape = [steps, batch, n_in] if time_major else [batch, steps, n_in]
     xs, hs, hzp = 0.02, 0.006, -4
+    out_w = projection or cells
     ins: list[Any] = [mb.input("x", xshape, np.int8, quant=Q.make(xs, 3))]
-    for kind, k in (("w", n_in), ("r", cells)):
+    for kind, k in (("w", n_in), ("r", out_w)):
         for g in "ifco":
             w = rng.integers(-127, 128, (cells, k)).astype(np.int8)
             q = Q.make(float(rng.uniform(0.004, 0.012)), 0)
             ins.append(None if cifg and g == "i" else mb.const(f"{kind}_{g}", w, quant=q))
-    ins += [None, None, None]  # peephole
+    for g in "ifo":  # peephole
+        ins.append(mb.const(f"p_{g}", rng.integers(-20000, 20000, cells).astype(np.int16),
+                            quant=Q.make(float(rng.uniform(1e-5, 3e-5)), 0))
+                   if peephole and not (cifg and g == "i") else None)
     for j, g in enumerate("ifco"):
         w_t = ins[1 + j]
         ins.append(None if w_t is None else mb.const(
             f"b_{g}", rng.integers(-3000, 3000, cells).astype(np.int32),
             quant=Q.make(xs * float(w_t.quant.scale[0]), 0)))
-    ins += [None, None]  # projection
-    ins.append(mb.graph.add_tensor("h_state", [batch, cells], np.int8, quant=Q.make(0.007, -2),
+    if projection:
+        ps = float(rng.uniform(0.004, 0.012))
+        ins += [mb.const("proj", rng.integers(-127, 128, (projection, cells)).astype(np.int8),
+                         quant=Q.make(ps, 0)),
+                mb.const("proj_b", rng.integers(-2000, 2000, projection).astype(np.int32),
+                         quant=Q.make(ps * hs, 0))]
+    else:
+        ins += [None, None]
+    ins.append(mb.graph.add_tensor("h_state", [batch, out_w], np.int8, quant=Q.make(0.007, -2),
                                    is_variable=True))
     ins.append(mb.graph.add_tensor("c_state", [batch, cells], np.int16,
                                    quant=Q.make(2.0 ** cell_log2, 0), is_variable=True))
     ins += [None] * 4  # layer norm
     opts = OPTIONS_CLASS["UnidirectionalSequenceLSTMOptions"]()
     opts.fusedActivationFunction, opts.cellClip, opts.timeMajor = 4, clip, time_major
-    y = mb.op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [*xshape[:2], cells], name="lstm",
-              dtype=np.int8, quant=Q.make(hs, hzp), options=opts)
+    opts.projClip = proj_clip
+    y = mb.op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [*xshape[:2], out_w], name="lstm",
+              dtype=np.int8, quant=Q.make(0.007, -2) if projection else Q.make(hs, hzp),
+              options=opts)
     inter = [mb.graph.add_tensor(f"inter{k}", [0], np.float32) for k in range(4)]
     inter.append(mb.graph.add_tensor("hidden", [0], np.int8, quant=Q.make(hs, hzp)))
     mb.graph.ops[-1].extra["intermediates"] = inter

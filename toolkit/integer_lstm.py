@@ -43,7 +43,8 @@ class IntegerLstm:
     ``w_in`` int8 [4, cell, input] and ``w_rec`` int8 [4, cell, output] hold the gates in
     :data:`GATES` order (the input gate's rows are zeros under CIFG); ``b_in`` / ``b_rec``
     int32 [4, cell] the folded effective biases; ``m_in`` / ``m_rec`` int64 [4, 2] the
-    (multiplier, shift) pairs of the gates' effective scales."""
+    (multiplier, shift) pairs of the gates' effective scales. Peephole and projection
+    constants are None without them."""
 
     n_input: int
     n_cell: int
@@ -60,6 +61,16 @@ class IntegerLstm:
     cell_clip: int
     time_major: bool
     h_zp: int  # the output state's zero point (the value of a reset state)
+    n_output: int = 0  # the hidden state's width: the projection's rows, else n_cell
+    #: peephole weights int16 [3, cell] (input, forget, output gates) and their pairs [3, 2]
+    peep: np.ndarray | None = None
+    m_peep: np.ndarray | None = None
+    #: projection weights int8 [output, cell], effective bias int32 [output], its pair, and
+    #: the quantized projection clip (0: none)
+    proj: np.ndarray | None = None
+    proj_bias: np.ndarray | None = None
+    m_proj: _MBQM_PAIR = (0, 0)
+    proj_clip: int = 0
 
 
 def _where(op: Op) -> str:
@@ -94,16 +105,11 @@ def _pair(m: float | np.floating) -> _MBQM_PAIR:
 def prepare_integer_lstm(op: Op) -> IntegerLstm:
     """The integer LSTM constants of ``op`` (TFLite's ``PopulateQuantizedLstmParams8x8_16``
     and ``PopulatePrecomputedZPTimesWeightsWithBias``). Raises UnsupportedOpError for what
-    TFLite's integer kernel computes differently (layer norm, projection, peephole) or does
-    not take."""
+    TFLite's integer kernel computes differently (layer norm) or does not take."""
     ins = list(op.inputs) + [None] * (24 - len(op.inputs))
     x, out = ins[0], op.outputs[0]
     if x is None or x.dtype != np.int8 or out.dtype != np.int8 or len(x.shape) != 3:
         raise _refuse(op, "needs a 3-D int8 input and an int8 output")
-    if any(ins[i] is not None for i in (9, 10, 11)):
-        raise _refuse(op, "with peephole weights")
-    if any(ins[i] is not None for i in (16, 17)):
-        raise _refuse(op, "with a projection")
     if any(ins[i] is not None for i in range(20, 24)):
         raise _refuse(op, "with layer norm")
     if op.activation != 4:
@@ -130,8 +136,12 @@ def prepare_integer_lstm(op: Op) -> IntegerLstm:
         raise _refuse(op, "needs constant forget-gate weights")
     n_cell, n_input = first.shape
     n_output = h_t.shape[-1]
-    if n_output != n_cell or tuple(out.shape[-1:]) != (n_cell,):
+    proj_t = ins[16]
+    if tuple(out.shape[-1:]) != (n_output,) or (proj_t is None and n_output != n_cell):
         raise _refuse(op, f"with {n_output} outputs for {n_cell} cells")
+    peeps = [ins[9], ins[10], ins[11]]
+    if any(t is not None for t in peeps) and n_output != n_cell:
+        raise _refuse(op, "with peephole weights and a projection to another width")
     inter_s = np.float32(2.0 ** -12)
     w_in = np.zeros((4, n_cell, n_input), np.int8)
     w_rec = np.zeros((4, n_cell, n_output), np.int8)
@@ -163,6 +173,40 @@ def prepare_integer_lstm(op: Op) -> IntegerLstm:
         m_in[g] = _pair(np.float32(np.float32(ws * xs) / inter_s))
         m_rec[g] = _pair(np.float32(np.float32(rs * os_) / inter_s))
     hidden = _pair(np.float32(2.0 ** -15 / np.float64(hs) * 2.0 ** -15))
+    peep = m_peep = None
+    if any(t is not None for t in peeps):
+        peep, m_peep = np.zeros((3, n_cell), np.int16), np.zeros((3, 2), np.int64)
+        for k, t in enumerate(peeps):
+            if k == 0 and cifg:
+                continue
+            if t is None or t.data is None or t.dtype != np.int16 or t.shape[-1] != n_cell:
+                raise _refuse(op, f"needs constant int16 peephole weights [{n_cell}] of the "
+                                  f"{GATES[(0, 1, 3)[k]]} gate")
+            ps, _ = _scale(op, t, "peephole weights")
+            peep[k] = np.asarray(t.data).reshape(-1)
+            m_peep[k] = _pair(np.float32(2.0 ** cell_log2 * np.float64(ps) / np.float64(inter_s)))
+    proj = proj_bias = None
+    m_proj, proj_clip = (0, 0), 0
+    if proj_t is not None:
+        if proj_t.data is None or proj_t.dtype != np.int8 or \
+                tuple(proj_t.shape) != (n_output, n_cell):
+            raise _refuse(op, f"needs constant int8 projection weights [{n_output}, {n_cell}]")
+        proj = np.asarray(proj_t.data)
+        pws, _ = _scale(op, proj_t, "projection weights")
+        pb = np.zeros(n_output, np.int64)
+        pb_t = ins[17]
+        if pb_t is not None:
+            if pb_t.data is None or pb_t.dtype != np.int32 or pb_t.shape[-1] != n_output:
+                raise _refuse(op, "needs a constant int32 projection bias")
+            pb = np.asarray(pb_t.data).reshape(-1).astype(np.int64)
+        # the hidden values carry -zp (see run_integer_lstm): + zp * row sum
+        proj_bias = _wrap32(pb + hzp * proj.astype(np.int64).sum(axis=1)).astype(np.int32)
+        m_proj = _pair(np.float32(np.float32(pws * hs) / os_))
+        pclip = float(getattr(op.options, "projClip", 0.0) or 0.0)
+        if pclip > 0:
+            o_s, _ = _scale(op, out, "output")
+            proj_clip = int(np.float32(min(max(np.float32(pclip) / o_s, np.float32(-128)),
+                                           np.float32(127))))
     clip = float(getattr(op.options, "cellClip", 0.0) or 0.0)
     cell_clip = 0
     if clip > 0:
@@ -171,7 +215,8 @@ def prepare_integer_lstm(op: Op) -> IntegerLstm:
     return IntegerLstm(int(n_input), int(n_cell), cifg, w_in, w_rec,
                        b_in.astype(np.int32), b_rec.astype(np.int32), m_in, m_rec, hidden,
                        int(hzp), cell_log2, cell_clip,
-                       bool(getattr(op.options, "timeMajor", False)), int(ozp))
+                       bool(getattr(op.options, "timeMajor", False)), int(ozp),
+                       int(n_output), peep, m_peep, proj, proj_bias, m_proj, proj_clip)
 
 
 # ---------------------------------------------------------------- int16 fixed point
@@ -310,8 +355,9 @@ def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
     if not p.time_major:
         seq = seq.transpose(1, 0, 2)
     steps, batch = seq.shape[:2]
-    h = np.full((batch, p.n_cell), p.h_zp, np.int64) if h0 is None else \
-        np.broadcast_to(np.asarray(h0, np.int64).reshape(-1, p.n_cell), (batch, p.n_cell))
+    n_out = p.n_output or p.n_cell
+    h = np.full((batch, n_out), p.h_zp, np.int64) if h0 is None else \
+        np.broadcast_to(np.asarray(h0, np.int64).reshape(-1, n_out), (batch, n_out))
     c = np.zeros((batch, p.n_cell), np.int64) if c0 is None else \
         np.broadcast_to(np.asarray(c0, np.int64).reshape(-1, p.n_cell), (batch, p.n_cell))
     # gemmlowp's activations of every int16 value, looked up (index raw + 32768)
@@ -319,7 +365,7 @@ def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
     tanh_cell = _table("tanh", 15 + p.cell_log2)
     # the four gates side by side: rows [4 * cell]
     w_in = p.w_in.reshape(-1, p.n_input).T.astype(np.int64)
-    w_rec = p.w_rec.reshape(-1, p.n_cell).T.astype(np.int64)
+    w_rec = p.w_rec.reshape(-1, n_out).T.astype(np.int64)
     b_in, b_rec = p.b_in.reshape(-1).astype(np.int64), p.b_rec.reshape(-1).astype(np.int64)
     m_in, s_in = (np.repeat(p.m_in[:, k], p.n_cell) for k in (0, 1))
     m_rec, s_rec = (np.repeat(p.m_rec[:, k], p.n_cell) for k in (0, 1))
@@ -327,7 +373,13 @@ def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
     outs = []
     for t in range(steps):
         gate = _sat16(_mbqm(seq[t] @ w_in + b_in, m_in, s_in))
-        gate = _sat16(_mbqm(h @ w_rec + b_rec, m_rec, s_rec) + gate) + 32768
+        gate = _sat16(_mbqm(h @ w_rec + b_rec, m_rec, s_rec) + gate)
+        if p.peep is not None and p.m_peep is not None:  # input and forget: the old cell
+            for k, g_k in ((0, 0), (1, 1)):
+                sl = slice(g_k * n, (g_k + 1) * n)
+                gate[:, sl] = _sat16(gate[:, sl] + _mbqm(p.peep[k].astype(np.int64) * c,
+                                                         *p.m_peep[k]))
+        gate = gate + 32768
         f = sigmoid[gate[:, n:2 * n]]
         g = tanh_gate[gate[:, 2 * n:3 * n]]
         i = _wrap16(32767 - f) if p.cifg else sigmoid[gate[:, :n]]
@@ -335,8 +387,19 @@ def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
         c = _sat16(c + _wrap16(_rdbpot(i * g, 30 + p.cell_log2)))
         if p.cell_clip > 0:
             c = np.clip(c, -p.cell_clip, p.cell_clip)
-        o = sigmoid[gate[:, 3 * n:]]
-        h = np.clip(_mbqm(o * tanh_cell[c + 32768], *p.hidden) + p.hidden_zp, -128, 127)
+        og = gate[:, 3 * n:] - 32768
+        if p.peep is not None and p.m_peep is not None:  # output: the new cell
+            og = _sat16(og + _mbqm(p.peep[2].astype(np.int64) * c, *p.m_peep[2]))
+        o = sigmoid[og + 32768]
+        # the hidden values: with a projection TFLite subtracts the zero point (and adds
+        # it back through the projection's folded bias), else adds it
+        zp = -p.hidden_zp if p.proj is not None else p.hidden_zp
+        h = np.clip(_mbqm(o * tanh_cell[c + 32768], *p.hidden) + zp, -128, 127)
+        if p.proj is not None and p.proj_bias is not None:
+            acc = h @ p.proj.T.astype(np.int64) + p.proj_bias.astype(np.int64)
+            h = np.clip(_mbqm(acc, *p.m_proj) + p.h_zp, -128, 127)
+            if p.proj_clip > 0:
+                h = np.clip(h, -p.proj_clip, p.proj_clip)
         outs.append(h)
     y = np.stack(outs, axis=0)
     if not p.time_major:

@@ -17,9 +17,9 @@ The states start from the state inputs (zeros for a variable tensor without data
 reference runtime keeps no state between inferences, as LiteRT after
 ``reset_all_variables``. Hybrid models (int8 weights, float input) use the dequantized
 weights. A fully quantized LSTM (int8 input, output and hidden state, int16 cell state) runs
-TFLite's integer kernel (:mod:`toolkit.integer_lstm`, bit-exact with LiteRT); one with layer
-norm, projection or peephole weights computes its gates in float32 from dequantized values
-instead (within 1 of LiteRT).
+TFLite's integer kernel (:mod:`toolkit.integer_lstm`, bit-exact with LiteRT, peephole and
+projection included); one with layer norm computes its gates in float32 from dequantized
+values instead (within 1 of LiteRT).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def unidirectional_sequence_lstm(op: Op, args: Args) -> list[np.ndarray]:
     if x.dtype == np.int8 and is_quantized(op.inputs[0]) and is_quantized(op.outputs[0]):
         try:
             plan = prepare_integer_lstm(op)
-        except UnsupportedOpError:  # layer norm, projection, peephole: gates in float32
+        except UnsupportedOpError:  # layer norm: gates in float32
             return [_lstm_int8(op, args, x)]
         state = [args[i] if i < len(args) else None for i in (18, 19)]
         return [run_integer_lstm(plan, x, state[0], state[1])]
