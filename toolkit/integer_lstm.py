@@ -14,7 +14,10 @@ Per time step and batch row, with every gate's pre-activation in Q3.12 (int16)::
 where ``b_in = bias - zp_x * rowsum(W)`` and ``b_rec = -zp_h * rowsum(R)`` are folded once,
 ``mbqm`` is TFLite's MultiplyByQuantizedMultiplier and ``rdbpot`` gemmlowp's
 RoundingDivideByPOT. The hidden values carry the hidden intermediate's scale and zero point
-(also the output's bytes) and are read back, at the next step, as the output state.
+(also the output's bytes) and are read back, at the next step, as the output state. Peephole
+weights (int16) add ``sat16(mbqm(p * c, s_peep))`` to the input and forget gates (the old
+cell) and the output gate (the new one); a projection maps the hidden values (then carrying
+``-hidden_zp``) to the output state: ``clamp8(mbqm(P h + b_proj, s_proj) + zp_h)``, clipped.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ def _refuse(op: Op, what: str) -> UnsupportedOpError:
     return UnsupportedOpError(f"integer UNIDIRECTIONAL_SEQUENCE_LSTM {what}", where=_where(op),
                               fix="quantize the LSTM as TensorFlow's converter does (8-bit "
                                   "weights and hidden state, 16-bit power-of-two cell state, "
-                                  "no layer norm, projection or peephole)")
+                                  "16-bit peephole weights, no layer norm)")
 
 
 def _scale(op: Op, t: Tensor | None, name: str) -> tuple[np.float32, int]:

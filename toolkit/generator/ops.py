@@ -527,26 +527,34 @@ def _lstm_q8(e: Emitter, op: Op) -> str:
     x, out = op.inputs[0], op.outputs[0]
     assert x is not None
     steps, batch = (x.shape[0], x.shape[1]) if p.time_major else (x.shape[1], x.shape[0])
-    if tuple(out.shape) != (*x.shape[:2], p.n_cell):
-        raise _unsupported(op, f"output {list(out.shape)} for {p.n_cell} cells")
+    if tuple(out.shape) != (*x.shape[:2], p.n_output):
+        raise _unsupported(op, f"output {list(out.shape)} for {p.n_output} outputs")
     states = []
-    for i, dt in ((18, np.int8), (19, np.int16)):
+    for i, dt, width in ((18, np.int8, p.n_output), (19, np.int16, p.n_cell)):
         t = _input(op, i)
         if t is None or t.data is None:
             states.append("nullptr")  # a reset state: the output state's zero point, cell 0
             continue
-        v = np.broadcast_to(np.asarray(t.data, dt).reshape(-1, p.n_cell), (batch, p.n_cell))
+        v = np.broadcast_to(np.asarray(t.data, dt).reshape(-1, width), (batch, width))
         states.append(e.param(np.ascontiguousarray(v), ctype(np.dtype(dt), t.name)))
     i32 = np.int32
+    peep = "nullptr, nullptr"
+    if p.peep is not None and p.m_peep is not None:
+        peep = (f"{e.param(p.peep, 'int16_t')}, "
+                f"{e.param(p.m_peep.astype(i32), 'int32_t')}")
+    proj = "nullptr, nullptr"
+    if p.proj is not None and p.proj_bias is not None:
+        proj = f"{e.param(p.proj, 'int8_t')}, {e.param(p.proj_bias.astype(i32), 'int32_t')}"
     geom = (f"tk::IntLstmGeom{{{steps}, {batch}, {p.n_input}, {p.n_cell}, {int(p.time_major)}, "
             f"{int(p.cifg)}, {p.cell_log2}, {p.cell_clip}, {p.hidden[0]}, {p.hidden[1]}, "
-            f"{p.hidden_zp}, {p.h_zp}}}")
+            f"{p.hidden_zp}, {p.h_zp}, {p.n_output}, {p.m_proj[0]}, {p.m_proj[1]}, "
+            f"{p.proj_clip}}}")
     return (f"tk::lstm_q8({geom}, {e.ptr(x)}, {e.param(p.w_in, 'int8_t')}, "
             f"{e.param(p.w_rec, 'int8_t')}, {e.param(p.b_in.astype(i32), 'int32_t')}, "
             f"{e.param(p.b_rec.astype(i32), 'int32_t')}, "
             f"{e.param(p.m_in.astype(i32), 'int32_t')}, "
-            f"{e.param(p.m_rec.astype(i32), 'int32_t')}, {states[0]}, {states[1]}, "
-            f"{e.ptr(out)});")
+            f"{e.param(p.m_rec.astype(i32), 'int32_t')}, {peep}, {proj}, {states[0]}, "
+            f"{states[1]}, {e.ptr(out)});")
 
 
 def _pack(e: Emitter, step: Step) -> str:

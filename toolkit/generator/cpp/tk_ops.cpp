@@ -2221,16 +2221,23 @@ int32_t tanh_q16(int32_t a, int int_bits) {
 
 void lstm_q8(const IntLstmGeom& g, const int8_t* x, const int8_t* w_in, const int8_t* w_rec,
              const int32_t* b_in, const int32_t* b_rec, const int32_t* m_in,
-             const int32_t* m_rec, const int8_t* h0, const int16_t* c0, int8_t* y) {
-  const int nc = g.n_cell, ni = g.n_input;
-  std::vector<int8_t> h(static_cast<size_t>(nc));
+             const int32_t* m_rec, const int16_t* peep, const int32_t* m_peep,
+             const int8_t* proj, const int32_t* proj_bias, const int8_t* h0, const int16_t* c0,
+             int8_t* y) {
+  const int nc = g.n_cell, ni = g.n_input, no = g.n_output;
+  std::vector<int8_t> h(static_cast<size_t>(no)), hidden(static_cast<size_t>(nc));
   std::vector<int32_t> c(static_cast<size_t>(nc));
   std::vector<int32_t> gate(static_cast<size_t>(4) * nc);
+  // with a projection the hidden values carry minus the hidden zero point (TFLite)
+  const int32_t hidden_zp = proj ? -g.hidden_zp : g.hidden_zp;
+  auto peephole = [&](int k, int j, int32_t pre) {
+    const int64_t v = mbqm(int64_t(peep[k * nc + j]) * c[j], m_peep[2 * k], m_peep[2 * k + 1]);
+    return s16(static_cast<int32_t>(pre + v));
+  };
   for (int b = 0; b < g.batch; ++b) {
-    for (int j = 0; j < nc; ++j) {
-      h[j] = h0 ? h0[static_cast<size_t>(b) * nc + j] : static_cast<int8_t>(g.h_zp);
-      c[j] = c0 ? c0[static_cast<size_t>(b) * nc + j] : 0;
-    }
+    for (int j = 0; j < no; ++j)
+      h[j] = h0 ? h0[static_cast<size_t>(b) * no + j] : static_cast<int8_t>(g.h_zp);
+    for (int j = 0; j < nc; ++j) c[j] = c0 ? c0[static_cast<size_t>(b) * nc + j] : 0;
     for (int t = 0; t < g.steps; ++t) {
       const size_t row = g.time_major ? static_cast<size_t>(t) * g.batch + b
                                       : static_cast<size_t>(b) * g.steps + t;
@@ -2241,27 +2248,45 @@ void lstm_q8(const IntLstmGeom& g, const int8_t* x, const int8_t* w_in, const in
           int32_t acc = b_in[k * nc + j];
           for (int i = 0; i < ni; ++i) acc += int32_t(xr[i]) * int32_t(wr[i]);
           const int32_t v = s16(static_cast<int32_t>(mbqm(acc, m_in[2 * k], m_in[2 * k + 1])));
-          const int8_t* rr = w_rec + (static_cast<size_t>(k) * nc + j) * nc;
+          const int8_t* rr = w_rec + (static_cast<size_t>(k) * nc + j) * no;
           int32_t acc2 = b_rec[k * nc + j];
-          for (int i = 0; i < nc; ++i) acc2 += int32_t(h[i]) * int32_t(rr[i]);
+          for (int i = 0; i < no; ++i) acc2 += int32_t(h[i]) * int32_t(rr[i]);
           const int32_t r = static_cast<int32_t>(mbqm(acc2, m_rec[2 * k], m_rec[2 * k + 1]));
-          const int32_t pre = s16(r + v);
-          gate[k * nc + j] = k == 2 ? tanh_q16(pre, 3) : logistic_q3_12(pre);
+          int32_t pre = s16(r + v);
+          if (peep && k < 2) pre = peephole(k, j, pre);  // input, forget: the old cell
+          gate[k * nc + j] = k == 2 ? tanh_q16(pre, 3) : (k == 3 ? pre : logistic_q3_12(pre));
         }
       }
-      int8_t* yr = y + row * nc;
       for (int j = 0; j < nc; ++j) {
-        const int32_t f = gate[nc + j], cg = gate[2 * nc + j], o = gate[3 * nc + j];
+        const int32_t f = gate[nc + j], cg = gate[2 * nc + j];
         const int32_t in = g.cifg ? w16(32767 - f) : gate[j];
         int32_t cv = w16(rdbpot32(f * c[j], 15));
         cv = s16(cv + w16(rdbpot32(in * cg, 30 + g.cell_log2)));
         if (g.cell_clip > 0) cv = std::min(g.cell_clip, std::max(-g.cell_clip, cv));
         c[j] = cv;
+        int32_t opre = gate[3 * nc + j];
+        if (peep) opre = peephole(2, j, opre);  // output: the new cell
+        const int32_t o = logistic_q3_12(opre);
         const int32_t th = tanh_q16(cv, 15 + g.cell_log2);
-        const int64_t hv = mbqm(int64_t(o) * th, g.hidden_mult, g.hidden_shift) + g.hidden_zp;
-        yr[j] = static_cast<int8_t>(std::min<int64_t>(127, std::max<int64_t>(-128, hv)));
+        const int64_t hv = mbqm(int64_t(o) * th, g.hidden_mult, g.hidden_shift) + hidden_zp;
+        hidden[j] = static_cast<int8_t>(std::min<int64_t>(127, std::max<int64_t>(-128, hv)));
       }
-      std::memcpy(h.data(), yr, static_cast<size_t>(nc));
+      int8_t* yr = y + row * no;
+      if (proj) {
+        for (int i = 0; i < no; ++i) {
+          const int8_t* pr = proj + static_cast<size_t>(i) * nc;
+          int32_t acc = proj_bias[i];
+          for (int j = 0; j < nc; ++j) acc += int32_t(hidden[j]) * int32_t(pr[j]);
+          int64_t v = mbqm(acc, g.proj_mult, g.proj_shift) + g.h_zp;
+          v = std::min<int64_t>(127, std::max<int64_t>(-128, v));
+          if (g.proj_clip > 0)
+            v = std::min<int64_t>(g.proj_clip, std::max<int64_t>(-g.proj_clip, v));
+          yr[i] = static_cast<int8_t>(v);
+        }
+      } else {
+        std::memcpy(yr, hidden.data(), static_cast<size_t>(nc));
+      }
+      std::memcpy(h.data(), yr, static_cast<size_t>(no));
     }
   }
 }
