@@ -63,13 +63,14 @@ def litert_run(model: bytes | Path, inputs: list[np.ndarray] | dict | None = Non
 def int8_lstm_model(seed: int, *, batch: int = 2, steps: int = 5, n_in: int = 7, cells: int = 6,
                     time_major: bool = False, cifg: bool = False, cell_log2: int = -11,
                     clip: float = 0.0, peephole: bool = False, projection: int = 0,
-                    proj_clip: float = 0.0) -> Any:
+                    proj_clip: float = 0.0, layer_norm: bool = False) -> Any:
     """A fully quantized UNIDIRECTIONAL_SEQUENCE_LSTM as TensorFlow's converter writes one
     (TFLite's 24 inputs; int8 input, weights and hidden state; int32 biases; an int16 cell
     state of scale ``2**cell_log2``; the five intermediates, the last the hidden values'
     scale and zero point), random weights from ``seed``; its output is the model's. With
     ``peephole`` int16 peephole weights; with ``projection`` an int8 projection to that many
-    outputs (and an int32 bias)."""
+    outputs (and an int32 bias); with ``layer_norm`` int16 layer-norm coefficients and the
+    gates' intermediates quantized."""
     from toolkit.builder import OPTIONS_CLASS, ModelBuilder
     from toolkit.ir import Quantization as Q
 
@@ -105,14 +106,20 @@ def int8_lstm_model(seed: int, *, batch: int = 2, steps: int = 5, n_in: int = 7,
                                    is_variable=True))
     ins.append(mb.graph.add_tensor("c_state", [batch, cells], np.int16,
                                    quant=Q.make(2.0 ** cell_log2, 0), is_variable=True))
-    ins += [None] * 4  # layer norm
+    for g in "ifco":  # layer norm
+        ins.append(mb.const(f"ln_{g}", rng.integers(8000, 32000, cells).astype(np.int16),
+                            quant=Q.make(float(rng.uniform(2e-5, 4e-5)), 0))
+                   if layer_norm and not (cifg and g == "i") else None)
     opts = OPTIONS_CLASS["UnidirectionalSequenceLSTMOptions"]()
     opts.fusedActivationFunction, opts.cellClip, opts.timeMajor = 4, clip, time_major
     opts.projClip = proj_clip
     y = mb.op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [*xshape[:2], out_w], name="lstm",
               dtype=np.int8, quant=Q.make(0.007, -2) if projection else Q.make(hs, hzp),
               options=opts)
-    inter = [mb.graph.add_tensor(f"inter{k}", [0], np.float32) for k in range(4)]
+    inter = [mb.graph.add_tensor(f"inter{k}", [0], np.int16,
+                                 quant=Q.make(float(rng.uniform(2e-4, 6e-4)), 0))
+             if layer_norm else mb.graph.add_tensor(f"inter{k}", [0], np.float32)
+             for k in range(4)]
     inter.append(mb.graph.add_tensor("hidden", [0], np.int8, quant=Q.make(hs, hzp)))
     mb.graph.ops[-1].extra["intermediates"] = inter
     mb.output(y)

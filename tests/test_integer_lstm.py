@@ -1,6 +1,7 @@
 """TFLite's integer LSTM (toolkit.integer_lstm) in the reference runtime: bit-exact with
-LiteRT on models built here and on the converter zoo's int8 LSTM; gemmlowp's int16 logistic
-and tanh close to the real functions."""
+LiteRT on models built here (CIFG, peephole, projection, layer norm, cell scales) and on the
+converter zoo's int8 LSTM; gemmlowp's int16 logistic and tanh, and TFLite's inverse square
+root, close to the real functions."""
 
 from __future__ import annotations
 
@@ -23,7 +24,10 @@ CONFIGS = {"batch_major": {}, "time_major_cifg": {"time_major": True, "cifg": Tr
            "peephole": {"peephole": True}, "peephole_cifg": {"peephole": True, "cifg": True},
            "projection": {"projection": 4},
            "projection_clipped": {"projection": 9, "proj_clip": 0.3},
-           "projection_peephole": {"projection": 6, "peephole": True}}
+           "projection_peephole": {"projection": 6, "peephole": True},
+           "layer_norm": {"layer_norm": True},
+           "layer_norm_cifg_peephole": {"layer_norm": True, "cifg": True, "peephole": True},
+           "layer_norm_projection": {"layer_norm": True, "projection": 5, "time_major": True}}
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
@@ -40,8 +44,8 @@ def test_integer_lstm_is_litert_s(config: str) -> None:
 
 
 def test_gates_in_float32_were_not_litert_s(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The float32 path (kept for layer norm) is within 1 of LiteRT
-    but not equal: the integer kernel is what makes the difference."""
+    """The float32 path (kept for LSTMs the integer kernel does not take) is within 1 of
+    LiteRT but not equal: the integer kernel is what makes the difference."""
     model = int8_lstm_model(1)
     data = bytes(write_model(model, "tflite"))
     x = np.random.default_rng(0).integers(-128, 128, (2, 5, 7)).astype(np.int8)
@@ -118,3 +122,12 @@ def test_what_the_integer_kernel_does_not_take_is_named() -> None:
     with pytest.raises(UnsupportedOpError, match="not a power of two"):
         prepare_integer_lstm(op)
 
+
+
+def test_inverse_square_root_multiplier_approximates_the_function() -> None:
+    from toolkit.integer_lstm import inv_sqrt_multiplier
+
+    for v in (2, 3, 10, 1000, 123456, 2**28 + 3, 2**30 + 5, 2**31 - 1):
+        m, s = inv_sqrt_multiplier(v)
+        assert abs(m * 2.0 ** (s - 31) * v**0.5 - 1) < 2e-6, v
+    assert inv_sqrt_multiplier(1) == (2**31 - 1, 0)

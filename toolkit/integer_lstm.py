@@ -1,5 +1,5 @@
 """TFLite's integer UNIDIRECTIONAL_SEQUENCE_LSTM (8-bit input, weights and hidden state,
-16-bit cell state: ``lstm_eval.cc``'s ``EvalInteger8x8_16`` without layer norm), shared by the
+16-bit cell state: ``lstm_eval.cc``'s ``EvalInteger8x8_16``), shared by the
 reference runtime (NumPy, :func:`run_integer_lstm`) and the C++ generator (which writes the
 constants of :func:`prepare_integer_lstm` and runs the same steps in ``tk_ops.cpp``).
 
@@ -18,6 +18,10 @@ RoundingDivideByPOT. The hidden values carry the hidden intermediate's scale and
 weights (int16) add ``sat16(mbqm(p * c, s_peep))`` to the input and forget gates (the old
 cell) and the output gate (the new one); a projection maps the hidden values (then carrying
 ``-hidden_zp``) to the output state: ``clamp8(mbqm(P h + b_proj, s_proj) + zp_h)``, clipped.
+With layer norm the gates' pre-activations carry their intermediates' scales, the gate biases
+are not folded, and TFLite's integer ``ApplyLayerNorm`` (mean and variance of the row, an
+inverse square root in fixed point, coefficients and bias) brings each gate to Q3.12 before
+its activation.
 """
 
 from __future__ import annotations
@@ -74,6 +78,12 @@ class IntegerLstm:
     proj_bias: np.ndarray | None = None
     m_proj: _MBQM_PAIR = (0, 0)
     proj_clip: int = 0
+    #: layer norm: coefficients int16 [4, cell], the gate biases int32 [4, cell] (applied
+    #: after the norm, not folded), the coefficients' pairs [4, 2] and variance guards [4]
+    ln: np.ndarray | None = None
+    ln_bias: np.ndarray | None = None
+    m_ln: np.ndarray | None = None
+    ln_guard: np.ndarray | None = None
 
 
 def _where(op: Op) -> str:
@@ -84,7 +94,8 @@ def _refuse(op: Op, what: str) -> UnsupportedOpError:
     return UnsupportedOpError(f"integer UNIDIRECTIONAL_SEQUENCE_LSTM {what}", where=_where(op),
                               fix="quantize the LSTM as TensorFlow's converter does (8-bit "
                                   "weights and hidden state, 16-bit power-of-two cell state, "
-                                  "16-bit peephole weights, no layer norm)")
+                                  "16-bit peephole and layer-norm coefficients, per-tensor "
+                                  "scales)")
 
 
 def _scale(op: Op, t: Tensor | None, name: str) -> tuple[np.float32, int]:
@@ -108,13 +119,11 @@ def _pair(m: float | np.floating) -> _MBQM_PAIR:
 def prepare_integer_lstm(op: Op) -> IntegerLstm:
     """The integer LSTM constants of ``op`` (TFLite's ``PopulateQuantizedLstmParams8x8_16``
     and ``PopulatePrecomputedZPTimesWeightsWithBias``). Raises UnsupportedOpError for what
-    TFLite's integer kernel computes differently (layer norm) or does not take."""
+    TFLite's integer kernel does not take."""
     ins = list(op.inputs) + [None] * (24 - len(op.inputs))
     x, out = ins[0], op.outputs[0]
     if x is None or x.dtype != np.int8 or out.dtype != np.int8 or len(x.shape) != 3:
         raise _refuse(op, "needs a 3-D int8 input and an int8 output")
-    if any(ins[i] is not None for i in range(20, 24)):
-        raise _refuse(op, "with layer norm")
     if op.activation != 4:
         raise _refuse(op, f"with cell activation {op.activation} (TANH only)")
     inter = op.extra.get("intermediates") or []
@@ -145,7 +154,25 @@ def prepare_integer_lstm(op: Op) -> IntegerLstm:
     peeps = [ins[9], ins[10], ins[11]]
     if any(t is not None for t in peeps) and n_output != n_cell:
         raise _refuse(op, "with peephole weights and a projection to another width")
-    inter_s = np.float32(2.0 ** -12)
+    use_ln = any(ins[i] is not None for i in range(20, 24))
+    # the gates' scales: Q3.12, or with layer norm the intermediates' (its input)
+    inter_sc = [np.float32(2.0 ** -12)] * 4
+    ln = ln_bias = m_ln = ln_guard = None
+    if use_ln:
+        ln, ln_bias = np.zeros((4, n_cell), np.int16), np.zeros((4, n_cell), np.int32)
+        m_ln, ln_guard = np.zeros((4, 2), np.int64), np.ones(4, np.int64)
+        for g in range(4):
+            if g == 0 and cifg:
+                continue
+            lt, it = ins[20 + g], inter[g]
+            if lt is None or lt.data is None or lt.dtype != np.int16 or lt.shape[-1] != n_cell:
+                raise _refuse(op, f"needs constant int16 layer-norm coefficients [{n_cell}] of "
+                                  f"the {GATES[g]} gate")
+            inter_sc[g], _ = _scale(op, it, f"{GATES[g]} gate's layer-norm intermediate")
+            ls, _ = _scale(op, lt, "layer-norm coefficients")
+            ln[g] = np.asarray(lt.data).reshape(-1)
+            m_ln[g] = _pair(ls)
+            ln_guard[g] = max(1, int(np.float32(10000) * ls))
     w_in = np.zeros((4, n_cell, n_input), np.int8)
     w_rec = np.zeros((4, n_cell, n_output), np.int8)
     b_in = np.zeros((4, n_cell), np.int64)
@@ -171,10 +198,13 @@ def prepare_integer_lstm(op: Op) -> IntegerLstm:
             if bt.data is None or bt.dtype != np.int32 or bt.shape[-1] != n_cell:
                 raise _refuse(op, f"needs a constant int32 bias of the {GATES[g]} gate")
             bias = np.asarray(bt.data).reshape(-1).astype(np.int64)
+        if ln_bias is not None:  # layer norm: the bias is added after the norm
+            ln_bias[g] = bias
+            bias = np.zeros(n_cell, np.int64)
         b_in[g] = _wrap32(bias + (-xzp) * w.astype(np.int64).sum(axis=1))
         b_rec[g] = _wrap32((-ozp) * r.astype(np.int64).sum(axis=1))
-        m_in[g] = _pair(np.float32(np.float32(ws * xs) / inter_s))
-        m_rec[g] = _pair(np.float32(np.float32(rs * os_) / inter_s))
+        m_in[g] = _pair(np.float32(np.float32(ws * xs) / inter_sc[g]))
+        m_rec[g] = _pair(np.float32(np.float32(rs * os_) / inter_sc[g]))
     hidden = _pair(np.float32(2.0 ** -15 / np.float64(hs) * 2.0 ** -15))
     peep = m_peep = None
     if any(t is not None for t in peeps):
@@ -187,7 +217,8 @@ def prepare_integer_lstm(op: Op) -> IntegerLstm:
                                   f"{GATES[(0, 1, 3)[k]]} gate")
             ps, _ = _scale(op, t, "peephole weights")
             peep[k] = np.asarray(t.data).reshape(-1)
-            m_peep[k] = _pair(np.float32(2.0 ** cell_log2 * np.float64(ps) / np.float64(inter_s)))
+            m_peep[k] = _pair(np.float32(2.0 ** cell_log2 * np.float64(ps)
+                                         / np.float64(inter_sc[(0, 1, 3)[k]])))
     proj = proj_bias = None
     m_proj, proj_clip = (0, 0), 0
     if proj_t is not None:
@@ -219,7 +250,8 @@ def prepare_integer_lstm(op: Op) -> IntegerLstm:
                        b_in.astype(np.int32), b_rec.astype(np.int32), m_in, m_rec, hidden,
                        int(hzp), cell_log2, cell_clip,
                        bool(getattr(op.options, "timeMajor", False)), int(ozp),
-                       int(n_output), peep, m_peep, proj, proj_bias, m_proj, proj_clip)
+                       int(n_output), peep, m_peep, proj, proj_bias, m_proj, proj_clip,
+                       ln, ln_bias, m_ln, ln_guard)
 
 
 # ---------------------------------------------------------------- int16 fixed point
@@ -348,6 +380,71 @@ def _mbqm(x: np.ndarray, mult: np.ndarray | int, shift: np.ndarray | int) -> np.
     return rounding_divide_by_pot(high, np.maximum(-s, 0))
 
 
+# ---------------------------------------------------------------- integer layer norm
+def _c_div_int(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _srdhm32(a: int, b: int) -> int:
+    if a == b == -(2**31):
+        return 2**31 - 1
+    ab = a * b
+    return _c_div_int(ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30)), 1 << 31)
+
+
+def _srmpot32(x: int, e: int) -> int:
+    """gemmlowp ``SaturatingRoundingMultiplyByPOT<e>`` (e > 0) of an int32 value."""
+    threshold = (1 << (31 - e)) - 1
+    return 2**31 - 1 if x > threshold else -(2**31) if x < -threshold else x << e
+
+
+def inv_sqrt_multiplier(v: int) -> tuple[int, int]:
+    """TFLite ``GetInvSqrtQuantizedMultiplierExp(v, reverse_shift=-1)``: (multiplier,
+    shift) with ``1 / sqrt(v) ~ multiplier * 2**(shift - 31)`` (gemmlowp's Newton-Raphson
+    in Q3.28)."""
+    if v <= 1:
+        return 2**31 - 1, 0
+    shift = 11
+    while v >= (1 << 29):
+        v //= 4
+        shift += 1
+    pairs = (32 - v.bit_length() - 1) // 2 - 1
+    shift -= pairs
+    v <<= 2 * pairs
+    half_input = int(rounding_divide_by_pot(np.asarray(v >> 1, dtype=np.int64), 1))
+    half_three = (1 << 28) + (1 << 27)
+    x = 1 << 28
+    for _ in range(5):
+        x3 = _srmpot32(_srdhm32(_srdhm32(x, x), x), 6)
+        x = _srmpot32(int(_wrap32(np.asarray(_srdhm32(half_three, x)
+                                             - _srdhm32(half_input, x3)))), 3)
+    x = _srdhm32(x, 1518500250)
+    if shift < 0:
+        x = int(_wrap32(np.asarray(x << -shift)))
+        shift = 0
+    return x, -shift
+
+
+def _layer_norm(gate: np.ndarray, w: np.ndarray, bias: np.ndarray, pair: np.ndarray,
+                guard: int) -> np.ndarray:
+    """TFLite's ``ApplyLayerNorm`` of int16 rows ``gate`` [batch, n]: int64 Q3.12 values."""
+    n = gate.shape[1]
+    out = np.empty_like(gate)
+    w64, b64 = w.astype(np.int64), bias.astype(np.int64)
+    for r in range(gate.shape[0]):
+        v = gate[r]
+        mean = _c_div_int(int(v.sum()) * 1024, n)
+        variance = int((v * v).sum()) * ((1 << 20) // n) - mean * mean
+        var2 = _c_div_int(variance, 1 << 20)
+        a, s = inv_sqrt_multiplier(var2 if var2 >= 1 else guard)
+        rescaled = _mbqm(1024 * v - mean, a, s)
+        val3 = _wrap32(rescaled * w64 + b64)
+        val4 = c_div(np.where(val3 > 0, val3 + 512, val3 - 512), 1024)
+        out[r] = _sat16(_mbqm(val4, int(pair[0]), int(pair[1]) + 12))
+    return out
+
+
 def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
                      c0: np.ndarray | None) -> np.ndarray:
     """The integer LSTM on int8 ``x`` ([batch, time, input], or [time, batch, input] when
@@ -382,6 +479,14 @@ def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
                 sl = slice(g_k * n, (g_k + 1) * n)
                 gate[:, sl] = _sat16(gate[:, sl] + _mbqm(p.peep[k].astype(np.int64) * c,
                                                          *p.m_peep[k]))
+        if p.ln is not None and p.ln_bias is not None and p.m_ln is not None \
+                and p.ln_guard is not None:
+            for g_k in range(1 if p.cifg else 0, 4):
+                if g_k == 3:
+                    continue  # the output gate: after its peephole on the new cell
+                sl = slice(g_k * n, (g_k + 1) * n)
+                gate[:, sl] = _layer_norm(gate[:, sl], p.ln[g_k], p.ln_bias[g_k],
+                                          p.m_ln[g_k], int(p.ln_guard[g_k]))
         gate = gate + 32768
         f = sigmoid[gate[:, n:2 * n]]
         g = tanh_gate[gate[:, 2 * n:3 * n]]
@@ -393,6 +498,9 @@ def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
         og = gate[:, 3 * n:] - 32768
         if p.peep is not None and p.m_peep is not None:  # output: the new cell
             og = _sat16(og + _mbqm(p.peep[2].astype(np.int64) * c, *p.m_peep[2]))
+        if p.ln is not None and p.ln_bias is not None and p.m_ln is not None \
+                and p.ln_guard is not None:
+            og = _layer_norm(og, p.ln[3], p.ln_bias[3], p.m_ln[3], int(p.ln_guard[3]))
         o = sigmoid[og + 32768]
         # the hidden values: with a projection TFLite subtracts the zero point (and adds
         # it back through the projection's folded bias), else adds it

@@ -18,8 +18,8 @@ __all__ = ["op_support", "op_support_markdown", "RUNTIME_NOTES"]
 RUNTIME_NOTES: dict[str, str] = {
     "CONV_3D": "float32",
     "UNIDIRECTIONAL_SEQUENCE_LSTM": "float32, hybrid (int8 weights) and int8 (TFLite's "
-                                    "integer kernel, 16-bit cell state; with layer norm: "
-                                    "gates in float32, within 1)",
+                                    "integer kernel with its 16-bit cell state, peephole, "
+                                    "projection and layer norm: bit-exact)",
     "UNIDIRECTIONAL_SEQUENCE_RNN": "float32 and hybrid (int8 weights)",
     "LOG_SOFTMAX": "int8 through float32 (within 1 of LiteRT)",
     "WHILE": "bounded iterations (Interpreter max_iterations)",

@@ -17,9 +17,10 @@ The states start from the state inputs (zeros for a variable tensor without data
 reference runtime keeps no state between inferences, as LiteRT after
 ``reset_all_variables``. Hybrid models (int8 weights, float input) use the dequantized
 weights. A fully quantized LSTM (int8 input, output and hidden state, int16 cell state) runs
-TFLite's integer kernel (:mod:`toolkit.integer_lstm`, bit-exact with LiteRT, peephole and
-projection included); one with layer norm computes its gates in float32 from dequantized
-values instead (within 1 of LiteRT).
+TFLite's integer kernel (:mod:`toolkit.integer_lstm`, bit-exact with LiteRT, peephole,
+projection and layer norm included); one the integer kernel does not take (per-channel
+weights, no hidden-state intermediate) computes its gates in float32 from dequantized values
+instead.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def unidirectional_sequence_lstm(op: Op, args: Args) -> list[np.ndarray]:
     if x.dtype == np.int8 and is_quantized(op.inputs[0]) and is_quantized(op.outputs[0]):
         try:
             plan = prepare_integer_lstm(op)
-        except UnsupportedOpError:  # layer norm: gates in float32
+        except UnsupportedOpError:  # not TFLite's integer LSTM: gates in float32
             return [_lstm_int8(op, args, x)]
         state = [args[i] if i < len(args) else None for i in (18, 19)]
         return [run_integer_lstm(plan, x, state[0], state[1])]
