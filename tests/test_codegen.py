@@ -542,14 +542,17 @@ def test_hybrid_fully_connected_matches_the_reference_and_litert(
 LSTM_CONFIGS: list[dict[str, object]] = [
     {}, {"time_major": True, "cifg": True}, {"cell_log2": -15, "clip": 3.0},
     {"peephole": True, "cifg": True, "time_major": True}, {"projection": 9, "proj_clip": 0.3},
-    {"projection": 6, "peephole": True}, {"projection": 4},
+    {"projection": 6, "peephole": True}, {"projection": 4}, {"layer_norm": True},
+    {"layer_norm": True, "cifg": True, "peephole": True},
+    {"layer_norm": True, "projection": 5, "time_major": True},
     {"cell_log2": -9, "batch": 1, "steps": 12}]
 
 
 def _lstm_models() -> list[tk.Model]:
     """Integer LSTMs: batch- and time-major, CIFG, cell states of scale 2**-11, 2**-15
     (clipped) and 2**-9, peephole weights, projections (wider and clipped, as wide,
-    narrower); the last from a constant initial state."""
+    narrower), layer norm (with CIFG and peepholes; with a projection); the last from a
+    constant initial state."""
     models = [int8_lstm_model(2, **c) for c in LSTM_CONFIGS]  # type: ignore[arg-type]
     for i, dt, lim in ((18, np.int8, 128), (19, np.int16, 3000)):
         t = models[-1].graph.ops[0].inputs[i]

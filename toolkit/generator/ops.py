@@ -545,6 +545,12 @@ def _lstm_q8(e: Emitter, op: Op) -> str:
     proj = "nullptr, nullptr"
     if p.proj is not None and p.proj_bias is not None:
         proj = f"{e.param(p.proj, 'int8_t')}, {e.param(p.proj_bias.astype(i32), 'int32_t')}"
+    ln = "nullptr, nullptr, nullptr, nullptr"
+    if p.ln is not None and p.ln_bias is not None and p.m_ln is not None \
+            and p.ln_guard is not None:
+        ln = (f"{e.param(p.ln, 'int16_t')}, {e.param(p.ln_bias.astype(i32), 'int32_t')}, "
+              f"{e.param(p.m_ln.astype(i32), 'int32_t')}, "
+              f"{e.param(p.ln_guard.astype(i32), 'int32_t')}")
     geom = (f"tk::IntLstmGeom{{{steps}, {batch}, {p.n_input}, {p.n_cell}, {int(p.time_major)}, "
             f"{int(p.cifg)}, {p.cell_log2}, {p.cell_clip}, {p.hidden[0]}, {p.hidden[1]}, "
             f"{p.hidden_zp}, {p.h_zp}, {p.n_output}, {p.m_proj[0]}, {p.m_proj[1]}, "
@@ -553,8 +559,8 @@ def _lstm_q8(e: Emitter, op: Op) -> str:
             f"{e.param(p.w_rec, 'int8_t')}, {e.param(p.b_in.astype(i32), 'int32_t')}, "
             f"{e.param(p.b_rec.astype(i32), 'int32_t')}, "
             f"{e.param(p.m_in.astype(i32), 'int32_t')}, "
-            f"{e.param(p.m_rec.astype(i32), 'int32_t')}, {peep}, {proj}, {states[0]}, "
-            f"{states[1]}, {e.ptr(out)});")
+            f"{e.param(p.m_rec.astype(i32), 'int32_t')}, {peep}, {proj}, {ln}, "
+            f"{states[0]}, {states[1]}, {e.ptr(out)});")
 
 
 def _pack(e: Emitter, step: Step) -> str:

@@ -2219,11 +2219,81 @@ int32_t tanh_q16(int32_t a, int int_bits) {
   return neg ? w16(-t) : t;
 }
 
+namespace {
+
+inline int32_t srmpot32(int32_t x, int e) {  // e > 0
+  const int32_t threshold = static_cast<int32_t>((int64_t(1) << (31 - e)) - 1);
+  if (x > threshold) return INT32_MAX;
+  if (x < -threshold) return INT32_MIN;
+  return x * (1 << e);
+}
+
+inline int32_t wrap32(int64_t x) { return static_cast<int32_t>(static_cast<uint32_t>(x)); }
+
+// TFLite GetInvSqrtQuantizedMultiplierExp(v, reverse_shift = -1).
+void inv_sqrt_multiplier(int32_t v, int32_t* mult, int* shift) {
+  if (v <= 1) {
+    *mult = INT32_MAX;
+    *shift = 0;
+    return;
+  }
+  int s = 11;
+  while (v >= (1 << 29)) {
+    v /= 4;
+    ++s;
+  }
+  int bits = 0;
+  for (uint32_t u = static_cast<uint32_t>(v); u; u >>= 1) ++bits;
+  const int pairs = (32 - bits - 1) / 2 - 1;
+  s -= pairs;
+  v <<= 2 * pairs;
+  const int32_t half_input = rdbpot32(v >> 1, 1);
+  const int32_t half_three = (1 << 28) + (1 << 27);
+  int32_t x = 1 << 28;
+  for (int i = 0; i < 5; ++i) {
+    const int32_t x3 = srmpot32(static_cast<int32_t>(srdhm(srdhm(x, x), x)), 6);
+    x = srmpot32(wrap32(srdhm(half_three, x) - srdhm(half_input, x3)), 3);
+  }
+  x = static_cast<int32_t>(srdhm(x, 1518500250));
+  if (s < 0) {
+    x = wrap32(static_cast<int64_t>(x) * (int64_t(1) << -s));
+    s = 0;
+  }
+  *mult = x;
+  *shift = -s;
+}
+
+// TFLite's integer ApplyLayerNorm of one row of n int16 values (in place, to Q3.12).
+void layer_norm_q16(int32_t* v, int n, const int16_t* w, const int32_t* bias, int32_t a,
+                    int b, int32_t guard) {
+  int64_t sum = 0, sq = 0;
+  for (int j = 0; j < n; ++j) {
+    sum += v[j];
+    sq += int64_t(v[j]) * v[j];
+  }
+  const int32_t mean = static_cast<int32_t>(sum * 1024 / n);
+  const int64_t variance = sq * ((1 << 20) / n) - int64_t(mean) * mean;
+  int32_t var2 = static_cast<int32_t>(variance / (1 << 20));
+  if (var2 < 1) var2 = guard;
+  int32_t ia;
+  int is;
+  inv_sqrt_multiplier(var2, &ia, &is);
+  for (int j = 0; j < n; ++j) {
+    const int32_t rescaled = static_cast<int32_t>(mbqm(1024 * int64_t(v[j]) - mean, ia, is));
+    const int64_t val3 = wrap32(int64_t(rescaled) * w[j] + bias[j]);
+    const int64_t val4 = (val3 > 0 ? val3 + 512 : val3 - 512) / 1024;
+    v[j] = s16(static_cast<int32_t>(mbqm(val4, a, b + 12)));
+  }
+}
+
+}  // namespace
+
 void lstm_q8(const IntLstmGeom& g, const int8_t* x, const int8_t* w_in, const int8_t* w_rec,
              const int32_t* b_in, const int32_t* b_rec, const int32_t* m_in,
              const int32_t* m_rec, const int16_t* peep, const int32_t* m_peep,
-             const int8_t* proj, const int32_t* proj_bias, const int8_t* h0, const int16_t* c0,
-             int8_t* y) {
+             const int8_t* proj, const int32_t* proj_bias, const int16_t* ln,
+             const int32_t* ln_bias, const int32_t* m_ln, const int32_t* ln_guard,
+             const int8_t* h0, const int16_t* c0, int8_t* y) {
   const int nc = g.n_cell, ni = g.n_input, no = g.n_output;
   std::vector<int8_t> h(static_cast<size_t>(no)), hidden(static_cast<size_t>(nc));
   std::vector<int32_t> c(static_cast<size_t>(nc));
@@ -2234,6 +2304,10 @@ void lstm_q8(const IntLstmGeom& g, const int8_t* x, const int8_t* w_in, const in
     const int64_t v = mbqm(int64_t(peep[k * nc + j]) * c[j], m_peep[2 * k], m_peep[2 * k + 1]);
     return s16(static_cast<int32_t>(pre + v));
   };
+  auto norm = [&](int k) {  // layer norm of gate k's row
+    layer_norm_q16(gate.data() + static_cast<size_t>(k) * nc, nc, ln + k * nc,
+                   ln_bias + k * nc, m_ln[2 * k], m_ln[2 * k + 1], ln_guard[k]);
+  };
   for (int b = 0; b < g.batch; ++b) {
     for (int j = 0; j < no; ++j)
       h[j] = h0 ? h0[static_cast<size_t>(b) * no + j] : static_cast<int8_t>(g.h_zp);
@@ -2242,7 +2316,7 @@ void lstm_q8(const IntLstmGeom& g, const int8_t* x, const int8_t* w_in, const in
       const size_t row = g.time_major ? static_cast<size_t>(t) * g.batch + b
                                       : static_cast<size_t>(b) * g.steps + t;
       const int8_t* xr = x + row * ni;
-      for (int k = g.cifg ? 1 : 0; k < 4; ++k) {
+      for (int k = g.cifg ? 1 : 0; k < 4; ++k) {  // pre-activations
         for (int j = 0; j < nc; ++j) {
           const int8_t* wr = w_in + (static_cast<size_t>(k) * nc + j) * ni;
           int32_t acc = b_in[k * nc + j];
@@ -2254,7 +2328,14 @@ void lstm_q8(const IntLstmGeom& g, const int8_t* x, const int8_t* w_in, const in
           const int32_t r = static_cast<int32_t>(mbqm(acc2, m_rec[2 * k], m_rec[2 * k + 1]));
           int32_t pre = s16(r + v);
           if (peep && k < 2) pre = peephole(k, j, pre);  // input, forget: the old cell
-          gate[k * nc + j] = k == 2 ? tanh_q16(pre, 3) : (k == 3 ? pre : logistic_q3_12(pre));
+          gate[k * nc + j] = pre;
+        }
+        if (ln && k < 3) norm(k);
+        if (k < 3) {
+          for (int j = 0; j < nc; ++j) {
+            int32_t& v = gate[k * nc + j];
+            v = k == 2 ? tanh_q16(v, 3) : logistic_q3_12(v);
+          }
         }
       }
       for (int j = 0; j < nc; ++j) {
@@ -2264,10 +2345,12 @@ void lstm_q8(const IntLstmGeom& g, const int8_t* x, const int8_t* w_in, const in
         cv = s16(cv + w16(rdbpot32(in * cg, 30 + g.cell_log2)));
         if (g.cell_clip > 0) cv = std::min(g.cell_clip, std::max(-g.cell_clip, cv));
         c[j] = cv;
-        int32_t opre = gate[3 * nc + j];
-        if (peep) opre = peephole(2, j, opre);  // output: the new cell
-        const int32_t o = logistic_q3_12(opre);
-        const int32_t th = tanh_q16(cv, 15 + g.cell_log2);
+        if (peep) gate[3 * nc + j] = peephole(2, j, gate[3 * nc + j]);  // the new cell
+      }
+      if (ln) norm(3);
+      for (int j = 0; j < nc; ++j) {
+        const int32_t o = logistic_q3_12(gate[3 * nc + j]);
+        const int32_t th = tanh_q16(c[j], 15 + g.cell_log2);
         const int64_t hv = mbqm(int64_t(o) * th, g.hidden_mult, g.hidden_shift) + hidden_zp;
         hidden[j] = static_cast<int8_t>(std::min<int64_t>(127, std::max<int64_t>(-128, hv)));
       }

@@ -352,14 +352,16 @@ void fully_connected_hybrid(const float* x, const int8_t* w, const float* wscale
                             const int32_t* wsum, const float* bias, int batch, int k, int o,
                             int asym, int act, float* y);
 
-// Integer UNIDIRECTIONAL_SEQUENCE_LSTM (TFLite's 8x8_16 kernel without layer norm): gates
+// Integer UNIDIRECTIONAL_SEQUENCE_LSTM (TFLite's 8x8_16 kernel): gates
 // in Q3.12 from int8 inputs and weights, gemmlowp's int16 logistic and tanh, a 16-bit cell
 // state of scale 2**cell_log2, int8 hidden values (scale and zero point of the hidden
 // intermediate). Weights w_in [4, cell, input] and w_rec [4, cell, output], effective biases
 // b_in / b_rec [4, cell] and (multiplier, shift) pairs m_in / m_rec [4, 2] in TFLite's gate
 // order (input, forget, cell, output); under CIFG the input gate is 1 - forget. Optional
 // (nullptr): peephole weights peep [3, cell] (input, forget, output) with pairs m_peep
-// [3, 2]; projection weights proj [output, cell] with effective bias proj_bias [output].
+// [3, 2]; projection weights proj [output, cell] with effective bias proj_bias [output];
+// layer norm: coefficients ln [4, cell], gate biases ln_bias [4, cell] (then not folded into
+// b_in), pairs m_ln [4, 2] and variance guards ln_guard [4].
 // h0 [batch, output] / c0 [batch, cell]: initial states (nullptr: reset).
 struct IntLstmGeom {
   int steps, batch, n_input, n_cell, time_major, cifg, cell_log2, cell_clip;
@@ -371,8 +373,9 @@ struct IntLstmGeom {
 void lstm_q8(const IntLstmGeom& g, const int8_t* x, const int8_t* w_in, const int8_t* w_rec,
              const int32_t* b_in, const int32_t* b_rec, const int32_t* m_in,
              const int32_t* m_rec, const int16_t* peep, const int32_t* m_peep,
-             const int8_t* proj, const int32_t* proj_bias, const int8_t* h0, const int16_t* c0,
-             int8_t* y);
+             const int8_t* proj, const int32_t* proj_bias, const int16_t* ln,
+             const int32_t* ln_bias, const int32_t* m_ln, const int32_t* ln_guard,
+             const int8_t* h0, const int16_t* c0, int8_t* y);
 // gemmlowp's int16 fixed-point logistic of Q3.12 values and tanh of Q(int_bits) values
 // (0 <= int_bits <= 6): Q0.15 results.
 int32_t logistic_q3_12(int32_t a);
