@@ -529,13 +529,17 @@ def test_hybrid_fully_connected_matches_the_reference_and_litert(
         (y,) = out.values()
         assert np.unique(y).size > 5
         results.append(y)
-        # rows whose quantization meets ties (x.5 exactly), which round away from zero:
-        # symmetric with range 127 (scale 1), asymmetric over [-127.5, 127.5] (scale 1, zero
-        # point -0.5 -> -1)
+        # rows whose quantization meets ties (x.5 exactly), which round away from zero
+        # before the zero point is added: symmetric with range 127 (scale 1), asymmetric over
+        # [-127.5, 127.5] (scale 1, zero point -0.5 -> -1) and [-128.5, 126.5] (0.5 -> 1)
         halves = np.arange(-10.5, 11, 1.0, dtype=np.float32)
         x[0, 0] = np.concatenate([[127, -127], halves])
         x[1, 0] = np.concatenate([[127.5, -127.5], halves])
-        _same(run(model, {"x": x}), run_native(art, {"x": x}).outputs)
+        x[1, 1] = np.concatenate([[126.5, -128.5], halves])
+        out = run_native(art, {"x": x}).outputs
+        _same(run(model, {"x": x}), out)
+        lite = litert_run(bytes(write_model(model, "tflite")), [x])
+        _same({k: lite[k] for k in out}, out)
     assert not np.array_equal(results[0], results[1])  # per-channel scales make a difference
 
 

@@ -2088,10 +2088,10 @@ void quantize_row_hybrid(const float* v, int k, int asym, int8_t* q, float* scal
                                                  : static_cast<int32_t>(std::round(zp)));
   *scale = static_cast<float>(s);
   *offset = nudged;
-  const float inv = 1.f / *scale, zf = static_cast<float>(nudged);
+  // LiteRT rounds the scaled value, then adds the zero point
+  const float inv = 1.f / *scale;
   for (int j = 0; j < k; ++j) {
-    const float p = v[j] * inv;
-    const float r = round_ties_away(zf + p);
+    const float r = round_ties_away(v[j] * inv) + static_cast<float>(nudged);
     q[j] = static_cast<int8_t>(std::min(127.f, std::max(-128.f, r)));
   }
 }

@@ -108,8 +108,9 @@ def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarr
 
     Symmetric: ``round(x * 127 / max|x|)`` in [-127, 127]. Asymmetric: the range
     ``[min(0, x), max(0, x)]`` over [-128, 127] with the zero point nudged to the side with
-    the smaller error (as ``AsymmetricQuantizeFloats``); a row of zeros quantizes to zeros
-    with scale 1."""
+    the smaller error (as ``AsymmetricQuantizeFloats``), ``round(x / s) + zp`` (rounded half
+    away from zero before the zero point is added, as LiteRT does: ``round(zp + x / s)``
+    differs on ties); a row of zeros quantizes to zeros with scale 1."""
     rows = x.shape[0]
     q = np.zeros(x.shape, dtype=np.int64)
     scale = np.ones(rows, dtype=np.float32)
@@ -136,8 +137,8 @@ def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarr
         scale[r] = np.float32(s)
         offset[r] = nudged
         inv = np.float32(1) / np.float32(s)
-        q[r] = np.clip(round_half_away(np.float32(nudged) + v * inv), -128, 127).astype(
-            np.int64)
+        # LiteRT rounds the scaled value, then adds the zero point (not round(zp + v / s))
+        q[r] = np.clip(round_half_away(v * inv).astype(np.int64) + nudged, -128, 127)
     return q, scale, offset
 
 
