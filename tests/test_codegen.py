@@ -588,9 +588,9 @@ def test_int8_lstm_bit_exact_with_the_reference_and_litert(
 def test_int16_logistic_and_tanh_of_the_op_library_are_the_reference_s(tmp_path: Path) -> None:
     """Every int16 value through the C++ gemmlowp logistic (Q3.12) and tanh (Q0.15 to Q6.9)
     equals the NumPy port the reference runtime uses."""
+    from toolkit.fixed_point import int16_logistic, int16_tanh
     from toolkit.generator.build import build_library
     from toolkit.generator.generate import copy_library
-    from toolkit.integer_lstm import int16_logistic, int16_tanh
 
     copy_library(tmp_path)
     (tmp_path / "probe.cpp").write_text(

@@ -12,9 +12,10 @@ import pytest
 from support import SAMPLES, int8_lstm_model, litert_run
 
 from toolkit.errors import UnsupportedOpError
+from toolkit.fixed_point import int16_logistic, int16_tanh
 from toolkit.formats.flatbuffer_read import load
 from toolkit.formats.flatbuffer_write import write_model
-from toolkit.integer_lstm import int16_logistic, int16_tanh, prepare_integer_lstm
+from toolkit.integer_lstm import prepare_integer_lstm
 from toolkit.runtime.interpreter import run_model
 from toolkit.runtime.kernels import sequence
 
@@ -125,7 +126,7 @@ def test_what_the_integer_kernel_does_not_take_is_named() -> None:
 
 
 def test_inverse_square_root_multiplier_approximates_the_function() -> None:
-    from toolkit.integer_lstm import inv_sqrt_multiplier
+    from toolkit.fixed_point import inv_sqrt_multiplier
 
     for v in (2, 3, 10, 1000, 123456, 2**28 + 3, 2**30 + 5, 2**31 - 1):
         m, s = inv_sqrt_multiplier(v)

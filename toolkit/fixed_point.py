@@ -1,5 +1,6 @@
-"""TFLite's rounding, multiplier arithmetic and quantization parameters, shared by the NumPy
-kernels and the C++ generator (which must produce the same integers bit for bit)."""
+"""TFLite's rounding, multiplier arithmetic and quantization parameters, and gemmlowp's
+int16 fixed-point logistic, tanh and inverse square root, shared by the NumPy kernels and the
+C++ generator (which must produce the same integers bit for bit)."""
 
 from __future__ import annotations
 
@@ -101,9 +102,9 @@ def rounding_divide_by_pot(x: np.ndarray, exponent: np.ndarray | int) -> np.ndar
     return (x >> e) + (remainder > threshold)
 
 
-def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
+def _srdhm16(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
     """gemmlowp ``SaturatingRoundingDoublingHighMul`` on int16 values."""
-    ab = a * np.int64(b)
+    ab = a * np.asarray(b, dtype=np.int64)
     nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
     r = c_div(ab + nudge, 1 << 15)
     return np.where((a == -32768) & (b == -32768), 32767, r)
@@ -141,3 +142,147 @@ def hard_swish_fixed_point(x: np.ndarray, in_s: float, in_zp: int, out_s: float,
     prod = rv * preshift
     pre_out = np.where((rv == -32768) & (preshift == -32768), 32767, c_div(prod, 1 << 15))
     return rounding_divide_by_pot(pre_out, -oe) + out_zp
+
+
+# ---------------------------------------------------------------- gemmlowp int16 functions
+def _wrap16(x: np.ndarray) -> np.ndarray:
+    return (x + 32768) % 65536 - 32768
+
+
+def _sat16(x: np.ndarray) -> np.ndarray:
+    return np.clip(x, -32768, 32767)
+
+
+def _rdbpot(x: np.ndarray, e: int) -> np.ndarray:
+    return rounding_divide_by_pot(x, e) if e > 0 else x
+
+
+def _srmpot(x: np.ndarray, e: int) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingMultiplyByPOT<e>`` on int16 values."""
+    if e < 0:
+        return _rdbpot(x, -e)
+    if e == 0:
+        return x
+    threshold = (1 << (15 - e)) - 1
+    r = _wrap16(x << e)
+    return np.where(x > threshold, 32767, np.where(x < -threshold, -32768, r))
+
+
+def _const16(raw32: int) -> int:
+    """gemmlowp's int16 constant of an int32 raw value (RoundingDivideByPOT by 16)."""
+    return int(rounding_divide_by_pot(np.asarray(raw32, dtype=np.int64), 16))
+
+
+_EXP_BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
+               (2, 39332535), (3, 720401), (4, 242))
+
+
+def _exp_quarter(a: np.ndarray) -> np.ndarray:
+    """gemmlowp ``exp_on_interval_between_negative_one_quarter_and_0_excl`` (Q0.15)."""
+    constant_term = _const16(1895147668)
+    one_third = _const16(715827883)
+    x = _wrap16(a + (1 << 12))
+    x2 = _srdhm16(x, x)
+    x3 = _srdhm16(x2, x)
+    x4 = _srdhm16(x2, x2)
+    x4_over_4 = _srmpot(x4, -2)
+    poly = _srmpot(_wrap16(_srdhm16(_wrap16(x4_over_4 + x3), one_third) + x2), -1)
+    return _sat16(constant_term + _srdhm16(np.asarray(constant_term, dtype=np.int64),
+                                           _wrap16(x + poly)))
+
+
+def _exp_negative(a: np.ndarray, int_bits: int) -> np.ndarray:
+    """gemmlowp ``exp_on_negative_values`` of Q(int_bits) int16 values: Q0.15."""
+    frac = 15 - int_bits
+    quarter = 1 << (frac - 2)
+    a_mod = _wrap16((a & (quarter - 1)) - quarter)
+    result = _exp_quarter(_srmpot(a_mod, int_bits))
+    remainder = _wrap16(a_mod - a)
+    for exponent, mult in _EXP_BARREL:
+        if int_bits > exponent:
+            bit = 1 << (frac + exponent)
+            result = np.where(remainder & bit, _srdhm16(result, _const16(mult)), result)
+    if int_bits > 5:
+        result = np.where(a < _const16(-(1 << (36 - int_bits))), 0, result)
+    return np.where(a == 0, 32767, result)
+
+
+def _newton(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The shared Newton-Raphson part of gemmlowp's ``1 / (1 + a)`` and
+    ``(1 - a) / (1 + a)`` for Q0.15 ``a`` in [0, 1]: (x ~ 1 / half_denominator in Q2.13)."""
+    s = a + 32767
+    half = c_div(s + np.where(s >= 0, 1, -1), 2)
+    x = _wrap16(_const16(1515870810) + _srdhm16(half, _const16(-1010580540)))
+    for _ in range(3):
+        one_minus = _wrap16(8192 - _srdhm16(half, x))
+        x = _wrap16(x + _srmpot(_srdhm16(x, one_minus), 2))
+    return x, half
+
+
+def int16_logistic(raw: np.ndarray, int_bits: int = 3) -> np.ndarray:
+    """gemmlowp ``logistic`` of int16 Q(int_bits) values (TFLite's ``ApplySigmoid`` takes
+    Q3.12): int64 Q0.15 results."""
+    a = np.asarray(raw, dtype=np.int64)
+    pos = a > 0
+    abs_in = np.where(pos, a, _wrap16(-a))
+    x, _ = _newton(_exp_negative(_wrap16(-abs_in), int_bits))
+    rp = _srmpot(x, 1)
+    rn = _wrap16(32767 - rp)
+    return np.where(a == 0, _const16(1 << 30), np.where(pos, rp, rn))
+
+
+def int16_tanh(raw: np.ndarray, int_bits: int) -> np.ndarray:
+    """gemmlowp ``tanh`` of int16 Q(int_bits) values (TFLite's ``ApplyTanh``): int64 Q0.15
+    results."""
+    a = np.asarray(raw, dtype=np.int64)
+    neg = a < 0
+    n = np.where(neg, a, _wrap16(-a))
+    x, _ = _newton(_exp_negative(n, int_bits + 1))
+    t = _srmpot(_wrap16(x - 8192), 2)
+    return np.where(a == 0, 0, np.where(neg, _wrap16(-t), t))
+
+
+# ---------------------------------------------------------------- inverse square root
+def _wrap32(x: int) -> int:
+    return (x + 2**31) % 2**32 - 2**31
+
+
+def _srdhm32(a: int, b: int) -> int:
+    """gemmlowp ``SaturatingRoundingDoublingHighMul`` of int32 values (Python ints)."""
+    if a == b == -(2**31):
+        return 2**31 - 1
+    ab = a * b + ((1 << 30) if a * b >= 0 else 1 - (1 << 30))
+    q = abs(ab) // (1 << 31)
+    return q if ab >= 0 else -q
+
+
+def _srmpot32(x: int, e: int) -> int:
+    """gemmlowp ``SaturatingRoundingMultiplyByPOT<e>`` (e > 0) of an int32 value."""
+    threshold = (1 << (31 - e)) - 1
+    return 2**31 - 1 if x > threshold else -(2**31) if x < -threshold else x << e
+
+
+def inv_sqrt_multiplier(v: int) -> tuple[int, int]:
+    """TFLite ``GetInvSqrtQuantizedMultiplierExp(v, reverse_shift=-1)``: (multiplier,
+    shift) with ``1 / sqrt(v) ~ multiplier * 2**(shift - 31)`` (gemmlowp's Newton-Raphson
+    in Q3.28)."""
+    if v <= 1:
+        return 2**31 - 1, 0
+    shift = 11
+    while v >= (1 << 29):
+        v //= 4
+        shift += 1
+    pairs = (32 - v.bit_length() - 1) // 2 - 1
+    shift -= pairs
+    v <<= 2 * pairs
+    half_input = int(rounding_divide_by_pot(np.asarray(v >> 1, dtype=np.int64), 1))
+    half_three = (1 << 28) + (1 << 27)
+    x = 1 << 28
+    for _ in range(5):
+        x3 = _srmpot32(_srdhm32(_srdhm32(x, x), x), 6)
+        x = _srmpot32(_wrap32(_srdhm32(half_three, x) - _srdhm32(half_input, x3)), 3)
+    x = _srdhm32(x, 1518500250)
+    if shift < 0:
+        x = _wrap32(x << -shift)
+        shift = 0
+    return x, -shift
