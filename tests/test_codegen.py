@@ -484,7 +484,8 @@ def test_cache_key_follows_what_the_compiler_targets() -> None:
 
 def _hybrid_fc_model(asymmetric: bool, per_channel: bool) -> tk.Model:
     """Hybrid FULLY_CONNECTED (float32 input, int8 weights): one keeping the input's leading
-    dimensions with a bias and RELU, one flattening to rows without a bias."""
+    dimensions with a bias and RELU (21 outputs: vector blocks and a tail), one flattening to
+    rows without a bias (21 inputs: an odd count)."""
     from toolkit.builder import ModelBuilder
     from toolkit.ir import Quantization as Q
 
@@ -497,10 +498,10 @@ def _hybrid_fc_model(asymmetric: bool, per_channel: bool) -> tk.Model:
         q = Q.make(scale, [0] * len(scale), 0)
         return mb.const(name, rng.integers(-127, 128, (o, k)).astype(np.int8), quant=q)
 
-    h = mb.fully_connected(x, weights("fc1/w", 20, 24),
-                           mb.const("fc1/b", rng.uniform(-1, 1, 20).astype(np.float32)),
+    h = mb.fully_connected(x, weights("fc1/w", 21, 24),
+                           mb.const("fc1/b", rng.uniform(-1, 1, 21).astype(np.float32)),
                            activation="RELU", keep_num_dims=True, name="fc1")
-    y = mb.fully_connected(h, weights("fc2/w", 5, 20), None, name="fc2")
+    y = mb.fully_connected(h, weights("fc2/w", 5, 21), None, name="fc2")
     for op in mb.graph.ops:
         op.options.asymmetricQuantizeInputs = asymmetric
     mb.output(y)
@@ -509,7 +510,7 @@ def _hybrid_fc_model(asymmetric: bool, per_channel: bool) -> tk.Model:
 
 @pytest.mark.parametrize("asymmetric", [False, True], ids=["symmetric", "asymmetric"])
 def test_hybrid_fully_connected_matches_the_reference_and_litert(
-        bundled: dict[str, tuple[tk.Model, Artifact]], asymmetric: bool) -> None:
+        bundled: dict[str, tuple[tk.Model, Artifact]], asymmetric: bool, tmp_path: Path) -> None:
     """Rows quantized at run time: all signs, a row of zeros (scale 1), a row without
     negative values (asymmetric: the zero point at -128) and rows meeting ties, which round
     away from zero."""
@@ -541,6 +542,11 @@ def test_hybrid_fully_connected_matches_the_reference_and_litert(
         lite = litert_run(bytes(write_model(model, "tflite")), [x])
         _same({k: lite[k] for k in out}, out)
     assert not np.array_equal(results[0], results[1])  # per-channel scales make a difference
+    # the portable kernel (no vector instructions) gives the same values
+    portable = codegen(model, tmp_path / "portable", name="hybrid_portable")
+    portable.build(opt=OPT, native=False)
+    np.testing.assert_array_equal(run_native(portable, {"x": x}).outputs["fc2"],
+                                  run_native(art, {"x": x}).outputs["fc2"])
 
 
 LSTM_CONFIGS: list[dict[str, object]] = [

@@ -773,6 +773,15 @@ def _fully_connected(e: Emitter, step: Step) -> str:
             f"{o}, {_act(op)}, {e.ptr(out)});")
 
 
+def _input_pairs(w: np.ndarray) -> np.ndarray:
+    """Weights [out, in] as int16 [ceil(in / 2), out, 2]: each output's weights of inputs
+    2p and 2p + 1 side by side (0 for a missing last input)."""
+    o, k = w.shape
+    padded = np.zeros((o, k + k % 2), np.int16)
+    padded[:, :k] = w
+    return np.ascontiguousarray(padded.reshape(o, -1, 2).transpose(1, 0, 2))
+
+
 def _hybrid_fully_connected(e: Emitter, op: Op, w: np.ndarray, batch: int) -> str:
     """Hybrid FULLY_CONNECTED (float32 input and output, int8 weights [out, in]): TFLite's
     dynamic-range kernel, each input row quantized at run time (``tk::fully_connected_hybrid``,
@@ -792,7 +801,7 @@ def _hybrid_fully_connected(e: Emitter, op: Op, w: np.ndarray, batch: int) -> st
     bias = _bias(op, o, _F32)
     b = "nullptr" if bias is None else e.param(bias, "float")
     return (f"tk::fully_connected_hybrid({e.ptr(op.inputs[0])}, "
-            f"{e.param(np.ascontiguousarray(w.T), 'int8_t')}, {e.param(scales, 'float')}, "
+            f"{e.param(_input_pairs(w), 'int16_t')}, {e.param(scales, 'float')}, "
             f"{wsum}, {b}, {batch}, {k}, {o}, {int(asym)}, {_act(op)}, "
             f"{e.ptr(op.outputs[0])});")
 

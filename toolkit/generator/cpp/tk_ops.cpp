@@ -2098,28 +2098,48 @@ void quantize_row_hybrid(const float* v, int k, int asym, int8_t* q, float* scal
 
 }  // namespace
 
-void fully_connected_hybrid(const float* x, const int8_t* w, const float* wscale,
+void fully_connected_hybrid(const float* x, const int16_t* w, const float* wscale,
                             const int32_t* wsum, const float* bias, int batch, int k, int o,
                             int asym, int act, float* y) {
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #endif
-  int8_t* q = scratch<int8_t, 170>(static_cast<size_t>(k));
+  const int kp = (k + 1) / 2;
+  int8_t* q = scratch<int8_t, 170>(static_cast<size_t>(2 * kp));
   int32_t* a = scratch<int32_t, 171>(static_cast<size_t>(o));
+  int32_t* qpair = scratch<int32_t, 172>(static_cast<size_t>(kp));
   for (int b = 0; b < batch; ++b) {
     float scale;
     int32_t offset;
     quantize_row_hybrid(x + static_cast<size_t>(b) * k, k, asym, q, &scale, &offset);
-    // exact integer dot products, one input value times a row of weights [k, o] at a time
-    std::fill(a, a + o, 0);
-    for (int j = 0; j < k; ++j) {
-      const int32_t qj = q[j];
-      if (qj == 0) continue;
-      const int8_t* wr = w + static_cast<size_t>(j) * o;
-      for (int i = 0; i < o; ++i) a[i] += qj * int32_t(wr[i]);
+    if (k % 2) q[k] = 0;
+    // exact integer dot products over pairs of input values: weights [k / 2, o, 2]
+    for (int jp = 0; jp < kp; ++jp)
+      qpair[jp] = static_cast<int32_t>(
+          (static_cast<uint32_t>(static_cast<uint16_t>(int16_t(q[2 * jp + 1]))) << 16) |
+          static_cast<uint16_t>(int16_t(q[2 * jp])));
+    int i = 0;
+#if defined(__AVX2__)
+    for (; i + 8 <= o; i += 8) {
+      __m256i acc = _mm256_setzero_si256();
+      for (int jp = 0; jp < kp; ++jp) {
+        const __m256i wv = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(w + (static_cast<size_t>(jp) * o + i) * 2));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(wv, _mm256_set1_epi32(qpair[jp])));
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a + i), acc);
+    }
+#endif
+    for (; i < o; ++i) {
+      int32_t s = 0;
+      for (int jp = 0; jp < kp; ++jp) {
+        const int16_t* wp = w + (static_cast<size_t>(jp) * o + i) * 2;
+        s += int32_t(q[2 * jp]) * wp[0] + int32_t(q[2 * jp + 1]) * wp[1];
+      }
+      a[i] = s;
     }
     float* yr = y + static_cast<size_t>(b) * o;
-    for (int i = 0; i < o; ++i) {
+    for (i = 0; i < o; ++i) {
       int64_t dot = a[i];
       if (asym) dot -= int64_t(offset) * wsum[i];
       const float factor = scale * wscale[i];

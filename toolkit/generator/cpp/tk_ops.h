@@ -344,11 +344,12 @@ void dequantize_q8_f32(const int8_t* x, double scale, int zp, float* y, size_t n
 
 // ---------------------------------------------------------------- hybrid and integer sequences
 // Hybrid FULLY_CONNECTED (TFLite's dynamic-range kernel): float32 rows x [batch, k], int8
-// weights w [k, o] (transposed; symmetric) with per-output float32 scales wscale [o]. Each
+// weights as int16 w [ceil(k / 2), o, 2] (pairs of inputs side by side per output, a zero
+// pair member for odd k; symmetric) with per-output float32 scales wscale [o]. Each
 // row is quantized on the fly (symmetric to [-127, 127], or asymmetric to [-128, 127] with
 // `asym`, which needs the weights' sums per output wsum [o]), dotted exactly in integers,
 // scaled by row scale * weight scale in float32, the bias added after; then the activation.
-void fully_connected_hybrid(const float* x, const int8_t* w, const float* wscale,
+void fully_connected_hybrid(const float* x, const int16_t* w, const float* wscale,
                             const int32_t* wsum, const float* bias, int batch, int k, int o,
                             int asym, int act, float* y);
 
