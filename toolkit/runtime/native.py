@@ -57,6 +57,11 @@ def _loadable(a: Artifact) -> Path:
     return unique
 
 
+#: what to do when the artifact's inference reports an error (its message says which step)
+_FAILED_FIX = ("the message names the step that failed; check the inputs, generate and build "
+               "the artifact again from the model (tk.codegen, artifact.build()), and run the "
+               "model in the reference runtime (tk.run) to compare")
+
 class NativeModel:
     """A loaded artifact: ``invoke(inputs)`` runs inferences and returns outputs by name.
 
@@ -170,7 +175,9 @@ class NativeModel:
                                         fix=f"the model's inputs are {[n for n, _, _ in specs]}")
             missing = [n for n, _, _ in specs if n not in inputs]
             if missing:
-                raise RuntimeInputError(f"missing input(s) {missing}", where="inputs")
+                raise RuntimeInputError(f"missing input(s) {missing}", where="inputs",
+                                        fix="pass one array per input of the artifact, by name "
+                                            "(its manifest lists them)")
             arrays = [inputs[n] for n, _, _ in specs]
         else:
             arrays = list(inputs)
@@ -186,7 +193,10 @@ class NativeModel:
                                         fix=f"cast with .astype(np.{dt})")
             if a.shape != shape:
                 raise RuntimeInputError(f"input {name!r} has shape {list(a.shape)}, the model "
-                                        f"expects {list(shape)}", where=f"input {name!r}")
+                                        f"expects {list(shape)}", where=f"input {name!r}",
+                                        fix="shapes are fixed when the artifact is generated: "
+                                            "pass that shape, or generate it again for this "
+                                            "one")
             a = np.ascontiguousarray(a)
             self.set_raw(k, a.ctypes.data, a.nbytes, h)
 
@@ -207,7 +217,9 @@ class NativeModel:
             a = np.empty(shape, dtype=dt)
             rc = self._get(h, k, a.ctypes.data, a.nbytes, self._err, _ERR)
             if rc != 0:
-                raise ToolkitError(self._message(), where=f"output {name!r}")
+                raise ToolkitError(self._message(), where=f"output {name!r}",
+                                   fix="read the outputs after an inference, by the names "
+                                       "of the artifact's manifest")
             out[name] = a
         return out
 
@@ -229,7 +241,7 @@ class NativeModel:
             np.copyto(staging, a)
         if self._invoke(h, self._in_ptrs, self._out_ptrs, self._err, _ERR) != 0:
             raise ToolkitError(f"the native inference failed: {self._message()}",
-                               where=str(self.artifact.library))
+                               where=str(self.artifact.library), fix=_FAILED_FIX)
         return {name: o.copy() for (name, _, _), o in zip(self._outputs, self._out_stage)}
 
     def run(self, repeat: int = 1) -> None:
@@ -237,7 +249,7 @@ class NativeModel:
         rc = self._run(self._alive(), repeat, self._err, _ERR)
         if rc != 0:
             raise ToolkitError(f"the native inference failed: {self._message()}",
-                               where=str(self.artifact.library))
+                               where=str(self.artifact.library), fix=_FAILED_FIX)
 
     def enable_trace(self, capacity: int) -> None:
         """Record up to ``capacity`` events from now on (0 turns tracing off)."""
@@ -295,7 +307,8 @@ def run_native(artifact: Artifact | str | os.PathLike[str], inputs: Any = None, 
         step per inference (key: op index, or command id of a compiled model, with the
         reference runtime's event arguments), timed by the artifact itself; else None."""
     if repeat < 1 or warmup < 0:
-        raise ToolkitError(f"repeat must be >= 1 and warmup >= 0, got {repeat} and {warmup}")
+        raise ToolkitError(f"repeat must be >= 1 and warmup >= 0, got {repeat} and {warmup}",
+                           where="run_native", fix="pass repeat >= 1 and warmup >= 0")
     trace = trace or tracer is not None
     model = NativeModel(artifact)
     try:
