@@ -122,8 +122,11 @@ def as_provenance(obj: Any) -> Provenance:
     return arg.value
 
 
-def _event_kinds(trace: Trace, key: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """``(kind code per event (int8), key per event)`` from the trace or for ``key``."""
+def _event_kinds(trace: Trace, key: str | None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """``(kind code per event (int8), key per event, int keys, int rows)`` from the trace or
+    for ``key``: ``int keys`` (``int64``) and ``int rows`` (``bool``, the rows whose key is
+    an integer) when the trace holds integer keys beside text keys, else None."""
     events = trace.events
     if key is None:
         cats = [str(c) for c in events["key_kind"].cat.categories]
@@ -131,19 +134,21 @@ def _event_kinds(trace: Trace, key: str | None) -> tuple[np.ndarray, np.ndarray]
                          + [NO_KIND], dtype=np.int8)
         kinds = remap[events["key_kind"].cat.codes.to_numpy()]
         if trace.int_keys is not None and len(trace.int_keys) == len(events):
-            return kinds, trace.int_keys  # integer keys without reading objects
-        return kinds, events["key"].to_numpy()
+            if trace.int_key_rows is None:
+                return kinds, trace.int_keys, None, None  # integer keys, no objects read
+            return kinds, events["key"].to_numpy(), trace.int_keys, trace.int_key_rows
+        return kinds, events["key"].to_numpy(), None, None
     columns = KEY_COLUMNS[key]
     if trace.meta.get("key_column"):
         columns = (trace.meta["key_column"], *columns)
     values, present = kind_values(events, key, columns)
     kind = np.where(present, 1 + KEY_KINDS.index(key), NO_KIND).astype(np.int8)
     if values is None:
-        return kind, np.full(len(events), None, dtype=object)
+        return kind, np.full(len(events), None, dtype=object), None, None
     if key in ("name", "source_name") or not (isinstance(values.dtype, np.dtype)
                                               and values.dtype.kind in "iu"):
-        return kind, values.astype(object).to_numpy()
-    return kind, values.to_numpy(dtype=np.int64)
+        return kind, values.astype(object).to_numpy(), None, None
+    return kind, values.to_numpy(dtype=np.int64), None, None
 
 
 def _split_and_sum(target: np.ndarray, command: np.ndarray, reason: np.ndarray,
@@ -224,7 +229,8 @@ def _skip_runs(trace: Trace, skip_runs: int) -> tuple[Trace, dict[str, int]]:
             "skipped_ns": int(dur[dropped].sum())}
     kept = events.loc[~dropped].reset_index(drop=True)
     ints = trace.int_keys[~dropped] if trace.int_keys is not None else None
-    return Trace(kept, {**trace.meta, **info}, ints), info
+    int_rows = trace.int_key_rows[~dropped] if trace.int_key_rows is not None else None
+    return Trace(kept, {**trace.meta, **info}, ints, int_rows), info
 
 
 def _likely_cause(events: pd.DataFrame, bad: np.ndarray, cat: Catalog) -> str:
@@ -314,7 +320,7 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
     reasons.set_column(events["problem"])
     reasons.set_mask(dur < 0, "negative duration")
     sound = reasons.codes == 0
-    kind, keys = _event_kinds(trace, key)
+    kind, keys, int_keys, int_rows = _event_kinds(trace, key)
     reasons.set_mask(kind == NO_KIND, "no key" if key is None else f"no {key} key")
     tracks = track_codes(events)
     time_ns = dur
@@ -335,7 +341,7 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
         if reads_as_source_index(events, rows, keys, cat):
             kind = kind.copy()
             kind[rows] = 1 + KEY_KINDS.index("source_op_index")
-    resolved = resolve_keys(events, kind, keys, reasons.codes == 0, cat)
+    resolved = resolve_keys(events, kind, keys, reasons.codes == 0, cat, int_keys, int_rows)
     for text, rows in resolved.failures:
         reasons.set_rows(rows, text)
     target, command = resolved.target, resolved.command

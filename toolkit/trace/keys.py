@@ -33,7 +33,8 @@ import pandas as pd
 __all__ = [
     "KEY_KINDS", "AUTO_KINDS", "INT_KINDS", "KEY_COLUMNS", "PART_COLUMNS", "GENERIC_COLUMNS",
     "kind_of_column",
-    "present_mask", "integer_values", "extract_keys", "extract_keys_ints", "part_values",
+    "present_mask", "integer_values", "extract_keys", "extract_keys_ints",
+    "extract_keys_mixed", "part_values",
 ]
 
 KEY_KINDS: tuple[str, ...] = ("command_id", "part_op", "op_index", "debug_handle", "part",
@@ -219,6 +220,17 @@ def extract_keys_ints(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
                       columns: dict[str, Sequence[str]] | None = None, *,
                       generic: bool = False
                       ) -> tuple[np.ndarray, pd.Categorical, np.ndarray | None]:
+    """As :func:`extract_keys_mixed`, without the mask of integer keys: ``ints`` is None
+    unless every row that has a key has an integer one."""
+    key, kind, ints, int_rows = extract_keys_mixed(frame, kinds, columns, generic=generic)
+    return key, kind, ints if int_rows is None else None
+
+
+def extract_keys_mixed(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
+                       columns: dict[str, Sequence[str]] | None = None, *,
+                       generic: bool = False
+                       ) -> tuple[np.ndarray, pd.Categorical, np.ndarray | None,
+                                  np.ndarray | None]:
     """Find each event's key: for every row, the first of ``kinds`` it has a value for.
 
     With ``generic``, rows that have none of ``kinds`` take a generic ``key`` column
@@ -226,11 +238,13 @@ def extract_keys_ints(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
     anything else a ``name``; the event ``name`` column (the key's text there) then does not
     count as a name key, ``op_name`` does.
 
-    Returns ``(key, key_kind, ints)``: ``key`` is an ``int64`` array when every row got an
-    integer key, else an ``object`` array of ``int`` / ``str`` (``None`` for rows without a key;
-    keys of integer kinds that are not integers keep their original value); ``key_kind`` is a
-    categorical over :data:`KEY_KINDS` plus ``""`` (no key); ``ints`` is the keys as ``int64``
-    (0 for rows without a key) when every row that has a key has an integer one, else None.
+    Returns ``(key, key_kind, ints, int_rows)``: ``key`` is an ``int64`` array when every row
+    got an integer key, else an ``object`` array of ``int`` / ``str`` (``None`` for rows without
+    a key; keys of integer kinds that are not integers keep their original value);
+    ``key_kind`` is a categorical over :data:`KEY_KINDS` plus ``""`` (no key); ``ints`` is
+    the integer keys as ``int64`` (0 for rows without one), None when no row has one;
+    ``int_rows`` is None when every row that has a key has an integer one, else the ``bool``
+    mask of the rows whose key is an integer (held in ``ints``).
     """
     n = len(frame)
     code = np.full(n, -1, dtype=np.int16)
@@ -281,17 +295,24 @@ def extract_keys_ints(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
     kind_cat = pd.Categorical.from_codes(code.astype(np.int64) + 1,
                                          categories=pd.Index(categories, dtype="str"))
     if other is None and is_int.all():
-        return ints, kind_cat, ints
+        return ints, kind_cat, ints, None
     if other is None:  # integer keys and rows without one (None)
-        low, high = (int(ints.min()), int(ints.max())) if n else (0, -1)
-        if high - low < 4 * n + 4096:  # one int object per distinct key, shared by its rows
-            key = np.arange(low, high + 1, dtype=np.int64).astype(object)[ints - low]
-        else:
-            key = ints.astype(object)
+        key = _int_objects(ints)
         key[~is_int] = None
-        return key, kind_cat, ints
+        return key, kind_cat, ints, None
     key = other
-    if is_int.any():
-        idx = np.flatnonzero(is_int)
-        key[idx] = ints[idx].tolist()
-    return key, kind_cat, None
+    if not is_int.any():
+        return key, kind_cat, None, None
+    idx = np.flatnonzero(is_int)
+    key[idx] = _int_objects(ints[idx])
+    return key, kind_cat, ints, is_int
+
+
+def _int_objects(ints: np.ndarray) -> np.ndarray:
+    """``ints`` as an ``object`` array of Python ``int``; when the values lie close together,
+    one ``int`` object per distinct value, shared by its rows (no object per row)."""
+    n = len(ints)
+    low, high = (int(ints.min()), int(ints.max())) if n else (0, -1)
+    if high - low < 4 * n + 4096:
+        return np.arange(low, high + 1, dtype=np.int64).astype(object)[ints - low]
+    return ints.astype(object)

@@ -29,6 +29,7 @@ from toolkit.trace.keys import (
     AUTO_KINDS,
     KEY_KINDS,
     extract_keys_ints,
+    extract_keys_mixed,
     integer_values,
     kind_of_column,
     present_mask,
@@ -91,6 +92,10 @@ class Trace:
     #: The keys as ``int64`` (0 where an event has none) when every keyed event has an integer
     #: key, else None: lets a join skip reading ``events.key`` object by object.
     int_keys: np.ndarray | None = field(default=None, repr=False)
+    #: With ``int_keys``, the ``bool`` mask of the events whose key is an integer when other
+    #: keyed events have text keys (None: ``int_keys`` holds every key): a join reads only
+    #: the text keys object by object.
+    int_key_rows: np.ndarray | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -640,16 +645,17 @@ def _from_frame(frame: pd.DataFrame, opts: _Options, meta: dict[str, Any]) -> Tr
         kind = opts.key_kind or kind_of_column(opts.key_column)
         meta["key_column"] = opts.key_column
         if kind:
-            key, key_kind, int_keys = extract_keys_ints(frame, (kind,),
-                                                        {kind: (opts.key_column,)})
+            key, key_kind, int_keys, int_rows = extract_keys_mixed(
+                frame, (kind,), {kind: (opts.key_column,)})
         else:
             key, key_kind = _raw_keys(frame[opts.key_column])
-            int_keys = None
+            int_keys = int_rows = None
     elif opts.key_kind is None and _first(list(frame.columns), _DECLARED_KIND) is not None:
         key, key_kind, int_keys = _declared_keys(frame)
+        int_rows = None
         meta["key_kind_from"] = "the trace (each event says what its key is)"
     else:
-        key, key_kind, int_keys = extract_keys_ints(
+        key, key_kind, int_keys, int_rows = extract_keys_mixed(
             frame, (opts.key_kind,) if opts.key_kind else AUTO_KINDS,
             generic=opts.key_kind is None)
     kind_codes = np.asarray(key_kind.codes, dtype=np.int64)
@@ -696,7 +702,7 @@ def _from_frame(frame: pd.DataFrame, opts: _Options, meta: dict[str, Any]) -> Tr
                                           else "source_key"})
         events = pd.concat([events, extra], axis=1)
     meta.setdefault("source", "DataFrame")
-    return Trace(events, meta, int_keys)
+    return Trace(events, meta, int_keys, int_rows)
 
 
 def _declared_keys(frame: pd.DataFrame

@@ -19,6 +19,7 @@ __all__ = ["Resolved", "resolve_keys", "reads_as_source_index", "NO_KIND"]
 
 NO_KIND = 0  # kind code of events without a key; kind k is code 1 + KEY_KINDS.index(k)
 _BLOCK = 1 << 17
+_TEXT_KINDS = ("name", "source_name")
 
 
 @dataclass
@@ -112,7 +113,8 @@ def reads_as_source_index(events: pd.DataFrame, rows: np.ndarray, keys: np.ndarr
 
 
 def resolve_keys(events: pd.DataFrame, kind: np.ndarray, keys: np.ndarray, open_rows: np.ndarray,
-                 cat: Catalog) -> Resolved:
+                 cat: Catalog, int_keys: np.ndarray | None = None,
+                 int_rows: np.ndarray | None = None) -> Resolved:
     """Find the target of every open event from its key kind and key.
 
     Args:
@@ -121,6 +123,10 @@ def resolve_keys(events: pd.DataFrame, kind: np.ndarray, keys: np.ndarray, open_
         keys: key per event (``int64``, or ``object`` of int/str).
         open_rows: ``bool`` per event: still to be matched.
         cat: the catalog.
+        int_keys, int_rows: with ``object`` keys, the keys as ``int64`` and the ``bool``
+            mask of the events whose key is an integer (:attr:`Trace.int_key_rows`): a kind
+            whose keys are all integers is looked up from ``int_keys``, never object by
+            object (the same targets).
 
     Returns:
         A :class:`Resolved`; failures: ``unknown <kind>``, ``ambiguous <kind>``, ``<kind> key
@@ -145,6 +151,10 @@ def resolve_keys(events: pd.DataFrame, kind: np.ndarray, keys: np.ndarray, open_
             whole = bool(mask.all())
             rows = np.arange(b0, b1) if whole else np.flatnonzero(mask) + b0
             values = keys[b0:b1] if whole else keys[rows]
+            if int_keys is not None and int_rows is not None and name not in _TEXT_KINDS:
+                ints = int_keys[b0:b1] if whole else int_keys[rows]
+                if bool((int_rows[b0:b1] if whole else int_rows[rows]).all()):
+                    values = ints  # every key of this kind is an integer
             t, c, ok = _lookup(name, values, cat, part[rows] if part is not None else None)
             if whole:
                 target[b0:b1] = np.maximum(t, UNKNOWN)
