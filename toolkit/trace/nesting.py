@@ -14,8 +14,8 @@ flagged by the reader (never part of a tree). Spans of zero duration are leaves 
 (their time is 0 either way).
 
 Vectorised: depths come from counting the spans still open at each start (one sort of the end
-times), parents from the last span one level up (one search per level), so a trace of millions
-of events with a few levels costs a few sorts.
+times, merged with the starts), parents from the last span one level up (one merge per
+level), so a trace of millions of events with a few levels costs a few linear passes.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from toolkit.trace.split import group_sum
 __all__ = ["SpanTree", "span_tree"]
 
 _MAX_ROUNDS = 256
-_FEW_LEVELS = 8
 
 
 @dataclass
@@ -85,28 +84,40 @@ def _shifted(s: np.ndarray, e: np.ndarray, track: np.ndarray | None
     return s + base, e + base
 
 
+def _before(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """For each of ``high`` (ascending), how many of ``low`` (ascending) sort before it
+    (ties: ``low`` first), as ``searchsorted(low, high, side="right")``.
+
+    One stable merge of the two sorted runs (a linear pass), not a binary search per
+    element."""
+    order = np.argsort(np.concatenate([low, high]), kind="stable")
+    return np.flatnonzero(order >= len(low)) - np.arange(len(high), dtype=np.int64)
+
+
 def _parents(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(parent position or -1, depth)`` for spans sorted by (start, longer first), assuming
-    they nest; positions index the sorted arrays."""
+    they nest; positions index the sorted arrays.
+
+    A span's depth is the number of earlier spans still open at its start; its parent is the
+    last earlier span one level up."""
     m = len(s)
-    ends = np.sort(e, kind="stable")  # nearly sorted in start order: a merge sort is quick
-    depth = np.arange(m, dtype=np.int64) - np.searchsorted(ends, s, side="right")
     parent = np.full(m, -1, dtype=np.int64)
-    if m == 0 or int(depth.max()) == 0:
-        return parent, depth
+    if m == 0:
+        return parent, np.zeros(0, dtype=np.int64)
+    ends = np.sort(e, kind="stable")  # nearly sorted in start order: a merge sort is quick
+    depth = np.arange(m, dtype=np.int64) - _before(ends, s)
     top = int(depth.max())
-    if top <= _FEW_LEVELS:  # a few levels: one pass per level, no sort
-        levels = [np.flatnonzero(depth == d) for d in range(top + 1)]
-    else:
-        by_depth = np.argsort(depth, kind="stable")
-        bounds = np.searchsorted(depth[by_depth], np.arange(top + 2))
-        levels = [by_depth[bounds[d]:bounds[d + 1]] for d in range(top + 1)]
+    if top == 0:
+        return parent, depth
+    narrow = np.int8 if top < 1 << 7 else np.int16 if top < 1 << 15 else np.int64
+    by_depth = np.argsort(depth.astype(narrow), kind="stable")  # a radix sort when narrow
+    bounds = np.searchsorted(depth[by_depth], np.arange(top + 2))
     for d in range(1, top + 1):
-        up = levels[d - 1]
-        here = levels[d]
+        up = by_depth[bounds[d - 1]:bounds[d]]
+        here = by_depth[bounds[d]:bounds[d + 1]]
         if len(here) == 0:
             continue
-        at = np.searchsorted(up, here) - 1
+        at = _before(up, here) - 1
         parent[here] = np.where(at >= 0, up[np.maximum(at, 0)], -1)
     return parent, depth
 
@@ -147,44 +158,60 @@ def span_tree(start: np.ndarray, dur: np.ndarray, valid: np.ndarray,
     except OverflowError:
         assert tracks is not None  # only tracks are shifted
         return _per_track(start, dur, valid, tracks)
-    keep = np.ones(len(rows), dtype=bool)
+    m = len(rows)
+    keep = np.ones(m, dtype=bool)
     over: list[np.ndarray] = []
-    parent = np.full(0, -1, dtype=np.int64)
-    pos = np.arange(len(rows))
-    for _ in range(_MAX_ROUNDS):
-        pos = np.flatnonzero(keep)
-        e_pos = ee[pos] if len(pos) < len(ee) else ee
-        parent, _depth = _parents(ss[pos] if len(pos) < len(ss) else ss, e_pos)
+    # parent (a position, -1) of every position, recomputed each round only for the trees
+    # that lost a span: a span at depth 0 closes every earlier one, so the spans between two
+    # depth-0 spans form a segment whose depths and parents depend on that segment alone
+    gparent = np.full(m, -1, dtype=np.int64)
+    sub = np.arange(m, dtype=np.int64)
+    segment = np.zeros(0, dtype=np.int64)
+    sure = np.zeros(0, dtype=np.int64)
+    for round_ in range(_MAX_ROUNDS):
+        whole = len(sub) == m
+        e_sub = ee if whole else ee[sub]
+        local, depth = _parents(ss if whole else ss[sub], e_sub)
+        gparent[sub] = np.where(local >= 0, sub[np.maximum(local, 0)], -1)
+        if round_ == 0:
+            segment = np.cumsum(depth == 0) - 1
         # a span ending after its parent does (no parent: -1 reads a harmless last element)
-        bad = (parent >= 0) & (e_pos > e_pos[parent])
+        bad = (local >= 0) & (e_sub > e_sub[local])
         if not bad.any():
             break
         # a violation is certain only when no earlier violator is still open at its start
         # (an open straddler miscounts the depths after it): those go now, the rest are
         # looked at again without them
-        at = pos[bad]
+        at = sub[bad]
         ends = ee[at]
         reach = np.maximum.accumulate(ends)
         prior = np.r_[np.iinfo(np.int64).min, reach[:-1]]
         sure = at[prior <= ss[at]]
         over.append(rows[sure])
         keep[sure] = False
+        hit = np.zeros(int(segment[-1]) + 1, dtype=bool)
+        hit[segment[sure]] = True
+        sub = np.flatnonzero(keep & hit[segment])
     else:  # pathological input: whatever still straddles stays out of the trees
+        was = keep.copy()
+        was[sure] = True
+        pos = np.flatnonzero(was)
+        parent = gparent[pos]
         has = parent >= 0
         bad = np.zeros(len(pos), dtype=bool)
-        bad[has] = ee[pos][has] > ee[pos][parent[has]]
+        bad[has] = ee[pos][has] > ee[parent[has]]
         over.append(rows[pos[bad]])
         keep[pos[bad]] = False
-        pos = np.flatnonzero(keep)
-        parent = np.full(len(pos), -1, dtype=np.int64)
-    in_tree = rows[pos]
+        gparent[:] = -1
+    pos = np.flatnonzero(keep)
+    parent = gparent[pos]
     parent_row = np.full(n, -1, dtype=np.int64)
     has = parent >= 0
-    parent_row[in_tree[has]] = in_tree[parent[has]]
+    kids = rows[pos[has]]
+    parent_row[kids] = rows[parent[has]]
     child_ns = np.zeros(n, dtype=np.int64)
     children = np.zeros(n, dtype=np.int64)
     if has.any():
-        kids = in_tree[has]
         child_ns = group_sum(parent_row[kids], dur[kids], n)
         children = np.bincount(parent_row[kids], minlength=n).astype(np.int64)
     overlapping = np.sort(np.concatenate(over)) if over else np.zeros(0, dtype=np.int64)
