@@ -372,8 +372,7 @@ class Attribution(LayerAttribution):
         :meth:`per_run` cells; about a tenth of their size (what a fleet partition ships)."""
         r = self._r
         run = r.trace.events["run"].to_numpy(dtype=np.int64)
-        code = r.runs.codes(run) if len(run) else np.zeros(0, np.int64)
-        return build_run_cells(r.sums, r.hit_members, r.target, r.command, code,
+        return build_run_cells(r.sums, r.hit_members, r.target, r.command, run, r.runs.codes,
                                np.asarray(r.time_ns), np.asarray(r.runs.values, np.int64))
 
     def _first_run(self, member_row: np.ndarray, n_rows: int) -> np.ndarray:

@@ -300,11 +300,11 @@ def extract_keys_mixed(frame: pd.DataFrame, kinds: Sequence[str] = AUTO_KINDS,
         key = _int_objects(ints)
         key[~is_int] = None
         return key, kind_cat, ints, None
-    key = other
     if not is_int.any():
-        return key, kind_cat, None, None
-    idx = np.flatnonzero(is_int)
-    key[idx] = _int_objects(ints[idx])
+        return other, kind_cat, None, None
+    key = _int_objects(ints)
+    texts = np.flatnonzero(~is_int)  # few: text keys and rows without a key
+    key[texts] = other[texts]
     return key, kind_cat, ints, is_int
 
 

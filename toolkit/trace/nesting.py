@@ -29,6 +29,7 @@ from toolkit.trace.split import group_sum
 __all__ = ["SpanTree", "span_tree"]
 
 _MAX_ROUNDS = 256
+_BLOCK = 1 << 16
 
 
 @dataclass
@@ -57,11 +58,24 @@ def _flat(n: int, dur: np.ndarray) -> SpanTree:
                     np.zeros(0, dtype=np.int64), False)
 
 
-def _order(s: np.ndarray, e: np.ndarray, track: np.ndarray | None) -> np.ndarray:
-    """Order by (track, start, longer first); identity when already so."""
+def _in_order(s: np.ndarray, e: np.ndarray, track: np.ndarray | None) -> bool:
+    """True when spans are already ordered by (track, start, longer first) (ties in all
+    three keep their order, as a stable sort would)."""
+    s0, s1 = s[:-1], s[1:]
+    later = s1 > s0
+    ok = later | ((s1 == s0) & (e[1:] <= e[:-1]))
+    if track is not None:
+        t0, t1 = track[:-1], track[1:]
+        ok = (t1 > t0) | ((t1 == t0) & ok)
+    return bool(ok.all())
+
+
+def _order(s: np.ndarray, e: np.ndarray, track: np.ndarray | None) -> np.ndarray | None:
+    """Order by (track, start, longer first); None when already so (a trace is most often
+    written in start order)."""
+    if len(s) < 2 or _in_order(s, e, track):
+        return None
     if track is None:
-        if len(s) < 2 or bool((s[1:] > s[:-1]).all()):
-            return np.arange(len(s), dtype=np.int64)
         order = np.argsort(s, kind="stable")  # starts rarely tie: then no second key needed
         ordered = s[order]
         if not bool((ordered[1:] == ordered[:-1]).any()):
@@ -88,10 +102,16 @@ def _before(low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """For each of ``high`` (ascending), how many of ``low`` (ascending) sort before it
     (ties: ``low`` first), as ``searchsorted(low, high, side="right")``.
 
-    One stable merge of the two sorted runs (a linear pass), not a binary search per
-    element."""
-    order = np.argsort(np.concatenate([low, high]), kind="stable")
-    return np.flatnonzero(order >= len(low)) - np.arange(len(high), dtype=np.int64)
+    Block by block of ``high``, one stable merge of two sorted runs (a linear pass, not a
+    binary search per element), with temporaries the size of a block."""
+    out = np.empty(len(high), dtype=np.int64)
+    for b0 in range(0, len(high), _BLOCK):
+        h = high[b0:b0 + _BLOCK]
+        lo, hi = np.searchsorted(low, h[[0, -1]], side="right").tolist()
+        order = np.argsort(np.concatenate([low[lo:hi], h]), kind="stable")
+        out[b0:b0 + len(h)] = np.flatnonzero(order >= hi - lo)
+        out[b0:b0 + len(h)] -= np.arange(len(h), dtype=np.int64) - lo
+    return out
 
 
 def _parents(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -147,9 +167,12 @@ def span_tree(start: np.ndarray, dur: np.ndarray, valid: np.ndarray,
     if track is None and bool((s[1:] >= e[:-1]).all()):
         return _flat(n, dur)  # one track, one span after another: the common case
     order = _order(s, e, track)
-    rows, s, e = rows[order], s[order], e[order]
+    if order is not None:
+        rows, s, e = rows[order], s[order], e[order]
+        if track is not None:
+            track = track[order]
+        del order
     if track is not None:
-        track = track[order]
         same = track[1:] == track[:-1]
         if not bool(((s[1:] < e[:-1]) & same).any()):
             return _flat(n, dur)  # on every track, one span after another
@@ -191,6 +214,7 @@ def span_tree(start: np.ndarray, dur: np.ndarray, valid: np.ndarray,
         keep[sure] = False
         hit = np.zeros(int(segment[-1]) + 1, dtype=bool)
         hit[segment[sure]] = True
+        del local, depth, e_sub, bad, at
         sub = np.flatnonzero(keep & hit[segment])
     else:  # pathological input: whatever still straddles stays out of the trees
         was = keep.copy()
@@ -203,19 +227,22 @@ def span_tree(start: np.ndarray, dur: np.ndarray, valid: np.ndarray,
         over.append(rows[pos[bad]])
         keep[pos[bad]] = False
         gparent[:] = -1
-    pos = np.flatnonzero(keep)
-    parent = gparent[pos]
+    del ss, ee, s, e, segment, sub
+    has = keep & (gparent >= 0)
+    kids = rows[has]
     parent_row = np.full(n, -1, dtype=np.int64)
-    has = parent >= 0
-    kids = rows[pos[has]]
-    parent_row[kids] = rows[parent[has]]
-    child_ns = np.zeros(n, dtype=np.int64)
-    children = np.zeros(n, dtype=np.int64)
-    if has.any():
-        child_ns = group_sum(parent_row[kids], dur[kids], n)
-        children = np.bincount(parent_row[kids], minlength=n).astype(np.int64)
+    parent_row[kids] = rows[gparent[has]]
+    del gparent, keep, rows
+    nested = bool(len(kids))
+    if nested:
+        of = parent_row[kids]
+        self_ns = dur - group_sum(of, dur[kids], n)
+        children = np.bincount(of, minlength=n).astype(np.int64, copy=False)
+        del of
+    else:
+        self_ns, children = dur.copy(), np.zeros(n, dtype=np.int64)
     overlapping = np.sort(np.concatenate(over)) if over else np.zeros(0, dtype=np.int64)
-    return SpanTree(dur - child_ns, parent_row, children, overlapping, bool(has.any()))
+    return SpanTree(self_ns, parent_row, children, overlapping, nested)
 
 
 def _per_track(start: np.ndarray, dur: np.ndarray, valid: np.ndarray, tracks: np.ndarray

@@ -531,7 +531,8 @@ def _to_ns(values: pd.Series, unit: str, clock_hz: float | None
         array = values.to_numpy(dtype=np.int64)
         limit = np.iinfo(np.int64).max // scale
         bad = (array > limit) | (array < -limit)
-        return np.where(bad, 0, array) * scale, bad
+        fresh = np.where(bad, 0, array)
+        return (fresh * scale if scale != 1 else fresh), bad
     else:
         f = values.to_numpy(dtype=np.float64, na_value=np.nan) * TIME_UNITS[unit]
     bad = ~np.isfinite(f) | (np.abs(f) >= 2.0**63)
@@ -690,8 +691,8 @@ def _from_frame(frame: pd.DataFrame, opts: _Options, meta: dict[str, Any]) -> Tr
         "key": np.array(key) if key.dtype != object else pd.Series(key, dtype=object),
         "key_kind": key_kind,
         "name": names.copy(),
-        "start_ns": np.array(start, dtype=np.int64),
-        "dur_ns": dur.astype(np.int64),
+        "start_ns": start.astype(np.int64, copy=False),
+        "dur_ns": dur.astype(np.int64, copy=False),
         "problem": problems.categorical(),
     }, copy=False)  # every array is fresh (copied above where it may be the source's)
     rest = [c for c in frame.columns if c not in consumed]

@@ -13,6 +13,7 @@ per_run>`'s.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,7 @@ __all__ = ["RunCells", "build_run_cells", "view_cells", "view_rows", "view_total
 #: The views :func:`view_cells` derives (those of :meth:`Attribution.per_run`).
 VIEWS: tuple[str, ...] = ("layer", "source_op", "op", "command", "backend")
 _UNSIGNED = (np.uint8, np.uint16, np.uint32)
+_BLOCK = 1 << 16
 
 
 def narrow(values: np.ndarray) -> np.ndarray:
@@ -75,20 +77,15 @@ class RunCells:
         return int(sum(getattr(self, f).nbytes for f in self.__dataclass_fields__))
 
 
-def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(distinct values ascending, code of each value)`` of non-negative integers (a
-    presence table instead of a sort)."""
-    values = np.asarray(values, dtype=np.int64)
-    if len(values) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    seen = np.bincount(values) > 0
-    distinct = np.flatnonzero(seen)
-    table = np.cumsum(seen) - 1
-    return distinct.astype(np.int64), table[values]
+def _codes_table(present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct values ascending, code of each value 0 .. len(present) - 1)`` from a
+    presence table of non-negative integers."""
+    return np.flatnonzero(present).astype(np.int64), np.cumsum(present) - 1
 
 
 def build_run_cells(sums: CellSums, hit_members: np.ndarray, target: np.ndarray,
-                    command: np.ndarray, run_code: np.ndarray, time_ns: np.ndarray,
+                    command: np.ndarray, run: np.ndarray,
+                    code_of: Callable[[np.ndarray], np.ndarray], time_ns: np.ndarray,
                     runs: np.ndarray) -> RunCells:
     """Return the :class:`RunCells` of a join.
 
@@ -96,33 +93,52 @@ def build_run_cells(sums: CellSums, hit_members: np.ndarray, target: np.ndarray,
         sums: the join's (run code, column) sums; column ``j`` is member ``hit_members[j]``.
         hit_members: member position of each column of ``sums`` (ascending).
         target, command: per event, the matched target and command position (-1: none).
-        run_code: per event, its run code (``0 .. len(runs) - 1``).
+        run: per event, its run value; ``code_of`` maps run values to run codes
+            (``0 .. len(runs) - 1``).
         time_ns: per event, the time it counts (its self time).
         runs: the run values (``int64``, ascending).
+
+    The events are counted block by block (no temporary as long as the trace).
     """
     n_runs = len(runs)
     if sums.dense is not None:
         matrix = sums.matrix()
     else:  # sparse sums (a very large runs x members table): laid out densely, once
         matrix = np.zeros((sums.runs, sums.columns), dtype=np.int64)
-        run, column, ns = sums.triplets()
-        matrix[run, column] = ns
-    hit = np.flatnonzero(target >= 0)
-    targets, t = _dense_codes(target[hit])
+        r_, column, ns = sums.triplets()
+        matrix[r_, column] = ns
+    n = len(target)
+    t_seen = np.zeros(int(target.max()) + 1 if n else 0, dtype=bool)
+    c_seen = np.zeros(int(command.max()) + 1 if n else 0, dtype=bool)
+    for b0 in range(0, n, _BLOCK):
+        t = target[b0:b0 + _BLOCK]
+        t_seen[t[t >= 0]] = True
+        c = command[b0:b0 + _BLOCK]
+        c_seen[c[c >= 0]] = True
+    targets, t_code = _codes_table(t_seen)
+    commands, c_code = _codes_table(c_seen)
     width = max(n_runs, 1)
-    code = run_code[hit].astype(np.int64)
-    t_events = np.bincount(t * width + code,
-                           minlength=len(targets) * width).reshape(len(targets), width)
-    rows = np.flatnonzero(command >= 0)
-    commands, c = _dense_codes(command[rows])
-    cells = c * width + run_code[rows].astype(np.int64)
-    c_ns = group_sum(cells, np.asarray(time_ns)[rows], len(commands) * width)
-    c_events = np.bincount(cells, minlength=len(commands) * width)
+    t_events = np.zeros(len(targets) * width, dtype=np.int64)
+    c_ns = np.zeros(len(commands) * width, dtype=np.int64)
+    c_events = np.zeros(len(commands) * width, dtype=np.int64)
+    for b0 in range(0, n, _BLOCK):
+        b1 = min(n, b0 + _BLOCK)
+        code = code_of(run[b0:b1]).astype(np.int64, copy=False)
+        t = target[b0:b1]
+        hit = t >= 0
+        t_events += np.bincount(t_code[t[hit]] * width + code[hit], minlength=len(t_events))
+        c = command[b0:b1]
+        rows = np.flatnonzero(c >= 0)
+        if len(rows):
+            cells = c_code[c[rows]] * width + code[rows]
+            c_ns += group_sum(cells, time_ns[b0:b1][rows], len(c_ns))
+            c_events += np.bincount(cells, minlength=len(c_events))
     return RunCells(
         runs=np.asarray(runs, dtype=np.int64).copy(),
         members=np.asarray(hit_members, dtype=np.int64).copy(),
         member_ns=narrow(matrix[:, :] if n_runs else matrix.reshape(0, len(hit_members))),
-        targets=targets, target_events=narrow(t_events[:, :n_runs]),
+        targets=targets,
+        target_events=narrow(t_events.reshape(len(targets), width)[:, :n_runs]),
         commands=commands, command_ns=narrow(c_ns.reshape(len(commands), width)[:, :n_runs]),
         command_events=narrow(c_events.reshape(len(commands), width)[:, :n_runs]))
 
