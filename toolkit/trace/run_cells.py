@@ -118,29 +118,57 @@ def build_run_cells(sums: CellSums, hit_members: np.ndarray, target: np.ndarray,
     targets, t_code = _codes_table(t_seen)
     commands, c_code = _codes_table(c_seen)
     width = max(n_runs, 1)
-    t_events = np.zeros(len(targets) * width, dtype=np.int64)
-    c_ns = np.zeros(len(commands) * width, dtype=np.int64)
-    c_events = np.zeros(len(commands) * width, dtype=np.int64)
+    # run-major while counting (a block of events covers a few runs: a short span of cells)
+    t_events = np.zeros(width * len(targets), dtype=np.int64)
+    c_ns = np.zeros(width * len(commands), dtype=np.int64)
+    c_events = np.zeros(width * len(commands), dtype=np.int64)
     for b0 in range(0, n, _BLOCK):
         b1 = min(n, b0 + _BLOCK)
         code = code_of(run[b0:b1]).astype(np.int64, copy=False)
         t = target[b0:b1]
         hit = t >= 0
-        t_events += np.bincount(t_code[t[hit]] * width + code[hit], minlength=len(t_events))
+        _add_counts(t_events, code[hit] * len(targets) + t_code[t[hit]], None)
         c = command[b0:b1]
         rows = np.flatnonzero(c >= 0)
         if len(rows):
-            cells = c_code[c[rows]] * width + code[rows]
-            c_ns += group_sum(cells, time_ns[b0:b1][rows], len(c_ns))
-            c_events += np.bincount(cells, minlength=len(c_events))
+            cells = code[rows] * len(commands) + c_code[c[rows]]
+            _add_counts(c_events, cells, None)
+            _add_counts(c_ns, cells, time_ns[b0:b1][rows])
+    t_events = _by_row(t_events, width, len(targets))
+    c_ns = _by_row(c_ns, width, len(commands))
+    c_events = _by_row(c_events, width, len(commands))
     return RunCells(
         runs=np.asarray(runs, dtype=np.int64).copy(),
         members=np.asarray(hit_members, dtype=np.int64).copy(),
         member_ns=narrow(matrix[:, :] if n_runs else matrix.reshape(0, len(hit_members))),
         targets=targets,
-        target_events=narrow(t_events.reshape(len(targets), width)[:, :n_runs]),
-        commands=commands, command_ns=narrow(c_ns.reshape(len(commands), width)[:, :n_runs]),
-        command_events=narrow(c_events.reshape(len(commands), width)[:, :n_runs]))
+        target_events=narrow(t_events[:, :n_runs]),
+        commands=commands, command_ns=narrow(c_ns[:, :n_runs]),
+        command_events=narrow(c_events[:, :n_runs]))
+
+
+def _add_counts(out: np.ndarray, cells: np.ndarray, ns: np.ndarray | None) -> None:
+    """Add 1 (``ns`` None) or ``ns[i]`` to ``out[cells[i]]`` for every ``i``, exactly."""
+    if len(cells) == 0:
+        return
+    low, high = int(cells.min()), int(cells.max())
+    span = high - low + 1
+    if ns is None:
+        if span <= 8 * len(cells) + 4096:
+            out[low:high + 1] += np.bincount(cells - low, minlength=span)
+        else:
+            np.add.at(out, cells, 1)
+        return
+    if span <= 8 * len(cells) + 4096:
+        out[low:high + 1] += group_sum(cells - low, ns, span)
+    else:
+        uniq, inverse = np.unique(cells, return_inverse=True)
+        out[uniq] += group_sum(inverse.reshape(-1), ns, len(uniq))
+
+
+def _by_row(counts: np.ndarray, width: int, rows: int) -> np.ndarray:
+    """Run-major ``counts`` (``width * rows``) as a C-ordered ``(rows, width)`` matrix."""
+    return np.ascontiguousarray(counts.reshape(width, rows).T)
 
 
 def view_rows(cat: Catalog, by: str) -> tuple[np.ndarray, int]:
