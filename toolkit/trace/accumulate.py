@@ -85,6 +85,13 @@ class CellSums:
         run, column = np.divmod(cells, self.columns) if self.columns else (cells, cells)
         return run, column, sums
 
+    def column_totals(self) -> np.ndarray:
+        """``int64`` sum of every column over the runs."""
+        if self.dense is not None:
+            return self.matrix().sum(axis=0, dtype=np.int64)
+        _run, column, ns = self.triplets()
+        return group_sum(column, ns, self.columns)
+
     def total(self) -> int:
         """Sum over every cell."""
         if self.dense is not None:

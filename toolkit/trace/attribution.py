@@ -346,10 +346,9 @@ class Attribution(LayerAttribution):
         r = self._r
         cat = r.catalog
         n_rows = len(cat.layer_names)
-        _run, column, ns = r.sums.triplets()
-        rows = cat.member_layer[r.hit_members][column]
+        rows = cat.member_layer[r.hit_members]
         keep = rows >= 0
-        out = group_sum(rows[keep], ns[keep], n_rows)
+        out = group_sum(rows[keep], r.sums.column_totals()[keep], n_rows)
         dur = r.trace.events["dur_ns"].to_numpy(dtype=np.int64)
         time_ns = np.asarray(r.time_ns)
         wrapped = np.flatnonzero((r.target >= 0) & (dur != time_ns))

@@ -202,6 +202,8 @@ def find_mismatches(events: pd.DataFrame, target: np.ndarray, kind: np.ndarray,
         if not any(v is not None for v in model[field].tolist()):
             continue
         if field in _OP_FIELDS:
+            if not bool((k != 1 + KEY_KINDS.index(field)).any()):
+                continue  # every event is keyed by this field: nothing to compare
             ev = _op_of(events[column].iloc[rows], field, cat)
             model_code = np.array([_SKIP if v is None else int(v)
                                    for v in model[field].tolist()], dtype=np.int64)

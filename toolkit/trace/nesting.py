@@ -187,17 +187,22 @@ def span_tree(start: np.ndarray, dur: np.ndarray, valid: np.ndarray,
     # parent (a position, -1) of every position, recomputed each round only for the trees
     # that lost a span: a span at depth 0 closes every earlier one, so the spans between two
     # depth-0 spans form a segment whose depths and parents depend on that segment alone
-    gparent = np.full(m, -1, dtype=np.int64)
-    sub = np.arange(m, dtype=np.int64)
-    segment = np.zeros(0, dtype=np.int64)
+    gparent = np.full(0, -1, dtype=np.int64)
+    sub: np.ndarray | None = None  # the positions recomputed this round (None: all)
+    segment: np.ndarray = np.zeros(0, dtype=np.int64)
     sure = np.zeros(0, dtype=np.int64)
-    for round_ in range(_MAX_ROUNDS):
-        whole = len(sub) == m
-        e_sub = ee if whole else ee[sub]
-        local, depth = _parents(ss if whole else ss[sub], e_sub)
-        gparent[sub] = np.where(local >= 0, sub[np.maximum(local, 0)], -1)
-        if round_ == 0:
-            segment = np.cumsum(depth == 0) - 1
+    for _ in range(_MAX_ROUNDS):
+        if sub is None:
+            e_sub = ee
+            local, depth = _parents(ss, ee)
+            gparent = local
+            segment = np.cumsum(depth == 0, dtype=np.int32 if m < 1 << 31 else np.int64) - 1
+            del depth
+        else:
+            e_sub = ee[sub]
+            local, _depth = _parents(ss[sub], e_sub)
+            del _depth
+            gparent[sub] = np.where(local >= 0, sub[np.maximum(local, 0)], -1)
         # a span ending after its parent does (no parent: -1 reads a harmless last element)
         bad = (local >= 0) & (e_sub > e_sub[local])
         if not bad.any():
@@ -205,7 +210,7 @@ def span_tree(start: np.ndarray, dur: np.ndarray, valid: np.ndarray,
         # a violation is certain only when no earlier violator is still open at its start
         # (an open straddler miscounts the depths after it): those go now, the rest are
         # looked at again without them
-        at = sub[bad]
+        at = np.flatnonzero(bad) if sub is None else sub[bad]
         ends = ee[at]
         reach = np.maximum.accumulate(ends)
         prior = np.r_[np.iinfo(np.int64).min, reach[:-1]]
@@ -214,7 +219,7 @@ def span_tree(start: np.ndarray, dur: np.ndarray, valid: np.ndarray,
         keep[sure] = False
         hit = np.zeros(int(segment[-1]) + 1, dtype=bool)
         hit[segment[sure]] = True
-        del local, depth, e_sub, bad, at
+        del local, e_sub, bad, at
         sub = np.flatnonzero(keep & hit[segment])
     else:  # pathological input: whatever still straddles stays out of the trees
         was = keep.copy()

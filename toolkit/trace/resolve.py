@@ -82,6 +82,19 @@ def _lookup(kind: str, values: np.ndarray, cat: Catalog, part: np.ndarray | None
     return np.where(ok, target, UNKNOWN), np.where(ok, command, -1), ok
 
 
+def _lookup_blocks(kind: str, values: np.ndarray, cat: Catalog, part: np.ndarray | None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_lookup` of ``int64`` keys block by block (each key is looked up on its own:
+    the same result, with temporaries the size of a block)."""
+    if values.dtype != np.int64 or len(values) <= _BLOCK:
+        return _lookup(kind, values, cat, part)
+    out = [_lookup(kind, values[b0:b0 + _BLOCK], cat,
+                   part[b0:b0 + _BLOCK] if part is not None else None)
+           for b0 in range(0, len(values), _BLOCK)]
+    return (np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out]),
+            np.concatenate([o[2] for o in out]))
+
+
 def reads_as_source_index(events: pd.DataFrame, rows: np.ndarray, keys: np.ndarray,
                           cat: Catalog) -> bool:
     """True when ``op_index`` keys match the events' op names better as op indices of the
@@ -150,12 +163,13 @@ def resolve_keys(events: pd.DataFrame, kind: np.ndarray, keys: np.ndarray, open_
             mask = k_block == code
             whole = bool(mask.all())
             rows = np.arange(b0, b1) if whole else np.flatnonzero(mask) + b0
-            values = keys[b0:b1] if whole else keys[rows]
-            if int_keys is not None and int_rows is not None and name not in _TEXT_KINDS:
-                ints = int_keys[b0:b1] if whole else int_keys[rows]
-                if bool((int_rows[b0:b1] if whole else int_rows[rows]).all()):
-                    values = ints  # every key of this kind is an integer
-            t, c, ok = _lookup(name, values, cat, part[rows] if part is not None else None)
+            if int_keys is not None and int_rows is not None and name not in _TEXT_KINDS \
+                    and bool((int_rows[b0:b1] if whole else int_rows[rows]).all()):
+                values = int_keys[b0:b1] if whole else int_keys[rows]  # all integers
+            else:
+                values = keys[b0:b1] if whole else keys[rows]
+            t, c, ok = _lookup_blocks(name, values, cat,
+                                      part[rows] if part is not None else None)
             if whole:
                 target[b0:b1] = np.maximum(t, UNKNOWN)
                 command[b0:b1] = c
