@@ -133,6 +133,8 @@ def test_dask_local_cluster_processes(model, fleet, reference) -> None:
     try:
         trim = worker_malloc_trim(client)
         assert len(trim) == 2 and set(trim.values()) == {None}
+        arenas = client.run(os.environ.get, "MALLOC_ARENA_MAX")
+        assert set(arenas.values()) == {"1"}  # one malloc arena: no growth file after file
         assert_same(trace_join_many(fleet, model, engine="dask", client=client), reference)
     finally:
         client.close()

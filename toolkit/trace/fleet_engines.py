@@ -38,6 +38,14 @@ Progress = Callable[[PartialJoin, int, int], None] | None
 WORKER_ENVIRON = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
+#: Set in the workers of the ``LocalCluster`` :func:`start_cluster` starts: one glibc malloc
+#: arena. A Dask worker runs tasks on a thread of its own beside the event loop's; with an
+#: arena per thread, the freed pages of one file's join sit in an arena the next file's
+#: allocations may not reuse, and the worker's peak grows file after file (about 60 MB more
+#: over 3 files of 2M events, where one arena adds 10 MB).
+DASK_WORKER_ENVIRON = {"MALLOC_ARENA_MAX": "1"}
+
+
 def _init_worker(tables: ProvenanceTables) -> None:
     for name, value in WORKER_ENVIRON.items():
         os.environ.setdefault(name, value)
@@ -126,7 +134,9 @@ def start_cluster(workers: int, processes: bool = True) -> tuple[Any, Any]:
 
     saved = os.environ.pop(MALLOC_TRIM, None)  # a worker would inherit it from here
     try:
-        with dask.config.set({f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None}):
+        with dask.config.set({f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None,
+                              **{f"distributed.nanny.pre-spawn-environ.{k}": v
+                                 for k, v in DASK_WORKER_ENVIRON.items()}}):
             cluster = distributed.LocalCluster(n_workers=max(1, workers), threads_per_worker=1,
                                                processes=processes, dashboard_address=":0")
     finally:

@@ -121,17 +121,19 @@ def _parents(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     A span's depth is the number of earlier spans still open at its start; its parent is the
     last earlier span one level up."""
     m = len(s)
-    parent = np.full(m, -1, dtype=np.int64)
     if m == 0:
-        return parent, np.zeros(0, dtype=np.int64)
+        return np.full(0, -1, dtype=np.int64), np.zeros(0, dtype=np.int64)
     ends = np.sort(e, kind="stable")  # nearly sorted in start order: a merge sort is quick
-    depth = np.arange(m, dtype=np.int64) - _before(ends, s)
+    depth = _before(ends, s)
+    del ends
+    np.subtract(np.arange(m, dtype=np.int64), depth, out=depth)
+    parent = np.full(m, -1, dtype=np.int64)
     top = int(depth.max())
     if top == 0:
         return parent, depth
     narrow = np.int8 if top < 1 << 7 else np.int16 if top < 1 << 15 else np.int64
     by_depth = np.argsort(depth.astype(narrow), kind="stable")  # a radix sort when narrow
-    bounds = np.searchsorted(depth[by_depth], np.arange(top + 2))
+    bounds = np.r_[0, np.cumsum(np.bincount(depth, minlength=top + 1))]
     for d in range(1, top + 1):
         up = by_depth[bounds[d - 1]:bounds[d]]
         here = by_depth[bounds[d]:bounds[d + 1]]
