@@ -114,6 +114,22 @@ def _before(low: np.ndarray, high: np.ndarray) -> np.ndarray:
     return out
 
 
+def _take_or_none(values: np.ndarray, at: np.ndarray, own: bool = False) -> np.ndarray:
+    """``values[at]`` where ``at >= 0``, else -1 (``own``: ``at`` may be overwritten)."""
+    none = at < 0
+    out = values[np.maximum(at, 0, out=at if own else None)]
+    out[none] = -1
+    return out
+
+
+def _last_before(up: np.ndarray, here: np.ndarray) -> np.ndarray:
+    """For each of ``here`` (ascending), the last of ``up`` (ascending, disjoint) below it,
+    -1 when none."""
+    at = _before(up, here)
+    at -= 1
+    return _take_or_none(up, at, own=True)
+
+
 def _parents(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(parent position or -1, depth)`` for spans sorted by (start, longer first), assuming
     they nest; positions index the sorted arrays.
@@ -139,8 +155,7 @@ def _parents(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         here = by_depth[bounds[d]:bounds[d + 1]]
         if len(here) == 0:
             continue
-        at = _before(up, here) - 1
-        parent[here] = np.where(at >= 0, up[np.maximum(at, 0)], -1)
+        parent[here] = _last_before(up, here)
     return parent, depth
 
 
@@ -204,7 +219,7 @@ def span_tree(start: np.ndarray, dur: np.ndarray, valid: np.ndarray,
             e_sub = ee[sub]
             local, _depth = _parents(ss[sub], e_sub)
             del _depth
-            gparent[sub] = np.where(local >= 0, sub[np.maximum(local, 0)], -1)
+            gparent[sub] = _take_or_none(sub, local)
         # a span ending after its parent does (no parent: -1 reads a harmless last element)
         bad = (local >= 0) & (e_sub > e_sub[local])
         if not bad.any():
