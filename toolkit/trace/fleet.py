@@ -64,6 +64,11 @@ def _empty_attribution(tables: ProvenanceTables) -> Any:
                                                "command_id": empty})), tables)
 
 
+#: what to do when a fleet's figures do not add up (only a modified result or a bug does that)
+_TAMPERED = ("the fleet's partials or tables were modified after the join, or this is a bug: "
+             "join the fleet again; if it persists, report it with one of its files and the "
+             "model")
+
 class FleetAttribution(LayerAttribution):
     """The time of a fleet of traces attributed to original layers: the views of
     :class:`~toolkit.trace.attribution.Attribution` over every run of every partition, plus
@@ -336,9 +341,10 @@ class FleetAttribution(LayerAttribution):
         if self.attributed_ns + self.overhead_ns + self.unattributed_ns != self.total_ns:
             raise ToolkitError(f"attributed {self.attributed_ns} + overhead {self.overhead_ns} "
                                f"+ unattributed {self.unattributed_ns} != total "
-                               f"{self.total_ns} ns")
+                               f"{self.total_ns} ns", fix=_TAMPERED)
         if sum(len(p.runs) for p in m.partials) != self.runs:
-            raise ToolkitError("the partitions' runs do not add up to the fleet's runs")
+            raise ToolkitError("the partitions' runs do not add up to the fleet's runs",
+                               fix=_TAMPERED)
         cat = catalog_of(self._tables)
         for view in PER_RUN_VIEWS:
             got = 0
@@ -346,23 +352,26 @@ class FleetAttribution(LayerAttribution):
                 c = p.cells
                 if any(a.dtype == np.int64 and a.size and int(a.min()) < 0 for a in
                        (c.member_ns, c.target_events, c.command_ns, c.command_events)):
-                    raise ToolkitError(f"a negative per-run cell in partition {p.label!r}")
+                    raise ToolkitError(f"a negative per-run cell in partition {p.label!r}",
+                                       fix=_TAMPERED)
                 got += view_total(c, cat, view)
             if view in ("layer", "source_op") and got != self.attributed_ns:
                 raise ToolkitError(f"the {view} per-run table sums to {got} ns, attributed is "
-                                   f"{self.attributed_ns} ns")
+                                   f"{self.attributed_ns} ns", fix=_TAMPERED)
             if view in ("op", "backend") and got > self.attributed_ns:
                 raise ToolkitError(f"the {view} per-run table sums to {got} ns, more than the "
-                                   f"attributed {self.attributed_ns} ns")
+                                   f"attributed {self.attributed_ns} ns", fix=_TAMPERED)
         if sum(v[1] for v in m.reasons.values()) != self.unattributed_ns:
-            raise ToolkitError("the unattributed reasons do not sum to the unattributed time")
+            raise ToolkitError("the unattributed reasons do not sum to the unattributed time",
+                               fix=_TAMPERED)
         if sum(v[1] for v in m.overhead.values()) != self.overhead_ns:
-            raise ToolkitError("the overhead buckets do not sum to the overhead time")
+            raise ToolkitError("the overhead buckets do not sum to the overhead time",
+                               fix=_TAMPERED)
         for view, cached in self._cache.items():
             if view in ("layer", "source_op") and \
                     int(cached["total_ns"].sum()) != self.attributed_ns:
                 raise ToolkitError(f"by_{view}() sums to {int(cached['total_ns'].sum())} ns, "
-                                   f"attributed is {self.attributed_ns} ns")
+                                   f"attributed is {self.attributed_ns} ns", fix=_TAMPERED)
 
 
 def expand_sources(sources: Any) -> list[Any]:
@@ -444,7 +453,9 @@ def trace_join_many(sources: Any, compiled: Any, *, engine: str = "local",
     if runs not in RUN_MODES:
         raise ToolkitError(f"unknown runs mode {runs!r}", fix=f"use one of {RUN_MODES}")
     if workers is not None and (isinstance(workers, bool) or int(workers) < 0):
-        raise ToolkitError(f"workers must be >= 0, got {workers!r}")
+        raise ToolkitError(f"workers must be >= 0, got {workers!r}",
+                           fix="pass workers=0 (in this process) or the number of worker "
+                               "processes")
     items = expand_sources(sources)
     tables = provenance_snapshot(compiled)
     digest = provenance_digest(tables)

@@ -86,7 +86,9 @@ def _duckdb_stats(row: np.ndarray, run: np.ndarray, ns: np.ndarray, n_rows: int,
     ns = np.asarray(ns, np.int64)
     row = np.asarray(row, np.int64)
     if len(ns) and int(ns.min()) < 0:
-        raise ToolkitError("a per-run cell is negative", where="the merged per-run table")
+        raise ToolkitError("a per-run cell is negative", where="the merged per-run table",
+                           fix="merge the partials again as join_partition made them; if it "
+                               "persists, this is a bug: report it with the partials")
     totals = np.zeros(n_rows, dtype=np.int64)
     np.add.at(totals, row, ns)
     stats = {c: np.full(n_rows, np.nan if n_runs == 0 else 0.0) for c in RUN_STAT_COLUMNS}
