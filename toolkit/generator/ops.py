@@ -298,12 +298,27 @@ def _conv(e: Emitter, step: Step) -> str:
     if x.dtype != _F32 or out.dtype != _F32:
         raise _unsupported(op, f"convolution of {x.dtype} input without quantization")
     wf = _float_filter(op, w, 3 if depthwise else 0)
-    wf = wf.reshape(kh, kw, o) if depthwise else wf.transpose(1, 2, 3, 0)
     bias = _bias(op, o, _F32)
     b = "nullptr" if bias is None else e.param(bias, "float")
-    fn = "depthwise_f32" if depthwise else "conv2d_f32"
-    return (f"tk::{fn}({geom}, {e.ptr(x)}, {e.param(np.ascontiguousarray(wf), 'float')}, "
+    if depthwise:
+        return (f"tk::depthwise_f32({geom}, {e.ptr(x)}, "
+                f"{e.param(np.ascontiguousarray(wf.reshape(kh, kw, o)), 'float')}, "
+                f"{b}, {_act(op)}, {e.ptr(out)}, {r0}, {r1});")
+    nr, panels = gemm_panels(wf.transpose(1, 2, 3, 0).reshape(kh * kw * c, o))
+    return (f"tk::conv2d_f32_packed({geom}, {e.ptr(x)}, {e.param(panels, 'float')}, {nr}, "
             f"{b}, {_act(op)}, {e.ptr(out)}, {r0}, {r1});")
+
+
+def gemm_panels(w: np.ndarray) -> tuple[int, np.ndarray]:
+    """A float ``[K, O]`` weight matrix packed for the op library's GEMM microkernels:
+    ``(nr, panels)`` with ``panels`` float32 ``[ceil(O / nr), K, nr]`` (panels of ``nr``
+    output channels, 16 when O <= 16 else 32, zeros after the last channel)."""
+    k, o = w.shape
+    nr = 16 if o <= 16 else 32
+    n_panels = -(-o // nr)
+    padded = np.zeros((k, n_panels * nr), np.float32)
+    padded[:, :o] = w
+    return nr, np.ascontiguousarray(padded.reshape(k, n_panels, nr).transpose(1, 0, 2))
 
 
 def _transpose_conv(e: Emitter, step: Step) -> str:
@@ -766,11 +781,11 @@ def _fully_connected(e: Emitter, step: Step) -> str:
         raise _unsupported(op, f"FULLY_CONNECTED of {x.dtype} input without quantization")
     if w.dtype == _I8 and is_quantized(op.inputs[1]) and out.dtype == _F32:
         return _hybrid_fully_connected(e, op, w, batch)
-    wf = np.ascontiguousarray(_float_filter(op, w, 0).T)
+    nr, panels = gemm_panels(_float_filter(op, w, 0).T)
     bias = _bias(op, o, _F32)
     b = "nullptr" if bias is None else e.param(bias, "float")
-    return (f"tk::fully_connected_f32({e.ptr(x)}, {e.param(wf, 'float')}, {b}, {batch}, {k}, "
-            f"{o}, {_act(op)}, {e.ptr(out)});")
+    return (f"tk::fully_connected_f32_packed({e.ptr(x)}, {e.param(panels, 'float')}, {nr}, "
+            f"{b}, {batch}, {k}, {o}, {_act(op)}, {e.ptr(out)});")
 
 
 def _input_pairs(w: np.ndarray) -> np.ndarray:

@@ -318,8 +318,9 @@ void conv_f32_avx512(const ConvGeom& g, const float* x, const float* pad, const 
           const int64_t base = (static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox0;
           for (int t = 0; t < tn; ++t) {
             float* dst = y + (base + t) * o + oo0;
-            const __m512 v0 = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(acc[t][0], b0), vlo), vhi);
-            const __m512 v1 = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(acc[t][1], b1), vlo), vhi);
+            // min(hi, max(lo, v)): the second operand is returned when one is NaN, so NaN stays
+            const __m512 v0 = _mm512_min_ps(vhi, _mm512_max_ps(vlo, _mm512_add_ps(acc[t][0], b0)));
+            const __m512 v1 = _mm512_min_ps(vhi, _mm512_max_ps(vlo, _mm512_add_ps(acc[t][1], b1)));
             _mm512_mask_storeu_ps(dst, m0, v0);
             if (kR == 2) _mm512_mask_storeu_ps(dst + 16, m1, v1);
           }
@@ -354,6 +355,214 @@ void conv2d_f32(const ConvGeom& g, const float* x, const float* w, const float* 
       [&](int64_t pixel, int oc, float acc) {
         y[pixel * o + oc] = act1(acc + (bias ? bias[oc] : 0.f), act);
       });
+}
+
+// ---------------------------------------------------------------- packed float GEMM
+namespace {
+
+// The rows of a pixel tile: for each tap, a pointer per row (stride `ts`) to its C input
+// channels (the zero row outside the image or past the last pixel).
+inline void tile_taps(const ConvGeom& g, const float* x, const float* zero, int b, int pix0,
+                      int npix, int ts, const float** taps) {
+  int oy = pix0 / g.ow, ox = pix0 % g.ow;
+  const float* img = x + static_cast<int64_t>(b) * g.h * g.w * g.c;
+  for (int t = 0; t < ts; ++t) {
+    const int iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
+    for (int ky = 0; ky < g.kh; ++ky) {
+      const int iy = iy0 + ky * g.dh;
+      const bool row_in = t < npix && iy >= 0 && iy < g.h;
+      const float* xrow = img + static_cast<int64_t>(iy) * g.w * g.c;
+      for (int kx = 0; kx < g.kw; ++kx) {
+        const int ix = ix0 + kx * g.dw;
+        taps[(ky * g.kw + kx) * ts + t] =
+            row_in && ix >= 0 && ix < g.w ? xrow + static_cast<int64_t>(ix) * g.c : zero;
+      }
+    }
+    if (++ox == g.ow) ox = 0, ++oy;
+  }
+}
+
+// Portable GEMM tile: kMR rows x nr output channels of one panel, every tap and input
+// channel in order (k = tap, then channel), then the bias and the activation.
+void gemm_tile_ref(const float* const* taps, int ntaps, int c, const float* panel, int nr,
+                   const float* bias, int o0, int nvalid, int act, float* const* dst, int rows,
+                   int mr) {
+  float acc[32];
+  for (int t = 0; t < rows; ++t) {
+    std::fill(acc, acc + nr, 0.f);
+    const float* wp = panel;
+    for (int k = 0; k < ntaps; ++k) {
+      const float* p = taps[k * mr + t];
+      for (int ci = 0; ci < c; ++ci, wp += nr) {
+        const float xv = p[ci];
+        for (int j = 0; j < nr; ++j) acc[j] = std::fma(xv, wp[j], acc[j]);
+      }
+    }
+    for (int j = 0; j < nvalid; ++j) dst[t][j] = act1(acc[j] + (bias ? bias[o0 + j] : 0.f), act);
+  }
+}
+
+#if defined(__AVX512F__)
+inline __mmask16 lanes(int n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u);
+}
+
+// The epilogue of the AVX-512 tiles: bias, then the clamp of the activation as
+// min(hi, max(lo, v)), which keeps NaN (the second operand is returned when one is NaN).
+struct Epilogue {
+  __m512 b0, b1, lo, hi;
+  __mmask16 m0, m1;
+  inline void store(__m512 v, int half, float* dst) const {
+    const __m512 r = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(v, half ? b1 : b0)));
+    _mm512_mask_storeu_ps(dst + 16 * half, half ? m1 : m0, r);
+  }
+};
+
+// One tile of kMR rows x 16 kV output channels, accumulated in registers over every tap
+// and input channel of the panel (fused multiply-adds in k order, as gemm_tile_ref), then
+// the epilogue for the first `rows` rows. `ts` is the stride of the tap pointers (rows
+// per tap).
+template <int kMR, int kV>
+inline void gemm_tile_avx512(const float* const* taps, int ts, int ntaps, int c,
+                             const float* panel, const Epilogue& ep, float* const* dst,
+                             int rows) {
+  __m512 acc[kMR][kV];
+  for (int t = 0; t < kMR; ++t)
+    for (int v = 0; v < kV; ++v) acc[t][v] = _mm512_setzero_ps();
+  const float* wp = panel;
+  for (int k = 0; k < ntaps; ++k) {
+    const float* p[kMR];
+    for (int t = 0; t < kMR; ++t) p[t] = taps[k * ts + t];
+    for (int ci = 0; ci < c; ++ci, wp += 16 * kV) {
+      const __m512 w0 = _mm512_loadu_ps(wp);
+      const __m512 w1 = kV == 2 ? _mm512_loadu_ps(wp + 16) : w0;
+      for (int t = 0; t < kMR; ++t) {
+        const __m512 xv = _mm512_set1_ps(p[t][ci]);
+        acc[t][0] = _mm512_fmadd_ps(xv, w0, acc[t][0]);
+        if (kV == 2) acc[t][1] = _mm512_fmadd_ps(xv, w1, acc[t][1]);
+      }
+    }
+  }
+  for (int t = 0; t < kMR && t < rows; ++t)
+    for (int v = 0; v < kV; ++v) ep.store(acc[t][v], v, dst[t]);
+}
+
+// One row (a matrix-vector product): four partial sums over k in turn (independent
+// multiply-add chains), added pairwise at the end.
+template <int kV>
+inline void gemm_row_avx512(const float* const* taps, int ts, int ntaps, int c,
+                            const float* panel, const Epilogue& ep, float* dst) {
+  __m512 acc[4][kV];
+  for (int u = 0; u < 4; ++u)
+    for (int v = 0; v < kV; ++v) acc[u][v] = _mm512_setzero_ps();
+  const float* wp = panel;
+  for (int k = 0; k < ntaps; ++k) {
+    const float* p = taps[k * ts];
+    int ci = 0;
+    for (; ci + 4 <= c; ci += 4, wp += 64 * kV)
+      for (int u = 0; u < 4; ++u)
+        for (int v = 0; v < kV; ++v)
+          acc[u][v] = _mm512_fmadd_ps(_mm512_set1_ps(p[ci + u]),
+                                      _mm512_loadu_ps(wp + 16 * (kV * u + v)), acc[u][v]);
+    for (; ci < c; ++ci, wp += 16 * kV)
+      for (int v = 0; v < kV; ++v)
+        acc[0][v] = _mm512_fmadd_ps(_mm512_set1_ps(p[ci]), _mm512_loadu_ps(wp + 16 * v),
+                                    acc[0][v]);
+  }
+  for (int v = 0; v < kV; ++v)
+    ep.store(_mm512_add_ps(_mm512_add_ps(acc[0][v], acc[1][v]),
+                           _mm512_add_ps(acc[2][v], acc[3][v])), v, dst);
+}
+
+// A tile of `rows` rows (at most kMR): the smallest instantiated tile that holds them.
+template <int kMR, int kV>
+inline void gemm_tail_avx512(const float* const* taps, int ts, int ntaps, int c,
+                             const float* panel, const Epilogue& ep, float* const* dst,
+                             int rows) {
+  if (rows <= 2) return gemm_tile_avx512<2, kV>(taps, ts, ntaps, c, panel, ep, dst, rows);
+  if (rows <= 4) return gemm_tile_avx512<4, kV>(taps, ts, ntaps, c, panel, ep, dst, rows);
+  if (rows <= 8) return gemm_tile_avx512<8, kV>(taps, ts, ntaps, c, panel, ep, dst, rows);
+  gemm_tile_avx512<kMR, kV>(taps, ts, ntaps, c, panel, ep, dst, rows);
+}
+#endif
+
+// CONV_2D float over a packed filter: panels of nr output channels (outer loop: one panel's
+// filter stays in cache while every pixel tile of the stripe passes), tiles of kMR output
+// pixels (a 1x1 stride-1 convolution reads its rows in place; others through tap pointers).
+template <int kMR, int kV>
+void conv_packed_run(const ConvGeom& g, const float* x, const float* zero, const float* wp,
+                     int nr, const float* bias, int act, float* y, int row0, int row1) {
+  const int o = g.o, c = g.c, ntaps = g.kh * g.kw;
+  const int64_t kdim = static_cast<int64_t>(ntaps) * c;
+  const bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 &&
+                      g.pl == 0 && g.h == g.oh && g.w == g.ow;
+  const float** taps = scratch<const float*, 2>(static_cast<size_t>(ntaps) * kMR);
+  const int npix = (row1 - row0) * g.ow;
+#if defined(__AVX512F__)
+  const bool vec = act != ACT_TANH && nr == 16 * kV;
+  float lo = -std::numeric_limits<float>::infinity(), hi = -lo;
+  if (act == ACT_RELU) lo = 0.f;
+  if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
+  if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
+#endif
+  for (int b = 0; b < g.n; ++b) {
+    const int64_t pix_base = (static_cast<int64_t>(b) * g.oh + row0) * g.ow;
+    for (int o0 = 0; o0 < o; o0 += nr) {
+      const float* panel = wp + (o0 / nr) * kdim * nr;
+      const int nvalid = std::min(nr, o - o0);
+#if defined(__AVX512F__)
+      Epilogue ep;
+      ep.m0 = lanes(nvalid);
+      ep.m1 = lanes(nvalid - 16);
+      ep.b0 = bias ? _mm512_maskz_loadu_ps(ep.m0, bias + o0) : _mm512_setzero_ps();
+      ep.b1 = bias && kV == 2 ? _mm512_maskz_loadu_ps(ep.m1, bias + o0 + 16)
+                              : _mm512_setzero_ps();
+      ep.lo = _mm512_set1_ps(lo);
+      ep.hi = _mm512_set1_ps(hi);
+#endif
+      for (int q0 = 0; q0 < npix; q0 += kMR) {
+        const int rows = std::min(kMR, npix - q0);
+        const int p0 = row0 * g.ow + q0;  // pixel index within the image
+        if (direct) {
+          const float* first = x + (static_cast<int64_t>(b) * g.h * g.w + p0) * c;
+          for (int t = 0; t < kMR; ++t)
+            taps[t] = t < rows ? first + static_cast<int64_t>(t) * c : zero;
+        } else {
+          tile_taps(g, x, zero, b, p0, rows, kMR, taps);
+        }
+        float* dst[kMR];
+        for (int t = 0; t < kMR; ++t)
+          dst[t] = y + (pix_base + q0 + std::min(t, rows - 1)) * o + o0;
+#if defined(__AVX512F__)
+        if (vec) {
+          if (npix == 1) gemm_row_avx512<kV>(taps, kMR, ntaps, c, panel, ep, dst[0]);
+          else if (rows == kMR)
+            gemm_tile_avx512<kMR, kV>(taps, kMR, ntaps, c, panel, ep, dst, kMR);
+          else gemm_tail_avx512<kMR, kV>(taps, kMR, ntaps, c, panel, ep, dst, rows);
+          continue;
+        }
+#endif
+        gemm_tile_ref(taps, ntaps, c, panel, nr, bias, o0, nvalid, act, dst, rows, kMR);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void conv2d_f32_packed(const ConvGeom& g, const float* x, const float* wp, int nr,
+                       const float* bias, int act, float* y, int row0, int row1) {
+  float* zero = scratch<float, 3>(static_cast<size_t>(g.c));
+  std::fill(zero, zero + g.c, 0.f);
+  if (nr <= 16) conv_packed_run<14, 1>(g, x, zero, wp, nr, bias, act, y, row0, row1);
+  else conv_packed_run<12, 2>(g, x, zero, wp, nr, bias, act, y, row0, row1);
+}
+
+void fully_connected_f32_packed(const float* x, const float* wp, int nr, const float* bias,
+                                int batch, int k, int o, int act, float* y) {
+  // a 1x1 convolution over a row of `batch` pixels
+  conv2d_f32_packed(ConvGeom{1, 1, batch, k, 1, 1, 1, batch, o, 1, 1, 1, 1, 0, 0, 1}, x, wp,
+                    nr, bias, act, y, 0, 1);
 }
 
 namespace {
@@ -430,7 +639,7 @@ void depthwise_f32_m1(const ConvGeom& g, const float* x, const float* w, const f
                   _mm512_maskz_loadu_ps(m, wrow + static_cast<int64_t>(kx) * c), acc);
             }
           }
-          _mm512_mask_storeu_ps(dst + c0, m, _mm512_min_ps(_mm512_max_ps(acc, vlo), vhi));
+          _mm512_mask_storeu_ps(dst + c0, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc)));  // NaN stays
         }
       }
     }

@@ -70,6 +70,15 @@ struct ConvGeom {
 // CONV_2D float: filter as [KH][KW][C][O], bias [O] or null.
 void conv2d_f32(const ConvGeom& g, const float* x, const float* w, const float* bias, int act,
                 float* y, int row0, int row1);
+// CONV_2D float on a filter packed for the GEMM microkernels: panels of `nr` (16 or 32)
+// output channels, [ceil(O / nr)][KH][KW][C][nr], zeros after the last channel. Each output
+// is the sum over taps and input channels in that order (fused multiply-adds), then the bias
+// and the activation (NaN stays NaN through the clamps).
+void conv2d_f32_packed(const ConvGeom& g, const float* x, const float* wp, int nr,
+                       const float* bias, int act, float* y, int row0, int row1);
+// FULLY_CONNECTED float on weights packed as conv2d_f32_packed's ([ceil(O / nr)][K][nr]).
+void fully_connected_f32_packed(const float* x, const float* wp, int nr, const float* bias,
+                                int batch, int k, int o, int act, float* y);
 // DEPTHWISE_CONV_2D float: filter as [KH][KW][C*M].
 void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const float* bias,
                    int act, float* y, int row0, int row1);
