@@ -1198,7 +1198,76 @@ void fully_connected_q8(const int8_t* x, int zp_in, const int16_t* w, const int3
   }
 }
 
+#if defined(__AVX512F__)
+namespace {
+
+// Rows [i0, i0 + rows) x columns [j0, j0 + 16 kV) of one matrix product Y = A B, B's rows
+// contiguous (`ldb` floats apart): register accumulators over k in order (fused
+// multiply-adds), stored masked to the `n` columns.
+template <int kMR, int kV>
+inline void mm_tile_avx512(const float* A, int a_rs, int a_cs, const float* B, int ldb, int k,
+                           int n, int i0, int rows, int j0, float* Y) {
+  __m512 acc[kMR][kV];
+  for (int t = 0; t < kMR; ++t)
+    for (int v = 0; v < kV; ++v) acc[t][v] = _mm512_setzero_ps();
+  const __mmask16 m0 = lanes(n - j0), m1 = lanes(n - j0 - 16);
+  const float* ar[kMR];
+  for (int t = 0; t < kMR; ++t)
+    ar[t] = A + static_cast<int64_t>(i0 + (t < rows ? t : rows - 1)) * a_rs;
+  for (int kk = 0; kk < k; ++kk) {
+    const float* br = B + static_cast<int64_t>(kk) * ldb + j0;
+    const __m512 w0 = _mm512_maskz_loadu_ps(m0, br);
+    const __m512 w1 = kV == 2 ? _mm512_maskz_loadu_ps(m1, br + 16) : w0;
+    const int64_t off = static_cast<int64_t>(kk) * a_cs;
+    for (int t = 0; t < kMR; ++t) {
+      const __m512 xv = _mm512_set1_ps(ar[t][off]);
+      acc[t][0] = _mm512_fmadd_ps(xv, w0, acc[t][0]);
+      if (kV == 2) acc[t][1] = _mm512_fmadd_ps(xv, w1, acc[t][1]);
+    }
+  }
+  for (int t = 0; t < kMR && t < rows; ++t) {
+    float* yr = Y + static_cast<int64_t>(i0 + t) * n + j0;
+    _mm512_mask_storeu_ps(yr, m0, acc[t][0]);
+    if (kV == 2) _mm512_mask_storeu_ps(yr + 16, m1, acc[t][1]);
+  }
+}
+
+// One product Y [m, n] = A B through mm_tile_avx512; B is first copied row-major into this
+// thread's scratch when its rows are not contiguous (a transposed operand).
+void matmul_avx512(const MatmulGeom& g, const float* A, const float* B, float* Y) {
+  int ldb = g.b_rs;
+  if (g.b_cs != 1) {
+    float* bt = scratch<float, 4>(static_cast<size_t>(g.k) * g.n);
+    for (int kk = 0; kk < g.k; ++kk)
+      for (int j = 0; j < g.n; ++j)
+        bt[static_cast<int64_t>(kk) * g.n + j] =
+            B[static_cast<int64_t>(kk) * g.b_rs + static_cast<int64_t>(j) * g.b_cs];
+    B = bt;
+    ldb = g.n;
+  }
+  constexpr int kMR = 8;
+  for (int j0 = 0; j0 < g.n; j0 += 32) {
+    const bool two = g.n - j0 > 16;
+    for (int i0 = 0; i0 < g.m; i0 += kMR) {
+      const int rows = std::min(kMR, g.m - i0);
+      if (two) mm_tile_avx512<kMR, 2>(A, g.a_rs, g.a_cs, B, ldb, g.k, g.n, i0, rows, j0, Y);
+      else mm_tile_avx512<kMR, 1>(A, g.a_rs, g.a_cs, B, ldb, g.k, g.n, i0, rows, j0, Y);
+    }
+  }
+}
+
+}  // namespace
+#endif
+
 void batch_matmul_f32(const MatmulGeom& g, const float* a, const float* b, float* y) {
+#if defined(__AVX512F__)
+  if (g.k > 0) {
+    for (int bi = 0; bi < g.batches; ++bi)
+      matmul_avx512(g, a + g.a_off[bi], b + g.b_off[bi],
+                    y + static_cast<int64_t>(bi) * g.m * g.n);
+    return;
+  }
+#endif
   for (int bi = 0; bi < g.batches; ++bi) {
     const float* A = a + g.a_off[bi];
     const float* B = b + g.b_off[bi];
@@ -1831,7 +1900,11 @@ void lut_q8(const int8_t* x, const int8_t* table, int8_t* y, size_t n) {
 }
 
 // ---------------------------------------------------------------- softmax
-void softmax_f32(const float* x, float* y, int rows, int depth, float beta) {
+namespace {
+
+// Softmax with the C library's expf and a sequential sum: the int8 softmax's float
+// arithmetic (its results must not move with the vector instructions of the host).
+void softmax_f32_scalar(const float* x, float* y, int rows, int depth, float beta) {
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + static_cast<int64_t>(r) * depth;
     float* yr = y + static_cast<int64_t>(r) * depth;
@@ -1849,6 +1922,64 @@ void softmax_f32(const float* x, float* y, int rows, int depth, float beta) {
   }
 }
 
+#if defined(__AVX512F__)
+// e**x of 16 lanes: 2**n p(r) with n = round(x log2 e), r = x - n ln 2 (in two parts) and
+// Cephes' degree-7 polynomial of expf (within about 1 ulp of expf); x is clamped to
+// [-104, 89] first (e**-104 is 0 in float32, e**89 is inf) and NaN stays NaN.
+inline __m512 exp16(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.f), x);  // max(lo, NaN) is NaN
+  x = _mm512_min_ps(_mm512_set1_ps(89.f), x);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  return _mm512_scalef_ps(p, n);  // p 2**n, 0 or inf beyond float32's exponents
+}
+#endif
+
+}  // namespace
+
+void softmax_f32(const float* x, float* y, int rows, int depth, float beta) {
+#if defined(__AVX512F__)
+  // blocks of 16 (the last one masked): the maximum, e**(beta (x - max)) with exp16 and the
+  // sum in 16 lanes, then each value divided by the sum
+  const __m512 vbeta = _mm512_set1_ps(beta);
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<int64_t>(r) * depth;
+    float* yr = y + static_cast<int64_t>(r) * depth;
+    __m512 vmax = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int i = 0; i < depth; i += 16) {
+      const __mmask16 m = lanes(depth - i);
+      vmax = _mm512_mask_max_ps(vmax, m, vmax, _mm512_maskz_loadu_ps(m, xr + i));
+    }
+    const float mx = _mm512_reduce_max_ps(vmax);
+    const __m512 vmx = _mm512_set1_ps(mx);
+    __m512 vsum = _mm512_setzero_ps();
+    for (int i = 0; i < depth; i += 16) {
+      const __mmask16 m = lanes(depth - i);
+      const __m512 e = exp16(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + i), vmx),
+                                           vbeta));
+      _mm512_mask_storeu_ps(yr + i, m, e);
+      vsum = _mm512_mask_add_ps(vsum, m, vsum, e);
+    }
+    const __m512 sum = _mm512_set1_ps(_mm512_reduce_add_ps(vsum));
+    for (int i = 0; i < depth; i += 16) {
+      const __mmask16 m = lanes(depth - i);
+      _mm512_mask_storeu_ps(yr + i, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, yr + i), sum));
+    }
+  }
+#else
+  softmax_f32_scalar(x, y, rows, depth, beta);
+#endif
+}
+
 void softmax_q8(const int8_t* x, double s_in, int zp_in, float s_out, int zp_out, float beta,
                 int8_t* y, int rows, int depth) {
   std::vector<float> real(static_cast<size_t>(depth)), e(static_cast<size_t>(depth));
@@ -1856,7 +1987,7 @@ void softmax_q8(const int8_t* x, double s_in, int zp_in, float s_out, int zp_out
     const int8_t* xr = x + static_cast<int64_t>(r) * depth;
     for (int i = 0; i < depth; ++i)
       real[i] = static_cast<float>(s_in * (static_cast<int64_t>(xr[i]) - zp_in));
-    softmax_f32(real.data(), e.data(), 1, depth, beta);
+    softmax_f32_scalar(real.data(), e.data(), 1, depth, beta);
     int8_t* yr = y + static_cast<int64_t>(r) * depth;
     for (int i = 0; i < depth; ++i) yr[i] = clamp8(round_away(e[i] / s_out) + zp_out, -128, 127);
   }

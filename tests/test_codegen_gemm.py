@@ -1,0 +1,109 @@
+"""The native float GEMM kernels (packed CONV_2D and FULLY_CONNECTED, BATCH_MATMUL), the
+vectorised float SOFTMAX and NaN through fused activations: generated, built with the host's
+vector instructions and without them (the portable kernels), and run; equal to the reference
+runtime (float32 within 1e-5 of each output's largest magnitude, NaN where it has NaN).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toolkit.builder import ModelBuilder
+from toolkit.generator import codegen
+from toolkit.ir import Model
+from toolkit.runtime.interpreter import run_model
+from toolkit.runtime.native import NativeModel
+
+
+def _model() -> Model:
+    """Shapes that reach every tile of the GEMM kernels: 3x3 stride-2 and dilated
+    convolutions through tap pointers, a 1x1 one read in place, 40 output channels (a full
+    32-wide panel and a masked one), 8 and 20 channels (16-wide panels), pixel counts that
+    leave tails of 1 to 11 rows, every fused activation (TANH on the portable tile), an FC
+    over 30 rows and one over a single row, BATCH_MATMUL plain and with a transposed
+    operand, and SOFTMAX rows of 1 to 40 values (masked and full vectors)."""
+    rng = np.random.default_rng(7)
+    f32 = np.float32
+
+    def const(name: str, shape: tuple[int, ...], scale: float = 0.3) -> object:
+        return mb.const(name, (rng.standard_normal(shape) * scale).astype(f32))
+
+    mb = ModelBuilder("gemm")
+    x = mb.input("x", [1, 9, 11, 5])
+    c1 = mb.conv2d(x, const("c1/w", (40, 3, 3, 5)), const("c1/b", (40,)), stride=2,
+                   activation="RELU6", name="c1")  # [1, 5, 6, 40]
+    c2 = mb.conv2d(c1, const("c2/w", (20, 1, 1, 40)), const("c2/b", (20,)),
+                   activation="TANH", name="c2")
+    c3 = mb.conv2d(x, const("c3/w", (8, 3, 3, 5)), None, padding="VALID", dilation=2,
+                   activation="RELU_N1_TO_1", name="c3")  # [1, 5, 7, 8]
+    c4 = mb.conv2d(c1, const("c4/w", (33, 1, 1, 40)), const("c4/b", (33,)), activation="RELU",
+                   name="c4")
+    d1 = mb.depthwise_conv2d(c1, const("d1/w", (1, 3, 3, 40)), const("d1/b", (40,)),
+                             activation="RELU6", name="d1")
+    f1 = mb.fully_connected(mb.reshape(d1, [30, 40], name="rows"),
+                            const("f1/w", (33, 40)), const("f1/b", (33,)), activation="RELU",
+                            name="f1")
+    f2 = mb.fully_connected(mb.reshape(c3, [1, 280], name="flat"), const("f2/w", (10, 280)),
+                            const("f2/b", (10,)), name="f2")
+    s1 = mb.softmax(f2, beta=0.5, name="s1")
+    s0 = mb.softmax(mb.reshape(f2, [10, 1], name="col"), name="s0")
+    q = mb.reshape(c4, [1, 30, 33], name="q")
+    kt = mb.reshape(f1, [1, 30, 33], name="k")
+    scores = mb.batch_matmul(q, kt, adj_y=True, name="scores")  # [1, 30, 30]
+    s2 = mb.softmax(scores, name="s2")
+    ctx = mb.batch_matmul(s2, kt, name="ctx")  # [1, 30, 33]
+    s3 = mb.softmax(mb.reshape(c2, [30, 20], name="r3"), name="s3")
+    s4 = mb.softmax(mb.reshape(c2, [50, 12], name="r4"), name="s4")
+    s5 = mb.softmax(mb.reshape(c1, [75, 16], name="r5"), name="s5")
+    s6 = mb.softmax(mb.reshape(c4, [30, 33], name="r6"), name="s6")
+    s7 = mb.softmax(mb.reshape(c2, [15, 40], name="r7"), name="s7")
+    mb.output(c2, c3, c4, d1, f1, s1, s0, ctx, s3, s4, s5, s6, s7)
+    return mb.build()
+
+
+def _close(ref: dict[str, np.ndarray], out: dict[str, np.ndarray]) -> None:
+    assert ref.keys() == out.keys()
+    for k, r in ref.items():
+        o = out[k]
+        assert o.shape == r.shape and o.dtype == r.dtype == np.float32, k
+        nan = np.isnan(r)
+        np.testing.assert_array_equal(np.isnan(o), nan, err_msg=k)
+        tol = 1e-5 * max(float(np.abs(r[~nan]).max(initial=0.0)), 1e-30)
+        assert float(np.abs(o[~nan] - r[~nan]).max(initial=0.0)) <= tol, k
+
+
+@pytest.fixture(scope="module")
+def model() -> Model:
+    return _model()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["host-isa", "portable"])
+def test_gemm_kernels_equal_the_reference(tmp_path: Path, model: Model, native: bool) -> None:
+    art = codegen(model, tmp_path, name="gemm")
+    art.build(opt="-O1", native=native)
+    code = art.source.read_text()
+    for fn in ("conv2d_f32_packed", "fully_connected_f32_packed", "batch_matmul_f32",
+               "softmax_f32"):
+        assert f"tk::{fn}(" in code
+    m = NativeModel(art)
+    try:
+        for seed in range(3):
+            inputs = m.random_inputs(seed)
+            inputs["x"] = inputs["x"] * np.float32(4)  # past RELU6's and RELU_N1_TO_1's bounds
+            ref = run_model(model, inputs).outputs
+            out = m.invoke(inputs)
+            _close(ref, out)
+            assert float(ref["c2"].min()) < -0.5 and float(ref["c3"].max()) == 1.0
+        # NaN in the input: the fused clamps keep it (as the reference runtime's
+        # minimum / maximum do) rather than returning their bounds
+        inputs = m.random_inputs(9)
+        inputs["x"][0, 4, 5, 2] = np.float32("nan")
+        ref = run_model(model, inputs).outputs
+        assert np.isnan(ref["c3"]).any() and not np.isnan(ref["c3"]).all()
+        assert np.isnan(ref["d1"]).any() and np.isnan(ref["c4"]).any()
+        _close(ref, m.invoke(inputs))
+    finally:
+        m.close()
