@@ -907,8 +907,128 @@ inline void conv_q8x4_block(const int8_t* const* taps, int ntaps, int c, int o16
 
 }  // namespace
 
+#if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__AVX512BW__)
+namespace {
+
+// One tile of conv2d_q8x4_vnni: kMR pixels x 16 kV output channels from oo0, summed over
+// every tap and quad in registers (VPDPBUSD: unsigned input bytes by signed filter bytes),
+// then requantised. `taps` (stride kMR) point into the unsigned copy of the input, whose
+// 4-byte reads past the last channel meet zero filter bytes.
+template <int kMR, int kV, bool kPerChannel>
+inline void q8x4_tile(const uint8_t* const* taps, int ntaps, int quads, int o16,
+                      const int8_t* w, int oo0, int o, const int32_t* bias, const QuantOut& q,
+                      int8_t* const* dst, int rows) {
+  __m512i acc[kMR][kV];
+  for (int t = 0; t < kMR; ++t)
+    for (int v = 0; v < kV; ++v) acc[t][v] = _mm512_setzero_si512();
+  for (int k = 0; k < ntaps; ++k) {
+    const uint8_t* p[kMR];
+    for (int t = 0; t < kMR; ++t) p[t] = taps[k * kMR + t];
+    const int8_t* wr = w + (static_cast<int64_t>(k) * quads * o16 + oo0) * 4;
+    for (int cq = 0; cq < quads; ++cq, wr += static_cast<int64_t>(o16) * 4) {
+      __m512i wv[kV];
+      for (int v = 0; v < kV; ++v) wv[v] = _mm512_loadu_si512(wr + 64 * v);
+      for (int t = 0; t < kMR; ++t) {
+        int32_t word;
+        std::memcpy(&word, p[t] + 4 * cq, 4);
+        const __m512i xv = _mm512_set1_epi32(word);
+        for (int v = 0; v < kV; ++v) acc[t][v] = _mm512_dpbusd_epi32(acc[t][v], xv, wv[v]);
+      }
+    }
+  }
+  for (int t = 0; t < kMR && t < rows; ++t)
+    for (int v = 0; v < kV; ++v) {
+      const int ch = oo0 + 16 * v;
+      if (ch + 16 <= o) {
+        requant16v<kPerChannel>(acc[t][v], bias, q, ch, dst[t] + ch);
+      } else if (ch < o) {
+        alignas(64) int32_t part[16];
+        _mm512_store_si512(part, acc[t][v]);
+        requant_n(part, bias, q, ch, o - ch, dst[t] + ch);
+      }
+    }
+}
+
+// conv2d_q8x4 with VNNI: the input rows the stripe reads are first copied as unsigned bytes
+// (x + 128) with 4 spare bytes, so that every quad is one 4-byte load; tiles of 6 pixels x
+// up to 64 output channels.
+template <bool kPerChannel>
+void conv2d_q8x4_vnni(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
+                      const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
+  constexpr int kMR = 6;
+  const int o = g.o, c = g.c, ntaps = g.kh * g.kw, o16 = (o + 15) / 16 * 16;
+  const int quads = (c + 3) / 4;
+  const int64_t img = static_cast<int64_t>(g.h) * g.w * c;
+  uint8_t* xu = scratch<uint8_t, 5>(static_cast<size_t>(g.n * img) + 4 * quads + 64);
+  uint8_t* pad = xu + g.n * img + 4;  // the zero point (its bytes the bias removes)
+  std::fill(pad, pad + 4 * quads + 4, static_cast<uint8_t>(zp_in + 128));
+  const int iy_lo = std::max(0, row0 * g.sh - g.pt);
+  const int iy_hi = std::min(g.h, (row1 - 1) * g.sh - g.pt + (g.kh - 1) * g.dh + 1);
+  for (int b = 0; b < g.n; ++b) {
+    if (iy_hi <= iy_lo) break;
+    const int64_t first = b * img + static_cast<int64_t>(iy_lo) * g.w * c;
+    const int64_t count = static_cast<int64_t>(iy_hi - iy_lo) * g.w * c;
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    int64_t i = 0;
+    for (; i + 64 <= count; i += 64)
+      _mm512_storeu_si512(xu + first + i,
+                          _mm512_xor_si512(_mm512_loadu_si512(x + first + i), flip));
+    for (; i < count; ++i) xu[first + i] = static_cast<uint8_t>(x[first + i] ^ 0x80);
+  }
+  std::memset(xu + g.n * img, 0, 4);  // read past the last pixel: zero filter bytes
+  const uint8_t** taps = scratch<const uint8_t*, 6>(static_cast<size_t>(ntaps) * kMR);
+  for (int b = 0; b < g.n; ++b) {
+    const uint8_t* xb = xu + b * img;
+    const int npix = (row1 - row0) * g.ow;
+    for (int q0 = 0; q0 < npix; q0 += kMR) {
+      const int rows = std::min(kMR, npix - q0);
+      int oy = row0 + q0 / g.ow, ox = q0 % g.ow;
+      int8_t* dst[kMR];
+      for (int t = 0; t < kMR; ++t) {
+        if (t < rows) {
+          dst[t] = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * o;
+          const int iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
+          for (int ky = 0; ky < g.kh; ++ky) {
+            const int iy = iy0 + ky * g.dh;
+            for (int kx = 0; kx < g.kw; ++kx) {
+              const int ix = ix0 + kx * g.dw;
+              taps[(ky * g.kw + kx) * kMR + t] =
+                  iy >= 0 && iy < g.h && ix >= 0 && ix < g.w
+                      ? xb + (static_cast<int64_t>(iy) * g.w + ix) * c
+                      : pad;
+            }
+          }
+          if (++ox == g.ow) ox = 0, ++oy;
+        } else {
+          dst[t] = dst[rows - 1];
+          for (int k = 0; k < ntaps; ++k) taps[k * kMR + t] = pad;
+        }
+      }
+      const uint8_t* const* tp = taps;
+      int oo0 = 0;
+      for (; oo0 + 64 <= o16; oo0 += 64)
+        q8x4_tile<kMR, 4, kPerChannel>(tp, ntaps, quads, o16, w, oo0, o, bias, q, dst, rows);
+      const int left = (o16 - oo0) / 16;
+      if (left == 3)
+        q8x4_tile<kMR, 3, kPerChannel>(tp, ntaps, quads, o16, w, oo0, o, bias, q, dst, rows);
+      else if (left == 2)
+        q8x4_tile<kMR, 2, kPerChannel>(tp, ntaps, quads, o16, w, oo0, o, bias, q, dst, rows);
+      else if (left == 1)
+        q8x4_tile<kMR, 1, kPerChannel>(tp, ntaps, quads, o16, w, oo0, o, bias, q, dst, rows);
+    }
+  }
+}
+
+}  // namespace
+#endif
+
 void conv2d_q8x4(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
                  const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
+#if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__AVX512BW__)
+  if (q.per_channel) conv2d_q8x4_vnni<true>(g, x, zp_in, w, bias, q, y, row0, row1);
+  else conv2d_q8x4_vnni<false>(g, x, zp_in, w, bias, q, y, row0, row1);
+  return;
+#endif
   const int o = g.o, c = g.c, ntaps = g.kh * g.kw, o16 = (o + 15) / 16 * 16;
   // the pad row holds the zero point: its bytes add (zp_in + 128) w, which the bias removes
   int8_t* pad = scratch<int8_t, 2>(static_cast<size_t>(c) + 4);
