@@ -772,6 +772,11 @@ def _fully_connected(e: Emitter, step: Step) -> str:
         w_eff = (w.astype(np.int64) - _filter_offsets(op, o)[:, None]).T
         bias = _bias(op, o, _I32)
         mults = channel_multipliers(iq, wq, oq, o, float_product=wq.scale.size == 1)
+        if w_eff.size and int(w_eff.min()) >= -128 and int(w_eff.max()) <= 127:
+            # a 1x1 convolution over a row of `batch` pixels
+            geom = (f"tk::ConvGeom{{1, 1, {batch}, {k}, 1, 1, 1, {batch}, {o}, 1, 1, 1, 1, "
+                    f"0, 0, 1}}")
+            return _conv_q8x4(e, op, geom, w_eff.reshape(1, 1, k, o), bias, iq.zp, mults, 0, 1)
         b = "nullptr" if bias is None else e.param(bias, "int32_t")
         return (f"const tk::QuantOut q = {_quant_out(e, op, mults, o)};\n"
                 f"tk::fully_connected_q8({e.ptr(x)}, {iq.zp}, "
