@@ -1,7 +1,8 @@
-"""The native float GEMM kernels (packed CONV_2D and FULLY_CONNECTED, BATCH_MATMUL), the
-vectorised float SOFTMAX and NaN through fused activations: generated, built with the host's
-vector instructions and without them (the portable kernels), and run; equal to the reference
-runtime (float32 within 1e-5 of each output's largest magnitude, NaN where it has NaN).
+"""The native register-tiled kernels: float GEMM (packed CONV_2D and FULLY_CONNECTED,
+BATCH_MATMUL), the vectorised float SOFTMAX, NaN through fused activations, and int8
+convolution, FULLY_CONNECTED and depthwise tiles: generated, built with the host's vector
+instructions and without them (the portable kernels), and run; equal to the reference runtime
+(int8 bit-exact; float32 within 1e-5 of each output's largest magnitude, NaN where it has NaN).
 """
 
 from __future__ import annotations
@@ -105,5 +106,74 @@ def test_gemm_kernels_equal_the_reference(tmp_path: Path, model: Model, native: 
         assert np.isnan(ref["c3"]).any() and not np.isnan(ref["c3"]).all()
         assert np.isnan(ref["d1"]).any() and np.isnan(ref["c4"]).any()
         _close(ref, m.invoke(inputs))
+    finally:
+        m.close()
+
+
+def _int8_model() -> Model:
+    """int8 convolutions on the VNNI tiles and depthwise convolutions on the 4-pixel tiles:
+    32 and 48 channels (multiples of 16), strides 1 and 2, a dilated filter, SAME padding
+    (border columns pixel by pixel), widths that leave tile tails, per-channel and
+    per-tensor multipliers, 3 input channels (quads read past the last channel), an FC
+    over 5 rows and one over a single row."""
+    from toolkit.ir import Quantization as Q
+
+    rng = np.random.default_rng(3)
+    i8 = np.int8
+
+    def w8(shape: tuple[int, ...]) -> np.ndarray:
+        return rng.integers(-127, 128, shape).astype(i8)
+
+    def per_channel(n: int, zp: int = 0) -> Q:
+        return Q.make(rng.uniform(0.002, 0.01, n).tolist(), [zp] * n, 0)
+
+    def bias(name: str, n: int, wq: Q, s_in: float) -> object:
+        return mb.const(name, rng.integers(-900, 900, n).astype(np.int32),
+                        quant=Q.make((s_in * np.asarray(wq.scale)).tolist(), [0] * n, 0))
+
+    mb = ModelBuilder("q8tiles")
+    x = mb.input("x", [1, 13, 11, 3], i8, quant=Q.make(0.05, -3))
+    q1 = per_channel(32)
+    c1 = mb.conv2d(x, mb.const("c1/w", w8((32, 3, 3, 3)), quant=q1), bias("c1/b", 32, q1, 0.05),
+                   activation="RELU", name="c1", quant=Q.make(0.04, -128))  # [1, 13, 11, 32]
+    d1 = mb.depthwise_conv2d(c1, mb.const("d1/w", w8((1, 3, 3, 32)), quant=per_channel(32)),
+                             None, name="d1", quant=Q.make(0.03, 5))
+    d2 = mb.depthwise_conv2d(c1, mb.const("d2/w", w8((1, 3, 3, 32)), quant=Q.make(0.006, 0)),
+                             None, stride=2, activation="RELU6", name="d2",
+                             quant=Q.make(0.05, -20))
+    d3 = mb.depthwise_conv2d(c1, mb.const("d3/w", w8((1, 3, 3, 32)), quant=per_channel(32)),
+                             None, dilation=2, name="d3", quant=Q.make(0.03, 2))
+    q2 = per_channel(48)
+    c2 = mb.conv2d(d1, mb.const("c2/w", w8((48, 1, 1, 32)), quant=q2), bias("c2/b", 48, q2, 0.03),
+                   name="c2", quant=Q.make(0.2, 4))
+    d4 = mb.depthwise_conv2d(c2, mb.const("d4/w", w8((1, 3, 3, 48)), quant=per_channel(48)),
+                             None, stride=2, padding="VALID", name="d4", quant=Q.make(0.3, -1))
+    f1 = mb.fully_connected(mb.reshape(d2, [7, 6 * 32], name="rows"),
+                            mb.const("f1/w", w8((20, 192)), quant=Q.make(0.004, 0)), None,
+                            name="f1", quant=Q.make(0.3, 1))
+    f2 = mb.fully_connected(mb.reshape(d4, [1, 6 * 5 * 48], name="flat"),
+                            mb.const("f2/w", w8((10, 1440)), quant=Q.make(0.001, 0)), None,
+                            name="f2", quant=Q.make(0.5, 0))
+    mb.output(d3, c2, f1, f2)
+    return mb.build()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["host-isa", "portable"])
+def test_int8_tiles_bit_exact(tmp_path: Path, native: bool) -> None:
+    model = _int8_model()
+    art = codegen(model, tmp_path, name="q8tiles")
+    art.build(opt="-O1", native=native)
+    code = art.source.read_text()
+    assert code.count("tk::depthwise_q8(") == 4 and code.count("tk::conv2d_q8x4(") == 4
+    m = NativeModel(art)
+    try:
+        for seed in range(3):
+            inputs = m.random_inputs(seed)
+            ref = run_model(model, inputs).outputs
+            out = m.invoke(inputs)
+            assert ref.keys() == out.keys()
+            for k, r in ref.items():
+                np.testing.assert_array_equal(out[k], r, err_msg=k)
+                assert len(np.unique(r)) > 3, k  # not saturated
     finally:
         m.close()

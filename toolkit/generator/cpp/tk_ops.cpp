@@ -730,12 +730,101 @@ void depthwise_q8_m1(const ConvGeom& g, const int8_t* x, int zp_in, const int16_
   }
 }
 
+// One output pixel of depthwise_q8_m1 (16 channels from c0): its in-image taps.
+template <bool kPerChannel>
+inline void dw_q8_pixel(const ConvGeom& g, const int8_t* x, __m512i zp, const int16_t* w,
+                        const int32_t* bias, const QuantOut& q, int b, int oy, int ox, int c0,
+                        int8_t* dst) {
+  const int c = g.c;
+  const int iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
+  __m512i acc = _mm512_setzero_si512();
+  for (int ky = 0; ky < g.kh; ++ky) {
+    const int iy = iy0 + ky * g.dh;
+    if (iy < 0 || iy >= g.h) continue;
+    const int8_t* xrow = x + (static_cast<int64_t>(b) * g.h + iy) * g.w * c + c0;
+    const int16_t* wrow = w + static_cast<int64_t>(ky) * g.kw * c + c0;
+    for (int kx = 0; kx < g.kw; ++kx) {
+      const int ix = ix0 + kx * g.dw;
+      if (ix < 0 || ix >= g.w) continue;
+      const __m512i xv = _mm512_sub_epi32(
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(
+              reinterpret_cast<const __m128i*>(xrow + static_cast<int64_t>(ix) * c))),
+          zp);
+      const __m512i wv = _mm512_cvtepi16_epi32(_mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(wrow + static_cast<int64_t>(kx) * c)));
+      acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(xv, wv));
+    }
+  }
+  requant16v<kPerChannel>(acc, bias, q, c0, dst + c0);
+}
+
+// depthwise_q8_m1 for channel counts that are multiples of 16: the output columns whose
+// taps all lie in the image in tiles of 4 pixels (each filter vector loaded once for the 4,
+// four independent sums), the border columns pixel by pixel.
+template <bool kPerChannel>
+void depthwise_q8_m1_tiles(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                           const int32_t* bias, const QuantOut& q, int8_t* y, int row0,
+                           int row1) {
+  constexpr int kT = 4;
+  const int c = g.c;
+  const __m512i zp = _mm512_set1_epi32(zp_in);
+  // interior columns [ox_lo, ox_hi): ox sw - pl >= 0 and ox sw - pl + (kw - 1) dw < w
+  const int ox_lo = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
+  const int last = g.w - 1 - (g.kw - 1) * g.dw + g.pl;  // largest ox sw
+  const int ox_hi = std::max(ox_lo, last < 0 ? 0 : std::min(g.ow, last / g.sw + 1));
+  for (int b = 0; b < g.n; ++b) {
+    for (int oy = row0; oy < row1; ++oy) {
+      int8_t* row = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * c;
+      const int iy0 = oy * g.sh - g.pt;
+      int ox = 0;
+      for (; ox < ox_lo; ++ox)
+        for (int c0 = 0; c0 < c; c0 += 16)
+          dw_q8_pixel<kPerChannel>(g, x, zp, w, bias, q, b, oy, ox, c0, row + ox * c);
+      for (; ox + kT <= ox_hi; ox += kT) {
+        for (int c0 = 0; c0 < c; c0 += 16) {
+          __m512i acc[kT];
+          for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_si512();
+          for (int ky = 0; ky < g.kh; ++ky) {
+            const int iy = iy0 + ky * g.dh;
+            if (iy < 0 || iy >= g.h) continue;
+            const int8_t* xp = x + ((static_cast<int64_t>(b) * g.h + iy) * g.w +
+                                    (ox * g.sw - g.pl)) * c + c0;
+            const int16_t* wrow = w + static_cast<int64_t>(ky) * g.kw * c + c0;
+            for (int kx = 0; kx < g.kw; ++kx) {
+              const __m512i wv = _mm512_cvtepi16_epi32(_mm256_loadu_si256(
+                  reinterpret_cast<const __m256i*>(wrow + static_cast<int64_t>(kx) * c)));
+              const int8_t* xk = xp + static_cast<int64_t>(kx) * g.dw * c;
+              for (int t = 0; t < kT; ++t) {
+                const __m512i xv = _mm512_sub_epi32(
+                    _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                        xk + static_cast<int64_t>(t) * g.sw * c))),
+                    zp);
+                acc[t] = _mm512_add_epi32(acc[t], _mm512_mullo_epi32(xv, wv));
+              }
+            }
+          }
+          for (int t = 0; t < kT; ++t)
+            requant16v<kPerChannel>(acc[t], bias, q, c0, row + (ox + t) * c + c0);
+        }
+      }
+      for (; ox < g.ow; ++ox)
+        for (int c0 = 0; c0 < c; c0 += 16)
+          dw_q8_pixel<kPerChannel>(g, x, zp, w, bias, q, b, oy, ox, c0, row + ox * c);
+    }
+  }
+}
+
 }  // namespace
 #endif
 
 void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                   const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
 #if defined(__AVX512F__) && defined(__AVX512BW__)
+  if (g.mult == 1 && g.c % 16 == 0 && g.c > 0) {
+    if (q.per_channel) depthwise_q8_m1_tiles<true>(g, x, zp_in, w, bias, q, y, row0, row1);
+    else depthwise_q8_m1_tiles<false>(g, x, zp_in, w, bias, q, y, row0, row1);
+    return;
+  }
   if (g.mult == 1 && g.c >= 16) {
     if (q.per_channel) depthwise_q8_m1<true>(g, x, zp_in, w, bias, q, y, row0, row1);
     else depthwise_q8_m1<false>(g, x, zp_in, w, bias, q, y, row0, row1);
