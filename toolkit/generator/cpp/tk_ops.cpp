@@ -1083,18 +1083,19 @@ namespace {
 
 // One tile of conv2d_q8x4_vnni: kMR pixels x 16 kV output channels from oo0, summed over
 // every tap and quad in registers (VPDPBUSD: unsigned input bytes by signed filter bytes),
-// then requantised. `taps` (stride kMR) point into the unsigned copy of the input, whose
-// 4-byte reads past the last channel meet zero filter bytes.
-template <int kMR, int kV, bool kPerChannel>
-inline void q8x4_tile(const uint8_t* const* taps, int ntaps, int quads, int o16,
-                      const int8_t* w, int oo0, int o, const int32_t* bias, const QuantOut& q,
-                      int8_t* const* dst, int rows) {
+// then requantised. The taps point into the unsigned copy of the input, whose 4-byte reads
+// past the last channel meet zero filter bytes: `taps[k * kMR + t]`, or with kInterior
+// (every tap of every pixel in the image) `taps[t] + offs[k]`.
+template <int kMR, int kV, bool kPerChannel, bool kInterior>
+inline void q8x4_tile(const uint8_t* const* taps, const int64_t* offs, int ntaps, int quads,
+                      int o16, const int8_t* w, int oo0, int o, const int32_t* bias,
+                      const QuantOut& q, int8_t* const* dst, int rows) {
   __m512i acc[kMR][kV];
   for (int t = 0; t < kMR; ++t)
     for (int v = 0; v < kV; ++v) acc[t][v] = _mm512_setzero_si512();
   for (int k = 0; k < ntaps; ++k) {
     const uint8_t* p[kMR];
-    for (int t = 0; t < kMR; ++t) p[t] = taps[k * kMR + t];
+    for (int t = 0; t < kMR; ++t) p[t] = kInterior ? taps[t] + offs[k] : taps[k * kMR + t];
     const int8_t* wr = w + (static_cast<int64_t>(k) * quads * o16 + oo0) * 4;
     for (int cq = 0; cq < quads; ++cq, wr += static_cast<int64_t>(o16) * 4) {
       __m512i wv[kV];
@@ -1118,6 +1119,27 @@ inline void q8x4_tile(const uint8_t* const* taps, int ntaps, int quads, int o16,
         requant_n(part, bias, q, ch, o - ch, dst[t] + ch);
       }
     }
+}
+
+// q8x4_tile over every block of up to 64 output channels.
+template <int kMR, bool kPerChannel, bool kInterior>
+inline void q8x4_tiles_over_o(const uint8_t* const* tp, const int64_t* offs, int ntaps,
+                              int quads, int o16, const int8_t* w, int o, const int32_t* bias,
+                              const QuantOut& q, int8_t* const* dst, int rows) {
+  int oo0 = 0;
+  for (; oo0 + 64 <= o16; oo0 += 64)
+    q8x4_tile<kMR, 4, kPerChannel, kInterior>(tp, offs, ntaps, quads, o16, w, oo0, o, bias, q,
+                                              dst, rows);
+  const int left = (o16 - oo0) / 16;
+  if (left == 3)
+    q8x4_tile<kMR, 3, kPerChannel, kInterior>(tp, offs, ntaps, quads, o16, w, oo0, o, bias, q,
+                                              dst, rows);
+  else if (left == 2)
+    q8x4_tile<kMR, 2, kPerChannel, kInterior>(tp, offs, ntaps, quads, o16, w, oo0, o, bias, q,
+                                              dst, rows);
+  else if (left == 1)
+    q8x4_tile<kMR, 1, kPerChannel, kInterior>(tp, offs, ntaps, quads, o16, w, oo0, o, bias, q,
+                                              dst, rows);
 }
 
 // conv2d_q8x4 with VNNI: the input rows the stripe reads are first copied as unsigned bytes
@@ -1148,6 +1170,19 @@ void conv2d_q8x4_vnni(const ConvGeom& g, const int8_t* x, int zp_in, const int8_
   }
   std::memset(xu + g.n * img, 0, 4);  // read past the last pixel: zero filter bytes
   const uint8_t** taps = scratch<const uint8_t*, 6>(static_cast<size_t>(ntaps) * kMR);
+  int64_t* offs = scratch<int64_t, 7>(static_cast<size_t>(ntaps));
+  for (int ky = 0; ky < g.kh; ++ky)
+    for (int kx = 0; kx < g.kw; ++kx)
+      offs[ky * g.kw + kx] = (static_cast<int64_t>(ky) * g.dh * g.w + kx * g.dw) * c;
+  // output pixels whose taps all lie in the image: rows [oy_lo, oy_hi), columns [ox_lo, ox_hi)
+  const auto inside = [](int n_in, int n_out, int s, int pad, int span, int& lo, int& hi) {
+    lo = std::min(n_out, (pad + s - 1) / s);
+    const int last = n_in - 1 - span + pad;
+    hi = std::max(lo, last < 0 ? 0 : std::min(n_out, last / s + 1));
+  };
+  int oy_lo, oy_hi, ox_lo, ox_hi;
+  inside(g.h, g.oh, g.sh, g.pt, (g.kh - 1) * g.dh, oy_lo, oy_hi);
+  inside(g.w, g.ow, g.sw, g.pl, (g.kw - 1) * g.dw, ox_lo, ox_hi);
   for (int b = 0; b < g.n; ++b) {
     const uint8_t* xb = xu + b * img;
     const int npix = (row1 - row0) * g.ow;
@@ -1155,10 +1190,23 @@ void conv2d_q8x4_vnni(const ConvGeom& g, const int8_t* x, int zp_in, const int8_
       const int rows = std::min(kMR, npix - q0);
       int oy = row0 + q0 / g.ow, ox = q0 % g.ow;
       int8_t* dst[kMR];
+      bool interior = rows == kMR;
       for (int t = 0; t < kMR; ++t) {
         if (t < rows) {
           dst[t] = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * o;
-          const int iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
+          interior = interior && oy >= oy_lo && oy < oy_hi && ox >= ox_lo && ox < ox_hi;
+          if (interior)
+            taps[t] = xb + (static_cast<int64_t>(oy * g.sh - g.pt) * g.w + ox * g.sw - g.pl) * c;
+          if (++ox == g.ow) ox = 0, ++oy;
+        } else {
+          dst[t] = dst[rows - 1];
+          for (int k = 0; k < ntaps; ++k) taps[k * kMR + t] = pad;
+        }
+      }
+      if (!interior) {  // every tap of every pixel (the pad row outside the image)
+        int py = row0 + q0 / g.ow, px = q0 % g.ow;
+        for (int t = 0; t < rows; ++t) {
+          const int iy0 = py * g.sh - g.pt, ix0 = px * g.sw - g.pl;
           for (int ky = 0; ky < g.kh; ++ky) {
             const int iy = iy0 + ky * g.dh;
             for (int kx = 0; kx < g.kw; ++kx) {
@@ -1169,23 +1217,16 @@ void conv2d_q8x4_vnni(const ConvGeom& g, const int8_t* x, int zp_in, const int8_
                       : pad;
             }
           }
-          if (++ox == g.ow) ox = 0, ++oy;
-        } else {
-          dst[t] = dst[rows - 1];
-          for (int k = 0; k < ntaps; ++k) taps[k * kMR + t] = pad;
+          if (++px == g.ow) px = 0, ++py;
         }
       }
       const uint8_t* const* tp = taps;
-      int oo0 = 0;
-      for (; oo0 + 64 <= o16; oo0 += 64)
-        q8x4_tile<kMR, 4, kPerChannel>(tp, ntaps, quads, o16, w, oo0, o, bias, q, dst, rows);
-      const int left = (o16 - oo0) / 16;
-      if (left == 3)
-        q8x4_tile<kMR, 3, kPerChannel>(tp, ntaps, quads, o16, w, oo0, o, bias, q, dst, rows);
-      else if (left == 2)
-        q8x4_tile<kMR, 2, kPerChannel>(tp, ntaps, quads, o16, w, oo0, o, bias, q, dst, rows);
-      else if (left == 1)
-        q8x4_tile<kMR, 1, kPerChannel>(tp, ntaps, quads, o16, w, oo0, o, bias, q, dst, rows);
+      if (interior)
+        q8x4_tiles_over_o<kMR, kPerChannel, true>(tp, offs, ntaps, quads, o16, w, o, bias, q,
+                                                  dst, rows);
+      else
+        q8x4_tiles_over_o<kMR, kPerChannel, false>(tp, offs, ntaps, quads, o16, w, o, bias, q,
+                                                   dst, rows);
     }
   }
 }
