@@ -382,6 +382,23 @@ inline void tile_taps(const ConvGeom& g, const float* x, const float* zero, int 
   }
 }
 
+// Whether the kMR pixels from pix0 have every tap in the image; if so, `bases` gets each
+// pixel's first tap (the others lie at the constant offsets of tap_offsets).
+template <int kMR>
+inline bool tile_bases(const ConvGeom& g, const float* x, int b, int pix0, const float** bases) {
+  int oy = pix0 / g.ow, ox = pix0 % g.ow;
+  const float* img = x + static_cast<int64_t>(b) * g.h * g.w * g.c;
+  for (int t = 0; t < kMR; ++t) {
+    const int iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
+    if (oy >= g.oh || iy0 < 0 || ix0 < 0 || iy0 + (g.kh - 1) * g.dh >= g.h ||
+        ix0 + (g.kw - 1) * g.dw >= g.w)
+      return false;
+    bases[t] = img + (static_cast<int64_t>(iy0) * g.w + ix0) * g.c;
+    if (++ox == g.ow) ox = 0, ++oy;
+  }
+  return true;
+}
+
 // Portable GEMM tile: kMR rows x nr output channels of one panel, every tap and input
 // channel in order (k = tap, then channel), then the bias and the activation.
 void gemm_tile_ref(const float* const* taps, int ntaps, int c, const float* panel, int nr,
@@ -420,19 +437,19 @@ struct Epilogue {
 
 // One tile of kMR rows x 16 kV output channels, accumulated in registers over every tap
 // and input channel of the panel (fused multiply-adds in k order, as gemm_tile_ref), then
-// the epilogue for the first `rows` rows. `ts` is the stride of the tap pointers (rows
-// per tap).
-template <int kMR, int kV>
+// the epilogue for the first `rows` rows. The rows of tap k are `taps[k * ts + t]`, or
+// with kInterior `taps[t] + offs[k]`.
+template <int kMR, int kV, bool kInterior = false>
 inline void gemm_tile_avx512(const float* const* taps, int ts, int ntaps, int c,
                              const float* panel, const Epilogue& ep, float* const* dst,
-                             int rows) {
+                             int rows, const int64_t* offs = nullptr) {
   __m512 acc[kMR][kV];
   for (int t = 0; t < kMR; ++t)
     for (int v = 0; v < kV; ++v) acc[t][v] = _mm512_setzero_ps();
   const float* wp = panel;
   for (int k = 0; k < ntaps; ++k) {
     const float* p[kMR];
-    for (int t = 0; t < kMR; ++t) p[t] = taps[k * ts + t];
+    for (int t = 0; t < kMR; ++t) p[t] = kInterior ? taps[t] + offs[k] : taps[k * ts + t];
     for (int ci = 0; ci < c; ++ci, wp += 16 * kV) {
       const __m512 w0 = _mm512_loadu_ps(wp);
       const __m512 w1 = kV == 2 ? _mm512_loadu_ps(wp + 16) : w0;
@@ -500,6 +517,10 @@ void conv_packed_run(const ConvGeom& g, const float* x, const float* zero, const
   const int npix = (row1 - row0) * g.ow;
 #if defined(__AVX512F__)
   const bool vec = act != ACT_TANH && nr == 16 * kV;
+  int64_t* offs = scratch<int64_t, 5>(static_cast<size_t>(ntaps));
+  for (int ky = 0; ky < g.kh; ++ky)
+    for (int kx = 0; kx < g.kw; ++kx)
+      offs[ky * g.kw + kx] = (static_cast<int64_t>(ky) * g.dh * g.w + kx * g.dw) * c;
   float lo = -std::numeric_limits<float>::infinity(), hi = -lo;
   if (act == ACT_RELU) lo = 0.f;
   if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
@@ -523,6 +544,15 @@ void conv_packed_run(const ConvGeom& g, const float* x, const float* zero, const
       for (int q0 = 0; q0 < npix; q0 += kMR) {
         const int rows = std::min(kMR, npix - q0);
         const int p0 = row0 * g.ow + q0;  // pixel index within the image
+        float* dst[kMR];
+        for (int t = 0; t < kMR; ++t)
+          dst[t] = y + (pix_base + q0 + std::min(t, rows - 1)) * o + o0;
+#if defined(__AVX512F__)
+        if (vec && !direct && rows == kMR && tile_bases<kMR>(g, x, b, p0, taps)) {
+          gemm_tile_avx512<kMR, kV, true>(taps, kMR, ntaps, c, panel, ep, dst, kMR, offs);
+          continue;
+        }
+#endif
         if (direct) {
           const float* first = x + (static_cast<int64_t>(b) * g.h * g.w + p0) * c;
           for (int t = 0; t < kMR; ++t)
@@ -530,9 +560,6 @@ void conv_packed_run(const ConvGeom& g, const float* x, const float* zero, const
         } else {
           tile_taps(g, x, zero, b, p0, rows, kMR, taps);
         }
-        float* dst[kMR];
-        for (int t = 0; t < kMR; ++t)
-          dst[t] = y + (pix_base + q0 + std::min(t, rows - 1)) * o + o0;
 #if defined(__AVX512F__)
         if (vec) {
           if (npix == 1) gemm_row_avx512<kV>(taps, kMR, ntaps, c, panel, ep, dst[0]);
@@ -554,8 +581,39 @@ void conv2d_f32_packed(const ConvGeom& g, const float* x, const float* wp, int n
                        const float* bias, int act, float* y, int row0, int row1) {
   float* zero = scratch<float, 3>(static_cast<size_t>(g.c));
   std::fill(zero, zero + g.c, 0.f);
-  if (nr <= 16) conv_packed_run<14, 1>(g, x, zero, wp, nr, bias, act, y, row0, row1);
-  else conv_packed_run<12, 2>(g, x, zero, wp, nr, bias, act, y, row0, row1);
+  const auto run = [&](const ConvGeom& gg, const float* xx, float* yy) {
+    if (nr <= 16) conv_packed_run<14, 1>(gg, xx, zero, wp, nr, bias, act, yy, row0, row1);
+    else conv_packed_run<12, 2>(gg, xx, zero, wp, nr, bias, act, yy, row0, row1);
+  };
+  // the input rows and columns the stripe's taps reach, in image coordinates [lo, hi)
+  const int r_lo = row0 * g.sh - g.pt, r_hi = (row1 - 1) * g.sh - g.pt + (g.kh - 1) * g.dh + 1;
+  const int c_lo = -g.pl, c_hi = (g.ow - 1) * g.sw - g.pl + (g.kw - 1) * g.dw + 1;
+  if (row1 <= row0 || (r_lo >= 0 && c_lo >= 0 && r_hi <= g.h && c_hi <= g.w))
+    return run(g, x, y);
+  // taps outside the image: a zero-padded copy of those rows, so that every pixel tile has
+  // all its taps at constant offsets (the zeros add as the zero row did)
+  const int h2 = r_hi - r_lo, w2 = c_hi - c_lo, c = g.c;
+  float* buf = scratch<float, 6>(static_cast<size_t>(h2) * w2 * c);
+  ConvGeom g2 = g;
+  g2.n = 1, g2.h = h2, g2.w = w2, g2.pt = row0 * g.sh, g2.pl = 0;
+  for (int b = 0; b < g.n; ++b) {
+    for (int r = 0; r < h2; ++r) {
+      const int iy = r + r_lo;
+      float* dst = buf + static_cast<int64_t>(r) * w2 * c;
+      if (iy < 0 || iy >= g.h) {
+        std::fill(dst, dst + static_cast<int64_t>(w2) * c, 0.f);
+        continue;
+      }
+      const int in0 = std::max(0, c_lo), in1 = std::min(g.w, c_hi);  // image columns copied
+      const float* src = x + ((static_cast<int64_t>(b) * g.h + iy) * g.w) * c;
+      std::fill(dst, dst + static_cast<int64_t>(in0 - c_lo) * c, 0.f);
+      std::memcpy(dst + static_cast<int64_t>(in0 - c_lo) * c, src + static_cast<int64_t>(in0) * c,
+                  sizeof(float) * c * std::max(0, in1 - in0));
+      std::fill(dst + static_cast<int64_t>(std::max(in0, in1) - c_lo) * c,
+                dst + static_cast<int64_t>(w2) * c, 0.f);
+    }
+    run(g2, buf, y + static_cast<int64_t>(b) * g.oh * g.ow * g.o);
+  }
 }
 
 void fully_connected_f32_packed(const float* x, const float* wp, int nr, const float* bias,
