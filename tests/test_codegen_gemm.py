@@ -25,7 +25,7 @@ def _model() -> Model:
     32-wide panel and a masked one), 8 and 20 channels (16-wide panels), pixel counts that
     leave tails of 1 to 11 rows, every fused activation (TANH on the portable tile), an FC
     over 30 rows and one over a single row, BATCH_MATMUL plain and with a transposed
-    operand, and SOFTMAX rows of 1 to 40 values (masked and full vectors)."""
+    operand, SOFTMAX rows of 1 to 40 values (masked and full vectors), and MAX_POOL_2D."""
     rng = np.random.default_rng(7)
     f32 = np.float32
 
@@ -61,7 +61,9 @@ def _model() -> Model:
     s5 = mb.softmax(mb.reshape(c1, [75, 16], name="r5"), name="s5")
     s6 = mb.softmax(mb.reshape(c4, [30, 33], name="r6"), name="s6")
     s7 = mb.softmax(mb.reshape(c2, [15, 40], name="r7"), name="s7")
-    mb.output(c2, c3, c4, d1, f1, s1, s0, ctx, s3, s4, s5, s6, s7)
+    p1 = mb.pool("MAX_POOL_2D", c4, 3, 2, padding="SAME", activation="RELU6", name="p1")
+    p2 = mb.pool("MAX_POOL_2D", x, 2, 1, name="p2")
+    mb.output(c2, c3, c4, d1, f1, s1, s0, ctx, s3, s4, s5, s6, s7, p1, p2)
     return mb.build()
 
 
@@ -115,7 +117,7 @@ def _int8_model() -> Model:
     32 and 48 channels (multiples of 16), strides 1 and 2, a dilated filter, SAME padding
     (border columns pixel by pixel), widths that leave tile tails, per-channel and
     per-tensor multipliers, 3 input channels (quads read past the last channel), an FC
-    over 5 rows and one over a single row."""
+    over 7 rows and one over a single row, and MAX_POOL_2D (48 and 32 channels)."""
     from toolkit.ir import Quantization as Q
 
     rng = np.random.default_rng(3)
@@ -154,7 +156,9 @@ def _int8_model() -> Model:
     f2 = mb.fully_connected(mb.reshape(d4, [1, 6 * 5 * 48], name="flat"),
                             mb.const("f2/w", w8((10, 1440)), quant=Q.make(0.001, 0)), None,
                             name="f2", quant=Q.make(0.5, 0))
-    mb.output(d3, c2, f1, f2)
+    p1 = mb.pool("MAX_POOL_2D", c2, 3, 2, padding="SAME", name="p1")  # 48 of 64 lanes
+    p2 = mb.pool("MAX_POOL_2D", c1, 2, 1, activation="RELU6", name="p2")
+    mb.output(d3, c2, f1, f2, p1, p2)
     return mb.build()
 
 

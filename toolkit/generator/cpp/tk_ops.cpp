@@ -2475,9 +2475,64 @@ void pool_loop(const PoolGeom& g, const T* x, T* y, int row0, int row1, Init ini
 
 }  // namespace
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+namespace {
+
+// MAX_POOL_2D in blocks of 16 (float) or 64 (int8) channels, the last one masked: per output
+// pixel the maximum over the window's in-image pixels in row-major order, then the clamp.
+// `vmax(v, a)` folds as the scalar kernel does (float: NaN where either is NaN).
+template <typename T, int kLanes, typename Load, typename Max, typename Done>
+void max_pool_vec(const PoolGeom& g, const T* x, T* y, int row0, int row1, Load load, Max vmax,
+                  Done done) {
+  const int c = g.c;
+  for (int b = 0; b < g.n; ++b)
+    for (int oy = row0; oy < row1; ++oy)
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const int y0 = std::max(0, oy * g.sh - g.pt), y1 = std::min(g.h, oy * g.sh - g.pt + g.fh);
+        const int x0 = std::max(0, ox * g.sw - g.pl), x1 = std::min(g.w, ox * g.sw - g.pl + g.fw);
+        T* dst = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * c;
+        for (int c0 = 0; c0 < c; c0 += kLanes) {
+          const int left = c - c0;
+          auto acc = load(nullptr, left);  // the initial value
+          for (int iy = y0; iy < y1; ++iy)
+            for (int ix = x0; ix < x1; ++ix)
+              acc = vmax(load(x + ((static_cast<int64_t>(b) * g.h + iy) * g.w + ix) * c + c0,
+                              left),
+                         acc);
+          done(acc, dst + c0, left);
+        }
+      }
+}
+
+}  // namespace
+#endif
+
 void max_pool_f32(const PoolGeom& g, const float* x, int act, float* y, int row0, int row1) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  if (act != ACT_TANH) {
+    float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+    if (act == ACT_RELU) lo = 0.f;
+    if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
+    if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
+    const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+    max_pool_vec<float, 16>(
+        g, x, y, row0, row1,
+        [](const float* p, int left) {
+          return p ? _mm512_maskz_loadu_ps(lanes(left), p)
+                   : _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+        },
+        [](__m512 v, __m512 a) {  // NaN where either is NaN
+          return _mm512_mask_add_ps(_mm512_max_ps(v, a), _mm512_cmp_ps_mask(v, a, _CMP_UNORD_Q),
+                                    v, a);
+        },
+        [vlo, vhi](__m512 a, float* dst, int left) {
+          _mm512_mask_storeu_ps(dst, lanes(left), _mm512_min_ps(vhi, _mm512_max_ps(vlo, a)));
+        });
+    return;
+  }
+#endif
   pool_loop(g, x, y, row0, row1, [] { return -std::numeric_limits<float>::infinity(); },
-            [](float a, float v) { return v > a ? v : a; },
+            [](float a, float v) { return v > a || v != v ? v : a; },  // NaN stays
             [act](float a, int) { return act1(a, act); });
 }
 
@@ -2488,6 +2543,23 @@ void avg_pool_f32(const PoolGeom& g, const float* x, int act, float* y, int row0
 
 void max_pool_q8(const PoolGeom& g, const int8_t* x, int lo, int hi, int8_t* y, int row0,
                  int row1) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  const __m512i vlo = _mm512_set1_epi8(static_cast<char>(lo)),
+                vhi = _mm512_set1_epi8(static_cast<char>(hi));
+  const auto mask64 = [](int left) {
+    return left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
+  };
+  max_pool_vec<int8_t, 64>(
+      g, x, y, row0, row1,
+      [mask64](const int8_t* p, int left) {
+        return p ? _mm512_maskz_loadu_epi8(mask64(left), p) : _mm512_set1_epi8(-128);
+      },
+      [](__m512i v, __m512i a) { return _mm512_max_epi8(v, a); },
+      [vlo, vhi, mask64](__m512i a, int8_t* dst, int left) {
+        _mm512_mask_storeu_epi8(dst, mask64(left), _mm512_min_epi8(vhi, _mm512_max_epi8(vlo, a)));
+      });
+  return;
+#endif
   pool_loop(g, x, y, row0, row1, [] { return int32_t(-128); },
             [](int32_t a, int8_t v) { return v > a ? int32_t(v) : a; },
             [lo, hi](int32_t a, int) { return clamp8(a, lo, hi); });
