@@ -117,7 +117,8 @@ def _int8_model() -> Model:
     32 and 48 channels (multiples of 16), strides 1 and 2, a dilated filter, SAME padding
     (border columns pixel by pixel), widths that leave tile tails, per-channel and
     per-tensor multipliers, 3 input channels (quads read past the last channel), an FC
-    over 7 rows and one over a single row, and MAX_POOL_2D (48 and 32 channels)."""
+    over 7 rows and one over a single row, MAX_POOL_2D (48 and 32 channels) and RELU6 as a
+    table lookup over 107 blocks of 64 values and a tail."""
     from toolkit.ir import Quantization as Q
 
     rng = np.random.default_rng(3)
@@ -158,7 +159,8 @@ def _int8_model() -> Model:
                             name="f2", quant=Q.make(0.5, 0))
     p1 = mb.pool("MAX_POOL_2D", c2, 3, 2, padding="SAME", name="p1")  # 48 of 64 lanes
     p2 = mb.pool("MAX_POOL_2D", c1, 2, 1, activation="RELU6", name="p2")
-    mb.output(d3, c2, f1, f2, p1, p2)
+    r1 = mb.unary("RELU6", c2, name="r1", quant=Q.make(0.03, -128))  # 6864 values
+    mb.output(d3, c2, f1, f2, p1, p2, r1)
     return mb.build()
 
 

@@ -1139,9 +1139,10 @@ def _unary(e: Emitter, step: Step) -> str:
         hi = min(127, oq.zp + int(round_half_away(np.float32(hi_f) / oq.s))) \
             if hi_f != math.inf else 127
         m, s = quantize_multiplier(np.float64(iq.s) / np.float64(oq.s))
-        return _flat_rows(step, shape, lambda o, n: (
-            f"tk::relu_q8({px} + {o}, {iq.zp}, {int(m)}, {int(s)}, {oq.zp}, {lo}, {hi}, "
-            f"{py} + {o}, {n});"))
+        relu = e.table(256, f"tk::relu_table_q8({iq.zp}, {int(m)}, {int(s)}, {oq.zp}, {lo}, "
+                            f"{hi}, @TABLE@);")
+        return _flat_rows(step, shape, lambda o, n: f"tk::lut_q8({px} + {o}, {relu}, "
+                                                     f"{py} + {o}, {n});")
     if op.type in ("HARD_SWISH", "ABS"):
         iq, oq = qp(op, x), qp(op, out)
         table = e.param((hard_swish_table if op.type == "HARD_SWISH" else abs_table)(iq, oq),

@@ -2286,7 +2286,27 @@ void requantize_q8(const int8_t* x, int zp_in, int32_t m, int s, int zp_out, int
 }
 
 void lut_q8(const int8_t* x, const int8_t* table, int8_t* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) y[i] = table[x[i] + 128];
+  size_t i = 0;
+#if defined(__AVX512VBMI__) && defined(__AVX512BW__)
+  // 64 values at a time: the index x + 128 picks from the table's lower half (bit 7 clear)
+  // or upper half, each half two 64-byte registers addressed by the low 7 bits
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64),
+                t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (; i < n; i += 64) {
+    const __mmask64 m = n - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - i)) - 1;
+    const __m512i idx = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, x + i), flip);
+    const __m512i lo = _mm512_permutex2var_epi8(t0, idx, t1);
+    const __m512i hi = _mm512_permutex2var_epi8(t2, idx, t3);
+    _mm512_mask_storeu_epi8(y + i, m, _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi));
+  }
+#endif
+  for (; i < n; ++i) y[i] = table[x[i] + 128];
+}
+
+void relu_table_q8(int zp_in, int32_t m, int s, int zp_out, int lo, int hi, int8_t* table) {
+  for (int v = -128; v < 128; ++v)
+    table[v + 128] = clamp8(mbqm(v - zp_in, m, s) + zp_out, lo, hi);
 }
 
 // ---------------------------------------------------------------- softmax

@@ -215,6 +215,8 @@ void relu_q8(const int8_t* x, int zp_in, int32_t m, int s, int zp_out, int lo, i
              int8_t* y, size_t n);
 // A table over the 256 input values (LUT ops).
 void lut_q8(const int8_t* x, const int8_t* table, int8_t* y, size_t n);
+// relu_q8's values as such a table (filled once, then applied with lut_q8).
+void relu_table_q8(int zp_in, int32_t m, int s, int zp_out, int lo, int hi, int8_t* table);
 // LEAKY_RELU: float x > 0 ? x : alpha x; int8 TFLite's QuantizeLeakyRelu as a table over the
 // 256 input values (identity and alpha multipliers), filled once.
 void leaky_relu_f32(const float* x, float alpha, float* y, size_t n);
