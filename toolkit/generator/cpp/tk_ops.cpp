@@ -1722,31 +1722,51 @@ namespace {
 
 template <typename F>
 void bcast_loop(const Bcast& g, int row0, int row1, F&& f) {
-  int64_t lo[6], hi[6];
-  for (int d = 0; d < 6; ++d) {
-    lo[d] = 0;
-    hi[d] = g.shape[d];
-  }
-  if (g.row_dim >= 0) {
-    lo[g.row_dim] = row0;
-    hi[g.row_dim] = row1;
-  }
+  // the rows [row0, row1) of row_dim as a base offset and a count; dims of one element
+  // dropped; adjacent dims whose strides chain for a, b and the output merged into one
   int64_t ostride[6];
   ostride[5] = 1;
   for (int d = 4; d >= 0; --d) ostride[d] = ostride[d + 1] * g.shape[d + 1];
-  const int64_t n5 = hi[5] - lo[5];
-  for (int64_t i0 = lo[0]; i0 < hi[0]; ++i0)
-    for (int64_t i1 = lo[1]; i1 < hi[1]; ++i1)
-      for (int64_t i2 = lo[2]; i2 < hi[2]; ++i2)
-        for (int64_t i3 = lo[3]; i3 < hi[3]; ++i3)
-          for (int64_t i4 = lo[4]; i4 < hi[4]; ++i4) {
-            const int64_t ia = i0 * g.sa[0] + i1 * g.sa[1] + i2 * g.sa[2] + i3 * g.sa[3] +
-                               i4 * g.sa[4] + lo[5] * g.sa[5];
-            const int64_t ib = i0 * g.sb[0] + i1 * g.sb[1] + i2 * g.sb[2] + i3 * g.sb[3] +
-                               i4 * g.sb[4] + lo[5] * g.sb[5];
-            const int64_t iy = i0 * ostride[0] + i1 * ostride[1] + i2 * ostride[2] +
-                               i3 * ostride[3] + i4 * ostride[4] + lo[5];
-            f(ia, g.sa[5], ib, g.sb[5], iy, n5);
+  int64_t shp[6] = {1, 1, 1, 1, 1, 1}, sa[6] = {}, sb[6] = {}, so[6] = {};
+  int64_t off_a = 0, off_b = 0, off_y = 0;
+  int nd = 0;
+  for (int d = 0; d < 6; ++d) {
+    int64_t lo = 0, n = g.shape[d];
+    if (d == g.row_dim) lo = row0, n = row1 - row0;
+    if (n <= 0) return;
+    off_a += lo * g.sa[d];
+    off_b += lo * g.sb[d];
+    off_y += lo * ostride[d];
+    if (n == 1) continue;
+    if (nd > 0 && sa[nd - 1] == g.sa[d] * n && sb[nd - 1] == g.sb[d] * n &&
+        so[nd - 1] == ostride[d] * n) {
+      shp[nd - 1] *= n;
+    } else {
+      shp[nd] = n;
+      ++nd;
+    }
+    sa[nd - 1] = g.sa[d], sb[nd - 1] = g.sb[d], so[nd - 1] = ostride[d];
+  }
+  // right-align the nd dims in 6
+  int64_t S[6] = {1, 1, 1, 1, 1, 1}, A[6] = {}, B[6] = {}, O[6] = {};
+  for (int i = 0; i < nd; ++i) {
+    S[6 - nd + i] = shp[i];
+    A[6 - nd + i] = sa[i];
+    B[6 - nd + i] = sb[i];
+    O[6 - nd + i] = so[i];
+  }
+  for (int64_t i0 = 0; i0 < S[0]; ++i0)
+    for (int64_t i1 = 0; i1 < S[1]; ++i1)
+      for (int64_t i2 = 0; i2 < S[2]; ++i2)
+        for (int64_t i3 = 0; i3 < S[3]; ++i3)
+          for (int64_t i4 = 0; i4 < S[4]; ++i4) {
+            const int64_t ia =
+                off_a + i0 * A[0] + i1 * A[1] + i2 * A[2] + i3 * A[3] + i4 * A[4];
+            const int64_t ib =
+                off_b + i0 * B[0] + i1 * B[1] + i2 * B[2] + i3 * B[3] + i4 * B[4];
+            const int64_t iy =
+                off_y + i0 * O[0] + i1 * O[1] + i2 * O[2] + i3 * O[3] + i4 * O[4];
+            f(ia, A[5], ib, B[5], iy, S[5]);
           }
 }
 
