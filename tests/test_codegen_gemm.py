@@ -23,9 +23,10 @@ def _model() -> Model:
     """Shapes that reach every tile of the GEMM kernels: 3x3 stride-2 and dilated
     convolutions through tap pointers, a 1x1 one read in place, 40 output channels (a full
     32-wide panel and a masked one), 8 and 20 channels (16-wide panels), pixel counts that
-    leave tails of 1 to 11 rows, every fused activation (TANH on the portable tile), an FC
+    leave partial tiles (6 and 7 rows), every fused activation (TANH on the portable tile), an FC
     over 30 rows and one over a single row, BATCH_MATMUL plain and with a transposed
-    operand, SOFTMAX rows of 1 to 40 values (masked and full vectors), and MAX_POOL_2D."""
+    operand, SOFTMAX rows of 1 to 40 values (masked and full vectors), MAX_POOL_2D, and a
+    batch of two images."""
     rng = np.random.default_rng(7)
     f32 = np.float32
 
@@ -63,7 +64,11 @@ def _model() -> Model:
     s7 = mb.softmax(mb.reshape(c2, [15, 40], name="r7"), name="s7")
     p1 = mb.pool("MAX_POOL_2D", c4, 3, 2, padding="SAME", activation="RELU6", name="p1")
     p2 = mb.pool("MAX_POOL_2D", x, 2, 1, name="p2")
-    mb.output(c2, c3, c4, d1, f1, s1, s0, ctx, s3, s4, s5, s6, s7, p1, p2)
+    xb = mb.input("xb", [2, 6, 7, 3])  # a batch of two through the zero-padded copy
+    c5 = mb.conv2d(xb, const("c5/w", (17, 3, 3, 3)), const("c5/b", (17,)), activation="RELU",
+                   name="c5")
+    d5 = mb.depthwise_conv2d(c5, const("d5/w", (1, 3, 3, 17)), None, name="d5")
+    mb.output(c2, c3, c4, d1, f1, s1, s0, ctx, s3, s4, s5, s6, s7, p1, p2, d5)
     return mb.build()
 
 
@@ -96,6 +101,7 @@ def test_gemm_kernels_equal_the_reference(tmp_path: Path, model: Model, native: 
         for seed in range(3):
             inputs = m.random_inputs(seed)
             inputs["x"] = inputs["x"] * np.float32(4)  # past RELU6's and RELU_N1_TO_1's bounds
+            assert not np.array_equal(inputs["xb"][0], inputs["xb"][1])
             ref = run_model(model, inputs).outputs
             out = m.invoke(inputs)
             _close(ref, out)
