@@ -115,6 +115,59 @@ inline void requant16(const int32_t* acc, const int32_t* bias, const QuantOut& q
                       int8_t* y) {
   requant16v<kPerChannel>(_mm512_loadu_si512(acc), bias, q, ch0, y);
 }
+
+// requant16v() split in two: the per-channel constants of channels ch0 .. ch0 + 15 prepared
+// once (for every pixel of a tile), then applied to accumulators (the same values).
+struct Requant16 {
+  __m512i bias, m, l, r, mask, rm1, lo, hi, zp;
+  __mmask16 up_lanes, big_r, pos_r;
+  bool all_up, any_big;
+};
+
+template <bool kPerChannel>
+inline Requant16 requant16_prepare(const int32_t* bias, const QuantOut& q, int ch0) {
+  Requant16 k;
+  const __m512i one = _mm512_set1_epi32(1), zero = _mm512_setzero_si512();
+  k.bias = bias ? _mm512_loadu_si512(bias + ch0) : zero;
+  k.m = kPerChannel ? _mm512_loadu_si512(q.mult + ch0) : _mm512_set1_epi32(q.mult[0]);
+  const __m512i s =
+      kPerChannel ? _mm512_loadu_si512(q.shift + ch0) : _mm512_set1_epi32(q.shift[0]);
+  k.l = _mm512_max_epi32(s, zero);
+  k.r = _mm512_max_epi32(_mm512_sub_epi32(zero, s), zero);
+  k.mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, k.r), one);
+  k.rm1 = _mm512_max_epi32(_mm512_sub_epi32(k.r, one), zero);
+  const int upward = q.upward_channels - ch0;
+  k.up_lanes = upward >= 16 ? __mmask16(0xFFFF)
+               : upward <= 0 ? __mmask16(0)
+                             : __mmask16((1u << upward) - 1u);
+  k.all_up = k.up_lanes == __mmask16(0xFFFF);
+  k.pos_r = _mm512_cmpgt_epi32_mask(k.r, zero);
+  k.big_r = _mm512_cmpgt_epi32_mask(k.r, _mm512_set1_epi32(31));
+  k.any_big = k.big_r != 0;
+  k.lo = _mm512_set1_epi32(q.lo - q.zp_out);
+  k.hi = _mm512_set1_epi32(q.hi - q.zp_out);
+  k.zp = _mm512_set1_epi32(q.zp_out);
+  return k;
+}
+
+inline void requant16_apply(__m512i a, const Requant16& k, int8_t* y) {
+  const __m512i one = _mm512_set1_epi32(1), zero = _mm512_setzero_si512();
+  a = _mm512_add_epi32(a, k.bias);
+  const __m512i p = srdhm16(_mm512_sllv_epi32(a, k.l), k.m);
+  const __m512i fl = _mm512_srav_epi32(p, k.r);
+  // ties upward: + bit r - 1 of p
+  const __m512i bit = _mm512_and_si512(_mm512_srav_epi32(p, k.rm1), one);
+  __m512i v = _mm512_mask_add_epi32(fl, k.pos_r, fl, bit);
+  if (!k.all_up) {  // ties away from zero: + (p mod 2**r > 2**r / 2 - 1 + (p < 0))
+    const __m512i thr = _mm512_add_epi32(_mm512_srli_epi32(k.mask, 1), _mm512_srli_epi32(p, 31));
+    const __m512i away = _mm512_mask_add_epi32(
+        fl, _mm512_cmpgt_epi32_mask(_mm512_and_si512(p, k.mask), thr), fl, one);
+    v = _mm512_mask_blend_epi32(k.up_lanes, away, v);
+  }
+  if (k.any_big) v = _mm512_mask_mov_epi32(v, k.big_r, zero);  // every product rounds to 0
+  v = _mm512_min_epi32(_mm512_max_epi32(v, k.lo), k.hi);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y), _mm512_cvtepi32_epi8(_mm512_add_epi32(v, k.zp)));
+}
 #endif
 
 inline void requant_n(const int32_t* acc, const int32_t* bias, const QuantOut& q, int ch0,
@@ -1241,17 +1294,19 @@ inline void q8x4_tile(const uint8_t* const* taps, const int64_t* offs, int ntaps
       }
     }
   }
-  for (int t = 0; t < kMR && t < rows; ++t)
-    for (int v = 0; v < kV; ++v) {
-      const int ch = oo0 + 16 * v;
-      if (ch + 16 <= o) {
-        requant16v<kPerChannel>(acc[t][v], bias, q, ch, dst[t] + ch);
-      } else if (ch < o) {
+  for (int v = 0; v < kV; ++v) {
+    const int ch = oo0 + 16 * v;
+    if (ch + 16 <= o) {
+      const Requant16 k = requant16_prepare<kPerChannel>(bias, q, ch);
+      for (int t = 0; t < kMR && t < rows; ++t) requant16_apply(acc[t][v], k, dst[t] + ch);
+    } else if (ch < o) {
+      for (int t = 0; t < kMR && t < rows; ++t) {
         alignas(64) int32_t part[16];
         _mm512_store_si512(part, acc[t][v]);
         requant_n(part, bias, q, ch, o - ch, dst[t] + ch);
       }
     }
+  }
 }
 
 // q8x4_tile over every block of up to 64 output channels.
