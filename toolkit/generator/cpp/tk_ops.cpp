@@ -1071,8 +1071,8 @@ void depthwise_q8_m1_tiles(const ConvGeom& g, const int8_t* x, int zp_in, const 
               }
             }
           }
-          for (int t = 0; t < kT; ++t)
-            requant16v<kPerChannel>(acc[t], bias, q, c0, row + (ox + t) * c + c0);
+          const Requant16 k = requant16_prepare<kPerChannel>(bias, q, c0);
+          for (int t = 0; t < kT; ++t) requant16_apply(acc[t], k, row + (ox + t) * c + c0);
         }
       }
       for (; ox < g.ow; ++ox)
