@@ -97,7 +97,9 @@ class Emitter:
         if t.data is not None:
             return f"P<{ct}>({self.params.add(np.asarray(t.data, dtype=t.dtype))})"
         raise UnsupportedOpError(f"tensor {t.name!r} is read before any op writes it",
-                                 where=f"tensor {t.name!r}")
+                                 where=f"tensor {t.name!r}",
+                                 fix="give the tensor a producer op or constant data (check "
+                                     "that the model runs in the reference runtime, tk.run)")
 
     def param(self, array: np.ndarray, ct: str) -> str:
         """A pointer expression to ``array`` stored in the parameters file."""

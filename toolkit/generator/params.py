@@ -73,7 +73,9 @@ class ParamsBuilder:
     def to_bytes(self, model_hash: str) -> bytes:
         """The whole file."""
         if len(model_hash) != 32:
-            raise ToolkitError(f"model hash {model_hash!r} is not 32 hex digits")
+            raise ToolkitError(f"model hash {model_hash!r} is not 32 hex digits",
+                               where="the parameters file",
+                               fix="pass the hash ParamsBuilder.model_hash() returns")
         header = PARAMS_MAGIC + struct.pack("<IIQ", PARAMS_VERSION, HEADER_BYTES, self.size) \
             + model_hash.encode("ascii") + b"\0" * 8
         return header + self.payload()
