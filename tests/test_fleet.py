@@ -135,6 +135,8 @@ def test_dask_local_cluster_processes(model, fleet, reference) -> None:
         assert len(trim) == 2 and set(trim.values()) == {None}
         arenas = client.run(os.environ.get, "MALLOC_ARENA_MAX")
         assert set(arenas.values()) == {"1"}  # one malloc arena: no growth file after file
+        pools = client.run(lambda: __import__("pyarrow").default_memory_pool().backend_name)
+        assert set(pools.values()) == {"system"}  # Arrow's freed pages go back at once
         assert_same(trace_join_many(fleet, model, engine="dask", client=client), reference)
     finally:
         client.close()
