@@ -167,7 +167,7 @@ def baseline_join(prov: ProvenanceTables, events: pd.DataFrame, policy: str
                              events["run"].tolist()):
         op = cmd_to_op.get(cid)
         if op is None or dur < 0 or op not in members:
-            unattributed += dur
+            unattributed += max(dur, 0)  # a negative duration is listed, with 0 ns of time
             continue
         layers, weights, w_total = members[op]
         shares = [dur * w // w_total for w in weights]
