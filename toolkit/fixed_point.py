@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["round_half_away", "quantize_multiplier", "QParams", "qparams_of", "c_div",
-           "rounding_divide_by_pot", "hard_swish_fixed_point", "dequantize_filter"]
+           "rounding_divide_by_pot", "hard_swish_fixed_point", "dequantize_filter",
+           "wrap16", "sat16", "rdbpot"]
 
 
 def round_half_away(x: np.ndarray | float | np.floating[Any]) -> np.ndarray:
@@ -145,26 +146,29 @@ def hard_swish_fixed_point(x: np.ndarray, in_s: float, in_zp: int, out_s: float,
 
 
 # ---------------------------------------------------------------- gemmlowp int16 functions
-def _wrap16(x: np.ndarray) -> np.ndarray:
+def wrap16(x: np.ndarray) -> np.ndarray:
+    """``x`` wrapped to int16's range, as a cast to ``int16_t`` does (same dtype as ``x``)."""
     return (x + 32768) % 65536 - 32768
 
 
-def _sat16(x: np.ndarray) -> np.ndarray:
+def sat16(x: np.ndarray) -> np.ndarray:
+    """``x`` saturated to int16's range (same dtype as ``x``)."""
     return np.clip(x, -32768, 32767)
 
 
-def _rdbpot(x: np.ndarray, e: int) -> np.ndarray:
+def rdbpot(x: np.ndarray, e: int) -> np.ndarray:
+    """:func:`rounding_divide_by_pot` by ``2**e`` for ``e > 0``; ``x`` itself otherwise."""
     return rounding_divide_by_pot(x, e) if e > 0 else x
 
 
 def _srmpot(x: np.ndarray, e: int) -> np.ndarray:
     """gemmlowp ``SaturatingRoundingMultiplyByPOT<e>`` on int16 values."""
     if e < 0:
-        return _rdbpot(x, -e)
+        return rdbpot(x, -e)
     if e == 0:
         return x
     threshold = (1 << (15 - e)) - 1
-    r = _wrap16(x << e)
+    r = wrap16(x << e)
     return np.where(x > threshold, 32767, np.where(x < -threshold, -32768, r))
 
 
@@ -181,23 +185,23 @@ def _exp_quarter(a: np.ndarray) -> np.ndarray:
     """gemmlowp ``exp_on_interval_between_negative_one_quarter_and_0_excl`` (Q0.15)."""
     constant_term = _const16(1895147668)
     one_third = _const16(715827883)
-    x = _wrap16(a + (1 << 12))
+    x = wrap16(a + (1 << 12))
     x2 = _srdhm16(x, x)
     x3 = _srdhm16(x2, x)
     x4 = _srdhm16(x2, x2)
     x4_over_4 = _srmpot(x4, -2)
-    poly = _srmpot(_wrap16(_srdhm16(_wrap16(x4_over_4 + x3), one_third) + x2), -1)
-    return _sat16(constant_term + _srdhm16(np.asarray(constant_term, dtype=np.int64),
-                                           _wrap16(x + poly)))
+    poly = _srmpot(wrap16(_srdhm16(wrap16(x4_over_4 + x3), one_third) + x2), -1)
+    return sat16(constant_term + _srdhm16(np.asarray(constant_term, dtype=np.int64),
+                                           wrap16(x + poly)))
 
 
 def _exp_negative(a: np.ndarray, int_bits: int) -> np.ndarray:
     """gemmlowp ``exp_on_negative_values`` of Q(int_bits) int16 values: Q0.15."""
     frac = 15 - int_bits
     quarter = 1 << (frac - 2)
-    a_mod = _wrap16((a & (quarter - 1)) - quarter)
+    a_mod = wrap16((a & (quarter - 1)) - quarter)
     result = _exp_quarter(_srmpot(a_mod, int_bits))
-    remainder = _wrap16(a_mod - a)
+    remainder = wrap16(a_mod - a)
     for exponent, mult in _EXP_BARREL:
         if int_bits > exponent:
             bit = 1 << (frac + exponent)
@@ -212,10 +216,10 @@ def _newton(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ``(1 - a) / (1 + a)`` for Q0.15 ``a`` in [0, 1]: (x ~ 1 / half_denominator in Q2.13)."""
     s = a + 32767
     half = c_div(s + np.where(s >= 0, 1, -1), 2)
-    x = _wrap16(_const16(1515870810) + _srdhm16(half, _const16(-1010580540)))
+    x = wrap16(_const16(1515870810) + _srdhm16(half, _const16(-1010580540)))
     for _ in range(3):
-        one_minus = _wrap16(8192 - _srdhm16(half, x))
-        x = _wrap16(x + _srmpot(_srdhm16(x, one_minus), 2))
+        one_minus = wrap16(8192 - _srdhm16(half, x))
+        x = wrap16(x + _srmpot(_srdhm16(x, one_minus), 2))
     return x, half
 
 
@@ -224,10 +228,10 @@ def int16_logistic(raw: np.ndarray, int_bits: int = 3) -> np.ndarray:
     Q3.12): int64 Q0.15 results."""
     a = np.asarray(raw, dtype=np.int64)
     pos = a > 0
-    abs_in = np.where(pos, a, _wrap16(-a))
-    x, _ = _newton(_exp_negative(_wrap16(-abs_in), int_bits))
+    abs_in = np.where(pos, a, wrap16(-a))
+    x, _ = _newton(_exp_negative(wrap16(-abs_in), int_bits))
     rp = _srmpot(x, 1)
-    rn = _wrap16(32767 - rp)
+    rn = wrap16(32767 - rp)
     return np.where(a == 0, _const16(1 << 30), np.where(pos, rp, rn))
 
 
@@ -236,10 +240,10 @@ def int16_tanh(raw: np.ndarray, int_bits: int) -> np.ndarray:
     results."""
     a = np.asarray(raw, dtype=np.int64)
     neg = a < 0
-    n = np.where(neg, a, _wrap16(-a))
+    n = np.where(neg, a, wrap16(-a))
     x, _ = _newton(_exp_negative(n, int_bits + 1))
-    t = _srmpot(_wrap16(x - 8192), 2)
-    return np.where(a == 0, 0, np.where(neg, _wrap16(-t), t))
+    t = _srmpot(wrap16(x - 8192), 2)
+    return np.where(a == 0, 0, np.where(neg, wrap16(-t), t))
 
 
 # ---------------------------------------------------------------- inverse square root

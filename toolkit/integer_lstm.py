@@ -39,7 +39,10 @@ from toolkit.fixed_point import (
     inv_sqrt_multiplier,
     qparams_of,
     quantize_multiplier,
+    rdbpot,
     rounding_divide_by_pot,
+    sat16,
+    wrap16,
 )
 from toolkit.ir import Op, Tensor
 
@@ -261,20 +264,7 @@ def prepare_integer_lstm(op: Op) -> IntegerLstm:
                        ln, ln_bias, m_ln, ln_guard)
 
 
-# ---------------------------------------------------------------- int16 values
-def _wrap16(x: np.ndarray) -> np.ndarray:
-    return (x + 32768) % 65536 - 32768
-
-
-def _sat16(x: np.ndarray) -> np.ndarray:
-    return np.clip(x, -32768, 32767)
-
-
 # ---------------------------------------------------------------- evaluation
-def _rdbpot(x: np.ndarray, e: int) -> np.ndarray:
-    return rounding_divide_by_pot(x, e) if e > 0 else x
-
-
 @functools.lru_cache(maxsize=16)
 def _table(kind: str, int_bits: int) -> np.ndarray:
     """``kind`` ("logistic" / "tanh") of every int16 value (index ``raw + 32768``)."""
@@ -315,7 +305,7 @@ def _layer_norm(gate: np.ndarray, w: np.ndarray, bias: np.ndarray, pair: np.ndar
         rescaled = _mbqm(1024 * v - mean, a, s)
         val3 = _wrap32(rescaled * w64 + b64)
         val4 = c_div(np.where(val3 > 0, val3 + 512, val3 - 512), 1024)
-        out[r] = _sat16(_mbqm(val4, int(pair[0]), int(pair[1]) + 12))
+        out[r] = sat16(_mbqm(val4, int(pair[0]), int(pair[1]) + 12))
     return out
 
 
@@ -346,12 +336,12 @@ def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
     n = p.n_cell
     outs = []
     for t in range(steps):
-        gate = _sat16(_mbqm(seq[t] @ w_in + b_in, m_in, s_in))
-        gate = _sat16(_mbqm(h @ w_rec + b_rec, m_rec, s_rec) + gate)
+        gate = sat16(_mbqm(seq[t] @ w_in + b_in, m_in, s_in))
+        gate = sat16(_mbqm(h @ w_rec + b_rec, m_rec, s_rec) + gate)
         if p.peep is not None and p.m_peep is not None:  # input and forget: the old cell
             for k, g_k in ((0, 0), (1, 1)):
                 sl = slice(g_k * n, (g_k + 1) * n)
-                gate[:, sl] = _sat16(gate[:, sl] + _mbqm(p.peep[k].astype(np.int64) * c,
+                gate[:, sl] = sat16(gate[:, sl] + _mbqm(p.peep[k].astype(np.int64) * c,
                                                          *p.m_peep[k]))
         if p.ln is not None and p.ln_bias is not None and p.m_ln is not None \
                 and p.ln_guard is not None:
@@ -364,14 +354,14 @@ def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
         gate = gate + 32768
         f = sigmoid[gate[:, n:2 * n]]
         g = tanh_gate[gate[:, 2 * n:3 * n]]
-        i = _wrap16(32767 - f) if p.cifg else sigmoid[gate[:, :n]]
-        c = _wrap16(_rdbpot(f * c, 15))
-        c = _sat16(c + _wrap16(_rdbpot(i * g, 30 + p.cell_log2)))
+        i = wrap16(32767 - f) if p.cifg else sigmoid[gate[:, :n]]
+        c = wrap16(rdbpot(f * c, 15))
+        c = sat16(c + wrap16(rdbpot(i * g, 30 + p.cell_log2)))
         if p.cell_clip > 0:
             c = np.clip(c, -p.cell_clip, p.cell_clip)
         og = gate[:, 3 * n:] - 32768
         if p.peep is not None and p.m_peep is not None:  # output: the new cell
-            og = _sat16(og + _mbqm(p.peep[2].astype(np.int64) * c, *p.m_peep[2]))
+            og = sat16(og + _mbqm(p.peep[2].astype(np.int64) * c, *p.m_peep[2]))
         if p.ln is not None and p.ln_bias is not None and p.m_ln is not None \
                 and p.ln_guard is not None:
             og = _layer_norm(og, p.ln[3], p.ln_bias[3], p.m_ln[3], int(p.ln_guard[3]))

@@ -239,29 +239,6 @@ class Attribution(LayerAttribution):
                 + (f", {self.skipped_runs} warm-up run(s) skipped" if self.skipped_runs else "")
                 + ">")
 
-    def _repr_html_(self) -> str:
-        """Rich view: summary line, layers by time (largest first) with their share and
-        per-run statistics, and a bar chart of the largest shares."""
-        from toolkit.reprs import html_bars, html_table, html_view
-
-        layers = self.by_layer()
-        n_bad = int(self._unattributed.sum())
-        summary = (f"{self.total_ns / 1e6:,.3f} ms over {self.runs} run(s), "
-                   f"{100 * self.attributed_ns / (self.total_ns or 1):.1f} % attributed to "
-                   f"{len(layers)} original layers (policy {self.policy}, key "
-                   f"{self.key_used or '-'}), {n_bad} event(s) unattributed")
-        cols = [c for c in ("layer", "total_ns", "share", "events", "avg_ms", "min_ms",
-                            "p50_ms", "max_ms") if c in layers.columns]
-        top = layers.sort_values("total_ns", ascending=False, kind="stable").head(8)
-        sections = [("time per original layer", html_table(layers, "total_ns", 10,
-                                                           columns=cols))]
-        if n_bad:
-            sections.append(("unattributed", html_table(self.unattributed(), "dur_ns", 5)))
-        return html_view("Attribution", summary, sections,
-                         figure=html_bars(top["layer"].astype(str).tolist(),
-                                          (100 * top["share"]).tolist(), unit=" %",
-                                          title="share of the attributed time"))
-
     # ------------------------------------------------------------------ internals
     def _event_counts(self, member_row: np.ndarray, n_rows: int) -> np.ndarray:
         """Matched events per row, where ``member_row`` gives each member's row (-1: none)."""

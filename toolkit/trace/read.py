@@ -351,19 +351,20 @@ def _open_bytes(path: Path) -> Any:
     return open_input(path)[1]
 
 
+def _unreadable(path: Path, exc: BaseException) -> TraceError:
+    """The error for a trace file that cannot be read (missing, unreadable, cut gzip)."""
+    return TraceError(f"cannot read the trace ({exc})", where=str(path),
+                      fix="check the path and the file's permissions; a .gz trace must be a "
+                          "complete gzip file")
+
+
 def _sniff_json(path: Path) -> str:
     """``"ort"``, ``"chrome"`` or ``"records"`` from the first 64 kB of a JSON file."""
     try:
         with _open_bytes(path) as f:
             head = f.read(1 << 16)
     except (OSError, EOFError) as exc:
-        raise TraceError(
-            f"cannot read the trace ({exc})", where=str(path),
-            fix=(
-                "check the path and the file's permissions; a .gz trace must be a complete gzip "
-                "file"
-            ),
-        ) from None
+        raise _unreadable(path, exc) from None
     from toolkit.formats.ort_profile import looks_like_ort_profile
 
     if looks_like_ort_profile(head):
@@ -380,13 +381,7 @@ def _load_json(path: Path) -> Any:
         with _open_bytes(path) as f:
             return json.load(f)
     except (OSError, EOFError) as exc:
-        raise TraceError(
-            f"cannot read the trace ({exc})", where=str(path),
-            fix=(
-                "check the path and the file's permissions; a .gz trace must be a complete gzip "
-                "file"
-            ),
-        ) from None
+        raise _unreadable(path, exc) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise TraceError(f"not valid JSON ({exc})", where=str(path),
                          fix="pass a JSON array of event records") from None

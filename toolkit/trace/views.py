@@ -76,13 +76,15 @@ class LayerAttribution(ABC):
         s = self.summary()
         layers = self.by_layer()
         total = int(s["total_ns"])
+        key = f", key {s.get('key_used') or '-'}" if "key_used" in s else ""
         line = (f"{total / 1e6:,.3f} ms over {s['runs']} run(s), "
                 f"{100 * int(s['attributed_ns']) / (total or 1):.1f} % attributed to "
-                f"{len(layers)} layers (policy {s['policy']}), "
+                f"{len(layers)} original layers (policy {s['policy']}{key}), "
                 f"{int(s['events']) - int(s['attributed_events'])} event(s) unattributed")
         cols = [c for c in ("layer", "total_ns", "share", "events", "avg_ms", "min_ms",
                             "p50_ms", "max_ms") if c in layers.columns]
-        sections = [("time per layer", html_table(layers, "total_ns", 10, columns=cols))]
+        sections = [("time per original layer", html_table(layers, "total_ns", 10,
+                                                           columns=cols))]
         missing = self.unattributed()
         if len(missing):
             sections.append(("unattributed", html_table(missing, "dur_ns", 5)))
