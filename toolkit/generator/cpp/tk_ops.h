@@ -67,9 +67,6 @@ struct ConvGeom {
   int mult;              // depthwise channel multiplier (1 for convolution)
 };
 
-// CONV_2D float: filter as [KH][KW][C][O], bias [O] or null.
-void conv2d_f32(const ConvGeom& g, const float* x, const float* w, const float* bias, int act,
-                float* y, int row0, int row1);
 // CONV_2D float on a filter packed for the GEMM microkernels: panels of `nr` (16 or 32)
 // output channels, [ceil(O / nr)][KH][KW][C][nr], zeros after the last channel. Each output
 // is the sum over taps and input channels in that order (fused multiply-adds), then the bias
@@ -151,9 +148,6 @@ void lstm_f32(const LstmGeom& g, const float* x, const float* w_in, const float*
               const float* h0, const float* c0, float* y);
 
 // ---------------------------------------------------------------- matmul
-// FULLY_CONNECTED float: x [B, K], weights as [K][O], bias [O] or null.
-void fully_connected_f32(const float* x, const float* w, const float* bias, int batch, int k,
-                         int o, int act, float* y);
 void fully_connected_q8(const int8_t* x, int zp_in, const int16_t* w, const int32_t* bias,
                         int batch, int k, int o, const QuantOut& q, int8_t* y);
 
