@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import cast
 
 import numpy as np
+import pandas as pd
 import pytest
 from support import ALL_TFLITE, SAMPLES, int8_lstm_model, litert_run
 
@@ -135,6 +136,25 @@ def test_arena_planning_never_overlaps_live_tensors() -> None:
 def test_arena_is_smaller_than_the_sum_on_a_chain(tmp_path: Path) -> None:
     art = codegen(tk.load(SAMPLES / "cnn.tflite"), tmp_path)
     assert art.arena_bytes < art.temporaries_bytes / 2
+
+
+@pytest.mark.parametrize("kind", ["plain", "compiled"])
+def test_a_native_trace_joins_against_its_artifact(samples: dict[str, tuple[object, Artifact]],
+                                                   kind: str) -> None:
+    """tk.trace_join(trace, artifact) joins against what the artifact was generated from;
+    an artifact loaded from its folder does not know it and is refused with the fix."""
+    obj, art = samples[_name(SAMPLES / "cnn.tflite", kind)]
+    assert art.model is obj
+    _, trace = tk.run(art, trace=True, repeat=2)
+    got = tk.trace_join(trace, art)
+    want = tk.trace_join(trace, obj)
+    assert got.attributed_ns == want.attributed_ns == got.total_ns > 0
+    pd.testing.assert_frame_equal(got.by_layer(), want.by_layer())
+    loaded = load_artifact(art.out_dir)
+    assert loaded.model is None
+    with pytest.raises(ToolkitError, match="does not know the model") as err:
+        tk.trace_join(trace, loaded)
+    assert "tk.trace_join(trace, compiled)" in str(err.value)
 
 
 @pytest.fixture(scope="module")

@@ -381,6 +381,7 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
     Args:
         trace: a :class:`~toolkit.trace.read.Trace` or anything :func:`read_trace` reads.
         model: the model the trace measured: a ``CompiledModel``, a ``PartitionResult``, a
+            C++ artifact of :func:`codegen` (joined against what it was generated from), a
             :class:`~toolkit.ir.Model` (joined as compiled with no passes), a compiled output
             folder, a partitioned model's ``.conn.json``/``.conn.ini`` or a model path (see
             :mod:`toolkit.model_arg`), or any provenance tables
@@ -430,6 +431,18 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
     if is_onnx or optimized is not None:
         return join_ort(trace, model, optimized,
                         policy="compute" if policy == "macs" else policy)
+    from toolkit.generator import Artifact
+
+    if isinstance(model, Artifact):  # a native run: join against what it was generated from
+        if model.model is None:
+            from toolkit.errors import ToolkitError
+
+            raise ToolkitError("an artifact loaded from its folder does not know the model it "
+                               "was generated from", where=str(model.out_dir),
+                               fix="join against that model or compiled model "
+                                   "(tk.trace_join(trace, compiled)), or its compiled output "
+                                   "folder")
+        model = model.model
     from toolkit.trace.executorch import executorch_join
     from toolkit.trace.join import trace_join as _join
 

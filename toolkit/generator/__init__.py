@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +32,14 @@ __all__ = ["Artifact", "BuildError", "codegen", "is_artifact_dir", "load_artifac
 
 @dataclass(repr=False)
 class Artifact:
-    """A generated C++ artifact in ``out_dir``; ``manifest`` is its ``<name>.json``."""
+    """A generated C++ artifact in ``out_dir``; ``manifest`` is its ``<name>.json``;
+    ``model`` is the Model or CompiledModel it was generated from (None for an artifact
+    loaded from its folder), which ``tk.trace_join(trace, artifact)`` joins against."""
 
     out_dir: Path
     name: str
     manifest: dict[str, Any]
+    model: Any = field(default=None, compare=False)
 
     def __repr__(self) -> str:
         return (f"Artifact({self.name!r} in {str(self.out_dir)!r}: "
@@ -146,7 +149,7 @@ def codegen(model_or_compiled: Any, out_dir: str | os.PathLike[str],
     analysis = analyse(obj)
     out = Path(out_dir)
     manifest = write_artifact(analysis, out, name)
-    return Artifact(out, name, manifest)
+    return Artifact(out, name, manifest, model=obj)
 
 
 def load_artifact(out_dir: str | os.PathLike[str], name: str | None = None) -> Artifact:
