@@ -404,6 +404,22 @@ def _conv3d(e: Emitter, step: Step) -> str:
             f"{b}, {_act(op)}, {e.ptr(out)});")
 
 
+def _float_constant(op: Op, i: int) -> np.ndarray | None:
+    """Constant input ``i`` of a sequence op as float32 (None when absent); int8 weights of a
+    hybrid op dequantized as the reference runtime does."""
+    t = _input(op, i)
+    if t is None:
+        return None
+    if t.data is None:
+        raise _unsupported(op, f"input {i} must be a constant")
+    v = np.asarray(t.data)
+    if v.dtype != _F32 and is_quantized(t):  # hybrid: the reference's dequantized weights
+        return _dequantized(op, t, v)
+    if v.dtype != _F32:
+        raise _unsupported(op, f"input {i} of {v.dtype} without quantization")
+    return v.astype(np.float32)
+
+
 def _lstm(e: Emitter, step: Step) -> str:
     """UNIDIRECTIONAL_SEQUENCE_LSTM in float32 (TFLite's 24 inputs; no projection and no
     layer norm)."""
@@ -416,19 +432,6 @@ def _lstm(e: Emitter, step: Step) -> str:
         raise _unsupported(op, f"UNIDIRECTIONAL_SEQUENCE_LSTM of {x.dtype} {list(x.shape)} "
                                "(float32, 3-D only)")
 
-    def const(i: int) -> np.ndarray | None:
-        t = _input(op, i)
-        if t is None:
-            return None
-        if t.data is None:
-            raise _unsupported(op, f"input {i} must be a constant")
-        v = np.asarray(t.data)
-        if v.dtype != _F32 and is_quantized(t):  # hybrid: the reference's dequantized weights
-            return _dequantized(op, t, v)
-        if v.dtype != _F32:
-            raise _unsupported(op, f"input {i} of {v.dtype} without quantization")
-        return v.astype(np.float32)
-
     if any(_input(op, i) is not None for i in (16, 17, 20, 21, 22, 23)):
         raise _unsupported(op, "an LSTM with projection or layer norm")
     cifg = _input(op, 1) is None
@@ -436,7 +439,7 @@ def _lstm(e: Emitter, step: Step) -> str:
     ws: list[np.ndarray] = []
     rs: list[np.ndarray] = []
     for i in gates:
-        w_i, r_i = const(i), const(i + 4)
+        w_i, r_i = _float_constant(op, i), _float_constant(op, i + 4)
         if w_i is None or r_i is None:
             raise _unsupported(op, "missing gate weights")
         ws.append(w_i)
@@ -448,10 +451,10 @@ def _lstm(e: Emitter, step: Step) -> str:
         raise _unsupported(op, f"output {list(out.shape)} for {units} units")
     w_in = np.ascontiguousarray(np.concatenate(ws, axis=0).T)
     w_rec = np.ascontiguousarray(np.concatenate(rs, axis=0).T)
-    biases = [const(i + 11) for i in gates]
+    biases = [_float_constant(op, i + 11) for i in gates]
     bias = np.concatenate([np.zeros(units, np.float32) if b is None else b.reshape(-1)
                            for b in biases])
-    peep = [const(i) for i in (9, 10, 11)]
+    peep = [_float_constant(op, i) for i in (9, 10, 11)]
     states = []
     for i, width in ((18, units), (19, units)):
         t = _input(op, i)
@@ -483,20 +486,7 @@ def _rnn(e: Emitter, step: Step) -> str:
         raise _unsupported(op, f"UNIDIRECTIONAL_SEQUENCE_RNN of {x.dtype} {list(x.shape)} "
                                "(float32, 3-D only)")
 
-    def const(i: int) -> np.ndarray | None:
-        t = _input(op, i)
-        if t is None:
-            return None
-        if t.data is None:
-            raise _unsupported(op, f"input {i} must be a constant")
-        v = np.asarray(t.data)
-        if v.dtype != _F32 and is_quantized(t):
-            return _dequantized(op, t, v)
-        if v.dtype != _F32:
-            raise _unsupported(op, f"input {i} of {v.dtype} without quantization")
-        return v
-
-    w, r, b = const(1), const(2), const(3)
+    w, r, b = _float_constant(op, 1), _float_constant(op, 2), _float_constant(op, 3)
     if w is None or r is None or b is None or w.ndim != 2:
         raise _unsupported(op, "the input weights, recurrent weights and bias are required")
     units, n_in = w.shape

@@ -775,56 +775,6 @@ void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const floa
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 namespace {
 
-// Depthwise int8 with channel multiplier 1: per output pixel and block of 16 channels, the
-// in-image taps accumulate in one register, requantised straight from it; the channels after
-// the last full block go through depthwise_row one pixel row at a time.
-template <bool kPerChannel>
-void depthwise_q8_m1(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
-                     const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
-  const int c = g.c, cb = c / 16 * 16;
-  const __m512i zp = _mm512_set1_epi32(zp_in);
-  for (int b = 0; b < g.n; ++b) {
-    for (int oy = row0; oy < row1; ++oy) {
-      const int iy0 = oy * g.sh - g.pt;
-      int8_t* row = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * c;
-      for (int ox = 0; ox < g.ow; ++ox) {
-        const int ix0 = ox * g.sw - g.pl;
-        int8_t* dst = row + static_cast<int64_t>(ox) * c;
-        for (int c0 = 0; c0 < cb; c0 += 16) {
-          __m512i acc = _mm512_setzero_si512();
-          for (int ky = 0; ky < g.kh; ++ky) {
-            const int iy = iy0 + ky * g.dh;
-            if (iy < 0 || iy >= g.h) continue;
-            const int8_t* xrow = x + (static_cast<int64_t>(b) * g.h + iy) * g.w * c + c0;
-            const int16_t* wrow = w + static_cast<int64_t>(ky) * g.kw * c + c0;
-            for (int kx = 0; kx < g.kw; ++kx) {
-              const int ix = ix0 + kx * g.dw;
-              if (ix < 0 || ix >= g.w) continue;
-              const __m512i xv = _mm512_sub_epi32(
-                  _mm512_cvtepi8_epi32(_mm_loadu_si128(
-                      reinterpret_cast<const __m128i*>(xrow + static_cast<int64_t>(ix) * c))),
-                  zp);
-              const __m512i wv = _mm512_cvtepi16_epi32(_mm256_loadu_si256(
-                  reinterpret_cast<const __m256i*>(wrow + static_cast<int64_t>(kx) * c)));
-              acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(xv, wv));
-            }
-          }
-          requant16v<kPerChannel>(acc, bias, q, c0, dst + c0);
-        }
-      }
-      if (cb < c) {
-        std::vector<int32_t> acc(static_cast<size_t>(g.ow) * c, 0);
-        depthwise_row(g, x, w, b, oy, acc.data(),
-                      [zp_in](int8_t v) { return int32_t(v) - zp_in; });
-        for (int ox = 0; ox < g.ow; ++ox) {
-          const int64_t i = static_cast<int64_t>(ox) * c;
-          requant_n(acc.data() + i + cb, bias, q, cb, c - cb, row + i + cb);
-        }
-      }
-    }
-  }
-}
-
 // One output pixel of depthwise_q8_m1 (16 channels from c0): its in-image taps.
 template <bool kPerChannel>
 inline void dw_q8_pixel(const ConvGeom& g, const int8_t* x, __m512i zp, const int16_t* w,
@@ -851,6 +801,34 @@ inline void dw_q8_pixel(const ConvGeom& g, const int8_t* x, __m512i zp, const in
     }
   }
   requant16v<kPerChannel>(acc, bias, q, c0, dst + c0);
+}
+
+// Depthwise int8 with channel multiplier 1: per output pixel and block of 16 channels, the
+// in-image taps accumulate in one register, requantised straight from it; the channels after
+// the last full block go through depthwise_row one pixel row at a time.
+template <bool kPerChannel>
+void depthwise_q8_m1(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                     const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
+  const int c = g.c, cb = c / 16 * 16;
+  const __m512i zp = _mm512_set1_epi32(zp_in);
+  for (int b = 0; b < g.n; ++b) {
+    for (int oy = row0; oy < row1; ++oy) {
+      int8_t* row = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * c;
+      for (int ox = 0; ox < g.ow; ++ox)
+        for (int c0 = 0; c0 < cb; c0 += 16)
+          dw_q8_pixel<kPerChannel>(g, x, zp, w, bias, q, b, oy, ox, c0,
+                                   row + static_cast<int64_t>(ox) * c);
+      if (cb < c) {
+        std::vector<int32_t> acc(static_cast<size_t>(g.ow) * c, 0);
+        depthwise_row(g, x, w, b, oy, acc.data(),
+                      [zp_in](int8_t v) { return int32_t(v) - zp_in; });
+        for (int ox = 0; ox < g.ow; ++ox) {
+          const int64_t i = static_cast<int64_t>(ox) * c;
+          requant_n(acc.data() + i + cb, bias, q, cb, c - cb, row + i + cb);
+        }
+      }
+    }
+  }
 }
 
 // depthwise_q8_m1 for channel counts that are multiples of 16: the output columns whose
