@@ -29,7 +29,7 @@ import numpy as np
 from toolkit.errors import GraphError
 from toolkit.schema import TENSOR_TYPE_NAMES, numpy_dtype, tensor_type_of
 
-__all__ = ["Quantization", "Tensor", "Op", "Graph", "Model", "Rewrite", "SignatureDef"]
+__all__ = ["Quantization", "Tensor", "Op", "Graph", "Model", "Origin", "Rewrite", "SignatureDef"]
 
 # The fix for a producer/consumer link that disagrees with an op's inputs or outputs: the
 # graph methods keep the links in step, so only a hand edit or a faulty pass breaks them.
@@ -70,6 +70,32 @@ class Quantization:
         if z.size == 1 and s.size > 1:
             z = np.repeat(z, s.size)
         return cls(s, z, quantized_dimension)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where one source op came from: the record every layer name is read from.
+
+    ``id`` is the origin id that compiled ops carry (ONE's ``CircleNodeOrigin`` id); ``name``
+    the source op's own name (TFLite op name, ONNX node name, Caffe layer name, ONE origin
+    name); ``layers`` the original layers the user wrote that it belongs to (a Keras layer, a
+    PyTorch module path, a Caffe layer), in order, possibly empty (an op no layer owns, e.g. a
+    converter-made cast, with ``why`` saying so); ``format`` the file format it was read from
+    (``"tflite"``, ``"circle"``, ``"onnx"``, ``"caffe"``, ``"executorch"``); ``exporter`` the
+    tool that wrote that file, when known (``"tflite_converter"``, ``"pytorch"``,
+    ``"pytorch_dynamo"``, ``"tf2onnx"``, ``"paddle2onnx"``, ``"one"``, ``"caffe"`` ...);
+    ``why`` the naming rule that produced ``layers`` (or why there is none).
+
+    Importers fill one per source op, once; passes never change them (compiled ops carry origin
+    ids, and the ids lead here).
+    """
+
+    id: int
+    name: str
+    layers: tuple[str, ...] = ()
+    format: str = ""
+    exporter: str = ""
+    why: str = ""
 
 
 class Tensor:
@@ -856,7 +882,8 @@ class Graph:
 class Model:
     """A model file's content: subgraphs plus model-level data.
 
-    ``source_table`` maps origin ids to origin names (ONE's source table). ``metadata`` keeps
+    ``source_table`` maps origin ids to origin names (ONE's source table); ``origins`` maps
+    origin ids to their :class:`Origin` records (see :meth:`origin`). ``metadata`` keeps
     every metadata entry by name except the ONE origin tables, which are decoded into op
     origins on load and encoded again on save. ``format`` is ``"tflite"`` or ``"circle"``.
     """
@@ -870,6 +897,7 @@ class Model:
         self.metadata_buffer: list[int] | None = None
         self.signature_defs: list[SignatureDef] = []
         self.source_table: dict[int, str] = {}
+        self.origins: dict[int, Origin] = {}
         self.had_origin_tables = False
         self.format = format
         self.path: str | None = None
@@ -883,6 +911,19 @@ class Model:
     def origin_names(self) -> dict[int, str]:
         """Map of origin id to name (ONE source table)."""
         return dict(self.source_table)
+
+    def origin(self, oid: int) -> Origin:
+        """Return the :class:`Origin` record of origin id ``oid``.
+
+        The importer's record when there is one; else one made from the source table's name
+        (layers: the name's ``;``-separated parts, as TensorFlow's converter joins them).
+        """
+        rec = self.origins.get(oid)
+        if rec is not None:
+            return rec
+        name = self.source_table.get(oid, "")
+        layers = tuple(dict.fromkeys(p.strip() for p in name.split(";") if p.strip()))
+        return Origin(oid, name, layers, self.format, "", "source table name")
 
     def verify(self) -> None:
         """Verify every subgraph (see :meth:`Graph.verify`)."""

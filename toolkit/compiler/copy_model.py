@@ -76,6 +76,7 @@ def copy_model(model: Model) -> Model:
     new.metadata = dict(model.metadata)
     new.metadata_buffer = None if model.metadata_buffer is None else list(model.metadata_buffer)
     new.source_table = dict(model.source_table)
+    new.origins = dict(model.origins)
     new.had_origin_tables = model.had_origin_tables
     new.path = model.path
     for sd in model.signature_defs:

@@ -133,6 +133,7 @@ def build_part(source: Model, ops: Sequence[Op], inputs: Sequence[Tensor],
                       if k not in (SOURCE_TABLE, OP_TABLE)}
     table = source.source_table
     model.source_table = {oid: table[oid] for oid in sorted(used) if oid in table}
+    model.origins = {oid: source.origins[oid] for oid in sorted(used) if oid in source.origins}
     model.had_origin_tables = True
     model.path = None
     return model
