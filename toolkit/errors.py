@@ -68,6 +68,11 @@ class LimitError(ToolkitError):
     bound and how to raise it)."""
 
 
+class NumericsError(ToolkitError):
+    """Two runs cannot be compared tensor by tensor (nothing matches, other inputs, another
+    model's capture), or a capture cannot be made."""
+
+
 class UsageError(ToolkitError):
     """A command-line flag or argument is missing, unknown or has a bad value (the message
     names the verb and the flag)."""

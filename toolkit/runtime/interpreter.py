@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy as _copy
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -359,6 +359,61 @@ class Interpreter:
         self._bound = [ln.mode == "one" for ln in lines]
         self._lines = lines
         return out
+
+    def invoke_observed(self, inputs: Any,
+                        observe: Callable[[Tensor, np.ndarray], None]) -> dict[str, np.ndarray]:
+        """Run one inference step by step and call ``observe(tensor, value)`` once per graph
+        input and per op output, as soon as its value is complete (a striped output after its
+        last stripe), in execution order. A value no later step reads is dropped once
+        observed, so only the live tensors stay in memory. Returns the outputs by name."""
+        if not self._busy.acquire(blocking=False):
+            raise ToolkitError("this Interpreter is running an inference in another thread",
+                               where="Interpreter.invoke_observed",
+                               fix="give each thread its own Interpreter")
+        try:
+            return quiet(self._observed, self._bind(inputs), observe)
+        finally:
+            self._busy.release()
+
+    def _observed(self, arrays: list[np.ndarray],
+                  observe: Callable[[Tensor, np.ndarray], None]) -> dict[str, np.ndarray]:
+        plan = self.plan
+        tensor_of = {i: t for t, i in plan.slot.items()}
+        last_write: dict[int, int] = {}
+        last_read: dict[int, int] = {}
+        for k, s in enumerate(plan.steps):
+            last_write.update((o, k) for o in s.outs)
+            last_read.update((i, k) for i in s.ins if i >= 0)
+        keep = {plan.slot[t] for t in plan.outputs} | {i for i, _ in plan.consts}
+        vals: list[Any] = [None] * len(plan.slot)
+        for i, a in plan.consts:
+            vals[i] = a
+        for t, a in zip(plan.inputs, arrays):
+            vals[plan.slot[t]] = a
+            observe(t, a)
+        for k, s in enumerate(plan.steps):
+            args = [None if i < 0 else vals[i] for i in s.ins]
+            try:
+                line = self._line(s, args)
+                if line.mode == "stripe":
+                    vals[s.outs[0]] = line.fn(vals[s.outs[0]], *args)
+                else:
+                    res = [line.fn(*args)] if line.mode == "one" else line.fn(*args)
+                    self._check(s, res)
+                    for i, r in zip(s.outs, res):
+                        vals[i] = r
+            except ToolkitError as e:
+                raise self._located(s, e) from e
+            except Exception as e:  # a kernel bug or an input the kernel cannot take
+                raise self._step_error(s, e) from e
+            for o in s.outs:
+                if last_write[o] == k:
+                    observe(tensor_of[o], vals[o])
+            for i in {*s.ins, *s.outs}:
+                if i >= 0 and i not in keep and last_read.get(i, -1) <= k \
+                        and last_write.get(i, -1) <= k:
+                    vals[i] = None
+        return {t.name: vals[plan.slot[t]] for t in plan.outputs}
 
     def _generate(self, lines: list[Line]) -> tuple[Any, Any]:
         plan = self.plan
