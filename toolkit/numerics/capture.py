@@ -446,7 +446,8 @@ def capture(model: Any, inputs: Any = None, *, runtime: str | None = None,
         raise NumericsError("runtime='onnxruntime' captures an .onnx file",
                             where="tk.capture", fix="pass the path of the .onnx model")
     arg = resolve_model(model, purpose="tk.capture")
-    source = Path(path).name if path else f"<{type(arg.value).__name__}>"
+    named = path or getattr(arg.value, "path", None)
+    source = Path(named).name if named else f"<{type(arg.value).__name__}>"
     if runtime == "litert":
         if arg.kind not in ("model",):
             raise NumericsError(f"LiteRT runs a .tflite model, not a {arg.kind}",

@@ -1,0 +1,93 @@
+"""The isolated error of a layer: the candidate's ops of that layer re-run on the reference's
+values of their inputs, in the toolkit's runtime (bit-exact with LiteRT for int8).
+
+The error a layer shows in a full candidate run is *inherited* (from the layers before it)
+plus what it *adds*; feeding it the reference's inputs leaves only what it adds. A layer's
+ops are the candidate ops that carry it (through ``model.origin(oid).layers``) up to its
+boundary tensor, plus the op that produces the boundary; each input they read from outside
+that set is taken from the reference (its matched tensor), quantized to the candidate
+tensor's scale and zero point (rounding half away from zero, saturating) when that one is
+quantized, else cast to its dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from toolkit.ir import Op
+from toolkit.numerics.capture import Capture, TensorRecord
+
+__all__ = ["rerun_layer", "to_candidate_dtype"]
+
+
+def to_candidate_dtype(value: np.ndarray, rec: TensorRecord) -> np.ndarray:
+    """A float (dequantized) value as the candidate tensor ``rec`` holds it."""
+    dtype = np.dtype(rec.dtype)
+    if rec.scale is not None and rec.zero_point is not None:
+        shape = [1] * value.ndim
+        if rec.scale.size > 1:
+            shape[rec.axis] = -1
+        x = value / rec.scale.reshape(shape)
+        q = np.sign(x) * np.floor(np.abs(x) + 0.5) + rec.zero_point.reshape(shape)
+        info = np.iinfo(dtype)
+        return np.clip(q, info.min, info.max).astype(dtype)
+    return np.asarray(value).astype(dtype, copy=False).reshape(rec.shape)
+
+
+def rerun_layer(cand: Capture, layer: str | None, boundary: TensorRecord,
+                ref_value_of: Callable[[str], np.ndarray | None]
+                ) -> tuple[np.ndarray | None, str]:
+    """Re-run the candidate ops of ``layer`` ending at ``boundary`` on reference inputs.
+
+    ``ref_value_of(cand_tensor)`` returns the reference's dequantized value matched to a
+    candidate tensor (None when it has none). Returns ``(boundary value dequantized, "")``
+    or ``(None, why it could not be re-run)``.
+    """
+    from toolkit.runtime.kernels import get_kernel
+    from toolkit.runtime.kernels.common import quiet
+
+    ops: list[tuple[int, Op]] = []
+    seen: set[int] = set()
+    for rec in cand.records.values():
+        if rec.op is None or rec.order > boundary.order or id(rec.op) in seen:
+            continue
+        if rec.op is boundary.op or (layer is not None and layer in rec.layers):
+            seen.add(id(rec.op))
+            ops.append((rec.order, rec.op))
+    if not ops:
+        return None, "the candidate has no op of this layer"
+    made = {t.name for _, op in ops for t in op.outputs}
+    values: dict[str, np.ndarray] = {}
+    for _, op in sorted(ops, key=lambda x: x[0]):
+        args: list[np.ndarray | None] = []
+        for t in op.inputs:
+            if t is None:
+                args.append(None)
+            elif t.is_const:
+                args.append(t.data)
+            elif t.name in values:
+                args.append(values[t.name])
+            elif t.name in made:
+                return None, f"input {t.name!r} is made by a later op of the layer"
+            else:
+                ref = ref_value_of(t.name)
+                rec = cand.records.get(t.name)
+                if ref is None or rec is None:
+                    return None, f"input {t.name!r} has no reference counterpart"
+                args.append(to_candidate_dtype(ref.reshape(rec.shape), rec))
+        try:
+            res = quiet(get_kernel(op), op, args)
+        except Exception as e:  # noqa: BLE001 - reported in the row, never raised
+            return None, f"{op.kind} cannot be re-run alone: {type(e).__name__}: {e}"
+        for t, r in zip(op.outputs, res):
+            values[t.name] = np.asarray(r)
+    out = values.get(boundary.name)
+    if out is None:
+        return None, "the boundary tensor was not re-made"
+    if boundary.scale is not None and boundary.zero_point is not None:
+        from toolkit.numerics.capture import dequantize_array
+
+        return dequantize_array(out, boundary.scale, boundary.zero_point, boundary.axis), ""
+    return np.asarray(out, dtype=np.float64), ""
