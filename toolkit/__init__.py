@@ -8,7 +8,8 @@
     att.by_layer()                                      # time per original layer
 
 The entry points (``load``, ``save``, ``compile``, ``partition``, ``codegen``, ``run``,
-``read_trace``, ``trace_join``, ``read_vela``, ``read_executorch``, ``explore``) are plain
+``read_trace``, ``trace_join``, ``read_vela``, ``read_executorch``, ``explore``, ``capture``,
+``compare``) are plain
 functions defined in :mod:`toolkit.api`. The packages behind them are nouns: ``formats``,
 ``ir``, ``compiler``, ``partitioner``, ``generator``, ``runtime``, ``trace``, ``vela``, ``viz``.
 """
@@ -19,7 +20,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from toolkit.api import (
+    capture,
     codegen,
+    compare,
     compile,
     explore,
     join_ort,
@@ -40,6 +43,8 @@ from toolkit.ir import Graph, Model, Op, Quantization, Tensor
 
 if TYPE_CHECKING:
     from toolkit.builder import ModelBuilder
+    from toolkit.numerics.capture import Capture
+    from toolkit.numerics.compare import NumericsComparison
     from toolkit.compiler import CompiledModel, Target
     from toolkit.partitioner import PartitionResult
     from toolkit.runtime.result import RunResult
@@ -52,6 +57,7 @@ __all__ = [
     "load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
     "trace_join_many",
     "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore", "read_executorch",
+    "capture", "compare", "Capture", "NumericsComparison",
     "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",
     "CompiledModel", "Target", "PartitionResult", "RunResult", "EventTracer", "Trace",
     "Attribution", "LayerAttribution", "ModelBuilder",
@@ -69,6 +75,8 @@ _LAZY = {
     "Attribution": "toolkit.trace.attribution",
     "LayerAttribution": "toolkit.trace.views",
     "ModelBuilder": "toolkit.builder",
+    "Capture": "toolkit.numerics.capture",
+    "NumericsComparison": "toolkit.numerics.compare",
 }
 
 

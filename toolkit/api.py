@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from toolkit.formats.part_file import PartSpec
     from toolkit.generator import Artifact
     from toolkit.ir import Model
+    from toolkit.numerics.capture import Capture
+    from toolkit.numerics.compare import NumericsComparison
     from toolkit.partitioner import PartitionResult
     from toolkit.runtime.onnxruntime import OrtRun
     from toolkit.runtime.result import RunResult
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
            "trace_join_many", "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore",
-           "read_executorch"]
+           "read_executorch", "capture", "compare"]
 
 PathLike = str | os.PathLike[str]
 
@@ -713,6 +715,80 @@ def read_executorch(etdump: Any, etrecord: Any = None, program: Any = None, *,
     check_optional_str(method, "method", "tk.read_executorch")
 
     return _read(etdump, etrecord, program, method=method)
+
+
+def capture(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray
+            | None = None, *, runtime: str | None = None,
+            budget_bytes: int | None = 256 << 20) -> Capture:
+    """Run ``model`` once and keep its intermediate tensors, each with its producing op, origin
+    ids and original layers (read through ``model.origin(oid).layers``).
+
+    Args:
+        model: a :class:`~toolkit.ir.Model`, a ``CompiledModel`` (every command's output), a
+            ``PartitionResult`` or ``.conn.json`` (its parts chained: every part's tensors), or
+            a path (``.tflite``/``.circle``, a compiled folder, ``.onnx``).
+        inputs: a dict name -> array, a list in input order, or one array; ``None`` uses
+            random inputs (seed 0).
+        runtime: ``"reference"`` (the NumPy runtime, every tensor; the default),
+            ``"litert"`` (LiteRT's builtin kernels with ``experimental_preserve_all_tensors``)
+            or ``"onnxruntime"`` (every node output added as a graph output; the default for
+            an ``.onnx`` path).
+        budget_bytes: tensor bytes kept in RAM; past it each array is written to a ``.npy``
+            file in a temporary folder and read back memory-mapped (``None``: never spill).
+
+    Returns:
+        A :class:`~toolkit.numerics.capture.Capture`: ``capture[name]`` (raw, quantized
+        values as stored), ``.value(name)`` (dequantized float64), ``.records`` (producing op,
+        origins, layers per tensor), ``.table()``.
+
+    Raises:
+        ToolkitError: an unknown runtime, a model the runtime cannot run, inputs of the wrong
+            names, shapes or dtypes.
+    """
+    from toolkit.numerics.capture import capture as _capture
+
+    return _capture(model, inputs, runtime=runtime, budget_bytes=budget_bytes)
+
+
+def compare(reference: Any, candidate: Any, inputs: Mapping[str, np.ndarray]
+            | Sequence[np.ndarray] | np.ndarray | None = None, *,
+            reference_runtime: str | None = None, candidate_runtime: str | None = None,
+            isolated: bool = True, budget_bytes: int | None = 256 << 20
+            ) -> NumericsComparison:
+    """Compare two executions tensor by tensor and layer by layer, through provenance.
+
+    Args:
+        reference: a :class:`~toolkit.numerics.capture.Capture`, or anything
+            :func:`capture` takes (then run on ``inputs``).
+        candidate: the same, compared against ``reference`` (a quantized conversion of it,
+            a compiled or partitioned version, another runtime's run).
+        inputs: the inputs both run on (a dict, a list in input order, one array); a float
+            input given to a quantized model is quantized with its input's scale and zero
+            point, an integer one given to a float model dequantized with the other's.
+            ``None``: a capture's own inputs, else random inputs (seed 0).
+        reference_runtime, candidate_runtime: the runtime of each side (see
+            :func:`capture`).
+        isolated: also re-run each candidate layer on the reference's inputs (the isolated
+            error).
+        budget_bytes: RAM budget of each capture (see :func:`capture`).
+
+    Returns:
+        A :class:`~toolkit.numerics.compare.NumericsComparison`: ``by_layer()`` (columns
+        :data:`~toolkit.numerics.compare.LAYER_COLUMNS`), ``by_tensor()``, ``by_op()``,
+        ``unmatched()``, ``first_divergence(sqnr_db=)``, ``worst(n)``, ``summary()``,
+        ``plot()``, ``to_model_explorer(path)``, ``to_visq(path)``.
+
+    Raises:
+        ToolkitError: models whose tensors cannot be matched at all, inputs of the wrong
+            shape or dtype, a capture that ran on other inputs.
+    """
+    from toolkit.numerics.compare import compare as _compare
+    from toolkit.util.args import check_bool
+
+    check_bool(isolated, "isolated", "tk.compare")
+    return _compare(reference, candidate, inputs, reference_runtime=reference_runtime,
+                    candidate_runtime=candidate_runtime, isolated=isolated,
+                    budget_bytes=budget_bytes)
 
 
 for _name in __all__:

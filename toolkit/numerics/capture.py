@@ -136,8 +136,8 @@ class Capture:
         if rec.name in self.records:
             return
         a = np.asarray(value)
-        if tuple(a.shape) != rec.shape and not rec.shape == ():
-            rec = _with_shape(rec, tuple(a.shape))
+        if tuple(a.shape) != rec.shape or str(a.dtype) != rec.dtype:
+            rec = _replace(rec, shape=tuple(a.shape), dtype=str(a.dtype))  # the value's
         self.records[rec.name] = rec
         self.store.put(rec.name, a)
         if rec.is_input:
@@ -194,12 +194,6 @@ class Capture:
         return (f"<Capture {self.runtime} {self.source}: {len(self.records)} tensors, "
                 f"{self.store.ram_bytes / 1e6:.1f} MB in RAM"
                 + (f", {disk / 1e6:.1f} MB spilled" if disk else "") + ">")
-
-
-def _with_shape(rec: TensorRecord, shape: tuple[int, ...]) -> TensorRecord:
-    from dataclasses import replace
-
-    return replace(rec, shape=shape)
 
 
 def dequantize_array(raw: np.ndarray, scale: np.ndarray, zero_point: np.ndarray,
@@ -398,7 +392,15 @@ def _capture_ort(path: str, model: Model, inputs: Any, cap: Capture) -> None:
     arrays = ordered_inputs(list(g.inputs), random_inputs(list(g.inputs))
                             if inputs is None else inputs, "tk.capture(runtime='onnxruntime')")
     names = [o.name for o in sess.get_outputs()]
-    values = dict(zip(names, sess.run(names, {t.name: a for t, a in zip(g.inputs, arrays)})))
+    try:
+        got = sess.run(names, {t.name: a for t, a in zip(g.inputs, arrays)})
+    except Exception as e:  # ORT's own error type; its message says what failed
+        raise NumericsError(f"ONNX Runtime failed with every node output made a graph output: "
+                            f"{e}", where=Path(path).name,
+                            fix="capture the model before ONNX Runtime's layout optimisations "
+                                "(an .onnx saved with optimization 'extended' or lower)"
+                            ) from None
+    values = dict(zip(names, got))
     feeds = {t.name: a for t, a in zip(g.inputs, arrays)}
     _collect(model, cap, lambda name: feeds.get(name, values.get(name)),
              "ONNX Runtime returned no value of that name")

@@ -3,9 +3,9 @@
 Rules, tried in this order (a tensor is matched at most once):
 
 1. ``"graph input"``: the graph inputs, by position (the files may name them differently).
-2. ``"tensor name"``: the same tensor name, the same number of elements, and producers
-   with the same origins (a fused op may keep its first op's output name: it is compared by
-   rule 3 instead).
+2. ``"tensor name"``: the same tensor name and the same number of elements, unless the
+   candidate's producer carries origins of reference ops that run later (a fused op that kept
+   its first op's output name computes past it: it is compared by rule 3 instead).
 3. ``"origin"``: source ops that the two sides group differently (a compile fused them, a
    partition split them) are tied together through their origins: two ops share an origin
    when they carry an origin of the same name (:attr:`Origin.name`; the id when it has no
@@ -62,12 +62,11 @@ def _keys(rec: TensorRecord) -> list[str]:
     return [n if n else f"#{o}" for o, n in zip(rec.origins, rec.origin_names)]
 
 
-def _same_source(r: TensorRecord, c: TensorRecord) -> bool:
-    """True when the producers of two same-named tensors come from the same source ops (or
-    one side has no origins to tell): a fused op keeps the name of its first op's output,
-    which must then not be compared with that op's output."""
-    kr, kc = set(_keys(r)), set(_keys(c))
-    return not kr or not kc or kr == kc
+def _computes_past(r: TensorRecord, c: TensorRecord, first_at: dict[str, int]) -> bool:
+    """True when the candidate's producer of a tensor named as ``r`` also carries the origins
+    of reference ops that run after ``r``'s producer: it computes past ``r`` (a fused op
+    that kept its first op's output name), so the name does not mean the same value."""
+    return any(first_at.get(k, -1) > r.order for k in _keys(c))
 
 
 def layer_boundaries(cap: Capture) -> dict[str, TensorRecord]:
@@ -95,12 +94,16 @@ def match_captures(ref: Capture, cand: Capture) -> Matching:
         if _size(r) == _size(c):
             out.add(r.name, c.name, "graph input")
     # 2. same name
+    first_at: dict[str, int] = {}
+    for r in ref.records.values():
+        for k in _keys(r):
+            first_at.setdefault(k, r.order)
     for r in ref.records.values():
         if r.name in out.by_ref or r.op is None:
             continue
         c = cand.records.get(r.name)
         if c is not None and c.op is not None and c.name not in out.by_cand \
-                and _size(c) == _size(r) and _same_source(r, c):
+                and _size(c) == _size(r) and not _computes_past(r, c, first_at):
             out.add(r.name, c.name, "tensor name")
     # 3. groups tied by origins (union-find over ops of both sides)
     parent: dict[tuple[str, str], tuple[str, str]] = {}
@@ -174,8 +177,15 @@ def match_captures(ref: Capture, cand: Capture) -> Matching:
                                   f"{'fuses' if side == 'r' else 'splits'} differently: "
                                   f"compared at the group's last output {last.name!r}")
             else:
-                miss[rec.name] = (f"the {other_name}'s counterpart has another shape or "
-                                  f"output count")
+                partner = _last_op_outputs(theirs)[0].name
+                taken_by = (out.by_cand if side == "r" else out.by_ref).get(partner)
+                if taken_by is not None:
+                    miss[rec.name] = (f"its {other_name} counterpart {partner!r} computes "
+                                      f"further (fused) and is compared with "
+                                      f"{taken_by.ref if side == 'r' else taken_by.cand!r}")
+                else:
+                    miss[rec.name] = (f"the {other_name}'s counterpart {partner!r} has "
+                                      f"another shape or output count")
     for name, reason in cand.missing.items():
         out.cand_unmatched.setdefault(name, f"not captured: {reason}")
     for name, reason in ref.missing.items():
