@@ -43,9 +43,9 @@ from toolkit.ir import Graph, Model, Op, Quantization, Tensor
 
 if TYPE_CHECKING:
     from toolkit.builder import ModelBuilder
+    from toolkit.compiler import CompiledModel, Target
     from toolkit.numerics.capture import Capture
     from toolkit.numerics.compare import NumericsComparison
-    from toolkit.compiler import CompiledModel, Target
     from toolkit.partitioner import PartitionResult
     from toolkit.runtime.result import RunResult
     from toolkit.runtime.tracer import EventTracer

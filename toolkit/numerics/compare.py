@@ -367,6 +367,27 @@ def _graph_inputs(obj: Any) -> tuple[Any, list[Tensor]]:
     return value, [model.graph.tensor(n) for n in c.source.inputs]
 
 
+def _static_keys(value: Any) -> set[str] | None:
+    """Tensor names, origin names and layers of a model, a compiled model's or a
+    partition's source (None for what is only known once run: an .onnx path, a capture,
+    a connection file)."""
+    from toolkit.ir import Model
+
+    model = getattr(value, "source", None) if hasattr(value, "parts") else \
+        getattr(value, "model", value)
+    if not isinstance(model, Model):
+        return None
+    out: set[str] = set()
+    for op in model.graph.ops:
+        out.update(t.name for t in op.outputs)
+        for o in op.origins:
+            rec = model.origin(o)
+            out.add(rec.name)
+            out.update(rec.layers)
+    out.discard("")
+    return out
+
+
 def _quant(t: Tensor) -> tuple[np.ndarray, np.ndarray, int] | None:
     q = t.quant
     if q is None or q.scale is None or q.scale.size == 0 or t.dtype is None \
@@ -465,6 +486,12 @@ def compare(reference: Any, candidate: Any, inputs: Any = None, *,
             value, graph_inputs = _graph_inputs(obj)
             sides.append(value)
             ins.append(graph_inputs)
+    keys = [_static_keys(s) for s in sides]
+    if keys[0] is not None and keys[1] is not None and not keys[0] & keys[1]:
+        raise NumericsError(
+            "the two models share no tensor name, origin name or layer name: nothing can be "
+            "matched", where="tk.compare",
+            fix="compare two conversions or compilations of the same model")
     caps = [s for s in sides if isinstance(s, Capture)]
     if inputs is None and caps:
         canon = _capture_inputs(caps[0])[0]
@@ -483,12 +510,24 @@ def compare(reference: Any, candidate: Any, inputs: Any = None, *,
                 raise NumericsError(f"{len(arrays)} input(s) given, a model takes {len(k)}",
                                     where="tk.compare", fix=f"pass {[t.name for t in k]}")
         canon = _canonical(arrays, known)
+    if inputs is not None:
+        for c in caps:
+            vals = _capture_inputs(c)[0]
+            if len(vals) != len(canon) or not all(
+                    v.size == np.asarray(x).size
+                    and np.allclose(v.reshape(-1), np.asarray(x, np.float64).reshape(-1),
+                                    atol=_half_step(c), rtol=1e-6)
+                    for v, x in zip(vals, canon)):
+                raise NumericsError(f"the capture of {c.source} ran on other inputs than "
+                                    "inputs=", where="tk.compare",
+                                    fix="leave inputs out (the capture's are used), or "
+                                        "capture again on these inputs")
     out: list[Capture] = []
-    for side, graph_inputs, rt in zip(sides, ins, (reference_runtime, candidate_runtime)):
-        if isinstance(side, Capture):
+    for side, side_inputs, rt in zip(sides, ins, (reference_runtime, candidate_runtime)):
+        if isinstance(side, Capture) or side_inputs is None:
             out.append(side)
             continue
-        assert graph_inputs is not None
+        graph_inputs = side_inputs
         if len(canon) != len(graph_inputs):
             raise NumericsError(f"{len(canon)} input(s) given, a model takes "
                                 f"{len(graph_inputs)}", where="tk.compare",
@@ -497,18 +536,6 @@ def compare(reference: Any, candidate: Any, inputs: Any = None, *,
         out.append(capture(side, feed, runtime=rt, budget_bytes=budget_bytes))
     if caps:
         _same_inputs(out[0], out[1])
-        if inputs is not None:
-            for c in caps:
-                vals = _capture_inputs(c)[0]
-                if len(vals) != len(canon) or not all(
-                        v.size == np.asarray(x).size
-                        and np.allclose(v.reshape(-1), np.asarray(x, np.float64).reshape(-1),
-                                        atol=_half_step(c), rtol=1e-6)
-                        for v, x in zip(vals, canon)):
-                    raise NumericsError(f"the capture of {c.source} ran on other inputs than "
-                                        "inputs=", where="tk.compare",
-                                        fix="leave inputs out (the capture's are used), or "
-                                            "capture again on these inputs")
     return NumericsComparison(out[0], out[1], isolated=isolated)
 
 

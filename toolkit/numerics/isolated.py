@@ -73,13 +73,13 @@ def rerun_layer(cand: Capture, layer: str | None, boundary: TensorRecord,
                 return None, f"input {t.name!r} is made by a later op of the layer"
             else:
                 ref = ref_value_of(t.name)
-                rec = cand.records.get(t.name)
-                if ref is None or rec is None:
+                held = cand.records.get(t.name)
+                if ref is None or held is None:
                     return None, f"input {t.name!r} has no reference counterpart"
-                args.append(to_candidate_dtype(ref.reshape(rec.shape), rec))
+                args.append(to_candidate_dtype(ref.reshape(held.shape), held))
         try:
             res = quiet(get_kernel(op), op, args)
-        except Exception as e:  # noqa: BLE001 - reported in the row, never raised
+        except Exception as e:  # reported in the row, never raised
             return None, f"{op.kind} cannot be re-run alone: {type(e).__name__}: {e}"
         for t, r in zip(op.outputs, res):
             values[t.name] = np.asarray(r)

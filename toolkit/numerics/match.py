@@ -101,10 +101,10 @@ def match_captures(ref: Capture, cand: Capture) -> Matching:
     for r in ref.records.values():
         if r.name in out.by_ref or r.op is None:
             continue
-        c = cand.records.get(r.name)
-        if c is not None and c.op is not None and c.name not in out.by_cand \
-                and _size(c) == _size(r) and not _computes_past(r, c, first_at):
-            out.add(r.name, c.name, "tensor name")
+        same = cand.records.get(r.name)
+        if same is not None and same.op is not None and same.name not in out.by_cand \
+                and _size(same) == _size(r) and not _computes_past(r, same, first_at):
+            out.add(r.name, same.name, "tensor name")
     # 3. groups tied by origins (union-find over ops of both sides)
     parent: dict[tuple[str, str], tuple[str, str]] = {}
 
@@ -148,16 +148,16 @@ def match_captures(ref: Capture, cand: Capture) -> Matching:
     # 4. layer boundaries
     cb = layer_boundaries(cand)
     for layer, r in layer_boundaries(ref).items():
-        c = cb.get(layer)
-        if c is None or r.name in out.by_ref or c.name in out.by_cand \
-                or _size(r) != _size(c):
+        edge = cb.get(layer)
+        if edge is None or r.name in out.by_ref or edge.name in out.by_cand \
+                or _size(r) != _size(edge):
             continue
-        out.add(r.name, c.name, "layer boundary")
+        out.add(r.name, edge.name, "layer boundary")
     order = {n: i for i, n in enumerate(ref.records)}
     out.matches.sort(key=lambda m: order[m.ref])
     # reasons for the rest
-    for side, cap, other, taken, miss in (("r", ref, cand, out.by_ref, out.ref_unmatched),
-                                          ("c", cand, ref, out.by_cand, out.cand_unmatched)):
+    for side, cap, taken, miss in (("r", ref, out.by_ref, out.ref_unmatched),
+                                   ("c", cand, out.by_cand, out.cand_unmatched)):
         other_name = "candidate" if side == "r" else "reference"
         for rec in cap.records.values():
             if rec.name in taken:

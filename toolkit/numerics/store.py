@@ -72,7 +72,7 @@ class TensorStore:
             self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._folder), True)
         path = self._folder / f"{len(self._arrays)}.npy"
         np.save(path, np.ascontiguousarray(a), allow_pickle=False)
-        self._arrays[name] = np.load(path, mmap_mode="r", allow_pickle=False)
+        self._arrays[name] = np.load(path, mmap_mode="r", allow_pickle=False).reshape(a.shape)
         self.disk_bytes += a.nbytes
 
     def get(self, name: str) -> np.ndarray:
