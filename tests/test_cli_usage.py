@@ -29,6 +29,7 @@ REQUIRED: dict[str, list[str]] = {
     "trace-join --model": ["t.json", "--model", "m.onnx"],
     "trace-join-many": ["t.json", "--compiled", "out"],
     "vela": ["out", "--model", "m.tflite"],
+    "compare": ["a.tflite", "b.tflite"],
     "nnc": ["--target", "cpp", "-m", "m.tflite"],
     "demo": [],
 }
@@ -184,6 +185,10 @@ def _mistakes(w: dict[str, Path]) -> list[tuple[str, list[str]]]:
         ("trace-join-many", [str(d / "nothing*.json"), "--compiled", cnn]),
         ("trace-join-many", [str(w["txt"]), "--compiled", cnn, "--engine", "spark"]),
         ("trace-join-many", [str(w["txt"]), "--compiled", cnn, "--scheduler", "x:1"]),
+        ("compare", [cnn, missing]),
+        ("compare", [cnn, str(SAMPLES / "transformer.tflite")]),
+        ("compare", [cnn, cnn, "--inputs", str(w["npz"])]),
+        ("compare", [cnn, cnn, "--runtime-b", "gpu"]),
         ("vela", [str(d / "missing"), "--model", cnn]),
         ("vela", [str(w["empty"]), "--model", cnn]),
         ("vela", [str(w["empty"])]),

@@ -330,3 +330,29 @@ def test_bad_input() -> None:
         tk.capture(SAMPLES / "cnn.tflite", runtime="gpu")
     with pytest.raises(NumericsError, match="budget_bytes"):
         tk.capture(SAMPLES / "cnn.tflite", budget_bytes=-1)
+
+
+def test_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from toolkit.cli import main
+
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 16, 16, 3)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", image=x)
+    ref, cand = SAMPLES / "tf" / "tf_cnn.tflite", SAMPLES / "tf" / "tf_cnn_int8.tflite"
+    argv = ["compare", str(ref), str(cand), "--inputs", str(tmp_path / "x.npz"), "--by",
+            "layer", "--model-explorer", str(tmp_path / "me.json"), "--csv",
+            str(tmp_path / "layers.csv"), "--visq", str(tmp_path / "visq.json")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "layers" in out and "model_1/fc_1/MatMul" in out
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "layers.csv")
+    assert list(table.columns) == LAYER_COLUMNS
+    direct = tk.compare(ref, cand, [x]).by_layer()
+    assert np.allclose(table["sqnr_db"], direct["sqnr_db"])
+    assert json.loads((tmp_path / "me.json").read_text())
+    assert json.loads((tmp_path / "visq.json").read_text())["meta"]["metric"] == "MPEIR"
+    # the same file in two runtimes
+    assert main(["compare", str(cand), str(cand), "--runtime-b", "litert", "--by",
+                 "tensor"]) == 0
+    assert "litert" in capsys.readouterr().out

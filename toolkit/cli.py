@@ -10,6 +10,8 @@
     toolkit trace-join PROFILE --model M.onnx [--optimized M.opt.onnx] [--by layer]
     toolkit trace-join-many GLOB --compiled OUTDIR [--engine local|dask] [--workers N]
     toolkit vela OUTDIR --model M.tflite       Vela's estimates per original layer
+    toolkit compare A B [--inputs X.npz] [--runtime-a R] [--runtime-b R] [--by layer]
+                  [--model-explorer OUT.json]  numerics of B against A, per original layer
     toolkit nnc --caffe|--tflite -m MODEL --target interpreter|cpp ...   nnc's command line
     toolkit demo [--out out]                   the end-to-end demo on the sample models
 
@@ -302,6 +304,12 @@ def _trace_join_many(argv: Sequence[str]) -> int:
     return main_trace_join_many(list(argv))
 
 
+def _compare(argv: Sequence[str]) -> int:
+    from toolkit.numerics.cli import main_compare
+
+    return main_compare(list(argv))
+
+
 def _demo(argv: Sequence[str]) -> int:
     from toolkit.demo import main_demo
 
@@ -316,6 +324,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "trace-join": _trace_join,
     "trace-join-many": _trace_join_many,
     "vela": cmd_vela,
+    "compare": _compare,
     "nnc": _nnc,
     "demo": _demo,
 }
@@ -326,6 +335,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     (``"run --runtime onnxruntime"`` and ``"trace-join --model"`` are the ONNX Runtime ones)."""
     from toolkit.demo import demo_parser
     from toolkit.nnc_cli import parser as nnc_parser
+    from toolkit.numerics.cli import compare_parser
     from toolkit.partitioner.cli import build_parser as partition_parser
     from toolkit.trace.cli import trace_join_parser
     from toolkit.trace.fleet_cli import trace_join_many_parser
@@ -341,6 +351,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
         "trace-join --model": ort_join_parser(),
         "trace-join-many": trace_join_many_parser(),
         "vela": vela_parser(),
+        "compare": compare_parser(),
         "nnc": nnc_parser(),
         "demo": demo_parser(),
     }

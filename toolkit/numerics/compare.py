@@ -404,6 +404,8 @@ def _as_list(inputs: Any, names: list[list[str]]) -> list[np.ndarray]:
         for side in names:
             if set(inputs) == set(side):
                 return [np.asarray(inputs[n]) for n in side]
+        if len(inputs) == 1 and all(len(side) == 1 for side in names):
+            return [np.asarray(v) for v in inputs.values()]  # one input: its name is moot
         raise NumericsError(f"the inputs are named {sorted(inputs)}; the models take "
                             f"{names[0]} and {names[1]}", where="tk.compare",
                             fix="name the inputs as either model does, or pass a list in "
