@@ -32,7 +32,7 @@ import numpy as np
 from toolkit.errors import NumericsError
 from toolkit.ir import Tensor
 from toolkit.numerics.capture import Capture, TensorRecord, capture, dequantize_array
-from toolkit.numerics.isolated import rerun_layer
+from toolkit.numerics.isolated import origin_keys_of, rerun_layer
 from toolkit.numerics.match import Matching, layer_boundaries, match_captures
 from toolkit.numerics.metrics import METRIC_COLUMNS, metrics
 from toolkit.numerics.store import DEFAULT_BUDGET_BYTES
@@ -177,7 +177,7 @@ class NumericsComparison:
                        **self._pair_metrics(r.name))
             if self.isolated:
                 value, why = rerun_layer(self.candidate, layer if layer in c.layers else None,
-                                         c, self._ref_value_of)
+                                         c, self._ref_value_of, origin_keys_of(r))
                 if value is None:
                     row["note"] = f"isolated: {why}"
                 else:

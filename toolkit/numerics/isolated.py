@@ -19,7 +19,12 @@ import numpy as np
 from toolkit.ir import Op
 from toolkit.numerics.capture import Capture, TensorRecord
 
-__all__ = ["rerun_layer", "to_candidate_dtype"]
+__all__ = ["rerun_layer", "to_candidate_dtype", "origin_keys_of"]
+
+
+def origin_keys_of(rec: TensorRecord) -> frozenset[str]:
+    """The origin names of ``rec``'s producer (``#id`` for an origin without a name)."""
+    return frozenset(n if n else f"#{o}" for o, n in zip(rec.origins, rec.origin_names))
 
 
 def to_candidate_dtype(value: np.ndarray, rec: TensorRecord) -> np.ndarray:
@@ -37,9 +42,15 @@ def to_candidate_dtype(value: np.ndarray, rec: TensorRecord) -> np.ndarray:
 
 
 def rerun_layer(cand: Capture, layer: str | None, boundary: TensorRecord,
-                ref_value_of: Callable[[str], np.ndarray | None]
+                ref_value_of: Callable[[str], np.ndarray | None],
+                origin_keys: frozenset[str] = frozenset()
                 ) -> tuple[np.ndarray | None, str]:
     """Re-run the candidate ops of ``layer`` ending at ``boundary`` on reference inputs.
+
+    The ops re-run are those up to ``boundary`` that carry ``layer``, produce ``boundary``,
+    or carry one of ``origin_keys`` (the origin names of the reference op that made the
+    reference's boundary: when the reference fused several source ops, the candidate's ops
+    of those source ops are re-run together).
 
     ``ref_value_of(cand_tensor)`` returns the reference's dequantized value matched to a
     candidate tensor (None when it has none). Returns ``(boundary value dequantized, "")``
@@ -53,7 +64,8 @@ def rerun_layer(cand: Capture, layer: str | None, boundary: TensorRecord,
     for rec in cand.records.values():
         if rec.op is None or rec.order > boundary.order or id(rec.op) in seen:
             continue
-        if rec.op is boundary.op or (layer is not None and layer in rec.layers):
+        if rec.op is boundary.op or (layer is not None and layer in rec.layers) \
+                or not origin_keys.isdisjoint(origin_keys_of(rec)):
             seen.add(id(rec.op))
             ops.append((rec.order, rec.op))
     if not ops:

@@ -3,8 +3,8 @@
 Rules, tried in this order (a tensor is matched at most once):
 
 1. ``"graph input"``: the graph inputs, by position (the files may name them differently).
-2. ``"tensor name"``: the same tensor name and the same number of elements, unless the
-   candidate's producer carries origins of reference ops that run later (a fused op that kept
+2. ``"tensor name"``: the same tensor name and the same number of elements, unless either
+   producer carries origins of ops that run later on the other side (a fused op that kept
    its first op's output name computes past it: it is compared by rule 3 instead).
 3. ``"origin"``: source ops that the two sides group differently (a compile fused them, a
    partition split them) are tied together through their origins: two ops share an origin
@@ -63,9 +63,10 @@ def _keys(rec: TensorRecord) -> list[str]:
 
 
 def _computes_past(r: TensorRecord, c: TensorRecord, first_at: dict[str, int]) -> bool:
-    """True when the candidate's producer of a tensor named as ``r`` also carries the origins
-    of reference ops that run after ``r``'s producer: it computes past ``r`` (a fused op
-    that kept its first op's output name), so the name does not mean the same value."""
+    """True when ``c``'s producer (a tensor named as ``r``, on the other side) also carries
+    the origins of ops of ``r``'s side that run after ``r``'s producer: it computes past
+    ``r`` (a fused op that kept its first op's output name), so the name does not mean the
+    same value. ``first_at`` maps an origin key to its first op on ``r``'s side."""
     return any(first_at.get(k, -1) > r.order for k in _keys(c))
 
 
@@ -98,12 +99,17 @@ def match_captures(ref: Capture, cand: Capture) -> Matching:
     for r in ref.records.values():
         for k in _keys(r):
             first_at.setdefault(k, r.order)
+    first_at_c: dict[str, int] = {}
+    for c in cand.records.values():
+        for k in _keys(c):
+            first_at_c.setdefault(k, c.order)
     for r in ref.records.values():
         if r.name in out.by_ref or r.op is None:
             continue
         same = cand.records.get(r.name)
         if same is not None and same.op is not None and same.name not in out.by_cand \
-                and _size(same) == _size(r) and not _computes_past(r, same, first_at):
+                and _size(same) == _size(r) and not _computes_past(r, same, first_at) \
+                and not _computes_past(same, r, first_at_c):
             out.add(r.name, same.name, "tensor name")
     # 3. groups tied by origins (union-find over ops of both sides)
     parent: dict[tuple[str, str], tuple[str, str]] = {}
