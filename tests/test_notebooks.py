@@ -16,7 +16,8 @@ def test_the_notebooks_are_there() -> None:
                                            "02_runtime_attribution.ipynb",
                                            "03_partition_experiments.ipynb",
                                            "04_executorch.ipynb",
-                                           "05_onnx.ipynb"]
+                                           "05_onnx.ipynb",
+                                           "06_numerics.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
