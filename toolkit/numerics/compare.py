@@ -32,7 +32,7 @@ import numpy as np
 from toolkit.errors import NumericsError
 from toolkit.ir import Tensor
 from toolkit.numerics.capture import Capture, TensorRecord, capture, dequantize_array
-from toolkit.numerics.isolated import origin_keys_of, rerun_layer
+from toolkit.numerics.isolated import layer_region, origin_keys_of, rerun_region
 from toolkit.numerics.match import Matching, layer_boundaries, match_captures
 from toolkit.numerics.metrics import METRIC_COLUMNS, metrics
 from toolkit.numerics.store import DEFAULT_BUDGET_BYTES
@@ -105,6 +105,7 @@ class NumericsComparison:
                     "must share tensor names, origin names or layer names)")
         self._metrics: dict[str, dict[str, float | int]] = {}
         self._layers: pd.DataFrame | None = None
+        self._isolated: dict[tuple[Any, ...], tuple[dict[str, float | int] | None, str]] = {}
 
     # ------------------------------------------------------------------ helpers
     def _pair_metrics(self, ref_name: str) -> dict[str, float | int]:
@@ -176,12 +177,19 @@ class NumericsComparison:
             row.update(cand_tensor=m.cand, match=m.rule, cand_dtype=c.dtype,
                        **self._pair_metrics(r.name))
             if self.isolated:
-                value, why = rerun_layer(self.candidate, layer if layer in c.layers else None,
-                                         c, self._ref_value_of, origin_keys_of(r))
-                if value is None:
+                ops = layer_region(self.candidate, layer if layer in c.layers else None, c,
+                                   origin_keys_of(r))
+                key = (c.name, *map(id, ops))
+                hit = self._isolated.get(key)
+                if hit is None:  # the layers of one op share its re-run
+                    value, why = rerun_region(self.candidate, ops, c, self._ref_value_of)
+                    hit = self._isolated[key] = (
+                        None if value is None else metrics(self.reference.value(r.name), value),
+                        why)
+                iso, why = hit
+                if iso is None:
                     row["note"] = f"isolated: {why}"
                 else:
-                    iso = metrics(self.reference.value(r.name), value)
                     row.update(isolated_sqnr_db=iso["sqnr_db"], isolated_mse=iso["mse"],
                                isolated_max_abs_error=iso["max_abs_error"])
             rows.append(row)

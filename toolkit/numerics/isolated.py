@@ -19,7 +19,8 @@ import numpy as np
 from toolkit.ir import Op
 from toolkit.numerics.capture import Capture, TensorRecord
 
-__all__ = ["rerun_layer", "to_candidate_dtype", "origin_keys_of"]
+__all__ = ["rerun_layer", "rerun_region", "layer_region", "to_candidate_dtype",
+           "origin_keys_of"]
 
 
 def origin_keys_of(rec: TensorRecord) -> frozenset[str]:
@@ -41,25 +42,13 @@ def to_candidate_dtype(value: np.ndarray, rec: TensorRecord) -> np.ndarray:
     return np.asarray(value).astype(dtype, copy=False).reshape(rec.shape)
 
 
-def rerun_layer(cand: Capture, layer: str | None, boundary: TensorRecord,
-                ref_value_of: Callable[[str], np.ndarray | None],
-                origin_keys: frozenset[str] = frozenset()
-                ) -> tuple[np.ndarray | None, str]:
-    """Re-run the candidate ops of ``layer`` ending at ``boundary`` on reference inputs.
-
-    The ops re-run are those up to ``boundary`` that carry ``layer``, produce ``boundary``,
-    or carry one of ``origin_keys`` (the origin names of the reference op that made the
-    reference's boundary: when the reference fused several source ops, the candidate's ops
-    of those source ops are re-run together).
-
-    ``ref_value_of(cand_tensor)`` returns the reference's dequantized value matched to a
-    candidate tensor (None when it has none). Returns ``(boundary value dequantized, "")``
-    or ``(None, why it could not be re-run)``.
-    """
-    from toolkit.runtime.kernels import get_kernel
-    from toolkit.runtime.kernels.common import quiet
-
-    ops: list[tuple[int, Op]] = []
+def layer_region(cand: Capture, layer: str | None, boundary: TensorRecord,
+                 origin_keys: frozenset[str] = frozenset()) -> list[Op]:
+    """The candidate ops re-run for ``layer``, in execution order: those up to ``boundary``
+    that carry ``layer``, produce ``boundary``, or carry one of ``origin_keys`` (the origin
+    names of the reference op that made the reference's boundary: when the reference fused
+    several source ops, the candidate's ops of those source ops are re-run together)."""
+    ops: list[Op] = []
     seen: set[int] = set()
     for rec in cand.records.values():
         if rec.op is None or rec.order > boundary.order or id(rec.op) in seen:
@@ -67,12 +56,38 @@ def rerun_layer(cand: Capture, layer: str | None, boundary: TensorRecord,
         if rec.op is boundary.op or (layer is not None and layer in rec.layers) \
                 or not origin_keys.isdisjoint(origin_keys_of(rec)):
             seen.add(id(rec.op))
-            ops.append((rec.order, rec.op))
+            ops.append(rec.op)
+    return ops
+
+
+def rerun_layer(cand: Capture, layer: str | None, boundary: TensorRecord,
+                ref_value_of: Callable[[str], np.ndarray | None],
+                origin_keys: frozenset[str] = frozenset()
+                ) -> tuple[np.ndarray | None, str]:
+    """Re-run the candidate ops of ``layer`` ending at ``boundary`` (see
+    :func:`layer_region`) on reference inputs.
+
+    ``ref_value_of(cand_tensor)`` returns the reference's dequantized value matched to a
+    candidate tensor (None when it has none). Returns ``(boundary value dequantized, "")``
+    or ``(None, why it could not be re-run)``.
+    """
+    return rerun_region(cand, layer_region(cand, layer, boundary, origin_keys), boundary,
+                        ref_value_of)
+
+
+def rerun_region(cand: Capture, ops: list[Op], boundary: TensorRecord,
+                 ref_value_of: Callable[[str], np.ndarray | None]
+                 ) -> tuple[np.ndarray | None, str]:
+    """Run ``ops`` (execution order) on reference inputs; return ``boundary`` dequantized,
+    or None and the reason."""
+    from toolkit.runtime.kernels import get_kernel
+    from toolkit.runtime.kernels.common import quiet
+
     if not ops:
         return None, "the candidate has no op of this layer"
-    made = {t.name for _, op in ops for t in op.outputs}
+    made = {t.name for op in ops for t in op.outputs}
     values: dict[str, np.ndarray] = {}
-    for _, op in sorted(ops, key=lambda x: x[0]):
+    for op in ops:
         args: list[np.ndarray | None] = []
         for t in op.inputs:
             if t is None:
