@@ -326,6 +326,9 @@ def test_bad_input() -> None:
         tk.compare(cap, SAMPLES / "cnn.tflite", other)
     with pytest.raises(NumericsError, match="different inputs"):
         tk.compare(cap, tk.capture(SAMPLES / "cnn.tflite", other))
+    # a capture of another model
+    with pytest.raises(NumericsError, match="nothing can be matched"):
+        tk.compare(tk.capture(SAMPLES / "transformer.tflite"), SAMPLES / "cnn.tflite")
     with pytest.raises(NumericsError, match="runtime"):
         tk.capture(SAMPLES / "cnn.tflite", runtime="gpu")
     with pytest.raises(NumericsError, match="budget_bytes"):
