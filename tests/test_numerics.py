@@ -359,3 +359,38 @@ def test_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["compare", str(cand), str(cand), "--runtime-b", "litert", "--by",
                  "tensor"]) == 0
     assert "litert" in capsys.readouterr().out
+
+
+def test_striped_compiled_model_capture() -> None:
+    """Every command of a compiled model whose ops run in stripes: each output is captured
+    once, whole (after its last stripe), and the outputs are those of tk.run."""
+    model = tk.load(SAMPLES / "two_branch.tflite")
+    compiled = tk.compile(model, target={"buffer_bytes": 2048})
+    assert (compiled.commands()["stripes"] > 1).any()
+    rng = np.random.default_rng(1)
+    inputs = {x.name: rng.uniform(-1, 1, x.shape).astype(np.float32)
+              for x in model.graph.inputs}
+    cap = tk.capture(compiled, inputs)
+    outs = tk.run(compiled, inputs).outputs
+    for name, value in outs.items():
+        assert np.array_equal(cap[name], value)
+    assert {t.name for op in compiled.model.graph.ops for t in op.outputs} == {
+        r.name for r in cap.records.values() if not r.is_input}
+    comp = tk.compare(model, cap)
+    for r in comp.by_layer().dropna(subset=["cand_tensor"]).itertuples():
+        scale = float(np.abs(comp.reference.value(r.ref_tensor)).max())
+        assert r.max_abs_error <= 1e-5 * scale, r.layer
+
+
+def test_invoke_observed_reports_each_tensor_once() -> None:
+    from toolkit.runtime.interpreter import Interpreter
+
+    model = tk.load(SAMPLES / "transformer.tflite")
+    it = Interpreter(model)
+    inputs = it.random_inputs(3)
+    seen: list[str] = []
+    out = it.invoke_observed(inputs, lambda t, v: seen.append(t.name))
+    g = model.graph
+    assert seen == [t.name for t in g.inputs] + [t.name for op in g.ops for t in op.outputs]
+    want = Interpreter(model).invoke(inputs)
+    assert all(np.array_equal(out[k], want[k]) for k in want)
