@@ -75,6 +75,35 @@ def rerun_layer(cand: Capture, layer: str | None, boundary: TensorRecord,
                         ref_value_of)
 
 
+MAX_FEEDERS = 16
+"""Most candidate-only ops (a converter's QUANTIZE/DEQUANTIZE ...) pulled into a re-run."""
+
+
+def _with_feeders(cand: Capture, ops: list[Op],
+                  ref_value_of: Callable[[str], np.ndarray | None]) -> list[Op]:
+    """``ops`` plus the candidate ops that feed them a tensor with no reference counterpart
+    and whose own outputs have none either (ops the converter added, such as QUANTIZE and
+    DEQUANTIZE around a float op), back to tensors the reference has; in execution order."""
+    order = {id(r.op): r.order for r in cand.records.values() if r.op is not None}
+    have = {id(op) for op in ops}
+    out = list(ops)
+    todo = list(ops)
+    while todo and len(out) - len(ops) < MAX_FEEDERS:
+        op = todo.pop()
+        for t in op.inputs:
+            if t is None or t.is_const or t.is_variable or ref_value_of(t.name) is not None:
+                continue
+            rec = cand.records.get(t.name)
+            prod = None if rec is None else rec.op
+            if prod is None or id(prod) in have \
+                    or any(ref_value_of(o.name) is not None for o in prod.outputs):
+                continue
+            have.add(id(prod))
+            out.append(prod)
+            todo.append(prod)
+    return sorted(out, key=lambda op: order.get(id(op), -1))
+
+
 def rerun_region(cand: Capture, ops: list[Op], boundary: TensorRecord,
                  ref_value_of: Callable[[str], np.ndarray | None]
                  ) -> tuple[np.ndarray | None, str]:
@@ -85,6 +114,7 @@ def rerun_region(cand: Capture, ops: list[Op], boundary: TensorRecord,
 
     if not ops:
         return None, "the candidate has no op of this layer"
+    ops = _with_feeders(cand, ops, ref_value_of)
     made = {t.name for op in ops for t in op.outputs}
     values: dict[str, np.ndarray] = {}
     for op in ops:
@@ -92,8 +122,8 @@ def rerun_region(cand: Capture, ops: list[Op], boundary: TensorRecord,
         for t in op.inputs:
             if t is None:
                 args.append(None)
-            elif t.is_const:
-                args.append(t.data)
+            elif t.is_const or (t.is_variable and t.producer is None):
+                args.append(t.data)  # a state without data starts from zeros in its kernel
             elif t.name in values:
                 args.append(values[t.name])
             elif t.name in made:
