@@ -339,6 +339,8 @@ def test_bad_input() -> None:
         tk.compare(tk.capture(SAMPLES / "transformer.tflite"), SAMPLES / "cnn.tflite")
     with pytest.raises(NumericsError, match="runtime"):
         tk.capture(SAMPLES / "cnn.tflite", runtime="gpu")
+    with pytest.raises(NumericsError, match="already run"):
+        tk.compare(cap, SAMPLES / "cnn.tflite", reference_runtime="litert")
     with pytest.raises(NumericsError, match="budget_bytes"):
         tk.capture(SAMPLES / "cnn.tflite", budget_bytes=-1)
 

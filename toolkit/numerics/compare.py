@@ -488,7 +488,12 @@ def compare(reference: Any, candidate: Any, inputs: Any = None, *,
     """Compare ``candidate`` against ``reference``; see :func:`toolkit.compare`."""
     sides: list[Any] = []
     ins: list[list[Tensor] | None] = []
-    for obj in (reference, candidate):
+    for obj, rt, which in ((reference, reference_runtime, "reference"),
+                           (candidate, candidate_runtime, "candidate")):
+        if isinstance(obj, Capture) and rt is not None and rt != obj.runtime:
+            raise NumericsError(f"the {which} is a capture already run in {obj.runtime}, not "
+                                f"{rt}", where="tk.compare",
+                                fix=f"leave {which}_runtime out, or pass the model instead")
         if isinstance(obj, Capture):
             sides.append(obj)
             ins.append(None)
