@@ -339,16 +339,11 @@ def _short(name: str, width: int = 28) -> str:
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
-    for col in ("nonfinite_ref", "nonfinite_cand"):
-        if col in df:
-            df[col] = df[col].astype("Int64")
-    for col in ("sqnr_db", "mse", "cosine", "max_abs_error", "mpeir", "isolated_sqnr_db",
-                "isolated_mse", "isolated_max_abs_error"):
-        if col in df:
-            df[col] = df[col].astype("float64")
-    if "position" in df:
-        df["position"] = df["position"].astype("int64")
-    return df
+    kinds = {"nonfinite_ref": "Int64", "nonfinite_cand": "Int64", "position": "int64"}
+    kinds.update(dict.fromkeys(("sqnr_db", "mse", "cosine", "max_abs_error", "mpeir",
+                                "isolated_sqnr_db", "isolated_mse",
+                                "isolated_max_abs_error"), "float64"))
+    return df.astype({k: v for k, v in kinds.items() if k in df.columns})
 
 
 # ---------------------------------------------------------------------------- sides
