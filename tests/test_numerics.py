@@ -315,6 +315,7 @@ def test_views() -> None:
     assert len(comp.worst(3)) == 3
     assert not comp.by_op().empty
     assert "tf_cnn_int8.tflite" in repr(comp)
+    assert "largest tensors" in comp.reference._repr_html_()
 
 
 def test_bad_input() -> None:

@@ -185,6 +185,17 @@ class Capture:
         df = pd.DataFrame(rows, columns=TENSOR_COLUMNS)
         return df.astype({"part": "Int64", "order": "int64"})
 
+    def _repr_html_(self) -> str:
+        """Rich view: summary line and the largest tensors captured."""
+        from toolkit.reprs import html_table, html_view
+
+        df = self.table()
+        df["bytes"] = [self.store.get(n).nbytes for n in df["tensor"]]
+        return html_view("Capture", repr(self)[1:-1], [
+            ("largest tensors", html_table(
+                df[["tensor", "op_kind", "layers", "shape", "dtype", "bytes", "spilled"]],
+                "bytes", 8))])
+
     def close(self) -> None:
         """Drop the arrays (and the spill folder)."""
         self.store.close()
