@@ -457,16 +457,18 @@ def test_min_max_int8(op_type: str, same_params: bool) -> None:
     check_quant(case, [a, b], tol=0)
 
 
-def test_squared_difference_int8() -> None:
-    r = np.random.default_rng(17)
+@pytest.mark.parametrize("shapes", [((4, 64), (64,)), *SHAPE_PAIRS])
+def test_squared_difference_int8(shapes: tuple) -> None:
+    """LiteRT's fixed-point kernel, bit for bit (same shapes and broadcast)."""
+    r = np.random.default_rng(seed_of("SQUARED_DIFFERENCE", *shapes))
     aq, bq = act_q(r), act_q(r)
-    a, b = q8(r, (4, 64)), q8(r, (64,))
+    a, b = q8(r, shapes[0]), q8(r, shapes[1])
     opts = options("SquaredDifferenceOptions")
     real = float_kernel("SQUARED_DIFFERENCE", opts, [deq(a, aq), deq(b, bq)])
     case = SingleOp("SQUARED_DIFFERENCE", [Spec("a", a.shape, I8, quant=aq),
                                            Spec("b", b.shape, I8, quant=bq)],
                     [Spec("y", None, I8, quant=out_q_for(real, r))], opts)
-    check_quant(case, [a, b], tol=1)
+    check_quant(case, [a, b], tol=0)
 
 
 # ---------------------------------------------------------------------------- unary float

@@ -11,7 +11,7 @@ import numpy as np
 
 __all__ = ["round_half_away", "quantize_multiplier", "QParams", "qparams_of", "c_div",
            "rounding_divide_by_pot", "hard_swish_fixed_point", "dequantize_filter",
-           "wrap16", "sat16", "rdbpot"]
+           "wrap16", "sat16", "rdbpot", "squared_difference_int8"]
 
 
 def round_half_away(x: np.ndarray | float | np.floating[Any]) -> np.ndarray:
@@ -101,6 +101,34 @@ def rounding_divide_by_pot(x: np.ndarray, exponent: np.ndarray | int) -> np.ndar
     remainder = x & mask
     threshold = (mask >> 1) + (x < 0)
     return (x >> e) + (remainder > threshold)
+
+
+def _scale_down(x: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
+    """TFLite ``MultiplyByQuantizedMultiplierSmallerThanOneExp`` (``shift <= 0``) on int32
+    values held in int64: gemmlowp's ``SaturatingRoundingDoublingHighMul`` (the multiplier
+    is positive, so it never saturates), then ``RoundingDivideByPOT(-shift)``."""
+    high = (np.asarray(x, dtype=np.int64) * np.int64(multiplier) + (1 << 30)) >> 31
+    return rounding_divide_by_pot(high, -int(shift))
+
+
+def squared_difference_int8(a: np.ndarray, b: np.ndarray, qa: QParams, qb: QParams,
+                            qo: QParams) -> np.ndarray:
+    """TFLite's int8 SQUARED_DIFFERENCE (``squared_difference.cc``) on per-tensor quantized
+    ``a`` and ``b`` (broadcasting): each input ``(q - zp) << 7`` rescaled by
+    ``s_i / (2 max(sa, sb))``, the difference squared in int32, rescaled by
+    ``(2 max(sa, sb))**2 / (2**14 s_out)``, plus ``zp_out``, clamped to int8 (no fused
+    activation). Returns an int8 array of the broadcast shape."""
+    left_shift = 7
+    twice_max = 2.0 * np.float64(max(qa.s, qb.s))
+    ma, sa = quantize_multiplier(np.float64(qa.s) / twice_max)
+    mb, sb = quantize_multiplier(np.float64(qb.s) / twice_max)
+    mo, so = quantize_multiplier(twice_max * twice_max
+                                 / (float(1 << (2 * left_shift)) * np.float64(qo.s)))
+    va = _scale_down((np.asarray(a, dtype=np.int64) - qa.zp) << left_shift, int(ma), int(sa))
+    vb = _scale_down((np.asarray(b, dtype=np.int64) - qb.zp) << left_shift, int(mb), int(sb))
+    d = va - vb
+    y = _scale_down(d * d, int(mo), int(so)) + qo.zp
+    return np.clip(y, -128, 127).astype(np.int8)
 
 
 def _srdhm16(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:

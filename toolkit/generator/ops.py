@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolkit.errors import UnsupportedOpError
-from toolkit.fixed_point import dequantize_filter
+from toolkit.fixed_point import dequantize_filter, squared_difference_int8
 from toolkit.generator.analysis import Analysis, Step
 from toolkit.generator.movement import MOVEMENT, affine_map, index_map
 from toolkit.generator.params import ParamsBuilder
@@ -35,7 +35,6 @@ from toolkit.generator.tables import (
     abs_table,
     float_pair_table,
     hard_swish_table,
-    squared_difference_f32,
 )
 from toolkit.integer_lstm import prepare_integer_lstm
 from toolkit.ir import Op, Tensor
@@ -861,11 +860,13 @@ _BINOPS = {"ADD": 0, "SUB": 1, "MUL": 2, "DIV": 3, "POW": 4, "SQUARED_DIFFERENCE
            "MINIMUM": 6, "MAXIMUM": 7}
 _INT_BINOPS = {"ADD": 0, "SUB": 1, "MUL": 2, "MINIMUM": 6, "MAXIMUM": 7, "FLOOR_MOD": 9,
                "FLOOR_DIV": 10}
-#: int8 binary ops LiteRT (and the reference runtime) compute in float between dequantizing
-#: and quantizing: looked up in a table of every pair of inputs
+#: int8 binary ops the reference runtime computes in float between dequantizing and
+#: quantizing: looked up in a table of every pair of inputs
 _FLOAT_PAIR: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "SQUARED_DIFFERENCE": squared_difference_f32, "DIV": np.divide, "POW": np.power,
+    "DIV": np.divide, "POW": np.power,
 }
+_PAIRS = np.repeat(np.arange(-128, 128, dtype=np.int64), 256), \
+    np.tile(np.arange(-128, 128, dtype=np.int64), 256)
 
 
 def _strides6(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
@@ -933,6 +934,10 @@ def _binary(e: Emitter, step: Step) -> str:
     for t, p in ((a, qa), (b, qb), (out, qo)):
         if p.scale.size > 1:
             raise _unsupported(op, f"per-channel quantization of {t.name!r} in a binary op")
+    if op.type == "SQUARED_DIFFERENCE":  # LiteRT's fixed-point kernel, tabled
+        table = e.param(squared_difference_int8(*_PAIRS, qa, qb, qo), "int8_t")
+        return (f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, "
+                f"{r1});")
     if op.type in _FLOAT_PAIR:
         act = _act(op)
         lo, hi = (-128, 127) if act == 4 else activation_range(op, out)

@@ -20,8 +20,7 @@ from toolkit.fixed_point import (
     rounding_divide_by_pot,
 )
 
-__all__ = ["hard_swish_table", "abs_table", "float_pair_table", "float_activation_f32",
-           "squared_difference_f32"]
+__all__ = ["hard_swish_table", "abs_table", "float_pair_table", "float_activation_f32"]
 
 _ALL = np.arange(-128, 128, dtype=np.int64)
 
@@ -99,10 +98,3 @@ def float_pair_table(qa: QParams, qb: QParams, qo: QParams, act: int, lo: int, h
     r = np.clip(r, -(2.0**40), 2.0**40)
     q = r.astype(np.int64) + qo.zp
     return np.clip(q, lo, hi).astype(np.int8)
-
-
-def squared_difference_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``(a - b) * (a - b)`` in float32."""
-    d = a - b
-    return d * d
-

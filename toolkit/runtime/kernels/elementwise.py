@@ -12,10 +12,13 @@ Float ops compute in float32 like TFLite (``RSQRT`` is ``1.f / sqrt(x)``,
   the output share their quantization, as the converter guarantees).
 * NEG negates the raw stored value with wrap-around, as LiteRT does.
 * ABS: TFLite's ``|q - zp_in|`` rescaled by ``s_in / s_out``.
-* DIV, SQUARED_DIFFERENCE, POW: dequantize, compute in float32, quantize.
-  SQUARED_DIFFERENCE is within one unit of LiteRT's fixed-point kernel; LiteRT's int8 DIV
-  is not followed (its reciprocal-based kernel returns the type minimum when
-  ``q1 - zp1 == -1``).
+* int8 SQUARED_DIFFERENCE: TFLite's fixed-point kernel: each input ``(q - zp) << 7`` times
+  its multiplier ``s_i / (2 max(s1, s2))``, the difference squared, times
+  ``(2 max(s1, s2))**2 / (2**14 s_out)``, plus ``zp_out``, clamped to int8 (LiteRT applies
+  no fused activation here).
+* DIV, POW and other quantized SQUARED_DIFFERENCE: dequantize, compute in float32,
+  quantize. LiteRT's int8 DIV is not followed (its reciprocal-based kernel returns the type
+  minimum when ``q1 - zp1 == -1``).
 * RSQRT, SQRT, EXP: a table over every input value built from the float function (TFLite's
   ``LUTPopulate``: dequantize in float32, transform, ``round(y * (1 / s_out)) + zp_out``);
   exact for EXP and RSQRT, within one unit for SQRT.
@@ -34,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from toolkit.fixed_point import squared_difference_int8
 from toolkit.ir import Op, Tensor
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.blocks import block_len, tile_block
@@ -178,6 +182,21 @@ def _quant_mul(op: Op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     prod = (a.astype(np.int64) - q1.zp) * (b.astype(np.int64) - q2.zp)
     lo, hi = quant_activation_range(op, out)
     return requantize(prod, real, qo.zp, lo, hi, dt)
+
+
+def _int8_sqd(op: Op) -> bool:
+    """True for an int8 SQUARED_DIFFERENCE with per-tensor parameters (LiteRT's
+    fixed-point case)."""
+    return op.type == "SQUARED_DIFFERENCE" and len(op.inputs) == 2 and bool(op.outputs) \
+        and all(t is not None and t.dtype == np.int8 for t in (*op.inputs, op.outputs[0])) \
+        and _quantized_pair(op) and per_tensor(*op.inputs, op.outputs[0])
+
+
+def _quant_squared_difference(op: Op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """LiteRT's int8 SQUARED_DIFFERENCE
+    (:func:`toolkit.fixed_point.squared_difference_int8`)."""
+    return squared_difference_int8(a, b, qparams(op, op.inputs[0]), qparams(op, op.inputs[1]),
+                                   qparams(op, op.outputs[0]))
 
 
 def _binary(op: Op, args: list[np.ndarray | None], ffn: Callable[..., np.ndarray],
@@ -396,6 +415,8 @@ def _table_fn(op: Op, fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray
         return lambda a, b: _quant_add_sub(op, a, b, -1)
     if op.type == "MUL":
         return lambda a, b: _quant_mul(op, a, b)
+    if _int8_sqd(op):
+        return lambda a, b: _quant_squared_difference(op, a, b)
     return lambda a, b: quantized_via_float(op, [a, b], fn)
 
 
@@ -470,7 +491,12 @@ def squared_difference(op: Op, args: list[np.ndarray | None]) -> list[np.ndarray
         d = a - b
         return d * d
 
-    return _binary(op, args, f, f)
+    y = _binary_prepared(op, args, f)
+    if y is not None:
+        return [y]
+    if _int8_sqd(op):
+        return [_quant_squared_difference(op, need(op, args, 0), need(op, args, 1))]
+    return _binary_general(op, args, f, f)
 
 
 @register("POW")

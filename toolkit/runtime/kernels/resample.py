@@ -6,7 +6,9 @@ TRANSPOSE_CONV scatters each input pixel's products with the filter into the out
 computes from the requested output shape; quantized, it accumulates ``(q - zp_in) * w``
 exactly in integers and requantizes per output channel. RESIZE_BILINEAR on int8 is TFLite's
 ``ResizeBilinearInteger`` (10-bit fixed-point positions, products rounded half away from
-zero at 20 bits); on float32 its reference arithmetic.
+zero at 20 bits); on float32 its reference arithmetic. CONV_3D sums as LiteRT's optimized
+kernel does (im2col, then a GEMM over the taps): for each output, one fused multiply-add per
+(depth, row, column, channel) tap in that order, starting from zero, the bias added after.
 """
 
 from __future__ import annotations
@@ -98,6 +100,24 @@ def transpose_conv(op: Op, args: Args) -> list[np.ndarray]:
 
 
 # ------------------------------------------------------------------ conv 3d
+def fma_f32(acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``fmaf(a, b, acc)`` element-wise (broadcasting): float32 ``acc`` plus the exact product
+    of float32 values ``a`` and ``b`` (given as float64), rounded once to float32. The product
+    is exact in float64; the sum is rounded to odd in float64 (the float64 sum, moved one
+    step toward the exact value when it is inexact and even), which then rounds to float32
+    as the exact sum would."""
+    p = a * b
+    acc64 = acc.astype(np.float64)
+    with np.errstate(all="ignore"):
+        r = acc64 + p
+        bp = r - acc64
+        err = (acc64 - (r - bp)) + (p - bp)  # TwoSum: r + err == acc + p exactly
+        fix = (err != 0) & ((r.view(np.int64) & 1) == 0) & np.isfinite(r)
+        if fix.any():
+            r = np.where(fix, np.nextafter(r, np.where(err > 0, np.inf, -np.inf)), r)
+        return r.astype(np.float32)
+
+
 @register("CONV_3D")
 def conv_3d(op: Op, args: Args) -> list[np.ndarray]:
     """CONV_3D(input [N, D, H, W, C], filter [KD, KH, KW, C, O], bias?) in float32."""
@@ -116,13 +136,16 @@ def conv_3d(op: Op, args: Args) -> list[np.ndarray]:
     xp = np.pad(x, [(0, 0)] + [(p0, p1) for _, p0, p1 in dims] + [(0, 0)])
     od, oh, ow = (d[0] for d in dims)
     y = np.zeros((x.shape[0], od, oh, ow, o), dtype=np.float32)
+    w64 = wgt.astype(np.float64)
     for a in range(kd):
         for b in range(kh):
             for e in range(kw):
                 sl = xp[:, a * dil[0]:a * dil[0] + (od - 1) * strides[0] + 1:strides[0],
                         b * dil[1]:b * dil[1] + (oh - 1) * strides[1] + 1:strides[1],
                         e * dil[2]:e * dil[2] + (ow - 1) * strides[2] + 1:strides[2], :]
-                y += sl @ wgt[a, b, e].astype(np.float32)
+                sl = sl.astype(np.float64)
+                for c in range(_c):
+                    y = fma_f32(y, sl[..., c:c + 1], w64[a, b, e, c])
     if bias is not None:
         y += bias.astype(np.float32)
     return [float_activation(op, y)]
