@@ -34,7 +34,7 @@ VALID: dict[str, list[Any]] = {
     "read_trace.clock_hz": [123, 2.5, 10**30], "trace_join.strict": [True],
     "trace_join_many.workers": [123], "trace_join_many.skip_runs": [123, 10**30],
     "trace_join_many.memory_budget": [123, 10**30],
-    "explore.repeat": [123],
+    "explore.repeat": [123], "codegen.debug": [True],
 }
 """Values of BAD that an argument does take (not tried)."""
 
@@ -115,6 +115,7 @@ def _cases(o: dict[str, Any], tmp: Path) -> dict[str, Callable[[Any], Any]]:
         "read_executorch.method": lambda v: tk.read_executorch(tmp / "none.etdp", method=v),
         "codegen.out_dir": lambda v: tk.codegen(m, v),
         "codegen.name": lambda v: tk.codegen(m, tmp / "cg", name=v),
+        "codegen.debug": lambda v: tk.codegen(m, tmp / "cg", debug=v),
     }
 
 

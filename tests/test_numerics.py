@@ -392,3 +392,76 @@ def test_invoke_observed_reports_each_tensor_once() -> None:
     assert seen == [t.name for t in g.inputs] + [t.name for op in g.ops for t in op.outputs]
     want = Interpreter(model).invoke(inputs)
     assert all(np.array_equal(out[k], want[k]) for k in want)
+
+
+# ------------------------------------------------------------------ native artifact
+def test_native_capture_of_the_int8_cnn_is_exact_on_every_layer() -> None:
+    """The debug build of the generated C++ copies every op's output out; the int8 sample's
+    every tensor equals the reference runtime's, layer by layer."""
+    path = SAMPLES / "cnn_int8.tflite"
+    inputs = tk.load(path).graph.inputs
+    rng = np.random.default_rng(5)
+    x = {t.name: rng.integers(-128, 128, t.shape).astype(np.int8) for t in inputs}
+    nat = tk.capture(path, x, runtime="native")
+    ref = tk.capture(path, x)
+    assert nat.runtime == "native" and set(nat.records) == set(ref.records)
+    assert all(nat[n].dtype == np.int8 for n in nat.records)  # kept raw
+    comp = tk.compare(ref, nat, isolated=False)
+    assert comp.unmatched().empty
+    bt = comp.by_tensor()
+    assert len(bt) == len(ref.records) and (bt["max_abs_error"] == 0).all()
+    layers = comp.by_layer()
+    assert layers["cand_tensor"].notna().all() and (layers["max_abs_error"] == 0).all()
+
+
+def test_native_capture_of_a_debug_artifact(tmp_path: Path) -> None:
+    """tk.codegen(debug=True) makes the debug build; its capture is the model's."""
+    path = SAMPLES / "cnn_int8.tflite"
+    art = tk.codegen(path, tmp_path / "dbg", name="capture", debug=True)
+    assert art.debug and len(art.manifest["debug_tensors"]) == len(tk.load(path).graph.ops)
+    nat = tk.capture(art, runtime="native")
+    ref = tk.capture(path)
+    assert list(nat.records) == list(ref.records)
+    assert all(np.array_equal(nat[n], ref[n]) for n in ref.records)
+    assert not tk.codegen(path, tmp_path / "plain").debug
+
+
+def test_native_capture_of_the_float_cnn_within_float_rounding() -> None:
+    path = SAMPLES / "cnn.tflite"
+    comp = tk.compare(path, path, candidate_runtime="native", isolated=False)
+    assert comp.candidate.runtime == "native" and comp.unmatched().empty
+    bt = comp.by_tensor()
+    assert len(bt) == len(comp.reference.records)
+    for r in bt.itertuples():
+        scale = float(np.abs(comp.reference.value(r.ref_tensor)).max())
+        assert r.max_abs_error <= 1e-5 * max(scale, 1.0), r.ref_tensor
+    assert comp.by_layer()["cand_tensor"].notna().all()
+
+
+def test_native_capture_of_a_striped_compiled_model() -> None:
+    """A compiled model's debug build: every command output once, whole after its last
+    stripe, as the reference runtime's capture of the same compiled model."""
+    model = tk.load(SAMPLES / "two_branch.tflite")
+    compiled = tk.compile(model, target={"buffer_bytes": 2048})
+    assert (compiled.commands()["stripes"] > 1).any()
+    rng = np.random.default_rng(2)
+    inputs = {x.name: rng.uniform(-1, 1, x.shape).astype(np.float32)
+              for x in model.graph.inputs}
+    nat = tk.capture(compiled, inputs, runtime="native")
+    ref = tk.capture(compiled, inputs)
+    assert nat.compiled is compiled and list(nat.records) == list(ref.records)
+    for name in ref.records:
+        scale = float(np.abs(ref[name]).max())
+        assert float(np.abs(nat[name] - ref[name]).max()) <= 1e-5 * max(scale, 1.0), name
+
+
+def test_native_capture_refusals(tmp_path: Path) -> None:
+    from toolkit.errors import UnsupportedOpError
+
+    tk.codegen(SAMPLES / "cnn_int8.tflite", tmp_path / "art")
+    with pytest.raises(NumericsError, match="generated from") as e:
+        tk.capture(tmp_path / "art", runtime="native")
+    assert e.value.fix
+    with pytest.raises(UnsupportedOpError, match="control flow") as u:
+        tk.capture(ZOO / "control_flow.tflite", runtime="native")
+    assert u.value.fix

@@ -196,7 +196,7 @@ def partition(model: Model | PathLike, part: PathLike | PartSpec | Mapping[str, 
 
 
 def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
-            name: str | None = None) -> Artifact:
+            name: str | None = None, *, debug: bool = False) -> Artifact:
     """Generate a C++ artifact of a model (nnc's soft backend) into ``out_dir``.
 
     Args:
@@ -208,6 +208,9 @@ def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
             size; 16-byte aligned weights), ``<name>.json`` (manifest and debug-handle map),
             ``main.cpp``, ``CMakeLists.txt`` and the op library.
         name: the artifact's name (default: the model file's stem, else ``model``).
+        debug: a debug build, which also copies every op's output tensors into buffers set
+            through its C ABI (``<cname>_debug_buffers``; the manifest's ``debug_tensors``
+            lists them): what ``tk.capture(artifact, inputs, runtime="native")`` reads.
 
     Returns:
         A :class:`~toolkit.generator.Artifact`: ``.build()`` compiles a shared library with the
@@ -219,13 +222,19 @@ def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
         ToolkitError: an unreadable model or an unusable name.
     """
     from toolkit.generator import codegen as _codegen
-    from toolkit.util.args import check_model_arg, check_optional_str, check_path_arg
+    from toolkit.util.args import (
+        check_bool,
+        check_model_arg,
+        check_optional_str,
+        check_path_arg,
+    )
 
     check_model_arg(model, "model", "tk.codegen")
     check_path_arg(out_dir, "out_dir", "tk.codegen")
     check_optional_str(name, "name", "tk.codegen")
+    check_bool(debug, "debug", "tk.codegen")
 
-    return _codegen(model, out_dir, name)
+    return _codegen(model, out_dir, name, debug=debug)
 
 
 def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray | None
@@ -725,14 +734,17 @@ def capture(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] 
 
     Args:
         model: a :class:`~toolkit.ir.Model`, a ``CompiledModel`` (every command's output), a
-            ``PartitionResult`` or ``.conn.json`` (its parts chained: every part's tensors), or
-            a path (``.tflite``/``.circle``, a compiled folder, ``.onnx``).
+            ``PartitionResult`` or ``.conn.json`` (its parts chained: every part's tensors), a
+            path (``.tflite``/``.circle``, a compiled folder, ``.onnx``), or (native) an
+            ``Artifact``.
         inputs: a dict name -> array, a list in input order, or one array; ``None`` uses
             random inputs (seed 0).
         runtime: ``"reference"`` (the NumPy runtime, every tensor; the default),
-            ``"litert"`` (LiteRT's builtin kernels with ``experimental_preserve_all_tensors``)
-            or ``"onnxruntime"`` (every node output added as a graph output; the default for
-            an ``.onnx`` path).
+            ``"litert"`` (LiteRT's builtin kernels with ``experimental_preserve_all_tensors``),
+            ``"onnxruntime"`` (every node output added as a graph output; the default for
+            an ``.onnx`` path) or ``"native"`` (a debug build of the generated C++ that
+            copies every op's output out, see ``tk.codegen(debug=True)``; ``model`` may be
+            an Artifact that ``tk.codegen`` returned).
         budget_bytes: tensor bytes kept in RAM; past it each array is written to a ``.npy``
             file in a temporary folder and read back memory-mapped (``None``: never spill).
 

@@ -79,6 +79,11 @@ class Artifact:
             self.library.stat().st_mtime_ns >= self.source.stat().st_mtime_ns
 
     @property
+    def debug(self) -> bool:
+        """True for a debug build (every step's outputs copied out, see :func:`codegen`)."""
+        return "debug_tensors" in self.manifest
+
+    @property
     def arena_bytes(self) -> int:
         """Bytes of the arena holding every temporary tensor."""
         return int(self.manifest["arena_bytes"])
@@ -124,12 +129,15 @@ def _model_name(obj: Any) -> str:
 
 
 def codegen(model_or_compiled: Any, out_dir: str | os.PathLike[str],
-            name: str | None = None) -> Artifact:
+            name: str | None = None, *, debug: bool = False) -> Artifact:
     """Generate the C++ artifact of a model into ``out_dir`` and return it.
 
     ``model_or_compiled`` is a Model, a CompiledModel (run command by command, stripes
     included) or a path to a .tflite/.circle file. ``name`` (default: the model file's stem,
-    else ``model``) names the files; the class name is its C++ identifier.
+    else ``model``) names the files; the class name is its C++ identifier. ``debug`` makes a
+    debug build that copies every step's output tensors into buffers the caller sets
+    (``<cname>_debug_buffers``; the manifest's ``debug_tensors`` lists them), as
+    ``tk.capture(..., runtime="native")`` uses.
 
     Raises:
         UnsupportedOpError: an op the generator has no kernel for (named, with the list).
@@ -148,7 +156,7 @@ def codegen(model_or_compiled: Any, out_dir: str | os.PathLike[str],
                            fix="use letters, digits, '_', '-' and '.'")
     analysis = analyse(obj)
     out = Path(out_dir)
-    manifest = write_artifact(analysis, out, name)
+    manifest = write_artifact(analysis, out, name, debug=debug)
     return Artifact(out, name, manifest, model=obj)
 
 

@@ -9,7 +9,11 @@
 - ``"litert"``: LiteRT's builtin kernels (no delegate) with
   ``experimental_preserve_all_tensors=True``, every tensor of the ``.tflite``;
 - ``"onnxruntime"``: ONNX Runtime with every node output added as a graph output (graph
-  optimisations off, so every node runs as written).
+  optimisations off, so every node runs as written);
+- ``"native"``: the generated C++ artifact (see :mod:`toolkit.generator`), generated again
+  as a debug build (``codegen(..., debug=True)``) that copies every step's outputs into
+  buffers given through its C ABI, built (the build cache makes a second capture cheap) and
+  run once; a compiled model's every command output, a striped op's once whole.
 
 Each tensor is a :class:`TensorRecord`: its producing op (kind, name, position), origin ids,
 origin names and the original layers, read through ``model.origin(oid).layers``. Quantized
@@ -20,6 +24,7 @@ dequantized on demand (:meth:`Capture.value`). Arrays live in a
 
 from __future__ import annotations
 
+import ctypes
 import os
 import warnings
 from collections.abc import Mapping
@@ -38,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Capture", "TensorRecord", "capture", "RUNTIMES", "TENSOR_COLUMNS"]
 
-RUNTIMES = ("reference", "litert", "onnxruntime")
+RUNTIMES = ("reference", "litert", "onnxruntime", "native")
 
 TENSOR_COLUMNS = ["tensor", "order", "op_kind", "op_name", "part", "origins", "layers",
                   "shape", "dtype", "quantized", "is_input", "is_output", "spilled"]
@@ -110,7 +115,7 @@ class Capture:
     Attributes:
         model: the model whose origins name the layers (a chain: its source model, or its
             first part when the source is not at hand).
-        runtime: ``"reference"``, ``"litert"`` or ``"onnxruntime"``.
+        runtime: ``"reference"``, ``"litert"``, ``"onnxruntime"`` or ``"native"``.
         inputs: the graph inputs it ran on, by name.
         records: :class:`TensorRecord` by tensor name, in execution order.
         store: the :class:`~toolkit.numerics.store.TensorStore` of the raw arrays.
@@ -417,6 +422,91 @@ def _capture_ort(path: str, model: Model, inputs: Any, cap: Capture) -> None:
              "ONNX Runtime returned no value of that name")
 
 
+def _native_target(model: Any) -> tuple[Any, Any]:
+    """What a native capture generates from: ``(Model or CompiledModel, debug Artifact or
+    None)``; an artifact gives the model it was generated from (a debug artifact is run as
+    it is)."""
+    from toolkit.generator import Artifact, is_artifact_dir, load_artifact
+    from toolkit.model_arg import resolve_model
+
+    art = model if isinstance(model, Artifact) else None
+    if art is None and isinstance(model, (str, os.PathLike)) and Path(model).is_dir() \
+            and is_artifact_dir(model):
+        art = load_artifact(model)
+    if art is not None:
+        if art.model is None:
+            raise NumericsError("a native capture needs the model the artifact was generated "
+                                "from (its tensors' ops and layers); an artifact loaded from "
+                                "its folder does not hold it", where=str(art.out_dir),
+                                fix="pass the model (or the Artifact tk.codegen returned); the "
+                                    "capture generates its own debug build")
+        return art.model, art if art.debug else None
+    arg = resolve_model(model, purpose="tk.capture(runtime='native')",
+                        accept=("model", "compiled"))
+    return arg.value, None
+
+
+def _native_fn(lib: Any, name: str, args: list[Any], res: Any = ctypes.c_int) -> Any:
+    fn = getattr(lib, name)
+    fn.argtypes = args
+    fn.restype = res
+    return fn
+
+
+def _capture_native(obj: Any, art: Any, inputs: Any, cap: Capture) -> None:
+    """Run a debug build of ``obj`` (``art``, or one generated and built in a temporary
+    folder) once through its C ABI and add every tensor it copied out."""
+    import shutil
+    import tempfile
+
+    from toolkit.generator import codegen
+
+    m = cap.model
+    g = m.graph
+    arrays = ordered_inputs(list(g.inputs), random_inputs(list(g.inputs))
+                            if inputs is None else inputs, "tk.capture(runtime='native')")
+    tmp = None
+    try:
+        if art is None:
+            tmp = tempfile.mkdtemp(prefix="tk-native-capture-")
+            art = codegen(obj, tmp, name="capture", debug=True)
+        art.build()
+        lib = ctypes.CDLL(str(art.library))
+        p, vp, err = art.cname, ctypes.c_void_p, ctypes.create_string_buffer(2048)
+        create = _native_fn(lib, f"{p}_create", [ctypes.c_char_p, ctypes.c_char_p,
+                                                 ctypes.c_int], vp)
+        destroy = _native_fn(lib, f"{p}_destroy", [vp], None)
+        set_input = _native_fn(lib, f"{p}_set_input", [vp, ctypes.c_int, vp, ctypes.c_int64,
+                                                       ctypes.c_char_p, ctypes.c_int])
+        run = _native_fn(lib, f"{p}_run", [vp, ctypes.c_int, ctypes.c_char_p, ctypes.c_int])
+        buffers = _native_fn(lib, f"{p}_debug_buffers", [vp, vp])
+        specs = art.manifest["debug_tensors"]
+        outs = [np.empty(d["shape"], np.dtype(d["dtype"])) for d in specs]
+        table = (ctypes.c_void_p * max(len(outs), 1))(*[a.ctypes.data for a in outs])
+        handle = create(str(art.params).encode(), err, len(err))
+        if not handle:
+            raise NumericsError(f"the debug build cannot start: {err.value.decode()}",
+                                where=str(art.out_dir), fix="generate it again")
+        try:
+            for k, a in enumerate(arrays):
+                if set_input(handle, k, a.ctypes.data, a.nbytes, err, len(err)):
+                    raise RuntimeInputError(err.value.decode(), where=f"input {k}",
+                                            fix="pass arrays of the model's input shapes")
+            buffers(handle, ctypes.cast(table, vp))
+            if run(handle, 1, err, len(err)):
+                raise NumericsError(f"the native inference failed: {err.value.decode()}",
+                                    where=str(art.library),
+                                    fix="run the model in the reference runtime to compare")
+        finally:
+            destroy(handle)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    values = {t.name: a for t, a in zip(g.inputs, arrays)}
+    values.update({d["name"]: a for d, a in zip(specs, outs)})
+    _collect(m, cap, values.get, "the native artifact writes no tensor of that name")
+
+
 def capture(model: Any, inputs: Any = None, *, runtime: str | None = None,
             budget_bytes: int | None = DEFAULT_BUDGET_BYTES) -> Capture:
     """Run ``model`` once on ``inputs`` and keep every intermediate tensor it can read back.
@@ -427,7 +517,9 @@ def capture(model: Any, inputs: Any = None, *, runtime: str | None = None,
         inputs: a dict name -> array, a list in input order, one array; None: random inputs
             (seed 0).
         runtime: ``"reference"`` (default, every tensor), ``"litert"`` (a ``.tflite``/
-            ``.circle`` or Model), ``"onnxruntime"`` (an ``.onnx`` path; the default for one).
+            ``.circle`` or Model), ``"onnxruntime"`` (an ``.onnx`` path; the default for one),
+            ``"native"`` (a debug build of the generated C++: a Model, CompiledModel, path,
+            or an :class:`~toolkit.generator.Artifact` generated from one).
         budget_bytes: tensor bytes kept in RAM; past it, arrays spill to ``.npy`` files read
             memory-mapped (None: never spill).
 
@@ -458,6 +550,16 @@ def capture(model: Any, inputs: Any = None, *, runtime: str | None = None,
     if runtime == "onnxruntime":
         raise NumericsError("runtime='onnxruntime' captures an .onnx file",
                             where="tk.capture", fix="pass the path of the .onnx model")
+    if runtime == "native":
+        from toolkit.compiler.compiled import model_and_commands
+
+        obj, art = _native_target(model)
+        m, _ = model_and_commands(obj, "tk.capture")
+        named = path or getattr(m, "path", None)
+        cap = Capture(m, "native", store, Path(named).name if named else
+                      f"<{type(model).__name__}>", compiled=obj if obj is not m else None)
+        _capture_native(obj, art, inputs, cap)
+        return cap
     arg = resolve_model(model, purpose="tk.capture")
     named = path or getattr(arg.value, "path", None)
     source = Path(named).name if named else f"<{type(arg.value).__name__}>"
