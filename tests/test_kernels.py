@@ -963,3 +963,56 @@ def test_layer_norm_options_encoding() -> None:
     assert layer_norm_epsilon(op_with(flexbuffers.Dumps({"epsilon": 0.125}))) == 0.125
     with pytest.raises(UnsupportedOpError, match="LAYER_NORM"):
         layer_norm_epsilon(op_with(b"\x01\x02\x03"))
+
+
+# ---------------------------------------------------------------------------- conv 3d
+@pytest.mark.parametrize("cfg", [
+    # (input, filter, strides, dilations, padding, bias, activation)
+    ((2, 4, 7, 6, 3), (2, 3, 3, 3, 5), (1, 2, 2), (1, 1, 1), "SAME", True, "RELU6"),
+    ((1, 6, 8, 8, 2), (3, 3, 3, 2, 4), (1, 1, 1), (2, 2, 2), "VALID", False, "NONE"),
+    ((1, 3, 5, 5, 9), (1, 3, 3, 9, 6), (1, 1, 1), (1, 1, 1), "SAME", True, "RELU"),
+    ((1, 4, 6, 6, 16), (3, 3, 3, 16, 8), (1, 1, 1), (1, 1, 1), "SAME", True, "NONE"),
+], ids=["same_bias_relu6", "valid_dilated", "81_taps", "432_taps"])
+def test_conv3d_float_sums_in_litert_order(cfg: tuple) -> None:
+    """Bit-exact with LiteRT: the bias, then one fused multiply-add per tap in im2col order."""
+    xs, ws, st_, dl, pad, has_bias, act = cfg
+    r = np.random.default_rng(seed_of("CONV_3D", *cfg))
+    x, w = normal(r, xs), normal(r, ws)
+    inputs = [Spec("x", xs), Spec.const("w", w)]
+    if has_bias:
+        inputs.append(Spec.const("b", normal(r, (ws[4],))))
+    opts = options("Conv3DOptions", padding=0 if pad == "SAME" else 1, strideD=st_[0],
+                   strideH=st_[1], strideW=st_[2], dilationDFactor=dl[0],
+                   dilationHFactor=dl[1], dilationWFactor=dl[2],
+                   fusedActivationFunction={"NONE": 0, "RELU": 1, "RELU6": 3}[act])
+    case = SingleOp("CONV_3D", inputs, [Spec("y", None)], opts)
+    check_float(case, [x], rtol=0, atol=0)
+
+
+def test_conv3d_past_the_multiply_add_budget_is_within_rounding(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolkit.runtime.kernels import resample
+
+    monkeypatch.setattr(resample, "FMA_BUDGET", 1000)
+    r = np.random.default_rng(8)
+    x, w, b = normal(r, (1, 4, 6, 6, 16)), normal(r, (3, 3, 3, 16, 8)), normal(r, (8,))
+    opts = options("Conv3DOptions", padding=0, strideD=1, strideH=1, strideW=1,
+                   dilationDFactor=1, dilationHFactor=1, dilationWFactor=1)
+    case = SingleOp("CONV_3D", [Spec("x", x.shape), Spec.const("w", w), Spec.const("b", b)],
+                    [Spec("y", None)], opts)
+    check_float(case, [x], atol=acc_atol(432))
+
+
+def test_fma_rounds_once() -> None:
+    """A float64 sum that lands on a float32 tie while the exact sum is below it: a second
+    rounding would go up to the even neighbour, one rounding stays."""
+    from toolkit.runtime.kernels.resample import fma_f32
+
+    acc = np.array([2.0**30 + 2.0**7, -(2.0**30 + 2.0**7), 1.5], np.float32)
+    a = np.float64(np.float32(8 * (1 + 2.0**-23)))
+    b = np.array([8 * (1 - 2.0**-23), -8 * (1 - 2.0**-23), 0.25], np.float32).astype(np.float64)
+    twice = (acc.astype(np.float64) + a * b).astype(np.float32)
+    assert twice[0] == np.float32(2.0**30 + 2.0**8)  # double rounding
+    got = fma_f32(acc, a, b)
+    assert got.dtype == np.float32
+    assert got.tolist() == [2.0**30 + 2.0**7, -(2.0**30 + 2.0**7), 3.5 + 2.0**-22]

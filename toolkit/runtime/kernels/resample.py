@@ -7,8 +7,11 @@ computes from the requested output shape; quantized, it accumulates ``(q - zp_in
 exactly in integers and requantizes per output channel. RESIZE_BILINEAR on int8 is TFLite's
 ``ResizeBilinearInteger`` (10-bit fixed-point positions, products rounded half away from
 zero at 20 bits); on float32 its reference arithmetic. CONV_3D sums as LiteRT's optimized
-kernel does (im2col, then a GEMM over the taps): for each output, one fused multiply-add per
-(depth, row, column, channel) tap in that order, starting from zero, the bias added after.
+kernel does (im2col, then a GEMM whose accumulators start at the bias): for each output, the
+bias, then one fused multiply-add per (depth, row, column, channel) tap in that order, then
+the activation's clamp; bit-exact. Each multiply-add is a pass over the output in float64, so
+an op of more than :data:`FMA_BUDGET` multiply-adds sums one BLAS product per filter position
+instead (the bias added last), within float32 rounding of LiteRT.
 """
 
 from __future__ import annotations
@@ -100,22 +103,35 @@ def transpose_conv(op: Op, args: Args) -> list[np.ndarray]:
 
 
 # ------------------------------------------------------------------ conv 3d
+FMA_BUDGET = 1 << 24
+"""CONV_3D ops of at most this many multiply-adds sum in LiteRT's order, one at a time."""
+
+
 def fma_f32(acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``fmaf(a, b, acc)`` element-wise (broadcasting): float32 ``acc`` plus the exact product
-    of float32 values ``a`` and ``b`` (given as float64), rounded once to float32. The product
-    is exact in float64; the sum is rounded to odd in float64 (the float64 sum, moved one
-    step toward the exact value when it is inexact and even), which then rounds to float32
-    as the exact sum would."""
+    of float32 values ``a`` and ``b`` (given as float64), rounded once to float32.
+
+    The product is exact in float64. Rounding the float64 sum to float32 is the single
+    rounding of the exact sum except where the float64 sum landed exactly on a float32 tie (or
+    in float32's subnormal range) while inexact; there the sum is rounded to odd instead (its
+    error found by TwoSum: an inexact sum with an even last bit moves one float64 step toward
+    the exact value), which rounds to float32 as the exact sum does."""
     p = a * b
-    acc64 = acc.astype(np.float64)
-    with np.errstate(all="ignore"):
-        r = acc64 + p
-        bp = r - acc64
-        err = (acc64 - (r - bp)) + (p - bp)  # TwoSum: r + err == acc + p exactly
-        fix = (err != 0) & ((r.view(np.int64) & 1) == 0) & np.isfinite(r)
-        if fix.any():
-            r = np.where(fix, np.nextafter(r, np.where(err > 0, np.inf, -np.inf)), r)
-        return r.astype(np.float32)
+    r = acc.astype(np.float64)
+    r += p
+    bits = r.view(np.int64)
+    tie = (bits & 0x1FFFFFFF) == 0x10000000
+    tiny = np.abs(r) < 2.0**-125
+    fix = tie | (tiny & (r != 0))
+    if fix.any():
+        acc64 = np.broadcast_to(acc, r.shape)[fix].astype(np.float64)
+        pf = np.broadcast_to(p, r.shape)[fix]
+        rf = r[fix]
+        bp = rf - acc64
+        err = (acc64 - (rf - bp)) + (pf - bp)
+        odd = (err == 0) | ((rf.view(np.int64) & 1) == 1) | ~np.isfinite(rf)
+        r[fix] = np.where(odd, rf, np.nextafter(rf, np.where(err > 0, np.inf, -np.inf)))
+    return r.astype(np.float32)
 
 
 @register("CONV_3D")
@@ -136,6 +152,9 @@ def conv_3d(op: Op, args: Args) -> list[np.ndarray]:
     xp = np.pad(x, [(0, 0)] + [(p0, p1) for _, p0, p1 in dims] + [(0, 0)])
     od, oh, ow = (d[0] for d in dims)
     y = np.zeros((x.shape[0], od, oh, ow, o), dtype=np.float32)
+    in_order = y.size * kd * kh * kw * _c <= FMA_BUDGET
+    if in_order and bias is not None:
+        y += bias.astype(np.float32)
     w64 = wgt.astype(np.float64)
     for a in range(kd):
         for b in range(kh):
@@ -143,10 +162,13 @@ def conv_3d(op: Op, args: Args) -> list[np.ndarray]:
                 sl = xp[:, a * dil[0]:a * dil[0] + (od - 1) * strides[0] + 1:strides[0],
                         b * dil[1]:b * dil[1] + (oh - 1) * strides[1] + 1:strides[1],
                         e * dil[2]:e * dil[2] + (ow - 1) * strides[2] + 1:strides[2], :]
+                if not in_order:
+                    y += sl @ wgt[a, b, e].astype(np.float32)
+                    continue
                 sl = sl.astype(np.float64)
                 for c in range(_c):
                     y = fma_f32(y, sl[..., c:c + 1], w64[a, b, e, c])
-    if bias is not None:
+    if bias is not None and not in_order:
         y += bias.astype(np.float32)
     return [float_activation(op, y)]
 
