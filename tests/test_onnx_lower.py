@@ -1,0 +1,262 @@
+"""ONNX models lowered into the IR op set: every verb on the exports of
+``sample_models/onnx/make_fixtures.py`` (real PyTorch exports), checked against ONNX Runtime
+(at ``ORT_DISABLE_ALL``, one thread) on the inputs recorded with the fixtures."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper, shape_inference
+from support import SAMPLES
+
+import toolkit as tk
+from toolkit.errors import PartitionError, ToolkitError, UnsupportedOpError
+from toolkit.importers.onnx_lower import REFERENCE_OP, lower_onnx, reference_only_ops
+
+ort = pytest.importorskip("onnxruntime")
+
+D = SAMPLES / "onnx"
+CASES = [(m, e) for m in ("cnn", "transformer", "mlp", "lstm") for e in ("ts", "dynamo")]
+INPUTS = dict(np.load(D / "inputs.npz"))
+
+
+def _ort(path: Path | bytes, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = 1
+    src = str(path) if isinstance(path, Path) else path
+    s = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+    return s.run(None, feeds)
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> None:
+    """float32 within 1e-5 relative (an absolute floor of 1e-6 of the output's range for
+    values near zero, where a relative bound means nothing)."""
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5,
+                               atol=1e-6 * max(float(np.max(np.abs(want))), 1.0))
+
+
+@pytest.mark.parametrize(("name", "exporter"), CASES)
+def test_reference_runtime_matches_onnxruntime(name: str, exporter: str) -> None:
+    path = D / f"{name}.{exporter}.onnx"
+    m = tk.load(path)
+    x = INPUTS[name]
+    want = _ort(path, {"input": x})
+    got = tk.run(m, {"input": x}).outputs
+    proto = onnx.load(str(path), load_external_data=False)
+    for out, w in zip(proto.graph.output, want, strict=True):
+        _close(got[out.name], w)
+    low = lower_onnx(m)
+    assert reference_only_ops(low) == []
+    assert all(op.type.isupper() for op in low.graph.ops)  # the IR's op set, no ONNX types
+
+
+@pytest.mark.parametrize(("name", "exporter"), CASES)
+def test_compiled_and_partitioned_runs_match_the_plain_run(name: str, exporter: str) -> None:
+    m = tk.load(D / f"{name}.{exporter}.onnx")
+    x = {"input": INPUTS[name]}
+    plain = tk.run(m, x).outputs
+    compiled = tk.run(tk.compile(m), x).outputs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        part = tk.partition(m, {"partition": {"backends": "cpu,npu", "default": "cpu",
+                                              "comply": "opcode"},
+                                "OPCODE": {"MatMul": "npu", "Gemm": "npu", "Conv": "npu"}})
+    assert len(part.parts) >= 2
+    parted = tk.run(part, x).outputs
+    for k, v in plain.items():
+        np.testing.assert_allclose(compiled[k], v, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(parted[k], v, rtol=0, atol=0)
+
+
+def _formula_macs(proto: onnx.ModelProto) -> dict[str, int]:
+    inferred = shape_inference.infer_shapes(proto)
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in [*inferred.graph.value_info, *inferred.graph.input,
+                        *inferred.graph.output]}
+    shapes.update({t.name: list(t.dims) for t in proto.graph.initializer})
+    out = {}
+    for n in proto.graph.node:
+        if n.op_type == "Conv":
+            o, cg, kh, kw = shapes[n.input[1]]
+            y = shapes[n.output[0]]
+            out[n.name] = y[0] * o * y[2] * y[3] * cg * kh * kw
+        elif n.op_type == "Gemm":
+            trans_b = next((a.i for a in n.attribute if a.name == "transB"), 0)
+            b = shapes[n.input[1]]
+            k, nn = (b[1], b[0]) if trans_b else (b[0], b[1])
+            out[n.name] = shapes[n.input[0]][0] * k * nn
+        elif n.op_type == "MatMul":
+            a, b = shapes[n.input[0]], shapes[n.input[1]]
+            batch = np.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))
+            out[n.name] = math.prod(batch) * a[-2] * a[-1] * b[-1]
+    return out
+
+
+@pytest.mark.parametrize(("name", "exporter"), CASES)
+def test_macs_of_conv_gemm_matmul_follow_the_formula(name: str, exporter: str) -> None:
+    path = D / f"{name}.{exporter}.onnx"
+    want = _formula_macs(onnx.load(str(path), load_external_data=False))
+    src = tk.compile(tk.load(path)).source_ops().set_index("name")
+    for node, macs in want.items():
+        assert int(src.loc[node, "macs"]) == macs, node
+    assert want or name == "lstm"
+
+
+@pytest.mark.parametrize("exporter", ["ts", "dynamo"])
+def test_compiled_nchw_cnn_has_no_transpose_pair(exporter: str) -> None:
+    c = tk.compile(tk.load(D / f"cnn.{exporter}.onnx"))
+    ops = c.model.graph.ops
+    for op in ops:
+        if op.type == "TRANSPOSE":
+            src = op.inputs[0].producer
+            assert src is None or src.type != "TRANSPOSE", op
+    # the input's one conversion to NHWC, and the pooled [1,1,1,C] back before Flatten
+    assert sum(op.type == "TRANSPOSE" for op in ops) <= 2
+    assert sum(op.type == "CONV_2D" for op in ops) == 5
+
+
+@pytest.mark.parametrize(("name", "exporter"), CASES)
+def test_origins_lead_back_to_onnx_nodes_and_layers(name: str, exporter: str) -> None:
+    m = tk.load(D / f"{name}.{exporter}.onnx")
+    low = lower_onnx(m)
+    nodes = {oid: op for op in m.graph.ops for oid in op.origins}
+    for op in low.graph.ops:
+        assert op.origins and op.origins <= set(nodes)
+        assert set(op.extra["onnx_op_types"]) == {nodes[o].type for o in op.origins}
+    live = low.graph.live_origins()
+    for oid, node in nodes.items():
+        assert oid in live or oid in low.graph.removed_origins, node
+        rec = low.origin(oid)
+        assert rec.format == "onnx" and rec.name == (node.extra["node_name"] or rec.name)
+        assert rec.layers == ((node.extra["layer"],) if node.extra["layer"] else ())
+        assert rec.exporter in ("pytorch", "pytorch_dynamo")
+    convs = [nodes[o] for o in live if nodes[o].type in ("Conv", "Gemm", "MatMul")]
+    assert all(o in live for o in nodes if nodes[o].type in ("Conv", "Gemm", "MatMul"))
+    assert len(convs) == sum(n.type in ("Conv", "Gemm", "MatMul") for n in nodes.values())
+
+
+@pytest.mark.parametrize(("name", "exporter"), [("cnn", "ts"), ("transformer", "dynamo")])
+def test_reference_trace_joins_every_nanosecond_to_onnx_nodes(name: str,
+                                                              exporter: str) -> None:
+    m = tk.load(D / f"{name}.{exporter}.onnx")
+    x = {"input": INPUTS[name]}
+    for model in (m, tk.compile(m)):
+        run = tk.run(model, x, trace=True, repeat=2)
+        att = tk.trace_join(run.trace, model)
+        s = att.summary()
+        assert s["unattributed_ns"] == 0 and s["attributed_ns"] == s["total_ns"] > 0
+        # each layer is an ONNX node's name or its module (as the naming rules give it)
+        known = ({op.extra["node_name"] for op in m.graph.ops}
+                 | {op.extra["layer"] for op in m.graph.ops})
+        layers = set(att.by_layer()["layer"])
+        assert layers and layers <= known
+
+
+def test_partition_takes_onnx_op_types_and_reports_unmatched_rules() -> None:
+    m = tk.load(D / "cnn.ts.onnx")
+    with pytest.warns(UserWarning, match=r"\[OPCODE\] LSTM matches no op"):
+        part = tk.partition(m, {"partition": {"backends": "cpu,npu", "default": "cpu",
+                                              "comply": "opcode"},
+                                "OPCODE": {"Conv": "npu", "LSTM": "npu"}})
+    placed = part.ops_table()
+    conv = placed[placed["operator"] == "CONV_2D"]
+    assert len(conv) == 5 and set(conv["backend"]) == {"npu"}
+    assert set(placed[placed["operator"] == "FULLY_CONNECTED"]["backend"]) == {"cpu"}
+    with pytest.raises(PartitionError, match="not an op type"):
+        tk.partition(m, {"partition": {"backends": "cpu", "default": "cpu"},
+                         "OPCODE": {"Konv": "cpu"}})
+
+
+# ----------------------------------------------------------------- reference-only and errors
+def _model(nodes, inputs, outputs, inits=(), opset=17) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def _f(name: str, shape) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, shape)
+
+
+def test_unlowered_op_runs_reference_only_and_other_verbs_refuse(tmp_path: Path) -> None:
+    proto = _model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                    helper.make_node("Softplus", ["r"], ["s"], name="softplus"),
+                    helper.make_node("Mul", ["s", "k"], ["y"], name="scale")],
+                   [_f("x", [2, 5])], [_f("y", [2, 5])],
+                   [numpy_helper.from_array(np.float32([2.0]), "k")])
+    path = tmp_path / "softplus.onnx"
+    onnx.save(proto, str(path))
+    m = tk.load(path)
+    x = np.random.default_rng(0).standard_normal((2, 5)).astype(np.float32)
+    run = tk.run(m, {"x": x}, trace=True)
+    _close(run.outputs["y"], _ort(path, {"x": x})[0])
+    low = tk.lower_onnx(m)
+    (ref,) = reference_only_ops(low)
+    assert ref.custom_code == REFERENCE_OP and "Softplus" in ref.extra["reference_only"]
+    assert low.extra["reference_only"][0]["node"] == "softplus"
+    att = tk.trace_join(run.trace, m)
+    assert att.summary()["unattributed_ns"] == 0
+    for verb in (lambda: tk.compile(m), lambda: tk.codegen(m, tmp_path / "gen"),
+                 lambda: tk.partition(m, {"partition": {"backends": "cpu",
+                                                         "default": "cpu"}})):
+        with pytest.raises(UnsupportedOpError, match=r"softplus.*Softplus") as e:
+            verb()
+        assert "runtime='onnxruntime'" in e.value.fix
+    assert not (tmp_path / "gen").exists()
+
+
+def test_unknown_attribute_names_node_op_opset_and_the_way_out(tmp_path: Path) -> None:
+    node = helper.make_node("Relu", ["x"], ["y"], name="odd")
+    node.attribute.append(helper.make_attribute("gain", 2.0))
+    path = tmp_path / "odd.onnx"
+    onnx.save(_model([node], [_f("x", [3])], [_f("y", [3])]), str(path))
+    with pytest.raises(ToolkitError, match=r"'odd' \(Relu, opset 17\).*\['gain'\]") as e:
+        tk.run(tk.load(path), {"x": np.zeros(3, np.float32)})
+    assert "runtime='onnxruntime'" in e.value.fix
+
+
+def test_free_dimensions_come_from_the_inputs(tmp_path: Path) -> None:
+    proto = _model([helper.make_node("Shape", ["x"], ["s"], name="shape"),
+                    helper.make_node("Reshape", ["x", "s"], ["r"], name="reshape"),
+                    helper.make_node("Relu", ["r"], ["y"], name="relu")],
+                   [_f("x", ["batch", 4])], [_f("y", ["batch", 4])])
+    path = tmp_path / "free.onnx"
+    onnx.save(proto, str(path))
+    m = tk.load(path)
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, 4)).astype(np.float32)
+        _close(tk.run(m, {"x": x}).outputs["y"], _ort(path, {"x": x})[0])
+    with pytest.raises(ToolkitError, match="'x' has free dimensions") as e:
+        tk.compile(m)
+    assert "shapes=" in e.value.fix
+    low = tk.lower_onnx(m, shapes={"x": (5, 4)})
+    assert low.graph.inputs[0].shape == (5, 4)
+    assert [op.type for op in low.graph.ops] == ["RESHAPE", "RELU"]  # Shape folded away
+
+
+def test_no_kernel_fix_points_to_onnxruntime() -> None:
+    from toolkit.runtime.kernels import get_kernel
+
+    m = tk.load(D / "cnn.ts.onnx")
+    with pytest.raises(UnsupportedOpError) as e:
+        get_kernel(m.graph.ops[0])
+    assert "runtime='onnxruntime'" in e.value.fix
+
+
+def test_onnx_ops_doc_is_up_to_date() -> None:
+    from toolkit.op_support import onnx_op_support, onnx_op_support_markdown
+
+    doc = Path(__file__).resolve().parent.parent / "docs" / "onnx_ops.md"
+    assert doc.read_text() == onnx_op_support_markdown(), \
+        "regenerate with: python -m toolkit.op_support --onnx docs/onnx_ops.md"
+    df = onnx_op_support().set_index("op")
+    assert df.loc["Conv", "lowered"] == "yes" and df.loc["Shape", "lowered"] == "evaluated"
+    assert df.loc["GRU", "lowered"] == "no"
