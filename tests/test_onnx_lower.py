@@ -260,3 +260,27 @@ def test_onnx_ops_doc_is_up_to_date() -> None:
     df = onnx_op_support().set_index("op")
     assert df.loc["Conv", "lowered"] == "yes" and df.loc["Shape", "lowered"] == "evaluated"
     assert df.loc["GRU", "lowered"] == "no"
+
+
+@pytest.mark.parametrize(("name", "exporter"), [("cnn", "ts"), ("mlp", "dynamo")])
+@pytest.mark.parametrize("kind", ["plain", "compiled"])
+def test_native_artifact_matches_and_its_trace_joins_to_onnx_nodes(
+        name: str, exporter: str, kind: str, tmp_path: Path) -> None:
+    m = tk.load(D / f"{name}.{exporter}.onnx")
+    x = {"input": INPUTS[name]}
+    plain = tk.run(m, x).outputs
+    art = tk.codegen(m if kind == "plain" else tk.compile(m), tmp_path / "gen")
+    if kind == "plain":
+        assert art.name == f"{name}_{exporter}"
+    run = tk.run(art, x, trace=True, repeat=2)
+    for k, v in plain.items():
+        np.testing.assert_allclose(run.outputs[k], v, rtol=1e-5, atol=1e-6)
+    att = tk.trace_join(run.trace, art)
+    s = att.summary()
+    assert s["unattributed_ns"] == 0 and s["attributed_ns"] == s["total_ns"] > 0
+    known = ({op.extra["node_name"] for op in m.graph.ops}
+             | {op.extra["layer"] for op in m.graph.ops})
+    layers = set(att.by_layer()["layer"])
+    weighted = {op.extra["node_name"] for op in m.graph.ops if op.type in ("Conv", "Gemm")}
+    assert layers <= known and (weighted <= layers or {op.extra["layer"] for op in m.graph.ops
+                                                       if op.type in ("Conv", "Gemm")} <= layers)
