@@ -284,3 +284,66 @@ def test_native_artifact_matches_and_its_trace_joins_to_onnx_nodes(
     weighted = {op.extra["node_name"] for op in m.graph.ops if op.type in ("Conv", "Gemm")}
     assert layers <= known and (weighted <= layers or {op.extra["layer"] for op in m.graph.ops
                                                        if op.type in ("Conv", "Gemm")} <= layers)
+
+
+# ---------------------------------------------------------------------------- quantized models
+def _last_dq_scale(proto: onnx.ModelProto) -> float:
+    last = [n for n in proto.graph.node if n.op_type == "DequantizeLinear"][-1]
+    inits = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    return float(inits[last.input[1]])
+
+
+@pytest.mark.parametrize("name", ["cnn", "mlp"])
+def test_qdq_model_of_ort_quantizer_is_within_one_step_of_ort(name: str) -> None:
+    path = D / f"{name}.qdq.onnx"  # made by make_qdq.py with onnxruntime.quantization
+    proto = onnx.load(str(path))
+    assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in proto.graph.node}
+    x = {"input": INPUTS[name]}
+    (want,) = _ort(path, x)
+    step = _last_dq_scale(proto)
+    m = tk.load(path)
+    low = lower_onnx(m)
+    assert reference_only_ops(low) == []
+    kinds = [op.type for op in low.graph.ops]
+    assert "QUANTIZE" in kinds and "DEQUANTIZE" in kinds
+    assert all(op.inputs[1].dtype == np.float32 for op in low.graph.ops  # weights dequantized
+               if op.type in ("CONV_2D", "FULLY_CONNECTED"))
+    for model in (m, tk.compile(m)):
+        got = tk.run(model, x).outputs[proto.graph.output[0].name]
+        assert np.max(np.abs(got - want)) <= step * 1.0001
+
+
+def _qlinear_model() -> onnx.ModelProto:
+    rng = np.random.default_rng(1)
+    arr = numpy_helper.from_array
+    inits = [arr(np.float32(0.02), "xs"), arr(np.int8(3), "xz"),
+             arr(rng.integers(-100, 100, (8, 3, 3, 3)).astype(np.int8), "w"),
+             arr(np.float32(0.01), "ws"), arr(np.int8(0), "wz"), arr(np.float32(0.05), "ys"),
+             arr(np.int8(-2), "yz"), arr(rng.integers(-500, 500, 8).astype(np.int32), "b"),
+             arr(np.int64([1, -1]), "shape"),
+             arr(rng.integers(-100, 100, (8 * 5 * 7, 10)).astype(np.int8), "wm"),
+             arr(np.float32(0.003), "wms"), arr(np.int8(1), "wmz"), arr(np.float32(0.2), "zs"),
+             arr(np.int8(0), "zz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="quant"),
+             helper.make_node("QLinearConv", ["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz",
+                                              "b"], ["yq"], name="qconv", pads=[1, 1, 0, 0]),
+             helper.make_node("Reshape", ["yq", "shape"], ["flat"], name="flatten"),
+             helper.make_node("QLinearMatMul", ["flat", "ys", "yz", "wm", "wms", "wmz", "zs",
+                                                "zz"], ["zq"], name="qmatmul"),
+             helper.make_node("DequantizeLinear", ["zq", "zs", "zz"], ["out"], name="dequant")]
+    return _model(nodes, [_f("x", [1, 3, 6, 8])], [_f("out", [1, 10])], inits, opset=13)
+
+
+def test_qlinear_conv_and_matmul_are_within_one_step_of_ort(tmp_path: Path) -> None:
+    path = tmp_path / "qlinear.onnx"
+    onnx.save(_qlinear_model(), str(path))
+    x = np.random.default_rng(2).standard_normal((1, 3, 6, 8)).astype(np.float32)
+    (want,) = _ort(path, {"x": x})
+    m = tk.load(path)
+    low = lower_onnx(m)
+    assert reference_only_ops(low) == []
+    assert {"CONV_2D", "FULLY_CONNECTED", "QUANTIZE"} <= {op.type for op in low.graph.ops}
+    got = tk.run(m, {"x": x}).outputs["out"]
+    assert np.max(np.abs(got - want)) <= 0.2 * 1.0001
+    macs = tk.compile(m).source_ops().set_index("name")["macs"]
+    assert macs["qconv"] == 8 * 5 * 7 * 3 * 3 * 3 and macs["qmatmul"] == 280 * 10

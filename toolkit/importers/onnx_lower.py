@@ -40,7 +40,7 @@ import numpy as np
 
 from toolkit.builder import options_for as _builder_options
 from toolkit.errors import ToolkitError, UnsupportedOpError
-from toolkit.ir import Graph, Model, Op, Origin, Tensor
+from toolkit.ir import Graph, Model, Op, Origin, Quantization, Tensor
 from toolkit.schema import OPTIONS_CLASS
 
 __all__ = ["lower_onnx", "LOWERED_OPS", "REFERENCE_OP", "OPSET_RANGE", "onnx_origin_records",
@@ -67,6 +67,10 @@ _OPTIONS = {
     "BROADCAST_TO": None, "LOG_SOFTMAX": "LogSoftmaxOptions", "FILL": "FillOptions",
     "RANGE": "RangeOptions",
 }
+
+
+_KEEPS_QUANT = frozenset({"RESHAPE", "TRANSPOSE", "STRIDED_SLICE", "SLICE", "PAD", "GATHER",
+                          "MAX_POOL_2D", "SQUEEZE", "EXPAND_DIMS", "BROADCAST_TO", "TILE"})
 
 
 class _NoLoweringError(Exception):
@@ -180,8 +184,19 @@ def evaluate_node(op: Op, args: Sequence[np.ndarray | None], opsets: Mapping[str
     ops = [helper.make_opsetid(k, v) for k, v in opsets.items()]
     m = helper.make_model(graph, opset_imports=ops)
     m.ir_version = max(m.ir_version, 8)
-    ev = ReferenceEvaluator(m)
-    res = ev.run(None, feeds)
+    try:
+        ev = ReferenceEvaluator(m)
+        res = ev.run(None, feeds)
+    except RuntimeError as e:
+        # onnx.reference lacks some older versions of an op (DequantizeLinear before 19):
+        # the newest version it has, when the op's schema did not change meaning for these
+        # inputs, is what the node computes
+        if "No implementation for operator" not in str(e):
+            raise
+        for o in m.opset_import:
+            if o.domain in ("", "ai.onnx"):
+                o.version = max(o.version, 21)
+        res = ReferenceEvaluator(m).run(None, feeds)
     return [np.asarray(r) for r in res]
 
 
@@ -235,7 +250,8 @@ class _Lowerer:
 
     def emit(self, type: str, inputs: Sequence[Tensor | None], shape: Sequence[int],
              dtype: Any = np.float32, *, name: str | None = None, custom_code: str | None = None,
-             custom_options: bytes | None = None, **fields: Any) -> Tensor:
+             custom_options: bytes | None = None, quant: Quantization | None = None,
+             **fields: Any) -> Tensor:
         """Add an op with the current node's origins; return its single output."""
         shape = tuple(int(d) for d in shape)
         if any(d < 0 for d in shape):
@@ -243,7 +259,12 @@ class _Lowerer:
                                where=self.where, fix="check the node's attributes and input "
                                                      "shapes")
         base = self.op.outputs[0].name if self.op is not None and self.op.outputs else type
-        out = self.graph.add_tensor(name or self.name(f"{base}/{type.lower()}"), shape, dtype)
+        first = inputs[0] if inputs else None
+        if (quant is None and type in _KEEPS_QUANT and first is not None and first.quant
+                is not None and not first.quant.per_channel and np.dtype(dtype) == first.dtype):
+            quant = first.quant  # data movement of a quantized tensor keeps its parameters
+        out = self.graph.add_tensor(name or self.name(f"{base}/{type.lower()}"), shape, dtype,
+                                    quant=quant)
         opts = None if custom_code else _options(type, **fields)
         kw: dict[str, Any] = {}
         if custom_code:
@@ -386,6 +407,11 @@ class _Lowerer:
                                    f"take shape {list(given)}", where="ONNX model inputs",
                                    fix="give the free dimensions only; keep the fixed ones")
             shape = given
+        elif not t.has_rank:
+            raise ToolkitError(f"the shape of input {t.name!r} is not in the file",
+                               where="ONNX model inputs",
+                               fix=f"give it: shapes={{{t.name!r}: (...)}} or run the model "
+                                   "with inputs")
         elif sig is not None and any(d < 0 for d in sig):
             raise ToolkitError(f"input {t.name!r} has free dimensions {list(sig)}",
                                where="ONNX model inputs",
@@ -498,6 +524,11 @@ class _Lowerer:
             self.set_const(0, np.asarray(math.prod(v.shape), dtype=np.int64))
             return
         args = [v.const if v is not None else None for v in ins]
+        if op.type == "DequantizeLinear" and args[0] is not None and args[1] is not None \
+                and not int(self.attr("block_size", 0) or 0):
+            self.set_const(0, _dequantize_array(args[0], args[1], args[2] if len(args) > 2
+                                                else None, int(self.attr("axis", 1))))
+            return
         try:
             outs = evaluate_node(op, args, self.opsets)
         except Exception as e:  # onnx.reference raises many types for a bad node
@@ -544,6 +575,19 @@ class _Lowerer:
                                     "op_type": op.type, "reason": reason})
         for i, t in enumerate(out_tensors):
             self.set(i, t)
+
+
+def _dequantize_array(x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, axis: int
+                      ) -> np.ndarray:
+    """ONNX DequantizeLinear of a constant: ``(x - zp) * scale`` in float32 (per axis when
+    ``scale`` has several values)."""
+    shape = [1] * x.ndim
+    if scale.size > 1:
+        shape[axis % x.ndim] = scale.size
+    s = np.asarray(scale, np.float32).reshape(shape if scale.size > 1 else ())
+    z = np.zeros((), np.int64) if zp is None else np.asarray(zp).astype(np.int64).reshape(
+        shape if scale.size > 1 else ())
+    return ((x.astype(np.int64) - z).astype(np.float32) * s).astype(np.float32)
 
 
 def _unsupported_model(what: str) -> ToolkitError:
@@ -1560,6 +1604,155 @@ def _argmax(lw: _Lowerer) -> None:
         full = [1 if i == axis else d for i, d in enumerate(x.shape)]
         y = lw.emit("RESHAPE", [y, lw.i32(full, "shape")], full, np.int64, newShape=full)
     lw.set(0, y)
+
+
+# quantization -------------------------------------------------------------------------------
+def _qparams(lw: _Lowerer, v: _V, si: int, zi: int) -> tuple[np.ndarray, np.ndarray, int, Any]:
+    """(scale, zero point, quantized axis of the stored tensor, integer dtype) of a
+    Quantize/DequantizeLinear node."""
+    scale = lw.const_of(si, "scale")
+    assert scale is not None
+    zp = lw.const_of(zi, "zero_point")
+    if int(lw.attr("block_size", 0) or 0):
+        raise _NoLoweringError("blocked quantization")
+    dtype = np.dtype(zp.dtype) if zp is not None else np.dtype(np.uint8)
+    out_type = int(lw.attr("output_dtype", 0) or 0)
+    if zp is None and out_type:
+        from toolkit.formats.onnx_model import ONNX_DTYPES
+
+        dtype = np.dtype(ONNX_DTYPES.get(out_type, "uint8"))
+    if dtype not in (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)):
+        raise _NoLoweringError(f"{dtype} quantization")
+    zp = np.zeros_like(scale, dtype=dtype) if zp is None else zp
+    axis = 0
+    if scale.size > 1:
+        axis = _norm(int(lw.attr("axis", 1)), len(v.shape))
+        if v.nhwc:
+            axis = _AXIS_NHWC[axis]
+    return (np.asarray(scale, np.float32).reshape(-1), np.asarray(zp).reshape(-1).astype(np.int64),
+            axis, dtype)
+
+
+@_lowers("QuantizeLinear")
+def _quantize(lw: _Lowerer) -> None:
+    v = lw.need(0)
+    x, nhwc = _same_layout(lw, v)
+    if nhwc is False and v.nhwc:  # pragma: no cover (_same_layout keeps NHWC)
+        nhwc = False
+    vv = _V(x, nhwc, None, v.shape, x.dtype)
+    scale, zp, axis, dtype = _qparams(lw, vv, 1, 2)
+    q = Quantization(scale, zp, axis)
+    lw.set(0, lw.emit("QUANTIZE", [x], x.shape, dtype, quant=q), nhwc)
+
+
+@_lowers("DequantizeLinear")
+def _dequantize(lw: _Lowerer) -> None:
+    v = lw.need(0)
+    x, nhwc = _same_layout(lw, v)
+    vv = _V(x, nhwc, None, v.shape, x.dtype)
+    scale, zp, axis, _ = _qparams(lw, vv, 1, 2)
+    q = x.quant
+    if q is not None and np.array_equal(q.scale.reshape(-1), scale) and np.array_equal(
+            q.zero_point.reshape(-1), zp) and (scale.size == 1 or q.quantized_dimension == axis):
+        lw.set(0, lw.emit("DEQUANTIZE", [x], x.shape, np.float32), nhwc)
+        return
+    # an integer tensor without the same parameters: (float(x) - zp) * scale
+    shape = [1] * len(x.shape)
+    if scale.size > 1:
+        shape[axis] = scale.size
+    f = lw.emit("CAST", [x], x.shape, np.float32)
+    if np.any(zp):
+        f = lw.emit("SUB", [f, lw.const(zp.astype(np.float32).reshape(shape), np.float32, "zp")],
+                    x.shape, fusedActivationFunction=0)
+    lw.set(0, lw.emit("MUL", [f, lw.const(scale.reshape(shape), np.float32, "scale")], x.shape,
+                      fusedActivationFunction=0), nhwc)
+
+
+def _float_value(lw: _Lowerer, xi: int, si: int, zi: int, axis: int = 1) -> _V:
+    """Input ``xi`` of a QLinear node dequantized with inputs ``si``/``zi``: a float constant,
+    or a DEQUANTIZE (the tensor's own parameters) / CAST, SUB, MUL of the tensor."""
+    v = lw.need(xi)
+    scale = lw.const_of(si, "scale")
+    zp = lw.const_of(zi, "zero_point")
+    assert scale is not None
+    if v.const is not None:
+        arr = _dequantize_array(v.const, scale, zp, axis)
+        return _V(None, False, arr, tuple(arr.shape), np.float32)
+    x, nhwc = _same_layout(lw, v)
+    s = np.asarray(scale, np.float32).reshape(-1)
+    z = (np.zeros_like(s, np.int64) if zp is None else np.asarray(zp).reshape(-1)
+         .astype(np.int64))
+    if s.size > 1:
+        raise _NoLoweringError("per-channel activations")
+    q = x.quant
+    if q is not None and np.array_equal(q.scale.reshape(-1), s) and np.array_equal(
+            q.zero_point.reshape(-1), z):
+        y = lw.emit("DEQUANTIZE", [x], x.shape, np.float32)
+    else:
+        y = lw.emit("CAST", [x], x.shape, np.float32)
+        if z[0]:
+            y = lw.emit("SUB", [y, lw.const(z.astype(np.float32), np.float32, "zp")], x.shape,
+                        fusedActivationFunction=0)
+        y = lw.emit("MUL", [y, lw.const(s, np.float32, "scale")], x.shape,
+                    fusedActivationFunction=0)
+    return _V(y, nhwc, None, v.shape, np.float32)
+
+
+def _as_float_node(lw: _Lowerer, op_type: str, ins: list[_V | None], attrs: dict[str, Any]
+                   ) -> _V:
+    """Lower a float ``op_type`` node on ``ins`` (the QLinear node's dequantized operands) with
+    the converter of that op type; return its output value."""
+    real = lw.op
+    assert real is not None
+    tensors: list[Tensor | None] = []
+    for k, v in enumerate(ins):
+        if v is None:
+            tensors.append(None)
+            continue
+        t = Tensor(lw.name(f"{real.outputs[0].name}/float_in{k}"), (), 0)
+        lw.vals[t.name] = v
+        tensors.append(t)
+    out = Tensor(lw.name(f"{real.outputs[0].name}/float"), (), 0)
+    lw.op = Op(op_type, tensors, [out], extra={**real.extra, "attributes": attrs})
+    try:
+        LOWERERS[op_type](lw)
+    finally:
+        lw.op = real
+    return lw.vals[out.name]
+
+
+def _requantize(lw: _Lowerer, y: _V, si: int, zi: int) -> None:
+    """Quantize the float result ``y`` with inputs ``si``/``zi`` into output 0."""
+    x, nhwc = _same_layout(lw, y)
+    scale, zp, _, dtype = _qparams(lw, _V(x, nhwc, None, y.shape, x.dtype), si, zi)
+    if scale.size > 1:
+        raise _NoLoweringError("per-channel output quantization")
+    lw.set(0, lw.emit("QUANTIZE", [x], x.shape, dtype, quant=Quantization(scale, zp, 0)), nhwc)
+
+
+@_lowers("QLinearConv")
+def _qlinear_conv(lw: _Lowerer) -> None:
+    x = _float_value(lw, 0, 1, 2)
+    w = _float_value(lw, 3, 4, 5, axis=0)
+    bias = None
+    b = lw.const_of(8, "bias")
+    if b is not None:
+        xs, ws = lw.const_of(1, "x_scale"), lw.const_of(4, "w_scale")
+        assert xs is not None and ws is not None
+        arr = (b.astype(np.float64) * float(np.asarray(xs).reshape(-1)[0])
+               * np.asarray(ws, np.float64).reshape(-1)).astype(np.float32)
+        bias = _V(None, False, arr, tuple(arr.shape), np.float32)
+    attrs = dict(lw.op.extra.get("attributes") or {}) if lw.op is not None else {}
+    y = _as_float_node(lw, "Conv", [x, w, bias], attrs)
+    _requantize(lw, y, 6, 7)
+
+
+@_lowers("QLinearMatMul")
+def _qlinear_matmul(lw: _Lowerer) -> None:
+    a = _float_value(lw, 0, 1, 2)
+    b = _float_value(lw, 3, 4, 5, axis=-1)
+    y = _as_float_node(lw, "MatMul", [a, b], {})
+    _requantize(lw, y, 6, 7)
 
 
 # recurrent ---------------------------------------------------------------------------------
