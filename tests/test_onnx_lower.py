@@ -347,3 +347,60 @@ def test_qlinear_conv_and_matmul_are_within_one_step_of_ort(tmp_path: Path) -> N
     assert np.max(np.abs(got - want)) <= 0.2 * 1.0001
     macs = tk.compile(m).source_ops().set_index("name")["macs"]
     assert macs["qconv"] == 8 * 5 * 7 * 3 * 3 * 3 and macs["qmatmul"] == 280 * 10
+
+
+# ---------------------------------------------------------------------------------- If / Loop
+def _control_model(cond_from_input: bool) -> onnx.ModelProto:
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="then_relu"),
+                              helper.make_node("Mul", ["r", "two"], ["t_out"], name="then_mul")],
+                             "then", [], [_f("t_out", [2, 3])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e_out"], name="else_neg")],
+                              "else", [], [_f("e_out", [2, 3])])
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond"),
+         helper.make_node("Add", ["acc_in", "x"], ["acc_out"], name="body_add")], "body",
+        [helper.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", onnx.TensorProto.BOOL, []),
+         _f("acc_in", [2, 3])],
+        [helper.make_tensor_value_info("cond_out", onnx.TensorProto.BOOL, []),
+         _f("acc_out", [2, 3])])
+    cond = [helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+            helper.make_node("Greater", ["s", "zero"], ["c"], name="positive")] \
+        if cond_from_input else \
+        [helper.make_node("Shape", ["x"], ["shp"], name="shape"),
+         helper.make_node("ReduceProd", ["shp"], ["n"], name="count", keepdims=0),
+         helper.make_node("Greater", ["n", "five"], ["c"], name="big")]
+    nodes = [*cond,
+             helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then,
+                              else_branch=other),
+             helper.make_node("Loop", ["trip", "true", "y"], ["z"], name="repeat", body=body)]
+    inits = [numpy_helper.from_array(np.float32(2), "two"),
+             numpy_helper.from_array(np.float32(0), "zero"),
+             numpy_helper.from_array(np.int64(5), "five"),
+             numpy_helper.from_array(np.int64(3), "trip"),
+             numpy_helper.from_array(np.bool_(True), "true")]
+    return _model(nodes, [_f("x", [2, 3])], [_f("z", [2, 3])], inits)
+
+
+@pytest.mark.parametrize("cond_from_input", [True, False], ids=["computed", "constant"])
+def test_if_lowers_and_loop_runs_reference_only(cond_from_input: bool, tmp_path: Path) -> None:
+    path = tmp_path / "control.onnx"
+    onnx.save(_control_model(cond_from_input), str(path))
+    m = tk.load(path)
+    low = tk.lower_onnx(m)
+    kinds = [op.kind for op in low.graph.ops]
+    assert [r["op_type"] for r in low.extra["reference_only"]] == ["Loop"]
+    branch = next(iter(next(o for o in m.graph.ops if o.type == "If").origins))
+    if cond_from_input:  # both branches, then one SELECT_V2 per output with the If's origin
+        assert {"RELU", "NEG", "SELECT_V2"} <= set(kinds)
+        assert next(op for op in low.graph.ops if op.type == "SELECT_V2").origins == {branch}
+    else:  # 6 elements > 5: the then branch, inlined
+        assert "NEG" not in kinds and "SELECT_V2" not in kinds and "RELU" in kinds
+        assert "then_branch inlined" in low.graph.removed_origins[branch]
+    for sign in (1.0, -1.0):
+        x = sign * np.abs(np.random.default_rng(0).standard_normal((2, 3))).astype(np.float32)
+        run = tk.run(m, {"x": x}, trace=True)
+        _close(run.outputs["z"], _ort(path, {"x": x})[0])
+        assert tk.trace_join(run.trace, m).summary()["unattributed_ns"] == 0
+    with pytest.raises(UnsupportedOpError, match=r"repeat \(Loop\)"):
+        tk.compile(m)

@@ -162,23 +162,27 @@ def node_proto(op: Op) -> Any:
                             domain=op.extra.get("domain") or None, **attrs)
 
 
-def evaluate_node(op: Op, args: Sequence[np.ndarray | None], opsets: Mapping[str, int]
-                  ) -> list[np.ndarray]:
-    """Run one ONNX-typed op with ``onnx.reference`` on ``args``; return its outputs."""
+def evaluate_node(op: Op, args: Sequence[np.ndarray | None], opsets: Mapping[str, int],
+                  proto: Any = None, outer: Sequence[str] = ()) -> list[np.ndarray]:
+    """Run one ONNX-typed op with ``onnx.reference`` on ``args``; return its outputs.
+
+    ``proto``: the node's own NodeProto (for a node with subgraphs), whose bodies read the
+    enclosing values ``outer`` (their arrays follow the node's inputs in ``args``)."""
     onnx = _onnx()
     from onnx import helper
     from onnx.reference import ReferenceEvaluator
 
-    node = node_proto(op)
+    node = node_proto(op) if proto is None else proto
     feeds: dict[str, np.ndarray] = {}
     inputs = []
-    for t, a in zip(op.inputs, args, strict=False):
-        if t is None or a is None:
+    names = [t.name if t is not None else "" for t in op.inputs] + list(outer)
+    for name, a in zip(names, args, strict=False):
+        if not name or a is None:
             continue
-        if t.name not in feeds:
-            feeds[t.name] = a
+        if name not in feeds:
+            feeds[name] = a
             inputs.append(helper.make_tensor_value_info(
-                t.name, helper.np_dtype_to_tensor_dtype(np.asarray(a).dtype), None))
+                name, helper.np_dtype_to_tensor_dtype(np.asarray(a).dtype), None))
     outputs = [helper.make_value_info(t.name, onnx.TypeProto()) for t in op.outputs]
     graph = helper.make_graph([node], "node", inputs, outputs)
     ops = [helper.make_opsetid(k, v) for k, v in opsets.items()]
@@ -240,7 +244,7 @@ class _Lowerer:
         return (self.op.extra.get("attributes") or {}).get(key, default)
 
     def const(self, data: Any, dtype: Any = None, suffix: str = "const") -> Tensor:
-        arr = np.ascontiguousarray(np.asarray(data, dtype=dtype))
+        arr = np.array(data, dtype=dtype, order="C")  # keeps a 0-d array 0-d
         base = self.op.name if self.op is not None else "const"
         return self.graph.add_tensor(self.name(f"{base}/{suffix}"), arr.shape, arr.dtype,
                                      data=arr)
@@ -451,6 +455,9 @@ class _Lowerer:
     def _lower_node(self, op: Op) -> None:
         domain = op.extra.get("domain") or ""
         ins = [self.val(t) for t in op.inputs]
+        if op.type == "If" and domain in ("", "ai.onnx") and op.extra.get("subgraphs"):
+            self._if(op, ins)
+            return
         if domain in ("", "ai.onnx") and _foldable(op, ins):
             self._fold(op, ins)
             return
@@ -473,6 +480,15 @@ class _Lowerer:
                 reason = f"{op.type} (opset {self.opset}): {e}"
                 self._undo(mark, logged)
         self._reference_op(op, ins, reason)
+
+    def _node_with_subgraphs(self, op: Op, reason: str) -> Any:
+        """The file's own NodeProto of a main-graph node with subgraphs (bodies included)."""
+        onnx = _onnx()
+        if not self.src.path or op.graph is not self.src.graph:
+            raise _unsupported_node(self, op, reason + "; a node with subgraphs runs "
+                                                       "reference-only only from a file")
+        proto = onnx.load(self.src.path, load_external_data=False)
+        return proto.graph.node[int(op.extra["node_index"])]
 
     def _check_attributes(self, op: Op) -> None:
         """Refuse an attribute the node's ONNX schema (at the model's opset) does not have."""
@@ -541,10 +557,62 @@ class _Lowerer:
             if i < len(op.outputs):
                 self.set_const(i, o)
 
+    def _branch(self, key: str, op: Op) -> list[_V]:
+        """Lower the ops of subgraph ``key`` of an If node inline; return its outputs."""
+        sub = self.src.subgraphs[op.extra["subgraphs"][key]]
+        for t in sub.tensors:
+            if t.is_const and t.name not in self.vals:
+                arr = np.asarray(t.data)
+                self.vals[t.name] = _V(None, False, arr, tuple(arr.shape), arr.dtype)
+        outer = self.op, self.origins
+        try:
+            for sop in sub.ops:
+                self.op, self.origins = sop, tuple(sorted(sop.origins))
+                self._lower_node(sop)
+        finally:
+            self.op, self.origins = outer
+        return [self.vals[t.name] for t in sub.outputs]
+
+    def _if(self, op: Op, ins: list[_V | None]) -> None:
+        """If: a constant condition inlines the branch it takes; a computed one computes both
+        branches and selects each output (SELECT_V2, with the If's origin)."""
+        cond = ins[0]
+        assert cond is not None
+        if cond.const is not None:
+            key = "then_branch" if bool(np.asarray(cond.const).reshape(-1)[0]) else \
+                "else_branch"
+            for i, v in enumerate(self._branch(key, op)):
+                self.vals[op.outputs[i].name] = v
+            self.graph.removed_origins.setdefault(
+                next(iter(op.origins)), f"If with a constant condition: {key} inlined")
+            return
+        then = self._branch("then_branch", op)
+        other = self._branch("else_branch", op)
+        c = self.tensor_of(cond)
+        if c.shape != ():
+            c = self.emit("RESHAPE", [c, self.i32(np.zeros(0, np.int32), "shape")], (),
+                          np.bool_, newShape=[])
+        for i, (a, b) in enumerate(zip(then, other, strict=True)):
+            if a.shape != b.shape:
+                raise _unsupported_node(self, op, f"its branches give output {i} the shapes "
+                                                  f"{list(a.shape)} and {list(b.shape)}")
+            ta, tb = self.tensor_of(a), self.tensor_of(b)
+            y = self.emit("SELECT_V2", [c, ta, tb], ta.shape, ta.dtype,
+                          name=self.name(op.outputs[i].name))
+            self.set(i, y)
+
     def _reference_op(self, op: Op, ins: list[_V | None], reason: str) -> None:
-        """One CUSTOM ONNX_REFERENCE op running the node with onnx.reference."""
+        """One CUSTOM ONNX_REFERENCE op running the node with onnx.reference (a node with
+        subgraphs reads the enclosing values its bodies use as extra inputs)."""
+        outer_names: list[str] = []
+        proto = None
         if op.extra.get("subgraphs"):
-            raise _unsupported_node(self, op, reason + "; it holds subgraphs")
+            proto = self._node_with_subgraphs(op, reason)
+            for idx in op.extra["subgraphs"].values():
+                for name in self.src.subgraphs[idx].extra.get("outer_scope", []):
+                    if name in self.vals and name not in outer_names:
+                        outer_names.append(name)
+            ins = [*ins, *(self.vals[n] for n in outer_names)]
         tensors = [self.tensor_of(v) if v is not None else None for v in ins]
         args: list[np.ndarray | None] = []
         for v, t in zip(ins, tensors, strict=False):
@@ -557,7 +625,7 @@ class _Lowerer:
                 args.append(np.zeros(t.shape, dtype=dt))
         try:
             with np.errstate(all="ignore"):
-                outs = evaluate_node(op, args, self.opsets)
+                outs = evaluate_node(op, args, self.opsets, proto, outer_names)
         except Exception as e:
             raise _unsupported_node(self, op, f"{reason}; onnx.reference cannot run it either "
                                               f"({type(e).__name__}: {str(e)[:160]})") from None
@@ -568,7 +636,8 @@ class _Lowerer:
                           custom_code=REFERENCE_OP)
         new = out_tensors[0].producer
         assert new is not None
-        new.extra.update({"onnx_node": node_proto(op).SerializeToString(),
+        new.extra.update({"onnx_node": (proto if proto is not None else node_proto(op))
+                          .SerializeToString(), "onnx_outer_inputs": list(outer_names),
                           "onnx_opsets": dict(self.opsets), "reference_only": reason,
                           "onnx_op_type": op.type})
         self.reference_only.append({"node": op.extra.get("node_name") or op.name,
@@ -603,7 +672,8 @@ def _unsupported_node(lw: _Lowerer, op: Op, reason: str) -> ToolkitError:
 
 
 _NEVER_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
-                         "RandomUniformLike", "Multinomial", "Bernoulli", "If", "Loop", "Scan"})
+                         "RandomUniformLike", "Multinomial", "Bernoulli", "If", "Loop", "Scan",
+                         "SequenceMap"})
 
 
 def _foldable(op: Op, ins: list[_V | None]) -> bool:
@@ -1919,7 +1989,7 @@ def _plan_fusions(lw: _Lowerer, g: Graph) -> None:
 
 
 LOWERED_OPS: frozenset[str] = frozenset(LOWERERS) | {"Shape", "Size", "Constant",
-                                                   "ConstantOfShape", "Range", "Erf"}
+                                                   "ConstantOfShape", "Range", "Erf", "If"}
 """ONNX op types the lowering handles (some only in the cases their converter takes, e.g.
 Conv in 2-D, Erf in the GELU pattern; a node with constant inputs of any type is evaluated at
 import)."""

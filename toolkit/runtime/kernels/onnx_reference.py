@@ -32,7 +32,7 @@ def _evaluator(op: Op) -> tuple[Any, list[str]]:
 
     node = onnx.NodeProto()
     node.ParseFromString(bytes(raw))
-    names = [n for n in node.input]
+    names = [*node.input, *(op.extra.get("onnx_outer_inputs") or [])]
     inputs = [helper.make_value_info(n, onnx.TypeProto()) for n in dict.fromkeys(names) if n]
     outputs = [helper.make_value_info(n, onnx.TypeProto()) for n in node.output if n]
     graph = helper.make_graph([node], "node", inputs, outputs)
