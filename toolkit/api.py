@@ -111,7 +111,7 @@ def save(model: Model, path: PathLike, *, origin_tables: bool | None = None,
 
     check_path_arg(path, "path", "tk.save")
     check_bool(unfuse_activations, "unfuse_activations", "tk.save")
-    m = as_model(model, purpose="tk.save")
+    m = _ir_model(as_model(model, purpose="tk.save"), "tk.save")  # an ONNX model: lowered
     if unfuse_activations and str(path).lower().endswith(".tflite"):
         from toolkit.compiler.lite_safe import unfuse_ignored_activations
 
