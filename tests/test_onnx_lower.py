@@ -281,7 +281,7 @@ def test_onnx_ops_doc_is_up_to_date() -> None:
         "regenerate with: python -m toolkit.op_support --onnx docs/onnx_ops.md"
     df = onnx_op_support().set_index("op")
     assert df.loc["Conv", "lowered"] == "yes" and df.loc["Shape", "lowered"] == "evaluated"
-    assert df.loc["GRU", "lowered"] == "no"
+    assert df.loc["GRU", "lowered"] == "yes" and df.loc["Softplus", "lowered"] == "no"
 
 
 @pytest.mark.parametrize(("name", "exporter"), [("cnn", "ts"), ("mlp", "dynamo"),
@@ -427,3 +427,38 @@ def test_if_lowers_and_loop_runs_reference_only(cond_from_input: bool, tmp_path:
         assert tk.trace_join(run.trace, m).summary()["unattributed_ns"] == 0
     with pytest.raises(UnsupportedOpError, match=r"repeat \(Loop\)"):
         tk.compile(m)
+
+
+# ------------------------------------------------------------------------------- recurrent ops
+@pytest.mark.parametrize(("op", "direction", "lbr"), [
+    ("LSTM", "forward", None), ("LSTM", "reverse", None), ("LSTM", "bidirectional", None),
+    ("GRU", "forward", 0), ("GRU", "forward", 1), ("GRU", "reverse", 1),
+    ("GRU", "bidirectional", 0)])
+def test_recurrent_ops_lower_in_every_direction(op: str, direction: str, lbr: int | None,
+                                                tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    steps, batch, width, hidden = 5, 2, 4, 3
+    gates = 4 if op == "LSTM" else 3
+    dirs = 2 if direction == "bidirectional" else 1
+    arr = numpy_helper.from_array
+    inits = [arr(rng.standard_normal((dirs, gates * hidden, width)).astype(np.float32), "W"),
+             arr(rng.standard_normal((dirs, gates * hidden, hidden)).astype(np.float32), "R"),
+             arr(rng.standard_normal((dirs, 2 * gates * hidden)).astype(np.float32), "B"),
+             arr(rng.standard_normal((dirs, batch, hidden)).astype(np.float32), "h0")]
+    kw: dict[str, object] = {"hidden_size": hidden, "direction": direction}
+    if lbr is not None:
+        kw["linear_before_reset"] = lbr
+    node = helper.make_node(op, ["x", "W", "R", "B", "", "h0"], ["Y", "Y_h"], name="rnn", **kw)
+    path = tmp_path / "rnn.onnx"
+    onnx.save(_model([node], [_f("x", [steps, batch, width])], [_f("Y", None), _f("Y_h", None)],
+                     inits), str(path))
+    x = rng.standard_normal((steps, batch, width)).astype(np.float32)
+    want = _ort(path, {"x": x})
+    m = tk.load(path)
+    low = lower_onnx(m)
+    assert reference_only_ops(low) == []
+    kinds = {o.type for o in low.graph.ops}
+    assert ("UNIDIRECTIONAL_SEQUENCE_LSTM" in kinds) == (op == "LSTM")
+    got = tk.run(m, {"x": x}).outputs
+    for name, w in zip(("Y", "Y_h"), want, strict=True):
+        _close(got[name], w)

@@ -38,7 +38,12 @@ from typing import Any
 import numpy as np
 
 from toolkit.errors import ToolkitError, UnsupportedOpError
-from toolkit.importers import onnx_lower_math, onnx_lower_nn, onnx_lower_shape
+from toolkit.importers import (
+    onnx_lower_math,
+    onnx_lower_nn,
+    onnx_lower_rnn,
+    onnx_lower_shape,
+)
 from toolkit.importers.onnx_lower_base import (
     _FOLD_MAX,
     _KEEPS_QUANT,
@@ -55,7 +60,8 @@ from toolkit.importers.onnx_lower_base import (
 )
 from toolkit.ir import Graph, Model, Op, Origin, Quantization, Tensor
 
-del onnx_lower_math, onnx_lower_nn, onnx_lower_shape  # imported to register their converters
+# imported to register their converters
+del onnx_lower_math, onnx_lower_nn, onnx_lower_rnn, onnx_lower_shape
 
 __all__ = ["lower_onnx", "LOWERED_OPS", "REFERENCE_OP", "OPSET_RANGE", "onnx_origin_records",
            "reference_only_ops", "check_no_reference_ops"]

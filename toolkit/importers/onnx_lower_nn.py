@@ -1,5 +1,5 @@
 """ONNX converters of convolutions, pooling, matrix products, quantization (QDQ,
-QLinearConv, QLinearMatMul) and LSTM (see :mod:`toolkit.importers.onnx_lower`)."""
+QLinearConv, QLinearMatMul) (see :mod:`toolkit.importers.onnx_lower`)."""
 
 from __future__ import annotations
 
@@ -417,79 +417,3 @@ def _qlinear_matmul(lw: _Lowerer) -> None:
     b = _float_value(lw, 3, 4, 5, axis=-1)
     y = _as_float_node(lw, "MatMul", [a, b], {})
     _requantize(lw, y, 6, 7)
-
-
-# recurrent ---------------------------------------------------------------------------------
-@_lowers("LSTM")
-def _lstm(lw: _Lowerer) -> None:
-    assert lw.op is not None
-    if (lw.attr("direction", "forward") or "forward") not in ("forward", b"forward"):
-        raise _NoLoweringError("direction other than forward")
-    if int(lw.attr("layout", 0)):
-        raise _NoLoweringError("layout=1")
-    if lw.attr("clip") is not None or int(lw.attr("input_forget", 0)):
-        raise _NoLoweringError("clip or input_forget")
-    acts = lw.attr("activations")
-    if acts is not None and [a.decode() if isinstance(a, bytes) else a for a in acts] != [
-            "Sigmoid", "Tanh", "Tanh"]:
-        raise _NoLoweringError(f"activations {acts}")
-    outs = lw.op.outputs
-    if len(outs) > 2 and (outs[2].consumers or outs[2] in lw.src.graph.outputs):
-        raise _NoLoweringError("its Y_c output is read")
-    xv = lw.need(0)
-    w, r = lw.const_of(1, "W"), lw.const_of(2, "R")
-    assert w is not None and r is not None
-    b = lw.const_of(3, "B")
-    if lw.inp(4) is not None:
-        sl = lw.const_of(4, "sequence_lens")
-        if sl is not None and int(np.min(sl)) != xv.shape[0]:
-            raise _NoLoweringError("sequence_lens shorter than the sequence")
-    h0, c0 = lw.const_of(5, "initial_h"), lw.const_of(6, "initial_c")
-    if lw.inp(7) is not None:
-        raise _NoLoweringError("peephole weights")
-    hidden = int(r.shape[-1])
-    seq, batch, _ = xv.shape
-    wi, wo, wf, wc = np.split(w[0].astype(np.float32), 4)
-    ri, ro, rf, rc = np.split(r[0].astype(np.float32), 4)
-    if b is not None:
-        bb = b[0].astype(np.float32)
-        bsum = bb[:4 * hidden] + bb[4 * hidden:]
-    else:
-        bsum = np.zeros(4 * hidden, np.float32)
-    bi, bo, bf, bc = np.split(bsum, 4)
-    x = lw.tensor_of(xv)
-
-    def c(a: np.ndarray, s: str) -> Tensor:
-        return lw.const(np.ascontiguousarray(a, np.float32), np.float32, s)
-
-    base = lw.op.name
-
-    def state(v: np.ndarray | None, s: str) -> Tensor:
-        if v is None:
-            t = lw.graph.add_tensor(lw.name(f"{base}/{s}"), (batch, hidden), np.float32,
-                                    is_variable=True)
-            return t
-        arr = np.broadcast_to(np.asarray(v, np.float32).reshape(-1, batch, hidden)[0],
-                              (batch, hidden))
-        t = lw.graph.add_tensor(lw.name(f"{base}/{s}"), (batch, hidden), np.float32,
-                                data=np.ascontiguousarray(arr), is_variable=True)
-        return t
-
-    ins: list[Tensor | None] = [x, c(wi, "w_i"), c(wf, "w_f"), c(wc, "w_c"), c(wo, "w_o"),
-                                c(ri, "r_i"), c(rf, "r_f"), c(rc, "r_c"), c(ro, "r_o"),
-                                None, None, None, c(bi, "b_i"), c(bf, "b_f"), c(bc, "b_c"),
-                                c(bo, "b_o"), None, None, state(h0, "h"), state(c0, "c"),
-                                None, None, None, None]
-    y = lw.emit("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, (seq, batch, hidden),
-                fusedActivationFunction=4, cellClip=0.0, projClip=0.0, timeMajor=True,
-                asymmetricQuantizeInputs=False, diagonalRecurrentTensors=False)
-    if outs[0].consumers or outs[0] in lw.src.graph.outputs:
-        lw.set(0, lw.emit("RESHAPE", [y, lw.i32([seq, 1, batch, hidden], "shape")],
-                          (seq, 1, batch, hidden), newShape=[seq, 1, batch, hidden]))
-    if len(outs) > 1 and outs[1].name:
-        last = lw.emit("STRIDED_SLICE", [y, lw.i32([seq - 1, 0, 0], "begin"),
-                                         lw.i32([seq, batch, hidden], "end"),
-                                         lw.i32([1, 1, 1], "strides")], (1, batch, hidden),
-                       beginMask=0, endMask=0, ellipsisMask=0, newAxisMask=0,
-                       shrinkAxisMask=0, offset=False)
-        lw.set(1, last)
