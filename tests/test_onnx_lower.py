@@ -462,3 +462,30 @@ def test_recurrent_ops_lower_in_every_direction(op: str, direction: str, lbr: in
     got = tk.run(m, {"x": x}).outputs
     for name, w in zip(("Y", "Y_h"), want, strict=True):
         _close(got[name], w)
+
+
+def test_one_dimensional_convolution_and_pooling(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    arr = numpy_helper.from_array
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[2, 1],
+                              strides=[2], kernel_shape=[4]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("MaxPool", ["r1"], ["p1"], name="pool1", kernel_shape=[2],
+                              strides=[2]),
+             helper.make_node("Conv", ["p1", "w2"], ["c2"], name="dw", group=6,
+                              kernel_shape=[3], pads=[1, 1]),
+             helper.make_node("AveragePool", ["c2"], ["y"], name="pool2", kernel_shape=[3])]
+    inits = [arr(rng.standard_normal((6, 5, 4)).astype(np.float32), "w1"),
+             arr(rng.standard_normal(6).astype(np.float32), "b1"),
+             arr(rng.standard_normal((6, 1, 3)).astype(np.float32), "w2")]
+    path = tmp_path / "conv1d.onnx"
+    onnx.save(_model(nodes, [_f("x", [2, 5, 20])], [_f("y", [2, 6, 3])], inits), str(path))
+    x = rng.standard_normal((2, 5, 20)).astype(np.float32)
+    m = tk.load(path)
+    low = lower_onnx(m)
+    assert reference_only_ops(low) == []
+    assert {"CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "AVERAGE_POOL_2D"} <= {
+        op.type for op in low.graph.ops}
+    _close(tk.run(m, {"x": x}).outputs["y"], _ort(path, {"x": x})[0])
+    macs = tk.compile(m).source_ops().set_index("name")["macs"]
+    assert macs["conv1"] == 2 * 6 * 10 * 5 * 4 and macs["dw"] == 2 * 6 * 5 * 3

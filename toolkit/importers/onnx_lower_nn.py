@@ -98,8 +98,11 @@ def _conv(lw: _Lowerer) -> None:
     xv = lw.need(0)
     w = lw.const_of(1, "weights")
     assert w is not None
+    if w.ndim == 3:
+        _as_2d(lw, "Conv", w)
+        return
     if w.ndim != 4:
-        raise _NoLoweringError(f"{w.ndim - 2}-D convolution (2-D only)")
+        raise _NoLoweringError(f"{w.ndim - 2}-D convolution (1-D and 2-D only)")
     b = lw.const_of(2, "bias")
     o, cg, kh, kw = w.shape
     group = int(lw.attr("group", 1))
@@ -147,6 +150,37 @@ def _conv(lw: _Lowerer) -> None:
     lw.set(0, y, True)
 
 
+def _as_2d(lw: _Lowerer, op_type: str, w: np.ndarray | None = None) -> None:
+    """A 1-D Conv or pooling node (N, C, L) as its 2-D form on (N, C, 1, L); the result is
+    read back in ONNX order (N, C', L')."""
+    assert lw.op is not None
+    xv = lw.need(0)
+    if len(xv.shape) != 3:
+        raise _NoLoweringError(f"a {len(xv.shape)}-D input of a 1-D window")
+    n, c, length = xv.shape
+    x = lw.tensor_of(xv)
+    x4 = lw.emit("RESHAPE", [x, lw.i32([n, c, 1, length], "shape")], (n, c, 1, length),
+                 x.dtype, newShape=[n, c, 1, length])
+    attrs = dict(lw.op.extra.get("attributes") or {})
+    for key, one in (("kernel_shape", 1), ("strides", 1), ("dilations", 1)):
+        if key in attrs:
+            attrs[key] = [one, *attrs[key]]
+    if "pads" in attrs:
+        a, b = attrs["pads"]
+        attrs["pads"] = [0, a, 0, b]
+    ins: list[_V | None] = [_V(x4, False, None, (n, c, 1, length), x4.dtype)]
+    if w is not None:
+        w4 = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])
+        ins.append(_V(None, False, w4, tuple(w4.shape), w4.dtype))
+        b = lw.inp(2)
+        ins.append(b)
+    y = _as_float_node(lw, op_type, ins, attrs)
+    t = lw.tensor_of(y)
+    out = [t.shape[0], t.shape[1], t.shape[3]]
+    lw.set(0, lw.emit("RESHAPE", [t, lw.i32(out, "shape")], out, t.dtype,
+                      name=lw.name(lw.op.outputs[0].name), newShape=out))
+
+
 def _pool_params(lw: _Lowerer) -> tuple[tuple[int, int], tuple[int, int]]:
     k = tuple(int(v) for v in lw.attr("kernel_shape") or [])
     if len(k) != 2:
@@ -164,6 +198,9 @@ def _max_pool(lw: _Lowerer) -> None:
     assert lw.op is not None
     if len(lw.op.outputs) > 1:
         raise _NoLoweringError("its Indices output")
+    if len(lw.attr("kernel_shape") or []) == 1:
+        _as_2d(lw, "MaxPool")
+        return
     k, s = _pool_params(lw)
     x = lw.nhwc_of(lw.need(0))
     xp, padding = _window(lw, x, k, s, (1, 1), _F32_MIN)
@@ -177,6 +214,9 @@ def _max_pool(lw: _Lowerer) -> None:
 
 @_lowers("AveragePool")
 def _avg_pool(lw: _Lowerer) -> None:
+    if len(lw.attr("kernel_shape") or []) == 1:
+        _as_2d(lw, "AveragePool")
+        return
     k, s = _pool_params(lw)
     x = lw.nhwc_of(lw.need(0))
     t, left, b, r = _pads_2d(lw, (x.shape[1], x.shape[2]), k, s, (1, 1))
@@ -364,8 +404,9 @@ def _float_value(lw: _Lowerer, xi: int, si: int, zi: int, axis: int = 1) -> _V:
 
 def _as_float_node(lw: _Lowerer, op_type: str, ins: list[_V | None], attrs: dict[str, Any]
                    ) -> _V:
-    """Lower a float ``op_type`` node on ``ins`` (the QLinear node's dequantized operands) with
-    the converter of that op type; return its output value."""
+    """Lower an ``op_type`` node on the values ``ins`` (a QLinear node's dequantized
+    operands, a 1-D node's 2-D form) with ``attrs``, by the converter of that op type, with
+    the current node's origins; return its output value."""
     real = lw.op
     assert real is not None
     tensors: list[Tensor | None] = []
