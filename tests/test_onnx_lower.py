@@ -489,3 +489,23 @@ def test_one_dimensional_convolution_and_pooling(tmp_path: Path) -> None:
     _close(tk.run(m, {"x": x}).outputs["y"], _ort(path, {"x": x})[0])
     macs = tk.compile(m).source_ops().set_index("name")["macs"]
     assert macs["conv1"] == 2 * 6 * 10 * 5 * 4 and macs["dw"] == 2 * 6 * 5 * 3
+
+
+@pytest.mark.parametrize(("k", "stride", "pads", "out_pad"), [
+    (4, 2, [1, 1, 1, 1], [0, 0]), (3, 2, [1, 1, 1, 1], [1, 1]), (2, 2, [0, 0, 0, 0], [0, 0]),
+    (3, 1, [0, 1, 2, 1], [0, 0])])
+def test_conv_transpose_crops_its_pads(k: int, stride: int, pads: list[int],
+                                       out_pad: list[int], tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    arr = numpy_helper.from_array
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], name="up",
+                            kernel_shape=[k, k], strides=[stride, stride], pads=pads,
+                            output_padding=out_pad)
+    inits = [arr(rng.standard_normal((4, 6, k, k)).astype(np.float32), "w"),
+             arr(rng.standard_normal(6).astype(np.float32), "b")]
+    path = tmp_path / "up.onnx"
+    onnx.save(_model([node], [_f("x", [1, 4, 5, 7])], [_f("y", None)], inits), str(path))
+    x = rng.standard_normal((1, 4, 5, 7)).astype(np.float32)
+    m = tk.load(path)
+    assert reference_only_ops(lower_onnx(m)) == []
+    _close(tk.run(m, {"x": x}).outputs["y"], _ort(path, {"x": x})[0])

@@ -38,7 +38,7 @@ _OPTIONS = {
     "PADV2": "PadV2Options", "SPLIT_V": "SplitVOptions", "REDUCE_MIN": "ReducerOptions",
     "REDUCE_PROD": "ReducerOptions", "TILE": "TileOptions", "SELECT_V2": "SelectV2Options",
     "BROADCAST_TO": None, "LOG_SOFTMAX": "LogSoftmaxOptions", "FILL": "FillOptions",
-    "RANGE": "RangeOptions",
+    "RANGE": "RangeOptions", "TRANSPOSE_CONV": "TransposeConvOptions",
 }
 
 

@@ -181,6 +181,49 @@ def _as_2d(lw: _Lowerer, op_type: str, w: np.ndarray | None = None) -> None:
                       name=lw.name(lw.op.outputs[0].name), newShape=out))
 
 
+@_lowers("ConvTranspose")
+def _conv_transpose(lw: _Lowerer) -> None:
+    """TRANSPOSE_CONV without padding (the full output), then the ONNX pads cropped off."""
+    assert lw.op is not None
+    w = lw.const_of(1, "weights")
+    assert w is not None
+    if w.ndim != 4:
+        raise _NoLoweringError(f"{w.ndim - 2}-D transposed convolution (2-D only)")
+    if int(lw.attr("group", 1)) != 1:
+        raise _NoLoweringError("groups")
+    if any(int(d) != 1 for d in lw.attr("dilations") or [1, 1]):
+        raise _NoLoweringError("dilations")
+    auto = lw.attr("auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto not in ("NOTSET", "VALID") or lw.attr("output_shape") is not None:
+        raise _NoLoweringError(f"auto_pad {auto} or output_shape")
+    b = lw.const_of(2, "bias")
+    _, o, kh, kw = w.shape
+    s = [int(v) for v in (lw.attr("strides") or [1, 1])]
+    pads = [int(v) for v in (lw.attr("pads") or [0, 0, 0, 0])] if auto == "NOTSET" else [0] * 4
+    extra = [int(v) for v in (lw.attr("output_padding") or [0, 0])]
+    if extra[0] > pads[2] or extra[1] > pads[3]:
+        raise _NoLoweringError("output_padding past the end padding")
+    x = lw.nhwc_of(lw.need(0))
+    n, h, wd, _ = x.shape
+    full = (n, (h - 1) * s[0] + kh, (wd - 1) * s[1] + kw, o)
+    ins: list[Tensor | None] = [
+        lw.i32(full, "output_shape"),
+        lw.const(np.ascontiguousarray(w.transpose(1, 2, 3, 0)), np.float32, "weights"), x,
+        lw.const(np.asarray(b, np.float32), np.float32, "bias") if b is not None else None]
+    y = lw.emit("TRANSPOSE_CONV", ins, full, padding=1, strideH=s[0], strideW=s[1],
+                fusedActivationFunction=0)
+    oh = full[1] - pads[0] - pads[2] + extra[0]
+    ow = full[2] - pads[1] - pads[3] + extra[1]
+    if (oh, ow) != full[1:3]:
+        y = lw.emit("STRIDED_SLICE", [y, lw.i32([0, pads[0], pads[1], 0], "begin"),
+                                      lw.i32([n, pads[0] + oh, pads[1] + ow, o], "end"),
+                                      lw.i32([1, 1, 1, 1], "strides")], (n, oh, ow, o),
+                    beginMask=0, endMask=0, ellipsisMask=0, newAxisMask=0, shrinkAxisMask=0,
+                    offset=False)
+    lw.set(0, y, True)
+
+
 def _pool_params(lw: _Lowerer) -> tuple[tuple[int, int], tuple[int, int]]:
     k = tuple(int(v) for v in lw.attr("kernel_shape") or [])
     if len(k) != 2:
