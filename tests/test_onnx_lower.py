@@ -509,3 +509,14 @@ def test_conv_transpose_crops_its_pads(k: int, stride: int, pads: list[int],
     m = tk.load(path)
     assert reference_only_ops(lower_onnx(m)) == []
     _close(tk.run(m, {"x": x}).outputs["y"], _ort(path, {"x": x})[0])
+
+
+def test_saved_lowering_keeps_the_onnx_nodes_as_origins(tmp_path: Path) -> None:
+    m = tk.load(D / "cnn.ts.onnx")
+    saved = tk.load(tk.save(m, tmp_path / "cnn.circle"))
+    x = {"input": INPUTS["cnn"]}
+    np.testing.assert_array_equal(tk.run(saved, x).outputs["output"],
+                                  tk.run(m, x).outputs["output"])
+    nodes = {oid: op.extra["node_name"] for op in m.graph.ops for oid in op.origins}
+    assert {saved.source_table[o] for op in saved.graph.ops for o in op.origins} <= set(
+        nodes.values())

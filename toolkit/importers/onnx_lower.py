@@ -379,13 +379,15 @@ class _Lowerer:
         elif not t.has_rank:
             raise ToolkitError(f"the shape of input {t.name!r} is not in the file",
                                where="ONNX model inputs",
-                               fix=f"give it: shapes={{{t.name!r}: (...)}} or run the model "
-                                   "with inputs")
+                               fix=f"lower the model with tk.lower_onnx(model, shapes="
+                                   f"{{{t.name!r}: (...)}}) and pass that, or run it with "
+                                   "inputs")
         elif sig is not None and any(d < 0 for d in sig):
             raise ToolkitError(f"input {t.name!r} has free dimensions {list(sig)}",
                                where="ONNX model inputs",
-                               fix=f"give its shape: shapes={{{t.name!r}: (...)}} or run it "
-                                   "with inputs of that shape")
+                               fix=f"lower the model with tk.lower_onnx(model, shapes="
+                                   f"{{{t.name!r}: (...)}}) and pass that (to tk.compile, "
+                                   "tk.partition, tk.codegen), or tk.run it with inputs")
         else:
             shape = t.shape
         x = self.graph.add_tensor(self.name(t.name), shape, type_code=t.type_code)
