@@ -520,3 +520,18 @@ def test_saved_lowering_keeps_the_onnx_nodes_as_origins(tmp_path: Path) -> None:
     nodes = {oid: op.extra["node_name"] for op in m.graph.ops for oid in op.origins}
     assert {saved.source_table[o] for op in saved.graph.ops for o in op.origins} <= set(
         nodes.values())
+
+
+def test_reference_and_ort_joins_name_the_same_layers() -> None:
+    m = tk.load(D / "mnv2_like.dynamo.onnx")
+    x = {"input": INPUTS["mnv2_like"]}
+    ours = tk.run(m, x, trace=True, repeat=2)
+    att = tk.trace_join(ours.trace, m)
+    low = lower_onnx(m)
+    mine = {layer for sid in att.by_source_op()["source_id"]
+            for layer in low.origin(int(sid)).layers}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ORT's profiler overhead note
+        ort_run = tk.run(m, x, runtime="onnxruntime", trace=True, repeat=2)
+    theirs = set(tk.trace_join(ort_run.trace, m).by_layer()["layer"]) - {""}
+    assert mine and mine == theirs
