@@ -535,3 +535,27 @@ def test_reference_and_ort_joins_name_the_same_layers() -> None:
         ort_run = tk.run(m, x, runtime="onnxruntime", trace=True, repeat=2)
     theirs = set(tk.trace_join(ort_run.trace, m).by_layer()["layer"]) - {""}
     assert mine and mine == theirs
+
+
+def test_if_with_a_branch_that_does_not_lower_runs_whole_in_onnx_reference(
+        tmp_path: Path) -> None:
+    then = helper.make_graph([helper.make_node("Softplus", ["x"], ["t_out"], name="soft")],
+                             "then", [], [_f("t_out", None)])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e_out"], name="neg")],
+                              "else", [], [_f("e_out", None)])
+    nodes = [helper.make_node("Equal", ["mode", "one"], ["c"], name="is_one"),
+             helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then,
+                              else_branch=other)]
+    proto = _model(nodes, [_f("x", ["n"]),
+                           helper.make_tensor_value_info("mode", onnx.TensorProto.INT64, [])],
+                   [_f("y", None)], [numpy_helper.from_array(np.int64(1), "one")])
+    path = tmp_path / "if_ref.onnx"
+    onnx.save(proto, str(path))
+    m = tk.load(path)
+    for mode, n in ((1, 4), (0, 6)):
+        feeds = {"x": np.linspace(-2, 2, n, dtype=np.float32), "mode": np.array(mode)}
+        run = tk.run(m, feeds, trace=True)
+        _close(run.outputs["y"], _ort(path, feeds)[0])
+        assert tk.trace_join(run.trace, m).summary()["unattributed_ns"] == 0
+        low = tk.lower_onnx(m, shapes={"x": (n,)})
+        assert [r["node"] for r in low.extra["reference_only"]] == ["branch"]

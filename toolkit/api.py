@@ -486,7 +486,7 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
             from toolkit.model_arg import as_model
 
             model = lowered_for(as_model(model, purpose="tk.trace_join"), "tk.trace_join",
-                                allow_reference=True)
+                                allow_reference=True, latest_run=True)
             is_onnx = False
     if is_onnx or optimized is not None:
         return join_ort(trace, model, optimized,

@@ -171,8 +171,11 @@ def evaluate_node(op: Op, args: Sequence[np.ndarray | None], opsets: Mapping[str
 
 # ------------------------------------------------------------------------------ the lowering
 class _Lowerer:
-    def __init__(self, src: Model, shapes: Mapping[str, Sequence[int]] | None) -> None:
+    def __init__(self, src: Model, shapes: Mapping[str, Sequence[int]] | None,
+                 sample: Mapping[str, np.ndarray] | None = None) -> None:
         self.src = src
+        self.sample = dict(sample or {})  # input values, for the shapes of reference-only ops
+        self._sample_values: dict[str, np.ndarray] | None = None
         self.shapes = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
         self.graph = Graph(src.graph.name or "main")
         self.model = Model([self.graph], format="circle",
@@ -448,6 +451,31 @@ class _Lowerer:
                 self._undo(mark, logged)
         self._reference_op(op, ins, reason)
 
+    def _sampled(self, name: str, t: Tensor) -> np.ndarray | None:
+        """The value ONNX value ``name`` takes on the sample inputs (``onnx.reference`` runs
+        the model once, on the first call), or None (no sample, or another shape)."""
+        if not self.sample or not name:
+            return None
+        if self._sample_values is None:
+            self._sample_values = {}
+            try:
+                from onnx.reference import ReferenceEvaluator
+
+                if self.src.path:
+                    ev = ReferenceEvaluator(self.src.path)
+                    with np.errstate(all="ignore"):
+                        found: Any = ev.run(None, dict(self.sample), intermediate=True)
+                    self._sample_values = {k: np.asarray(v) for k, v in dict(found).items()
+                                           if isinstance(v, np.ndarray)}
+            except Exception:  # a sample that does not run: shapes from zeros
+                self._sample_values = {}
+        v = self._sample_values.get(name)
+        if v is None and name in self.sample:
+            v = np.asarray(self.sample[name])
+        if v is None or tuple(v.shape) != t.shape:
+            return None
+        return v.astype(t.dtype) if t.dtype is not None else v
+
     def _node_with_subgraphs(self, op: Op, reason: str) -> Any:
         """The file's own NodeProto of a main-graph node with subgraphs (bodies included)."""
         onnx = _onnx()
@@ -553,16 +581,29 @@ class _Lowerer:
             self.graph.removed_origins.setdefault(
                 next(iter(op.origins)), f"If with a constant condition: {key} inlined")
             return
-        then = self._branch("then_branch", op)
-        other = self._branch("else_branch", op)
+        mark, logged = len(self.graph._ops), len(self.graph.rewrites)
+        listed = len(self.reference_only)
+        try:
+            then = self._branch("then_branch", op)
+            other = self._branch("else_branch", op)
+            for i, (a, b) in enumerate(zip(then, other, strict=True)):
+                if a.shape != b.shape:
+                    raise _NoLoweringError(f"its branches give output {i} the shapes "
+                                           f"{list(a.shape)} and {list(b.shape)}")
+            if len(self.reference_only) > listed:
+                raise _NoLoweringError("a branch holds reference-only nodes")
+        except (_NoLoweringError, ToolkitError) as e:  # the whole If runs reference-only
+            self.op, self.origins = op, tuple(sorted(op.origins))
+            self._undo(mark, logged)
+            del self.reference_only[listed:]
+            reason = e.what if isinstance(e, ToolkitError) else str(e)
+            self._reference_op(op, ins, f"If on a computed condition: {reason}")
+            return
         c = self.tensor_of(cond)
         if c.shape != ():
             c = self.emit("RESHAPE", [c, self.i32(np.zeros(0, np.int32), "shape")], (),
                           np.bool_, newShape=[])
         for i, (a, b) in enumerate(zip(then, other, strict=True)):
-            if a.shape != b.shape:
-                raise _unsupported_node(self, op, f"its branches give output {i} the shapes "
-                                                  f"{list(a.shape)} and {list(b.shape)}")
             ta, tb = self.tensor_of(a), self.tensor_of(b)
             y = self.emit("SELECT_V2", [c, ta, tb], ta.shape, ta.dtype,
                           name=self.name(op.outputs[i].name))
@@ -581,12 +622,15 @@ class _Lowerer:
                         outer_names.append(name)
             ins = [*ins, *(self.vals[n] for n in outer_names)]
         tensors = [self.tensor_of(v) if v is not None else None for v in ins]
+        onnx_names = [t.name if t is not None else "" for t in op.inputs] + outer_names
         args: list[np.ndarray | None] = []
         for v, t in zip(ins, tensors, strict=False):
             if v is None or t is None:
                 args.append(None)
             elif v.const is not None:
                 args.append(v.const)
+            elif (known := self._sampled(onnx_names[len(args)], t)) is not None:
+                args.append(known)
             else:
                 dt = t.dtype if t.dtype is not None else np.dtype(np.float32)
                 args.append(np.zeros(t.shape, dtype=dt))
@@ -598,7 +642,10 @@ class _Lowerer:
                                               f"({type(e).__name__}: {str(e)[:160]})") from None
         out_tensors = []
         for o, t in zip(outs, op.outputs, strict=False):
-            out_tensors.append(self.graph.add_tensor(self.name(t.name), o.shape, o.dtype))
+            # a body's outputs may change shape with the data: their sizes are not fixed
+            sig = (-1,) * o.ndim if proto is not None and o.ndim else None
+            out_tensors.append(self.graph.add_tensor(self.name(t.name), o.shape, o.dtype,
+                                                     shape_signature=sig))
         self.graph.add_op("CUSTOM", tensors, out_tensors, None, origins=self.origins,
                           custom_code=REFERENCE_OP)
         new = out_tensors[0].producer
@@ -662,7 +709,8 @@ def check_no_reference_ops(model: Model, verb: str) -> None:
             "runtime='onnxruntime'")
 
 
-def lower_onnx(model: Model, shapes: Mapping[str, Sequence[int]] | None = None) -> Model:
+def lower_onnx(model: Model, shapes: Mapping[str, Sequence[int]] | None = None, *,
+               sample: Mapping[str, np.ndarray] | None = None) -> Model:
     """Return ``model`` (an ONNX model of :func:`load_onnx`, ``format == "onnx"``) lowered to
     the IR op set (``format == "circle"``, ``extra["lowered_from"] == "onnx"``).
 
@@ -670,6 +718,8 @@ def lower_onnx(model: Model, shapes: Mapping[str, Sequence[int]] | None = None) 
         model: the ONNX model; it is not modified.
         shapes: input name -> shape, for inputs with free dimensions (fixed dimensions must
             match).
+        sample: input name -> value: a reference-only node reading graph inputs is evaluated
+            on them (not on zeros) to find its output shapes (an If on an input's value).
 
     Returns a model whose ops carry the origin ids of the ONNX nodes they came from
     (``model.origins`` holds each node's record); ``extra["reference_only"]`` lists the nodes
@@ -683,7 +733,7 @@ def lower_onnx(model: Model, shapes: Mapping[str, Sequence[int]] | None = None) 
     if model.format != "onnx":
         raise ToolkitError(f"lower_onnx takes an ONNX model, got a {model.format} model",
                            fix="pass the model of tk.load('model.onnx')")
-    return _Lowerer(model, shapes).run()
+    return _Lowerer(model, shapes, sample).run()
 
 
 # ------------------------------------------------------------------------- GELU from Erf
@@ -781,6 +831,7 @@ import)."""
 
 
 _LOWERED: weakref.WeakKeyDictionary[Model, dict[Any, Model]] = weakref.WeakKeyDictionary()
+_LAST_RUN: weakref.WeakKeyDictionary[Model, Model] = weakref.WeakKeyDictionary()
 
 
 def input_shapes(model: Model, inputs: Any) -> dict[str, tuple[int, ...]]:
@@ -800,9 +851,11 @@ def input_shapes(model: Model, inputs: Any) -> dict[str, tuple[int, ...]]:
 
 def lowered_for(model: Model, purpose: str, inputs: Any = None, *,
                 shapes: Mapping[str, Sequence[int]] | None = None,
-                allow_reference: bool = False) -> Model:
+                allow_reference: bool = False, latest_run: bool = False) -> Model:
     """The lowered form of an ONNX model for an entry point (kept on the model per input
-    shapes, so running it again does not lower it again).
+    shapes, so running it again does not lower it again; with ``latest_run`` and neither
+    inputs nor shapes, the lowering of the latest run, so that its trace joins to the model
+    it ran).
 
     ``inputs`` (what ``tk.run`` was given) or ``shapes`` fix the free dimensions. Unless
     ``allow_reference``, a model with reference-only nodes is refused
@@ -818,8 +871,20 @@ def lowered_for(model: Model, purpose: str, inputs: Any = None, *,
     if cache is None:
         cache = _LOWERED[model] = {}
     low = cache.get(key)
+    if low is None and not given and latest_run and model in _LAST_RUN:
+        low = _LAST_RUN[model]  # the lowering of the latest run, e.g. to join its trace
     if low is None:
-        low = cache[key] = lower_onnx(model, free)
+        sample = None
+        if isinstance(inputs, Mapping):
+            sample = {str(k): np.asarray(v) for k, v in inputs.items()}
+        elif isinstance(inputs, (list, tuple)):
+            sample = {t.name: np.asarray(v) for t, v in zip(model.graph.inputs, inputs,
+                                                            strict=False)}
+        elif isinstance(inputs, np.ndarray) and model.graph.inputs:
+            sample = {model.graph.inputs[0].name: inputs}
+        low = cache[key] = lower_onnx(model, free, sample=sample)
+    if inputs is not None:
+        _LAST_RUN[model] = low
     if not allow_reference:
         check_no_reference_ops(low, purpose)
     return low
