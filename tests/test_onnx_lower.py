@@ -432,10 +432,14 @@ def test_if_lowers_and_loop_runs_reference_only(cond_from_input: bool, tmp_path:
 # ------------------------------------------------------------------------------- recurrent ops
 @pytest.mark.parametrize(("op", "direction", "lbr"), [
     ("LSTM", "forward", None), ("LSTM", "reverse", None), ("LSTM", "bidirectional", None),
+    ("LSTM+", "forward", None), ("LSTM+", "bidirectional", None),
     ("GRU", "forward", 0), ("GRU", "forward", 1), ("GRU", "reverse", 1),
     ("GRU", "bidirectional", 0)])
 def test_recurrent_ops_lower_in_every_direction(op: str, direction: str, lbr: int | None,
                                                 tmp_path: Path) -> None:
+    """``LSTM+``: an LSTM with peepholes, initial cell state and its Y_c read."""
+    full = op == "LSTM+"
+    op = "LSTM" if full else op
     rng = np.random.default_rng(3)
     steps, batch, width, hidden = 5, 2, 4, 3
     gates = 4 if op == "LSTM" else 3
@@ -448,9 +452,14 @@ def test_recurrent_ops_lower_in_every_direction(op: str, direction: str, lbr: in
     kw: dict[str, object] = {"hidden_size": hidden, "direction": direction}
     if lbr is not None:
         kw["linear_before_reset"] = lbr
-    node = helper.make_node(op, ["x", "W", "R", "B", "", "h0"], ["Y", "Y_h"], name="rnn", **kw)
+    ins, outs = ["x", "W", "R", "B", "", "h0"], ["Y", "Y_h"]
+    if full:
+        inits += [arr(rng.standard_normal((dirs, batch, hidden)).astype(np.float32), "c0"),
+                  arr(rng.standard_normal((dirs, 3 * hidden)).astype(np.float32), "P")]
+        ins, outs = [*ins, "c0", "P"], [*outs, "Y_c"]
+    node = helper.make_node(op, ins, outs, name="rnn", **kw)
     path = tmp_path / "rnn.onnx"
-    onnx.save(_model([node], [_f("x", [steps, batch, width])], [_f("Y", None), _f("Y_h", None)],
+    onnx.save(_model([node], [_f("x", [steps, batch, width])], [_f(o, None) for o in outs],
                      inits), str(path))
     x = rng.standard_normal((steps, batch, width)).astype(np.float32)
     want = _ort(path, {"x": x})
@@ -458,9 +467,9 @@ def test_recurrent_ops_lower_in_every_direction(op: str, direction: str, lbr: in
     low = lower_onnx(m)
     assert reference_only_ops(low) == []
     kinds = {o.type for o in low.graph.ops}
-    assert ("UNIDIRECTIONAL_SEQUENCE_LSTM" in kinds) == (op == "LSTM")
+    assert ("UNIDIRECTIONAL_SEQUENCE_LSTM" in kinds) == (op == "LSTM" and not full)
     got = tk.run(m, {"x": x}).outputs
-    for name, w in zip(("Y", "Y_h"), want, strict=True):
+    for name, w in zip(outs, want, strict=True):
         _close(got[name], w)
 
 

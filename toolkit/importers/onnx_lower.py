@@ -449,6 +449,12 @@ class _Lowerer:
             except _NoLoweringError as e:
                 reason = f"{op.type} (opset {self.opset}): {e}"
                 self._undo(mark, logged)
+            except (ValueError, IndexError, KeyError, TypeError, AssertionError) as e:
+                # inputs a converter does not expect (a rank, a missing attribute): the node
+                # runs reference-only, the reason listed
+                reason = (f"{op.type} (opset {self.opset}): the converter cannot take this "
+                          f"node ({type(e).__name__}: {str(e)[:160]})")
+                self._undo(mark, logged)
         self._reference_op(op, ins, reason)
 
     def _sampled(self, name: str, t: Tensor) -> np.ndarray | None:

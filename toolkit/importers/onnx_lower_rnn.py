@@ -1,8 +1,8 @@
 """ONNX converters of recurrent ops (see :mod:`toolkit.importers.onnx_lower`).
 
 * LSTM: one UNIDIRECTIONAL_SEQUENCE_LSTM per direction (time-major; the reverse direction
-  reads and writes its sequence through REVERSE_V2), Y and Y_h; Y_c, peepholes, clip and other
-  activations run reference-only.
+  reads and writes its sequence through REVERSE_V2), Y and Y_h; with Y_c read or peepholes,
+  unrolled over the sequence as GRU is; clip and other activations run reference-only.
 * GRU: unrolled over the (static) sequence, per step FULLY_CONNECTED, LOGISTIC, TANH and
   element-wise ops (the IR has no GRU op), both ``linear_before_reset`` forms, any direction.
 """
@@ -41,6 +41,8 @@ def _common_checks(lw: _Lowerer, acts_default: list[str], kind: str) -> None:
         if names != acts_default * dirs:
             raise _NoLoweringError(f"activations {names}")
     xv = lw.need(0)
+    if len(xv.shape) != 3:
+        raise _NoLoweringError(f"a {len(xv.shape)}-D input (3-D: sequence, batch, width)")
     if lw.inp(4) is not None:
         sl = lw.const_of(4, "sequence_lens")
         if sl is not None and int(np.min(sl)) != xv.shape[0]:
@@ -77,6 +79,26 @@ def _finish(lw: _Lowerer, ys: list[Tensor], lasts: list[Tensor]) -> None:
         lw.set(1, h)
 
 
+def _computed(lw: _Lowerer, i: int) -> bool:
+    v = lw.inp(i)
+    return v is not None and v.const is None
+
+
+def _state_of(lw: _Lowerer, i: int, d: int, h_shape: tuple[int, int]) -> Tensor:
+    """Direction ``d`` of initial state input ``i`` ([dirs, batch, hidden]) as a
+    [batch, hidden] tensor (zeros when absent)."""
+    v = lw.inp(i)
+    if v is None:
+        return lw.const(np.zeros(h_shape, np.float32), np.float32, "state")
+    if v.const is not None:
+        return lw.const(np.broadcast_to(np.asarray(v.const, np.float32)[d], h_shape).copy(),
+                        np.float32, "state")
+    t = lw.tensor_of(v)
+    one = _time_slice(lw, t, d)
+    return lw.emit("RESHAPE", [one, lw.i32(list(h_shape), "shape")], h_shape,
+                   newShape=list(h_shape))
+
+
 def _time_slice(lw: _Lowerer, y: Tensor, t: int) -> Tensor:
     _, batch, hidden = y.shape
     return lw.emit("STRIDED_SLICE", [y, lw.i32([t, 0, 0], "begin"),
@@ -92,10 +114,10 @@ def _lstm(lw: _Lowerer) -> None:
     _common_checks(lw, ["Sigmoid", "Tanh", "Tanh"], "LSTM")
     if int(lw.attr("input_forget", 0)):
         raise _NoLoweringError("input_forget")
-    if _read(lw, 2):
-        raise _NoLoweringError("its Y_c output is read")
-    if lw.inp(7) is not None:
-        raise _NoLoweringError("peephole weights")
+    if _read(lw, 2) or lw.inp(7) is not None or _computed(lw, 5) or _computed(lw, 6):
+        # the cell state, peepholes or states computed at run time: step by step
+        _lstm_unrolled(lw)
+        return
     xv = lw.need(0)
     w, r = lw.const_of(1, "W"), lw.const_of(2, "R")
     assert w is not None and r is not None
@@ -139,6 +161,80 @@ def _lstm(lw: _Lowerer) -> None:
     _finish(lw, ys, lasts)
 
 
+def _lstm_unrolled(lw: _Lowerer) -> None:
+    """LSTM unrolled over its static sequence (FULLY_CONNECTED, LOGISTIC, TANH, element-wise
+    ops per step), for what the sequence op does not give: Y_c, peepholes."""
+    assert lw.op is not None
+    xv = lw.need(0)
+    w, r = lw.const_of(1, "W"), lw.const_of(2, "R")
+    assert w is not None and r is not None
+    b, p = lw.const_of(3, "B"), lw.const_of(7, "P")
+    hidden = int(r.shape[-1])
+    seq, batch, _ = xv.shape
+    if seq > 256:
+        raise _NoLoweringError(f"a sequence of {seq} steps (unrolled up to 256)")
+    h_shape = (batch, hidden)
+    x = lw.tensor_of(xv)
+    flat = lw.emit("RESHAPE", [x, lw.i32([seq * batch, x.shape[2]], "shape")],
+                   (seq * batch, x.shape[2]), newShape=[seq * batch, x.shape[2]])
+
+    def fc(v: Tensor, weights: np.ndarray, bias: np.ndarray | None) -> Tensor:
+        ins = [v, lw.const(np.ascontiguousarray(weights, np.float32), np.float32, "weights"),
+               lw.const(bias, np.float32, "bias") if bias is not None else None]
+        return lw.emit("FULLY_CONNECTED", ins, (v.shape[0], weights.shape[0]),
+                       fusedActivationFunction=0, keepNumDims=False)
+
+    def op2(kind: str, a: Tensor, c: Tensor) -> Tensor:
+        return lw.emit(kind, [a, c], h_shape, fusedActivationFunction=0)
+
+    def split(v: Tensor, n: int, axis: int) -> list[Tensor]:
+        shape = list(v.shape)
+        shape[axis] //= n
+        outs = [lw.graph.add_tensor(lw.name(f"{v.name}/part"), shape, np.float32)
+                for _ in range(n)]
+        lw.graph.add_op("SPLIT", [lw.i32(np.asarray(axis), "axis"), v], outs,
+                        _options("SPLIT", numSplits=n), origins=lw.origins)
+        return outs
+
+    ys, lasts, cells = [], [], []
+    for d, reverse in enumerate(_directions(lw)):
+        bd = b[d].astype(np.float32) if b is not None else np.zeros(8 * hidden, np.float32)
+        xw = fc(flat, w[d].astype(np.float32), bd[:4 * hidden] + bd[4 * hidden:])
+        steps = split(xw, seq, 0) if seq > 1 else [xw]
+        pi, po, pf = ((lw.const(np.asarray(p[d][k * hidden:(k + 1) * hidden], np.float32),
+                                np.float32, "peephole") for k in range(3)) if p is not None
+                      else (None, None, None))
+        h, cell = _state_of(lw, 5, d, h_shape), _state_of(lw, 6, d, h_shape)
+        hs: dict[int, Tensor] = {}
+        for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
+            g = lw.emit("ADD", [steps[t], fc(h, r[d].astype(np.float32), None)],
+                        (batch, 4 * hidden), fusedActivationFunction=0)
+            gi, go, gf, gc = split(g, 4, 1)
+            if pi is not None and pf is not None:
+                gi = op2("ADD", gi, op2("MUL", pi, cell))
+                gf = op2("ADD", gf, op2("MUL", pf, cell))
+            i = lw.emit("LOGISTIC", [gi], h_shape)
+            f = lw.emit("LOGISTIC", [gf], h_shape)
+            cell = op2("ADD", op2("MUL", f, cell), op2("MUL", i, lw.emit("TANH", [gc],
+                                                                           h_shape)))
+            if po is not None:
+                go = op2("ADD", go, op2("MUL", po, cell))
+            h = op2("MUL", lw.emit("LOGISTIC", [go], h_shape), lw.emit("TANH", [cell],
+                                                                        h_shape))
+            hs[t] = lw.emit("RESHAPE", [h, lw.i32([1, batch, hidden], "shape")],
+                            (1, batch, hidden), newShape=[1, batch, hidden])
+        ys.append(lw.emit("CONCATENATION", [hs[t] for t in range(seq)], (seq, batch, hidden),
+                          axis=0, fusedActivationFunction=0) if seq > 1 else hs[0])
+        lasts.append(hs[0] if reverse else hs[seq - 1])
+        cells.append(lw.emit("RESHAPE", [cell, lw.i32([1, batch, hidden], "shape")],
+                             (1, batch, hidden), newShape=[1, batch, hidden]))
+    _finish(lw, ys, lasts)
+    if _read(lw, 2):
+        lw.set(2, cells[0] if len(cells) == 1 else lw.emit(
+            "CONCATENATION", cells, (len(cells), batch, hidden), axis=0,
+            fusedActivationFunction=0))
+
+
 @_lowers("GRU")
 def _gru(lw: _Lowerer) -> None:
     assert lw.op is not None
@@ -147,7 +243,6 @@ def _gru(lw: _Lowerer) -> None:
     w, r = lw.const_of(1, "W"), lw.const_of(2, "R")
     assert w is not None and r is not None
     b = lw.const_of(3, "B")
-    h0 = lw.const_of(5, "initial_h")
     lbr = int(lw.attr("linear_before_reset", 0))
     hidden = int(r.shape[-1])
     seq, batch, _ = xv.shape
@@ -182,11 +277,7 @@ def _gru(lw: _Lowerer) -> None:
                           for _ in range(seq - 1)]
         lw.graph.add_op("SPLIT", [lw.i32(np.asarray(0), "axis"), xw], outs,
                         _options("SPLIT", numSplits=seq), origins=lw.origins)
-        if h0 is not None:
-            h = lw.const(np.broadcast_to(np.asarray(h0, np.float32)[d], h_shape).copy(),
-                         np.float32, "h0")
-        else:
-            h = lw.const(np.zeros(h_shape, np.float32), np.float32, "h0")
+        h = _state_of(lw, 5, d, h_shape)
         order = range(seq - 1, -1, -1) if reverse else range(seq)
         hs: dict[int, Tensor] = {}
         for t in order:
