@@ -28,6 +28,7 @@ from toolkit.api import (
     join_ort,
     load,
     load_onnx,
+    lower_onnx,
     partition,
     read_executorch,
     read_trace,
@@ -56,8 +57,8 @@ if TYPE_CHECKING:
 __all__ = [
     "load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
     "trace_join_many",
-    "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore", "read_executorch",
-    "capture", "compare", "Capture", "NumericsComparison",
+    "read_vela", "load_onnx", "lower_onnx", "join_ort", "run_onnxruntime", "explore",
+    "read_executorch", "capture", "compare", "Capture", "NumericsComparison",
     "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",
     "CompiledModel", "Target", "PartitionResult", "RunResult", "EventTracer", "Trace",
     "Attribution", "LayerAttribution", "ModelBuilder",

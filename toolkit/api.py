@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from toolkit.vela.run import VelaResult
 
 __all__ = ["load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
-           "trace_join_many", "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore",
-           "read_executorch", "capture", "compare"]
+           "trace_join_many", "read_vela", "load_onnx", "lower_onnx", "join_ort", "run_onnxruntime",
+           "explore", "read_executorch", "capture", "compare"]
 
 PathLike = str | os.PathLike[str]
 
@@ -113,7 +113,7 @@ def save(model: Model, path: PathLike, *, origin_tables: bool | None = None,
 
     check_path_arg(path, "path", "tk.save")
     check_bool(unfuse_activations, "unfuse_activations", "tk.save")
-    m = as_model(model, purpose="tk.save")
+    m = _ir_model(as_model(model, purpose="tk.save"), "tk.save")  # an ONNX model: lowered
     if unfuse_activations and str(path).lower().endswith(".tflite"):
         from toolkit.compiler.lite_safe import unfuse_ignored_activations
 
@@ -149,7 +149,7 @@ def compile(model: Model | PathLike, passes: Sequence[str | GraphPass] | None = 
     from toolkit.compiler import compile_model
     from toolkit.model_arg import as_model
 
-    return compile_model(as_model(model, purpose="tk.compile"), passes,
+    return compile_model(_ir_model(as_model(model, purpose="tk.compile"), "tk.compile"), passes,
                          dict(target) if isinstance(target, Mapping) else target,
                          debug_identifiers=debug_identifiers, max_sweeps=max_sweeps,
                          check=check)
@@ -189,7 +189,7 @@ def partition(model: Model | PathLike, part: PathLike | PartSpec | Mapping[str, 
     check_path_arg(work_path, "work_path", "tk.partition", optional=True)
     check_optional_str(ext, "ext", "tk.partition")
 
-    return _partition(as_model(model, purpose="tk.partition"), part,
+    return _partition(_ir_model(as_model(model, purpose="tk.partition"), "tk.partition"), part,
                       backends if backends is None or isinstance(backends, str)
                       else list(backends),
                       default, source_file=source_file, work_path=work_path, ext=ext)
@@ -233,8 +233,59 @@ def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
     check_path_arg(out_dir, "out_dir", "tk.codegen")
     check_optional_str(name, "name", "tk.codegen")
     check_bool(debug, "debug", "tk.codegen")
+    if isinstance(model, (str, os.PathLike)) and str(model).lower().endswith(".onnx"):
+        from toolkit.model_arg import as_model
+
+        model = as_model(model, purpose="tk.codegen")
+    if getattr(model, "format", None) == "onnx":
+        onnx_path = getattr(model, "path", None)
+        model = _ir_model(model, "tk.codegen")  # type: ignore[arg-type]
+        if name is None and onnx_path:
+            name = os.path.splitext(os.path.basename(onnx_path))[0].replace(".", "_")
 
     return _codegen(model, out_dir, name, debug=debug)
+
+
+def _ir_model(model: Model, purpose: str) -> Model:
+    """``model``, or its lowering to the IR op set when it is an ONNX model of
+    :func:`load_onnx` (static shapes; a model with reference-only nodes is refused)."""
+    if model.format != "onnx":
+        return model
+    from toolkit.importers.onnx_lower import lowered_for
+
+    return lowered_for(model, purpose)
+
+
+def lower_onnx(model: Model | PathLike, shapes: Mapping[str, Sequence[int]] | None = None
+               ) -> Model:
+    """Lower an ONNX model into the toolkit's IR op set (what ``tk.run``, ``tk.compile``,
+    ``tk.partition`` and ``tk.codegen`` do with an ``.onnx`` model before they start).
+
+    Args:
+        model: an ``.onnx`` path or a model of :func:`load_onnx`.
+        shapes: input name -> shape, for inputs with free dimensions.
+
+    Returns:
+        A :class:`~toolkit.ir.Model` of IR ops (NHWC inside, ONNX's order at the graph's
+        inputs and outputs) whose ops carry the origin ids of their ONNX nodes;
+        ``model.origins`` holds each node's record (name, layers); ``extra["reference_only"]``
+        lists nodes that run through ``onnx.reference`` (compile, partition and codegen
+        refuse those). See ``docs/onnx.md``.
+
+    Raises:
+        ToolkitError: not an ONNX model, free dimensions without a shape, a node neither
+            lowered nor run by ``onnx.reference`` (named, with ``runtime="onnxruntime"``).
+    """
+    from toolkit.importers.onnx_lower import lowered_for
+    from toolkit.model_arg import as_model
+
+    m = as_model(model, purpose="tk.lower_onnx")
+    if m.format != "onnx":
+        from toolkit.errors import ToolkitError
+
+        raise ToolkitError(f"tk.lower_onnx takes an ONNX model, got a {m.format} model",
+                           where="tk.lower_onnx", fix="pass an .onnx path or tk.load('m.onnx')")
+    return lowered_for(m, "tk.lower_onnx", shapes=shapes, allow_reference=True)
 
 
 def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray | None
@@ -439,6 +490,15 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
     if type(trace).__name__ == "OrtRun":  # tk.run(..., runtime="onnxruntime", trace=True)
         trace, optimized = _ort_profile(trace, optimized, "tk.trace_join")
         is_onnx = True
+    elif is_onnx and optimized is None:
+        trace, is_ort = _ort_or_not(trace)
+        if not is_ort:  # the reference runtime's trace of the lowered model
+            from toolkit.importers.onnx_lower import lowered_for
+            from toolkit.model_arg import as_model
+
+            model = lowered_for(as_model(model, purpose="tk.trace_join"), "tk.trace_join",
+                                allow_reference=True, latest_run=True)
+            is_onnx = False
     if is_onnx or optimized is not None:
         return join_ort(trace, model, optimized,
                         policy="compute" if policy == "macs" else policy)
@@ -463,6 +523,16 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
         return result
     return _join(trace, model, policy=policy, key=key, overlaps=overlaps, strict=strict,
                  skip_runs=skip_runs)
+
+
+def _ort_or_not(trace: Any) -> tuple[Any, bool]:
+    """``(trace, is_ort)``: whether ``trace`` is an ONNX Runtime profile (a path is read)."""
+    if type(trace).__name__ == "EventTracer":
+        return trace, False
+    if isinstance(trace, (str, os.PathLike)):
+        trace = read_trace(trace)
+    meta = getattr(trace, "meta", None)
+    return trace, not isinstance(meta, dict) or meta.get("format") == "ort"
 
 
 def trace_join_many(sources: Any, model: Any, *, engine: str = "local", client: Any = None,

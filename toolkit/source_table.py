@@ -74,19 +74,23 @@ class SourceOp:
 
 
 def source_ops_of(model: Model) -> list[SourceOp]:
-    """Return the source ops of ``model`` by ``source_id``: each origin id once, with the first
-    op (subgraph 0 first, in order) that carries it; ``op_index`` is that op's index in
-    subgraph 0, -1 in other subgraphs; the name is the origin's (ONE source table), else the
-    op's name."""
+    """Return the source ops of ``model`` by ``source_id``: each origin id once, with the op
+    that does its work: of the ops carrying it, the one with the most MACs, the first one
+    (subgraph 0 first, in order) on a tie (an importer that writes one source op as a PAD or
+    TRANSPOSE and a CONV_2D gives the CONV_2D); ``op_index`` is that op's index in subgraph 0,
+    -1 in other subgraphs; the name is the origin's (ONE source table), else the op's name."""
     out: dict[int, SourceOp] = {}
+    macs: dict[int, int] = {}
     names = model.source_table
     for gi, g in enumerate(model.subgraphs):
         for i, op in enumerate(g.ops):
             org = sorted(op.origins)
+            m = op_macs(op) if org else 0
             for r, oid in enumerate(org):
-                if oid not in out:
+                if oid not in out or m > macs[oid]:
                     out[oid] = SourceOp(oid, i if gi == 0 else -1, op,
                                         names.get(oid) or op.name, len(org), r)
+                    macs[oid] = m
     return [out[k] for k in sorted(out)]
 
 

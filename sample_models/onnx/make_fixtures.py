@@ -20,6 +20,9 @@ optimizer), it writes into this folder:
 * ``inputs.npz``: the inputs used (one array per model).
 * ``MANIFEST.json``: versions of the tools and the runs per profile.
 
+``EXTRA_MODELS`` (``mnv2_like``: a MobileNetV2-like CNN with nested Sequentials) are exported
+with both exporters, without profiles: ``python make_fixtures.py mnv2_like`` adds them alone.
+
 Every profile has ``WARMUP + RUNS`` model runs with one intra-op thread.
 """
 
@@ -150,16 +153,73 @@ class LSTMNet(nn.Module):
         return self.head(y[:, -1])
 
 
+def conv_bn(cin: int, cout: int, k: int = 3, stride: int = 1, groups: int = 1,
+            act: bool = True) -> nn.Sequential:
+    """Conv, BatchNorm and ReLU6 as torchvision's ``Conv2dNormActivation`` nests them."""
+    layers: list[nn.Module] = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups,
+                                         bias=False), nn.BatchNorm2d(cout)]
+    if act:
+        layers.append(nn.ReLU6())
+    return nn.Sequential(*layers)
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block: 1x1 expansion, 3x3 depthwise, 1x1 projection (one Sequential)."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        self.use_res = stride == 1 and cin == cout
+        layers: list[nn.Module] = []
+        if expand != 1:
+            layers.append(conv_bn(cin, hidden, 1))
+        layers += [conv_bn(hidden, hidden, 3, stride, groups=hidden),
+                   nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        self.conv = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(x) if self.use_res else self.conv(x)
+
+
+class MobileNetV2Like(nn.Module):
+    """A narrow MobileNetV2 (random weights): ``features`` is a Sequential of Sequentials,
+    as in torchvision, so module paths are ``features.2.conv.1.0``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        cfg = [(1, 8, 1, 1), (4, 12, 2, 2), (4, 16, 2, 2), (4, 24, 1, 1)]
+        layers: list[nn.Module] = [conv_bn(3, 8, 3, 2)]
+        cin = 8
+        for t, c, n, s in cfg:
+            for i in range(n):
+                layers.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
+                cin = c
+        layers.append(conv_bn(cin, 64, 1))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(64, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.features(x)
+        x = nn.functional.adaptive_avg_pool2d(x, 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
 MODELS = {
     "cnn": (CNN, (1, 3, 16, 16)),
     "transformer": (Transformer, (1, 8, 32)),
     "mlp": (MLP, (2, 64)),
     "lstm": (LSTMNet, (1, 6, 16)),
 }
+#: Made on their own (``python make_fixtures.py mnv2_like``) without touching the fixtures
+#: above: both exports, the input, and the PyTorch module list (``<name>.modules.json``) the
+#: layer names are checked against.
+EXTRA_MODELS = {
+    "mnv2_like": (MobileNetV2Like, (1, 3, 32, 32)),
+}
 
 
 def export(name: str, exporter: str, inputs: np.ndarray) -> Path:
-    cls, _shape = MODELS[name]
+    cls, _shape = {**MODELS, **EXTRA_MODELS}[name]
     torch.manual_seed(0)
     model = cls().eval()
     for m in model.modules():  # non-trivial BatchNorm statistics
@@ -245,5 +305,29 @@ def main() -> None:
     shutil.rmtree(HERE / "__pycache__", ignore_errors=True)
 
 
+def make_extra(name: str) -> None:
+    """Export one model of :data:`EXTRA_MODELS` with both exporters; add its input to
+    ``inputs.npz`` (the other arrays kept) and write its module list."""
+    cls, shape = EXTRA_MODELS[name]
+    known = dict(np.load(HERE / "inputs.npz"))
+    known[name] = np.random.default_rng(28).standard_normal(shape).astype(np.float32)
+    for exporter in ("ts", "dynamo"):
+        export(name, exporter, known[name])
+    torch.manual_seed(0)
+    modules = [n for n, _ in cls().named_modules() if n]
+    (HERE / f"{name}.modules.json").write_text(json.dumps(modules, indent=0) + "\n")
+    np.savez(HERE / "inputs.npz", **known)
+    shutil.rmtree(HERE / "__pycache__", ignore_errors=True)
+    print(name, "done")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if len(sys.argv) > 1:
+        for extra in sys.argv[1:]:
+            make_extra(extra)
+    else:
+        main()
+        for extra in EXTRA_MODELS:
+            make_extra(extra)

@@ -163,12 +163,25 @@ class PartSpec:
                 raise PartitionError(
                     f"[OPCODE] {key!r} is not an op type", where=self.where(OPCODE, key),
                     fix=f"did you mean {hint}?" if hint else
-                    "use schema names such as CONV_2D, DIV, or CUSTOM(code)")
+                    "use schema names such as CONV_2D, DIV, or CUSTOM(code); for a model "
+                    "imported from ONNX, ONNX op types such as Conv, MatMul")
         return self
 
 
 def _known_opcode(key: str) -> bool:
-    return key in BUILTIN_CODES or bool(_CUSTOM.match(key))
+    return key in BUILTIN_CODES or bool(_CUSTOM.match(key)) or is_onnx_op_type(key)
+
+
+def is_onnx_op_type(key: str) -> bool:
+    """True when ``key`` is an ONNX op type (``Conv``, ``MatMul``; needs the ``onnx``
+    package): a ``[OPCODE]`` rule for it places the ops lowered from nodes of that type."""
+    if not key[:1].isupper() or key.isupper():
+        return False
+    try:
+        from onnx import defs
+    except ImportError:
+        return False
+    return bool(defs.has(key))
 
 
 def _split_csv(text: str) -> list[str]:

@@ -66,7 +66,12 @@ def _opcode_key(op: Op, table: dict[str, str]) -> str | None:
         key = f"CUSTOM({op.custom_code})"
         if key in table:
             return key
-    return op.type if op.type in table else None
+    if op.type in table:
+        return op.type
+    for onnx_type in op.extra.get("onnx_op_types", ()):  # an op lowered from ONNX nodes
+        if onnx_type in table:
+            return str(onnx_type)
+    return None
 
 
 def place_ops(ops: Sequence[Op], spec: PartSpec) -> tuple[list[Placement], list[str]]:
@@ -127,6 +132,10 @@ def place_ops(ops: Sequence[Op], spec: PartSpec) -> tuple[list[Placement], list[
                 pl = cache2[key] = Placement(table[key], f"OPCODE {key}={table[key]}",
                                              spec.where(OPCODE, key))
             out.append(pl)
+        for key in table:
+            if key not in cache2:
+                notes.append(f"{spec.where(OPCODE, key)}: [OPCODE] {key} matches no op of the "
+                             "model; the rule was not applied")
     ignored = (OPNAME, spec.opname) if spec.comply == "opcode" else (OPCODE, spec.opcode)
     if ignored[1]:
         notes.append(f"{spec.where(ignored[0])}: [{ignored[0]}] has {len(ignored[1])} rule(s) "

@@ -508,6 +508,10 @@ def run_model(model: Any, inputs: Any = None, *, trace: bool = False, repeat: in
         name, and the :class:`EventTracer` (``None`` when not traced).
     """
     check_bool(trace, "trace", "run")
+    if getattr(model, "format", None) == "onnx":  # an ONNX model of load_onnx: lowered
+        from toolkit.importers.onnx_lower import lowered_for
+
+        model = lowered_for(model, "tk.run", inputs, allow_reference=True)
     it = Interpreter(model, threads=threads)
     if inputs is None:
         inputs = it.random_inputs()

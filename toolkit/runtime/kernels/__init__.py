@@ -48,6 +48,7 @@ from toolkit.runtime.kernels import (  # noqa: F401  (importing registers the ke
     math_ops,
     matmul,
     norm,
+    onnx_reference,
     pool,
     quant,
     reduce,

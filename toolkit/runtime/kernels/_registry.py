@@ -85,6 +85,12 @@ def get_kernel(op: Op) -> Kernel:
     if kernel is None:
         kind = f"custom op {key!r}" if op.type == "CUSTOM" else f"op type {key}"
         first = op.outputs[0].name if op.outputs else "<none>"
+        if "node_name" in op.extra or "onnx_op_types" in op.extra:  # an ONNX node
+            raise UnsupportedOpError(
+                f"the reference runtime has no kernel for ONNX op {key} (node "
+                f"{op.extra.get('node_name') or op.name!r})", where=f"{key} op {op.name!r}",
+                fix="run the model with tk.run(model, inputs, runtime='onnxruntime'), or pass "
+                    "the model of tk.load('m.onnx') to tk.run, which lowers it")
         raise UnsupportedOpError(
             f"the reference runtime has no kernel for {kind} (op {op.name!r}, first output "
             f"tensor {first!r})",
