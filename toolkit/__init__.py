@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from toolkit.api import (
     codegen,
     compile,
+    diff,
     explore,
     join_ort,
     load,
@@ -52,6 +53,7 @@ __all__ = [
     "load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
     "trace_join_many",
     "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore", "read_executorch",
+    "diff", "LayerDiff",
     "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",
     "CompiledModel", "Target", "PartitionResult", "RunResult", "EventTracer", "Trace",
     "Attribution", "LayerAttribution", "ModelBuilder",
@@ -68,6 +70,7 @@ _LAZY = {
     "Trace": "toolkit.trace.read",
     "Attribution": "toolkit.trace.attribution",
     "LayerAttribution": "toolkit.trace.views",
+    "LayerDiff": "toolkit.trace.diff",
     "ModelBuilder": "toolkit.builder",
 }
 

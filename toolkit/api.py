@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from toolkit.runtime.result import RunResult
     from toolkit.runtime.tracer import EventTracer
     from toolkit.trace.attribution import Attribution
+    from toolkit.trace.diff import LayerDiff
     from toolkit.trace.et_attribution import ExecutorchAttribution
     from toolkit.trace.executorch import ExecutorchProfile
     from toolkit.trace.fleet import FleetAttribution
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
            "trace_join_many", "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore",
-           "read_executorch"]
+           "read_executorch", "diff"]
 
 PathLike = str | os.PathLike[str]
 
@@ -713,6 +714,39 @@ def read_executorch(etdump: Any, etrecord: Any = None, program: Any = None, *,
     check_optional_str(method, "method", "tk.read_executorch")
 
     return _read(etdump, etrecord, program, method=method)
+
+
+def diff(a: Any, b: Any, *, match: str = "model", alpha: float = 0.05,
+         labels: tuple[str, str] = ("a", "b")) -> LayerDiff:
+    """Compare two attributions per original layer, per op and per backend, with the run-to-run
+    noise taken into account.
+
+    Args:
+        a, b: two attributions of any source the join reads (``tk.trace_join``,
+            ``tk.join_ort``, ``tk.trace_join_many``, ``tk.read_executorch(...).attribution()``,
+            ``tk.read_vela(...).attribution()``); ``a`` is the baseline, deltas are b - a.
+        match: ``"model"`` (default): a and b must be profiles of one source model (two
+            compiles, runtimes or devices); ``"name"``: pair the layers of the same name of
+            two different models, ``unmatched()`` listing the others.
+        alpha: false discovery rate of the noise test (Mann–Whitney U per layer on the
+            per-run times, Benjamini–Hochberg across layers).
+        labels: names of a and b in views and figures.
+
+    Returns:
+        A :class:`~toolkit.trace.diff.LayerDiff`: ``by_layer()``, ``by_op()``,
+        ``by_backend()`` (per row: mean and p50 ms per run on each side, ``delta_ns``,
+        ``delta_pct``, ``delta_share``, ``p_value``, ``beyond_noise``, ``verdict``,
+        ``reason``), ``moved_ops()`` (ops fused in one compile and not the other, with their
+        layers), ``unmatched()``, ``summary()``; ``toolkit.viz.diff_plots.plot_diff(d)``
+        draws the waterfall.
+
+    Raises:
+        ToolkitError: a or b is not an attribution; two different source models without
+            ``match="name"``; an unknown ``match`` or an ``alpha`` outside (0, 1).
+    """
+    from toolkit.trace.diff import diff as _diff
+
+    return _diff(a, b, match=match, alpha=alpha, labels=labels)
 
 
 for _name in __all__:
