@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
            "trace_join_many", "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore",
-           "read_executorch", "diff"]
+           "read_executorch", "diff", "report"]
 
 PathLike = str | os.PathLike[str]
 
@@ -747,6 +747,53 @@ def diff(a: Any, b: Any, *, match: str = "model", alpha: float = 0.05,
     from toolkit.trace.diff import diff as _diff
 
     return _diff(a, b, match=match, alpha=alpha, labels=labels)
+
+
+def report(out: PathLike, trace: Any = None, model: Any = None, *, trace_b: Any = None,
+           model_b: Any = None, attribution: Any = None, attribution_b: Any = None,
+           numerics: Any = None, policy: str = "macs", skip_runs: int = 0,
+           match: str = "model", labels: Sequence[str] = ("a", "b"),
+           title: str = "Profiling report", top: int = 15, format: str | None = None) -> Path:
+    """Write the profiling report people share: one self-contained HTML file (figures
+    embedded, no server, opens offline), or the executed report notebook.
+
+    The report is the notebook ``toolkit/viz/report/template.ipynb`` run with these
+    parameters by papermill and exported without its code cells by nbconvert. Sections:
+    summary (totals, match score, ``check()``), top layers, time per backend, the diff against
+    a second trace (:func:`diff`: waterfall, verdicts, moved ops), unattributed events by
+    reason, the provenance of the top layers (source ops → compiled ops → commands), and a
+    numerics comparison.
+
+    Args:
+        out: the file to write (atomically).
+        trace, model: a trace (path or :class:`~toolkit.trace.read.Trace`) and the model it
+            measured (compiled folder, model file, ``.conn.json`` of a partition, or a
+            ``CompiledModel``/``PartitionResult``), joined with ``policy`` and
+            ``skip_runs``; or give ``attribution`` (any attribution) instead.
+        trace_b, model_b: a second trace to diff against (``model_b`` defaults to ``model``),
+            or ``attribution_b``.
+        numerics: a numerics comparison: any object with ``by_layer()`` returning a
+            DataFrame (``tk.compare``'s), a DataFrame, or the path of a CSV of one.
+        match: ``"model"`` or ``"name"`` (see :func:`diff`).
+        labels: names of the two sides of the diff.
+        title: the report's title; ``top``: layers in tables and figures.
+        format: ``"html"`` or ``"notebook"`` (default: from ``out``'s suffix, ``.ipynb`` →
+            notebook, else html).
+
+    Returns:
+        The path written.
+
+    Raises:
+        ToolkitError: the join's own error when a trace does not join its model (nothing is
+            written); the diff's when the two sides measured different models; an unknown
+            format; a numerics object without ``by_layer()``.
+    """
+    from toolkit.viz.report import write_report
+
+    return write_report(out, trace=trace, model=model, trace_b=trace_b, model_b=model_b,
+                        attribution=attribution, attribution_b=attribution_b,
+                        numerics=numerics, policy=policy, skip_runs=skip_runs, match=match,
+                        labels=labels, title=title, top=top, format=format)
 
 
 for _name in __all__:

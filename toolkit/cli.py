@@ -12,6 +12,7 @@
     toolkit vela OUTDIR --model M.tflite       Vela's estimates per original layer
     toolkit nnc --caffe|--tflite -m MODEL --target interpreter|cpp ...   nnc's command line
     toolkit demo [--out out]                   the end-to-end demo on the sample models
+    toolkit report TRACE --compiled OUT [--diff TRACE_B] [-o report.html]   profiling report
 
 toolkit VERB --help describes every argument of a verb. Multi-word flags take hyphens or
 underscores (--part-file or ONE's --part_file). A bad input prints
@@ -302,6 +303,12 @@ def _trace_join_many(argv: Sequence[str]) -> int:
     return main_trace_join_many(list(argv))
 
 
+def _report(argv: Sequence[str]) -> int:
+    from toolkit.viz.report.cli import main_report
+
+    return main_report(list(argv))
+
+
 def _demo(argv: Sequence[str]) -> int:
     from toolkit.demo import main_demo
 
@@ -318,6 +325,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "vela": cmd_vela,
     "nnc": _nnc,
     "demo": _demo,
+    "report": _report,
 }
 
 
@@ -330,6 +338,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     from toolkit.trace.cli import trace_join_parser
     from toolkit.trace.fleet_cli import trace_join_many_parser
     from toolkit.trace.ort_cli import ort_join_parser, ort_run_parser
+    from toolkit.viz.report.cli import report_parser
 
     return {
         "inspect": inspect_parser(),
@@ -343,6 +352,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
         "vela": vela_parser(),
         "nnc": nnc_parser(),
         "demo": demo_parser(),
+        "report": report_parser(),
     }
 
 

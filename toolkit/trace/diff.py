@@ -98,7 +98,10 @@ def _side(att: Any, view: str, table: pd.DataFrame, ids: list[str], keep: np.nda
     why = ""
     if callable(per_run):
         values = _run_values(att)
-        long = per_run(by=view)
+        try:  # the id column is not needed: rows are positions in the view
+            long = per_run(by=view, ids=False)
+        except TypeError:
+            long = per_run(by=view)
         col = np.searchsorted(values, long["run"].to_numpy(dtype=np.int64))
         full = np.zeros((len(table), len(values)), dtype=np.float64)
         np.add.at(full, (long["row"].to_numpy(dtype=np.int64), col),

@@ -100,7 +100,8 @@ def min_p_value(na: int, nb: int) -> float:
     of one side below every run of the other): ``2 / C(na + nb, na)``, at most 1."""
     if na < 1 or nb < 1:
         return 1.0
-    return min(1.0, 2.0 / math.comb(na + nb, na))
+    ways = math.comb(na + nb, na)
+    return min(1.0, 2.0 / ways) if ways < 1 << 1000 else 0.0
 
 
 def bh_reject(p: np.ndarray, alpha: float) -> np.ndarray:

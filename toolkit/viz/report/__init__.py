@@ -1,0 +1,202 @@
+"""The profiling report: one self-contained HTML file (or an executed notebook) per profile.
+
+The report is a notebook, :file:`template.ipynb` beside this module: papermill runs it with
+the report's parameters, and nbconvert exports it without its code cells (figures embedded as
+base64 PNG, no script fetched from anywhere: it opens offline). Sections: summary (totals,
+match score, ``check()``), top layers, time per backend, the diff against a second trace,
+unattributed events with their reasons, the provenance of the top layers, and a numerics
+comparison (any object with ``by_layer()``).
+
+Joins run here first, so bad input stops with the join's own error before anything is
+written; the attributions reach the notebook through a temporary pickle (the executed
+notebook joins again from the paths when that file is gone). The output is written
+atomically: a failure leaves no file at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import mmap
+import os
+import pickle
+import sys
+import tempfile
+from collections.abc import Iterator
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from toolkit.errors import ToolkitError
+
+__all__ = ["write_report", "TEMPLATE", "FORMATS"]
+
+TEMPLATE = Path(__file__).resolve().parent / "template.ipynb"
+FORMATS = ("html", "notebook")
+_KERNEL = "python3"
+
+
+def _format_of(out: Path, fmt: str | None) -> str:
+    if fmt is None:
+        return "notebook" if out.suffix == ".ipynb" else "html"
+    if fmt not in FORMATS:
+        raise ToolkitError(f"unknown report format {fmt!r}", fix=f"use one of {FORMATS}")
+    return fmt
+
+
+def _join(trace: Any, model: Any, policy: str, skip_runs: int, side: str) -> Any:
+    from toolkit.trace.join import trace_join
+    from toolkit.trace.read import read_trace
+
+    if trace is None or model is None:
+        raise ToolkitError(f"the report needs {side}'s trace and its model (or an "
+                           "attribution)", where="report",
+                           fix="pass trace= and model= (a compiled folder, model file or "
+                               ".conn.json), or attribution= from tk.trace_join")
+    if not hasattr(trace, "events"):
+        trace = read_trace(trace)
+    return trace_join(trace, model, policy=policy, skip_runs=skip_runs)
+
+
+@contextlib.contextmanager
+def _without_iri_grammar() -> Iterator[None]:
+    """Import papermill and nbconvert without ``rfc3987_syntax``: jsonschema (under nbformat)
+    imports it when present only to check IRI formats, which notebooks never use, and it
+    builds a parser grammar at import (seconds). Left alone when jsonschema is loaded."""
+    block = "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules
+    if block:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
+    try:
+        import nbconvert  # noqa: F401
+        import papermill  # noqa: F401
+        yield
+    finally:
+        if block:
+            del sys.modules["rfc3987_syntax"]
+
+
+def _execute(params: dict[str, Any], workdir: Path) -> Any:
+    """Run the template with ``params``; return the executed notebook (nbformat)."""
+    import nbformat
+    import papermill
+
+    out = workdir / "report.ipynb"
+    try:
+        papermill.execute_notebook(str(TEMPLATE), str(out), parameters=params,
+                                   kernel_name=_KERNEL, progress_bar=False, log_output=False,
+                                   cwd=str(workdir))
+    except papermill.PapermillExecutionError as exc:
+        raise ToolkitError(f"the report notebook failed in cell {exc.exec_count}: "
+                           f"{exc.ename}: {exc.evalue}", where=str(TEMPLATE),
+                           fix=f"run {TEMPLATE.name}'s cells in a notebook with the same "
+                               "inputs to see the traceback; report it if the inputs are "
+                               "right") from None
+    return nbformat.read(str(out), as_version=4)
+
+
+_STYLE = """
+body { font: 14px/1.45 -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
+       max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
+h1 { font-size: 1.8em; border-bottom: 2px solid #4c78a8; padding-bottom: .2em; }
+h2 { font-size: 1.3em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: .6em 0; font-size: 12px; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+th { background: #f3f5f8; }
+td:first-child, th:first-child { text-align: left; }
+img { max-width: 100%; height: auto; display: block; margin: .6em 0; }
+pre { background: #f7f7f7; padding: .5em; overflow-x: auto; }
+.jp-OutputArea-output { margin: 0; }
+"""
+
+
+def _html(nb: Any, title: str) -> bytes:
+    """The notebook as one HTML page: outputs only (no code cells, no prompts), figures as
+    base64 PNG, the page's own style, no script (it opens offline, without a server)."""
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="basic", exclude_input=True,
+                            exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nb)
+    return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n"
+            f"<body>\n{body}\n</body>\n</html>\n").encode("utf-8")
+
+
+def write_report(out: str | os.PathLike[str], *, trace: Any = None, model: Any = None,
+                 trace_b: Any = None, model_b: Any = None, attribution: Any = None,
+                 attribution_b: Any = None, numerics: Any = None, policy: str = "macs",
+                 skip_runs: int = 0, match: str = "model",
+                 labels: Sequence[str] = ("a", "b"), title: str = "Profiling report",
+                 top: int = 15, format: str | None = None) -> Path:
+    """Write the profiling report of one trace (and optionally a second one to diff against)
+    to ``out``; return its path. See :func:`toolkit.report` for the arguments.
+
+    Raises:
+        ToolkitError: the join's own error when a trace does not join its model; the diff's
+            when the two traces measured different models; an unknown format; a numerics
+            object without ``by_layer()``. Nothing is written then.
+    """
+    from toolkit.trace.diff import LayerDiff
+    from toolkit.util.atomic import atomic_write
+    from toolkit.viz.report.sections import generic_by_layer
+
+    path = Path(out)
+    fmt = _format_of(path, format)
+    if path.is_dir():
+        raise ToolkitError("the report's output names a folder, a file is expected",
+                           where=str(path), fix=f"give a file name, e.g. {path / 'report.html'}")
+    att = attribution if attribution is not None else _join(trace, model, policy, skip_runs,
+                                                            "the first")
+    att_b = attribution_b
+    if att_b is None and trace_b is not None:
+        att_b = _join(trace_b, model_b if model_b is not None else model, policy, skip_runs,
+                      "the second")
+    if att_b is not None:
+        LayerDiff(att, att_b, match=match, labels=(str(labels[0]), str(labels[1])))
+    comparison = numerics
+    if isinstance(numerics, (str, os.PathLike)):
+        import pandas as pd
+
+        comparison = pd.read_csv(numerics)
+    if comparison is not None:
+        generic_by_layer(comparison)
+    with tempfile.TemporaryDirectory(prefix="toolkit-report-") as tmp:
+        work = Path(tmp)
+        handed = work / "inputs.pickle"
+        with open(handed, "wb") as f:
+            _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(
+                {"a": att, "b": att_b, "numerics": comparison})
+        params = {
+            "title": str(title), "policy": policy, "skip_runs": int(skip_runs),
+            "labels": [str(labels[0]), str(labels[1])], "match": match, "top": int(top),
+            "inputs_pickle": str(handed),
+            "trace": _path_or_none(trace), "model": _path_or_none(model),
+            "trace_b": _path_or_none(trace_b), "model_b": _path_or_none(model_b),
+            "numerics": _path_or_none(numerics),
+        }
+        with _without_iri_grammar():
+            nb = _execute(params, work)
+    if fmt == "html":
+        data = _html(nb, str(title))
+    else:
+        import nbformat
+
+        data = nbformat.writes(nb).encode("utf-8")
+    return atomic_write(path, data)
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles a memory-mapped model file's buffer as its bytes (a model loaded from a
+    ``.tflite`` keeps an ``mmap``, which pickle cannot take)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, mmap.mmap):
+            return bytes, (obj[:],)
+        return NotImplemented
+
+
+def _path_or_none(value: Any) -> str | None:
+    """A path argument as an absolute path string for the notebook (None for objects)."""
+    if isinstance(value, (str, os.PathLike)):
+        return str(Path(value).resolve())
+    return None
