@@ -115,7 +115,8 @@ def _html(nb: Any, title: str) -> bytes:
     from nbconvert import HTMLExporter
 
     exporter = HTMLExporter(template_name="basic", exclude_input=True,
-                            exclude_input_prompt=True, exclude_output_prompt=True)
+                            exclude_input_prompt=True, exclude_output_prompt=True,
+                            anchor_link_text="")
     body, _ = exporter.from_notebook_node(nb)
     return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n"
@@ -158,8 +159,8 @@ def write_report(out: str | os.PathLike[str], *, trace: Any = None, model: Any =
         import pandas as pd
 
         comparison = pd.read_csv(numerics)
-    if comparison is not None:
-        generic_by_layer(comparison)
+    if comparison is not None:  # its table, so that the kernel needs not its class
+        comparison = generic_by_layer(comparison, None)
     with tempfile.TemporaryDirectory(prefix="toolkit-report-") as tmp:
         work = Path(tmp)
         handed = work / "inputs.pickle"

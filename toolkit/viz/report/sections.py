@@ -158,9 +158,9 @@ def provenance_of(att: Any, layers: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def generic_by_layer(obj: Any, n: int = 30) -> pd.DataFrame:
-    """The first ``n`` rows of any object's ``by_layer()`` (a numerics comparison, ...), or a
-    DataFrame given as it is.
+def generic_by_layer(obj: Any, n: int | None = 30) -> pd.DataFrame:
+    """The first ``n`` rows (all with None) of any object's ``by_layer()`` (a numerics
+    comparison, ...), or of a DataFrame given as it is.
 
     Raises:
         ToolkitError: the object has no ``by_layer()`` returning a DataFrame.
@@ -172,4 +172,4 @@ def generic_by_layer(obj: Any, n: int = 30) -> pd.DataFrame:
         raise ToolkitError(f"the report's numerics is a {type(obj).__name__} without a "
                            "by_layer() table", fix="pass what tk.compare returned, a "
                                                    "DataFrame, or a CSV of one")
-    return table.head(n)
+    return table if n is None else table.head(n)
