@@ -64,7 +64,7 @@ def test_toolkit_report_writes_one_self_contained_html_file(
 def test_a_report_whose_join_fails_stops_with_the_joins_error_and_writes_nothing(
         sample: dict[str, Path], tmp_path: Path) -> None:
     html = tmp_path / "report.html"
-    with pytest.raises(tk.ToolkitError, match="keyed trace events .* match the model"):
+    with pytest.raises(tk.ToolkitError, match=r"keyed trace events .* match the model"):
         tk.report(html, sample["fused_trace"], SAMPLES / "two_branch.tflite")
     other = tk.compile(tk.load(SAMPLES / "two_branch.tflite"))
     _, trace = tk.run(other, trace=True, repeat=4)

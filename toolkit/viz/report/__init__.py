@@ -22,8 +22,7 @@ import os
 import pickle
 import sys
 import tempfile
-from collections.abc import Iterator
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +119,7 @@ def _html(nb: Any, title: str) -> bytes:
     body, _ = exporter.from_notebook_node(nb)
     return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n"
-            f"<body>\n{body}\n</body>\n</html>\n").encode("utf-8")
+            f"<body>\n{body}\n</body>\n</html>\n").encode()
 
 
 def write_report(out: str | os.PathLike[str], *, trace: Any = None, model: Any = None,

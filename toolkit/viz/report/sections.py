@@ -100,6 +100,10 @@ def unattributed_reasons(att: Any) -> pd.DataFrame:
     return out.sort_values("dur_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
+def _mask(flags: Any) -> np.ndarray:
+    return np.fromiter(flags, dtype=bool)
+
+
 def _fmt_ids(values: Any) -> str:
     return ", ".join(str(v) for v in values)
 
@@ -117,9 +121,9 @@ def provenance_of(att: Any, layers: list[str]) -> pd.DataFrame:
         ops = att.by_op()
         cmds = att.by_command() if callable(getattr(att, "by_command", None)) else None
         for layer in layers:
-            hit = src[src["layers"].astype(str).map(lambda t: layer in t.split(";"))]
+            hit = src.loc[_mask(layer in t.split(";") for t in src["layers"].astype(str))]
             ids = set(hit["source_id"].tolist())
-            held = ops[ops["source_ids"].map(lambda s: bool(ids & set(s)))]
+            held = ops.loc[_mask(bool(ids & set(s)) for s in ops["source_ids"])]
             op_ids = held["optimised_id"].tolist()
             commands = ""
             if cmds is not None and len(cmds):
@@ -139,7 +143,7 @@ def provenance_of(att: Any, layers: list[str]) -> pd.DataFrame:
         for layer in layers:
             mine = nodes[nodes["layer"] == layer]
             names = set(mine["name"].tolist())
-            ran = origins[origins["original"].map(lambda o: bool(names & set(o)))]
+            ran = origins.loc[_mask(bool(names & set(o)) for o in origins["original"])]
             rows.append({"layer": layer,
                          "source_ops": _fmt_ids(f"{o} {n}" for o, n in
                                                 zip(mine["op"].tolist(), mine["name"].tolist())),
