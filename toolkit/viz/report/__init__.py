@@ -7,10 +7,11 @@ match score, ``check()``), top layers, time per backend, the diff against a seco
 unattributed events with their reasons, the provenance of the top layers, and a numerics
 comparison (any object with ``by_layer()``).
 
-Joins run here first, so bad input stops with the join's own error before anything is
-written; the attributions reach the notebook through a temporary pickle (the executed
-notebook joins again from the paths when that file is gone). The output is written
-atomically: a failure leaves no file at all.
+Traces given as paths are joined by the notebook itself (so that its executed copy runs
+again); attributions and traces in memory are joined here and handed over through a temporary
+pickle. A join's or a diff's error stops the report with that error (raised again here, of its
+own class, when the notebook raised it), and nothing is written: the output appears
+atomically, whole or not at all.
 """
 
 from __future__ import annotations
@@ -85,11 +86,7 @@ def _execute(params: dict[str, Any], workdir: Path) -> Any:
                                    kernel_name=_KERNEL, progress_bar=False, log_output=False,
                                    cwd=str(workdir))
     except papermill.PapermillExecutionError as exc:
-        raise ToolkitError(f"the report notebook failed in cell {exc.exec_count}: "
-                           f"{exc.ename}: {exc.evalue}", where=str(TEMPLATE),
-                           fix=f"run {TEMPLATE.name}'s cells in a notebook with the same "
-                               "inputs to see the traceback; report it if the inputs are "
-                               "right") from None
+        raise _notebook_error(exc.ename, exc.evalue, exc.exec_count) from None
     return nbformat.read(str(out), as_version=4)
 
 
@@ -106,6 +103,21 @@ img { max-width: 100%; height: auto; display: block; margin: .6em 0; }
 pre { background: #f7f7f7; padding: .5em; overflow-x: auto; }
 .jp-OutputArea-output { margin: 0; }
 """
+
+
+def _notebook_error(ename: str, evalue: str, cell: int) -> ToolkitError:
+    """The error a cell of the report raised: a ToolkitError (the join's, the diff's) as it
+    was raised, of its own class; anything else named with its cell."""
+    from toolkit import errors
+
+    cls = getattr(errors, ename, None)
+    if isinstance(cls, type) and issubclass(cls, ToolkitError):
+        what, _, fix = evalue.rpartition(" Fix: ")
+        return cls(what or evalue, fix=fix or "check the report's inputs")
+    return ToolkitError(f"the report notebook failed in cell {cell}: {ename}: {evalue}",
+                        where=str(TEMPLATE),
+                        fix=f"run {TEMPLATE.name}'s cells in a notebook with the same inputs "
+                            "to see the traceback; report it if the inputs are right")
 
 
 def _html(nb: Any, title: str) -> bytes:
@@ -145,13 +157,18 @@ def write_report(out: str | os.PathLike[str], *, trace: Any = None, model: Any =
     if path.is_dir():
         raise ToolkitError("the report's output names a folder, a file is expected",
                            where=str(path), fix=f"give a file name, e.g. {path / 'report.html'}")
-    att = attribution if attribution is not None else _join(trace, model, policy, skip_runs,
-                                                            "the first")
-    att_b = attribution_b
-    if att_b is None and trace_b is not None:
-        att_b = _join(trace_b, model_b if model_b is not None else model, policy, skip_runs,
-                      "the second")
-    if att_b is not None:
+    # paths are joined by the notebook itself (so that its copy can be run again); objects
+    # are joined here and handed over in a pickle
+    handed: dict[str, Any] = {}
+    att, att_b = attribution, attribution_b
+    if att is None and not _is_path(trace, model):
+        att = _join(trace, model, policy, skip_runs, "the first")
+    if att is None and (trace is None or model is None):
+        _join(trace, model, policy, skip_runs, "the first")  # raises: says what is missing
+    model_b = model_b if model_b is not None else model
+    if att_b is None and trace_b is not None and not _is_path(trace_b, model_b):
+        att_b = _join(trace_b, model_b, policy, skip_runs, "the second")
+    if att is not None and att_b is not None:
         LayerDiff(att, att_b, match=match, labels=(str(labels[0]), str(labels[1])))
     comparison = numerics
     if isinstance(numerics, (str, os.PathLike)):
@@ -160,16 +177,19 @@ def write_report(out: str | os.PathLike[str], *, trace: Any = None, model: Any =
         comparison = pd.read_csv(numerics)
     if comparison is not None:  # its table, so that the kernel needs not its class
         comparison = generic_by_layer(comparison, None)
+    for key, value in (("a", att), ("b", att_b), ("numerics", comparison)):
+        if value is not None:
+            handed[key] = value
     with tempfile.TemporaryDirectory(prefix="toolkit-report-") as tmp:
         work = Path(tmp)
-        handed = work / "inputs.pickle"
-        with open(handed, "wb") as f:
-            _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(
-                {"a": att, "b": att_b, "numerics": comparison})
+        pickled = work / "inputs.pickle"
+        if handed:
+            with open(pickled, "wb") as f:
+                _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(handed)
         params = {
             "title": str(title), "policy": policy, "skip_runs": int(skip_runs),
             "labels": [str(labels[0]), str(labels[1])], "match": match, "top": int(top),
-            "inputs_pickle": str(handed),
+            "inputs_pickle": str(pickled) if handed else None,
             "trace": _path_or_none(trace), "model": _path_or_none(model),
             "trace_b": _path_or_none(trace_b), "model_b": _path_or_none(model_b),
             "numerics": _path_or_none(numerics),
@@ -193,6 +213,10 @@ class _Pickler(pickle.Pickler):
         if isinstance(obj, mmap.mmap):
             return bytes, (obj[:],)
         return NotImplemented
+
+
+def _is_path(*values: Any) -> bool:
+    return all(isinstance(v, (str, os.PathLike)) for v in values)
 
 
 def _path_or_none(value: Any) -> str | None:
