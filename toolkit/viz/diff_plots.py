@@ -22,9 +22,10 @@ SLOWER, FASTER, NOISE, TOTAL = "#d62728", "#2ca02c", "#9a9a9a", "#4c78a8"
 
 def _table(diff: Any, view: str) -> tuple[pd.DataFrame, tuple[str, str], str]:
     if isinstance(diff, pd.DataFrame):
-        return diff, ("a", "b"), diff.columns[0]
+        return diff, ("a", "b"), str(diff.columns[0])
     table = getattr(diff, f"by_{view}")()
-    return table, tuple(getattr(diff, "labels", ("a", "b"))), table.columns[0]  # type: ignore[return-value]
+    labels = getattr(diff, "labels", ("a", "b"))
+    return table, (str(labels[0]), str(labels[1])), str(table.columns[0])
 
 
 def plot_diff(diff: Any, *, view: str = "layer", top: int = 12, ax: Axes | None = None,
