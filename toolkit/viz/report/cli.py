@@ -45,7 +45,7 @@ def report_parser() -> argparse.ArgumentParser:
                    help="drop the first N runs (warm-up) of each trace (default 0)")
     p.add_argument("--top", type=count_arg, default=15,
                    help="layers in the tables and figures (default 15)")
-    p.add_argument("--title", default="Profiling report", help="the report's title")
+    p.add_argument("--title", default="Profiling report", help="the report's title (default: Profiling report)")
     p.add_argument("--format", choices=("html", "notebook"), default=None,
                    help="html: one HTML file without code (default, or when -o ends in "
                         ".html); notebook: the executed notebook (default when -o ends in "
@@ -66,6 +66,11 @@ def main_report(argv: Sequence[str]) -> int:
         raise ToolkitError("--diff-compiled is the model of --diff's trace, and --diff is "
                            "missing", where="toolkit report",
                            fix="add --diff TRACE_B, or leave out --diff-compiled")
+    for flag, path in (("TRACE", a.trace), ("--compiled", a.compiled), ("--diff", a.diff),
+                       ("--diff-compiled", a.diff_compiled), ("--numerics", a.numerics)):
+        if path is not None and not path.exists():
+            raise ToolkitError(f"{flag} names no file or folder", where=str(path),
+                               fix=f"check the path given as {flag}")
     fmt = a.format or ("notebook" if a.out.suffix == ".ipynb" else "html")
     path = write_report(a.out, trace=a.trace, model=a.compiled, trace_b=a.diff,
                         model_b=a.diff_compiled, numerics=a.numerics, policy=a.policy,
