@@ -242,3 +242,34 @@ def test_per_run_tables_sum_to_the_views() -> None:
             att.per_run("command")
     assert isinstance(et.per_run()["layer"].iloc[0], str)
     assert pd.api.types.is_integer_dtype(ort.per_run("op")["node_index"])
+
+
+# ------------------------------------------------------------------ other sources
+def test_a_fleet_against_the_one_join_of_its_traces_differs_by_nothing(tmp_path) -> None:
+    from toolkit.trace.synthetic import write_synthetic_fleet
+
+    model = synthetic_model(ops=10)
+    paths = write_synthetic_fleet(tmp_path, model, files=3, runs_per_file=6)
+    fleet = tk.trace_join_many(paths, model)
+    frames = [pd.read_parquet(p) for p in paths]
+    one = tk.trace_join(tk.read_trace(pd.concat(frames, ignore_index=True)), model)
+    d = tk.diff(fleet, one)
+    for view in (d.by_layer(), d.by_op(), d.by_backend()):
+        assert (view["delta_ns"] == 0).all()
+        timed = view["present"] == "both"
+        assert timed.any() and (view.loc[timed, "verdict"] == "within noise").all()
+    assert d.summary()["runs_a"] == d.summary()["runs_b"] == 18
+
+
+def test_vela_estimates_have_one_run_and_get_no_verdict(tmp_path) -> None:
+    pytest.importorskip("ethosu.vela")
+    from toolkit.vela import read_vela, run_vela
+
+    int8 = SAMPLES / "cnn_int8.tflite"
+    out = run_vela(int8, tmp_path / "vela")
+    est = read_vela(out, model=int8).attribution()
+    d = tk.diff(est, est)
+    t = d.by_layer()
+    assert set(t["layer"]) == set(est.by_layer()["layer"])
+    assert (t["delta_ns"] == 0).all() and t["beyond_noise"].isna().all()
+    assert t["reason"].str.contains("1 in a and 1 in b").all()
