@@ -22,6 +22,7 @@ diff gives the deltas without a verdict and says why (``reason``).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,10 +99,9 @@ def _side(att: Any, view: str, table: pd.DataFrame, ids: list[str], keep: np.nda
     why = ""
     if callable(per_run):
         values = _run_values(att)
-        try:  # the id column is not needed: rows are positions in the view
-            long = per_run(by=view, ids=False)
-        except TypeError:
-            long = per_run(by=view)
+        # the id column is not needed (rows are positions in the view): left out when it can
+        takes_ids = "ids" in inspect.signature(per_run).parameters
+        long = per_run(by=view, ids=False) if takes_ids else per_run(by=view)
         col = np.searchsorted(values, long["run"].to_numpy(dtype=np.int64))
         full = np.zeros((len(table), len(values)), dtype=np.float64)
         np.add.at(full, (long["row"].to_numpy(dtype=np.int64), col),

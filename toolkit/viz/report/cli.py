@@ -45,7 +45,8 @@ def report_parser() -> argparse.ArgumentParser:
                    help="drop the first N runs (warm-up) of each trace (default 0)")
     p.add_argument("--top", type=count_arg, default=15,
                    help="layers in the tables and figures (default 15)")
-    p.add_argument("--title", default="Profiling report", help="the report's title (default: Profiling report)")
+    p.add_argument("--title", default="Profiling report",
+                   help="the report's title (default: Profiling report)")
     p.add_argument("--format", choices=("html", "notebook"), default=None,
                    help="html: one HTML file without code (default, or when -o ends in "
                         ".html); notebook: the executed notebook (default when -o ends in "
