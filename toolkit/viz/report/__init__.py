@@ -75,6 +75,23 @@ def _without_iri_grammar() -> Iterator[None]:
             del sys.modules["rfc3987_syntax"]
 
 
+@contextlib.contextmanager
+def _stderr_into(path: Path) -> Iterator[None]:
+    """Send file descriptor 2 into ``path`` for the block: the notebook's kernel inherits it
+    and logs its start and shutdown there (transport warnings, the interrupt at shutdown),
+    which are no business of the report's reader."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "wb") as f:
+            os.dup2(f.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _execute(params: dict[str, Any], workdir: Path) -> Any:
     """Run the template with ``params``; return the executed notebook (nbformat)."""
     import nbformat
@@ -194,7 +211,7 @@ def write_report(out: str | os.PathLike[str], *, trace: Any = None, model: Any =
             "trace_b": _path_or_none(trace_b), "model_b": _path_or_none(model_b),
             "numerics": _path_or_none(numerics),
         }
-        with _without_iri_grammar():
+        with _without_iri_grammar(), _stderr_into(work / "kernel.log"):
             nb = _execute(params, work)
     if fmt == "html":
         data = _html(nb, str(title))
