@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import html
+import importlib
 import mmap
 import os
 import pickle
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -66,11 +68,17 @@ def _without_iri_grammar() -> Iterator[None]:
     block = "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules
     if block:
         sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
+    # nbconvert is needed only once the notebook has run: imported meanwhile, while this
+    # process waits for the kernel
+    exporter = threading.Thread(target=importlib.import_module, args=("nbconvert",),
+                                daemon=True)
     try:
-        import nbconvert  # noqa: F401
         import papermill  # noqa: F401
+        exporter.start()
         yield
     finally:
+        if exporter.is_alive() or exporter.ident is not None:
+            exporter.join()
         if block:
             del sys.modules["rfc3987_syntax"]
 
