@@ -7,9 +7,13 @@ layer made 2x slower, then times in this process:
 
 * the baseline: reading the trace and joining it (``tk.trace_join``) and ``by_layer()``: what a
   user does before any report;
-* ``tk.report`` of the trace alone, and with the second trace diffed against it: wall time
-  (target <= 30 s for the first), CPU of this process and of the notebook's kernel (reaped
-  children), and the ratio of each to the baseline.
+* ``tk.report`` of the trace alone (first, as from the command line: papermill and nbconvert
+  not yet imported), and with the second trace diffed against it: wall time (target <= 30 s
+  for the first), CPU of this process and of the notebook's kernel (reaped children), and the
+  ratio to the baseline;
+* ``tk.report`` of a trace of 4 runs (about 300 events): the fixed cost of a report (a
+  Jupyter kernel started, the toolkit, pandas and matplotlib imported in it, the notebook
+  exported), and the CPU of each report above as a multiple of it.
 
 Run: ``python bench/bench_report.py [--events 1000000]``. Timings on a shared machine are
 noisy: read them with the load average printed at the start and the end.
@@ -83,7 +87,16 @@ def main(argv: list[str] | None = None) -> int:
             size = Path(path).stat().st_size
             rows.append((name, wall, cpu, kernel, size))
             print(f"{name:14s}: {wall:6.1f} s wall ({wall / base_wall:4.1f}x the baseline), "
-                  f"{cpu:6.1f} s CPU here + {kernel:5.1f} s in the kernel, {size:,} bytes")
+                  f"{cpu:6.1f} s CPU here + {kernel:5.1f} s in the kernel, "
+                  f"{size:,} bytes")
+        tiny = write_trace_parquet(synthetic_session(model, 0, 4), root / "tiny.parquet")
+        _, fixed_wall, fixed_cpu, fixed_kernel = _timed(
+            lambda: tk.report(root / "tiny.html", tiny, model))
+        fixed = fixed_cpu + fixed_kernel
+        print(f"fixed cost (a {4 * per_run}-event report): {fixed_wall:6.1f} s wall, "
+              f"{fixed_cpu:5.1f} s CPU here + {fixed_kernel:5.1f} s in the kernel")
+        for name, _wall, cpu, kernel, _size in rows:
+            print(f"{name:14s}: {(cpu + kernel) / fixed:4.2f}x the fixed cost's CPU")
     print(f"load average at end: {os.getloadavg()}")
     wall = rows[0][1]
     ok = wall <= a.target_s
