@@ -32,6 +32,7 @@ REQUIRED: dict[str, list[str]] = {
     "compare": ["a.tflite", "b.tflite"],
     "nnc": ["--target", "cpp", "-m", "m.tflite"],
     "demo": [],
+    "report": ["t.json", "--compiled", "out"],
 }
 
 
@@ -200,6 +201,12 @@ def _mistakes(w: dict[str, Path]) -> list[tuple[str, list[str]]]:
         ("nnc", ["--target", "interpreter", "-m", cnn, "--input_model_data",
                  str(w["txt"])]),
         ("demo", ["--out", str(w["txt"])]),
+        ("report", [str(d / "missing.json"), "--compiled", cnn]),
+        ("report", [str(w["txt"]), "--compiled", str(d / "missing_out")]),
+        ("report", [str(w["txt"]), "--compiled", cnn, "--diff-compiled", cnn]),
+        ("report", [str(w["txt"]), "--compiled", cnn, "--format", "pdf"]),
+        ("report", [str(w["txt"])]),
+        ("report", [str(w["txt"]), "--compiled", cnn, "-o", str(d)]),
         ("frobnicate", []),
     ]
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from toolkit.runtime.result import RunResult
     from toolkit.runtime.tracer import EventTracer
     from toolkit.trace.attribution import Attribution
+    from toolkit.trace.diff import LayerDiff
     from toolkit.trace.et_attribution import ExecutorchAttribution
     from toolkit.trace.executorch import ExecutorchProfile
     from toolkit.trace.fleet import FleetAttribution
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
            "trace_join_many", "read_vela", "load_onnx", "lower_onnx", "join_ort", "run_onnxruntime",
-           "explore", "read_executorch", "capture", "compare"]
+           "explore", "read_executorch", "capture", "compare", "diff", "report"]
 
 PathLike = str | os.PathLike[str]
 
@@ -871,6 +872,86 @@ def compare(reference: Any, candidate: Any, inputs: Mapping[str, np.ndarray]
     return _compare(reference, candidate, inputs, reference_runtime=reference_runtime,
                     candidate_runtime=candidate_runtime, isolated=isolated,
                     budget_bytes=budget_bytes)
+
+
+def diff(a: Any, b: Any, *, match: str = "model", alpha: float = 0.05,
+         labels: tuple[str, str] = ("a", "b")) -> LayerDiff:
+    """Compare two attributions per original layer, per op and per backend, with the run-to-run
+    noise taken into account.
+
+    Args:
+        a, b: two attributions of any source the join reads (``tk.trace_join``,
+            ``tk.join_ort``, ``tk.trace_join_many``, ``tk.read_executorch(...).attribution()``,
+            ``tk.read_vela(...).attribution()``); ``a`` is the baseline, deltas are b - a.
+        match: ``"model"`` (default): a and b must be profiles of one source model (two
+            compiles, runtimes or devices); ``"name"``: pair the layers of the same name of
+            two different models, ``unmatched()`` listing the others.
+        alpha: false discovery rate of the noise test (Mann–Whitney U per layer on the
+            per-run times, Benjamini–Hochberg across layers).
+        labels: names of a and b in views and figures.
+
+    Returns:
+        A :class:`~toolkit.trace.diff.LayerDiff`: ``by_layer()``, ``by_op()``,
+        ``by_backend()`` (per row: mean and p50 ms per run on each side, ``delta_ns``,
+        ``delta_pct``, ``delta_share``, ``p_value``, ``beyond_noise``, ``verdict``,
+        ``reason``), ``moved_ops()`` (ops fused in one compile and not the other, with their
+        layers), ``unmatched()``, ``summary()``; ``toolkit.viz.diff_plots.plot_diff(d)``
+        draws the waterfall.
+
+    Raises:
+        ToolkitError: a or b is not an attribution; two different source models without
+            ``match="name"``; an unknown ``match`` or an ``alpha`` outside (0, 1).
+    """
+    from toolkit.trace.diff import diff as _diff
+
+    return _diff(a, b, match=match, alpha=alpha, labels=labels)
+
+
+def report(out: PathLike, trace: Any = None, model: Any = None, *, trace_b: Any = None,
+           model_b: Any = None, attribution: Any = None, attribution_b: Any = None,
+           numerics: Any = None, policy: str = "macs", skip_runs: int = 0,
+           match: str = "model", labels: Sequence[str] = ("a", "b"),
+           title: str = "Profiling report", top: int = 15, format: str | None = None) -> Path:
+    """Write the profiling report people share: one self-contained HTML file (figures
+    embedded, no server, opens offline), or the executed report notebook.
+
+    The report is the notebook ``toolkit/viz/report/template.ipynb`` run with these
+    parameters by papermill and exported without its code cells by nbconvert. Sections:
+    summary (totals, match score, ``check()``), top layers, time per backend, the diff against
+    a second trace (:func:`diff`: waterfall, verdicts, moved ops), unattributed events by
+    reason, the provenance of the top layers (source ops → compiled ops → commands), and a
+    numerics comparison.
+
+    Args:
+        out: the file to write (atomically).
+        trace, model: a trace (path or :class:`~toolkit.trace.read.Trace`) and the model it
+            measured (compiled folder, model file, ``.conn.json`` of a partition, or a
+            ``CompiledModel``/``PartitionResult``), joined with ``policy`` and
+            ``skip_runs``; or give ``attribution`` (any attribution) instead.
+        trace_b, model_b: a second trace to diff against (``model_b`` defaults to ``model``),
+            or ``attribution_b``.
+        numerics: a numerics comparison: any object with ``by_layer()`` returning a
+            DataFrame (``tk.compare``'s), a DataFrame, or the path of a CSV of one.
+        match: ``"model"`` or ``"name"`` (see :func:`diff`).
+        labels: names of the two sides of the diff.
+        title: the report's title; ``top``: layers in tables and figures.
+        format: ``"html"`` or ``"notebook"`` (default: from ``out``'s suffix, ``.ipynb`` →
+            notebook, else html).
+
+    Returns:
+        The path written.
+
+    Raises:
+        ToolkitError: the join's own error when a trace does not join its model (nothing is
+            written); the diff's when the two sides measured different models; an unknown
+            format; a numerics object without ``by_layer()``.
+    """
+    from toolkit.viz.report import write_report
+
+    return write_report(out, trace=trace, model=model, trace_b=trace_b, model_b=model_b,
+                        attribution=attribution, attribution_b=attribution_b,
+                        numerics=numerics, policy=policy, skip_runs=skip_runs, match=match,
+                        labels=labels, title=title, top=top, format=format)
 
 
 for _name in __all__:

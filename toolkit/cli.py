@@ -14,6 +14,7 @@
                   [--model-explorer OUT.json]  numerics of B against A, per original layer
     toolkit nnc --caffe|--tflite -m MODEL --target interpreter|cpp ...   nnc's command line
     toolkit demo [--out out]                   the end-to-end demo on the sample models
+    toolkit report TRACE --compiled OUT [--diff TRACE_B] [-o report.html]   profiling report
 
 toolkit VERB --help describes every argument of a verb. Multi-word flags take hyphens or
 underscores (--part-file or ONE's --part_file). A bad input prints
@@ -310,6 +311,12 @@ def _compare(argv: Sequence[str]) -> int:
     return main_compare(list(argv))
 
 
+def _report(argv: Sequence[str]) -> int:
+    from toolkit.viz.report.cli import main_report
+
+    return main_report(list(argv))
+
+
 def _demo(argv: Sequence[str]) -> int:
     from toolkit.demo import main_demo
 
@@ -327,6 +334,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "compare": _compare,
     "nnc": _nnc,
     "demo": _demo,
+    "report": _report,
 }
 
 
@@ -340,6 +348,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     from toolkit.trace.cli import trace_join_parser
     from toolkit.trace.fleet_cli import trace_join_many_parser
     from toolkit.trace.ort_cli import ort_join_parser, ort_run_parser
+    from toolkit.viz.report.cli import report_parser
 
     return {
         "inspect": inspect_parser(),
@@ -354,6 +363,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
         "compare": compare_parser(),
         "nnc": nnc_parser(),
         "demo": demo_parser(),
+        "report": report_parser(),
     }
 
 

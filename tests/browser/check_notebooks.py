@@ -13,7 +13,11 @@
    pixel size, axes count or per-axes structure (artists, title, labels, legend: an empty or
    half-drawn figure), and, in the partition explorer, on
    a control change that does not re-run the experiment exactly once or shows an incomplete
-   figure (each compared with the same experiment's figure rendered off-screen).
+   figure (each compared with the same experiment's figure rendered off-screen);
+5. writes ``toolkit report`` of the sample model (cnn.tflite, compiled with and without the
+   default passes, the second trace diffed against the first) and opens the HTML file in
+   Chromium with every network request refused: no console error, every figure decoded, the
+   top layer's name visible.
 
 Screenshots of every figure and of the explorer after each interaction go to ``out/browser/``.
 Exit status: 0 when every check holds, 1 when one fails, 2 when the set-up is missing.
@@ -533,9 +537,69 @@ def check_explorer(page: Any, report: Report, ws: Workspace, shots: Path,
             report.fail(f"{where}: the experiment ran {n1 - n0} times (expected once)")
 
 
+# --------------------------------------------------------------------------- the report
+
+def make_sample_report(folder: Path) -> tuple[Path, str]:
+    """Write ``toolkit report`` of the sample CNN (two compiles, diffed) into ``folder``;
+    return the HTML file and the name of the top layer (of the first trace's join)."""
+    import toolkit as tk
+    from toolkit.formats.chrome_trace import write_chrome_trace
+
+    source = tk.load(ROOT / "sample_models" / "cnn.tflite")
+    traces = []
+    for name, passes in (("fused", None), ("unfused", [])):
+        compiled = tk.compile(source, passes=passes)
+        compiled.save(folder / name)
+        _, trace = tk.run(compiled, trace=True, repeat=12, warmup=2)
+        traces.append(write_chrome_trace(trace.to_frame(), folder / f"{name}.json"))
+    top = str(tk.trace_join(traces[0], folder / "fused").top_layers(1)["layer"].iloc[0])
+    html = folder / "report.html"
+    cmd = [sys.executable, "-m", "toolkit", "report", str(traces[0]), "--compiled",
+           str(folder / "fused"), "--diff", str(traces[1]), "--diff-compiled",
+           str(folder / "unfused"), "--labels", "fused", "unfused", "-o", str(html)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+    if r.returncode != 0:
+        raise RuntimeError(f"toolkit report failed ({r.returncode}): {r.stderr[-2000:]}")
+    return html, top
+
+
+def check_report(browser: Any, report: Report, html: Path, top: str, shots: Path) -> None:
+    """Open the report file offline: no console error or failed load, every <img> decoded,
+    ``top`` visible."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+            if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(
+        ("file:", "data:")) else route.abort())
+    try:
+        page.goto(html.as_uri(), wait_until="load")
+        page.wait_for_timeout(500)
+        images = page.locator("img").evaluate_all(
+            "els => els.map(e => ({ok: e.complete && e.naturalWidth > 0, w: e.naturalWidth}))")
+        if len(images) < 3:
+            report.fail(f"report: {len(images)} figure(s), expected 3 (layers, backends, diff)")
+        bad = [i for i, im in enumerate(images) if not im["ok"]]
+        if bad:
+            report.fail(f"report: figure(s) {bad} not rendered")
+        if not page.get_by_text(top, exact=True).first.is_visible():
+            report.fail(f"report: the top layer {top!r} is not visible")
+        for text in problems:
+            report.fail(f"report: {text}")
+        if not problems and not bad and len(images) >= 3:
+            report.note(f"report: {len(images)} figures rendered, top layer {top!r} visible, "
+                        "no console error, nothing fetched")
+        page.screenshot(path=str(shots / "report_page.png"), full_page=True)
+    finally:
+        page.close()
+
+
 # --------------------------------------------------------------------------- main
 
-def run_check(out: Path, only: list[str] | None = None, timeout_s: float = 240) -> Report:
+def run_check(out: Path, only: list[str] | None = None, timeout_s: float = 240,
+              with_report: bool = True) -> Report:
     """Run the whole check; screenshots into ``out``; return the report."""
     chromium = ensure_chromium()
     ensure_playwright()
@@ -577,6 +641,13 @@ def run_check(out: Path, only: list[str] | None = None, timeout_s: float = 240) 
                         with contextlib.suppress(Exception):
                             page.screenshot(path=str(out / f"{Path(name).stem}_page.png"))
                         page.close()
+                if with_report:
+                    print("browser-check: the report of the sample model", flush=True)
+                    try:
+                        html, top = make_sample_report(Path(tmp))
+                        check_report(browser, report, html, top, out)
+                    except Exception as e:
+                        report.fail(f"report: {type(e).__name__}: {e}")
             finally:
                 browser.close()
     return report
@@ -588,10 +659,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "out" / "browser",
                    help="folder for the screenshots (default: out/browser)")
     p.add_argument("--notebook", action="append", help="check only this notebook (repeatable)")
+    p.add_argument("--no-report", action="store_true",
+                   help="leave out the check of the sample model's toolkit report")
     a = p.parse_args(argv)
     t = time.monotonic()
     try:
-        report = run_check(a.out, a.notebook)
+        report = run_check(a.out, a.notebook, with_report=not a.no_report)
     except SetupError as e:
         print(f"browser-check: {e}", file=sys.stderr)
         return 2

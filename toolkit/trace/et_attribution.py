@@ -30,7 +30,7 @@ from toolkit.errors import ToolkitError
 from toolkit.formats.etrecord import EdgeNode, ETRecord
 from toolkit.formats.executorch_program import read_xnnpack_blob
 from toolkit.trace.et_xnnpack import INSERTED_HANDLE, align, fused_handles
-from toolkit.trace.stats import STAT_COLUMNS, matrix_stats_frame
+from toolkit.trace.stats import STAT_COLUMNS, matrix_per_run, matrix_stats_frame
 from toolkit.trace.views import LayerAttribution
 
 if TYPE_CHECKING:
@@ -592,6 +592,30 @@ class ExecutorchAttribution(LayerAttribution):
             "delegate_ns": self._m[2 * k:3 * k].sum(axis=1),
         })
         return pd.concat([head, self._stats(m, ev)], axis=1)
+
+    def per_run(self, by: str = "layer") -> pd.DataFrame:
+        """The per-run table: one row per (row of :meth:`by_layer` or :meth:`by_op`, run) with
+        ticks. Columns: ``row`` (int64: position in that view), ``layer`` (str) or ``node``
+        (int64), ``run`` (int64, 0 .. runs-1), ``ns`` (int64 ticks). Per row, ``ns`` sums to
+        the view's ``total_ns``; a (row, run) pair absent here has 0.
+
+        Raises:
+            ToolkitError: ``by`` is not ``"layer"`` or ``"op"``.
+        """
+        k = len(self._nodes)
+        runs = np.arange(self.runs, dtype=np.int64)
+        if by == "layer":
+            names, row_of_node, _ = self._layer_index()
+            total = np.zeros((len(names), self.runs), dtype=np.int64)
+            for c in range(3):
+                np.add.at(total, row_of_node, self._m[c * k:(c + 1) * k])
+            return matrix_per_run(np.vstack([total, self._m[3 * k:]]),
+                                  pd.Series(names + list(BUCKETS), dtype=_STR), "layer", runs)
+        if by == "op":
+            m = self._m[:k] + self._m[k:2 * k] + self._m[2 * k:3 * k]
+            return matrix_per_run(m, pd.Series(np.arange(k, dtype=np.int64)), "node", runs)
+        raise ToolkitError(f"per_run(by={by!r}): an ExecuTorch profile has per-run tables by "
+                           "layer and by op", fix='pass by="layer" or by="op"')
 
     def rollup(self) -> pd.DataFrame:
         """Time per module path prefix on ``.`` boundaries (``stem`` includes ``stem.0``...).

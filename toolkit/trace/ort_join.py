@@ -51,7 +51,7 @@ from toolkit.ir import Model, Op
 from toolkit.trace.codes import TextCodes
 from toolkit.trace.read import Trace
 from toolkit.trace.split import TargetWeights, group_sum, split_targets
-from toolkit.trace.stats import matrix_stats_frame
+from toolkit.trace.stats import matrix_per_run, matrix_stats_frame
 from toolkit.trace.views import LayerAttribution
 
 __all__ = ["join_ort", "OrtAttribution", "OrtGroups", "group_mapping", "check_pair", "owned_nodes",
@@ -579,14 +579,46 @@ class OrtAttribution(LayerAttribution):
         """One row per layer (module path, ``""`` for the top module) that owns a node of the
         model, in order of first node: ``layer`` (str), ``nodes`` (int64, original nodes it
         owns), then the statistics. ``total_ns`` sums to :attr:`attributed_ns`."""
-        layers = list(dict.fromkeys(self._layer_of(j) for j in range(len(self.mapping.original))))
+        layers, slot_row = self._layer_slots()
         where = {name: i for i, name in enumerate(layers)}
-        slot_row = np.array([where[self._layer_of(j)] for j in self._slot_node.tolist()],
-                            dtype=np.int64)
         nodes = np.bincount([where[self._layer_of(j)] for j in range(len(self.mapping.original))],
                             minlength=len(layers)).astype(np.int64)
         ids = pd.DataFrame({"layer": pd.Series(layers, dtype=_STR), "nodes": nodes})
         return pd.concat([ids, self._rows(slot_row, len(layers))], axis=1)
+
+    def _layer_slots(self) -> tuple[list[str], np.ndarray]:
+        """The layers of :meth:`by_layer`, in order, and the row of each slot."""
+        layers = list(dict.fromkeys(self._layer_of(j) for j in range(len(self.mapping.original))))
+        where = {name: i for i, name in enumerate(layers)}
+        return layers, np.array([where[self._layer_of(j)] for j in self._slot_node.tolist()],
+                                dtype=np.int64)
+
+    def per_run(self, by: str = "layer") -> pd.DataFrame:
+        """The per-run table: one row per (row of :meth:`by_layer` or :meth:`by_op`, run) with
+        time. Columns: ``row`` (int64: position in that view), ``layer`` (str) or
+        ``node_index`` (int64), ``run`` (int64), ``ns`` (int64). Per row, ``ns`` sums to the
+        view's ``total_ns``; a (row, run) pair absent here has 0.
+
+        Raises:
+            ToolkitError: ``by`` is not ``"layer"`` or ``"op"``.
+        """
+        runs = np.arange(self.runs, dtype=np.int64)
+        if by == "layer":
+            layers, slot_row = self._layer_slots()
+            matrix = np.zeros((len(layers), self.runs), dtype=np.int64)
+            if len(slot_row):
+                np.add.at(matrix, slot_row, self._cells)
+            return matrix_per_run(matrix, pd.Series(layers, dtype=_STR), "layer", runs)
+        if by == "op":
+            n1 = len(self.mapping.optimized)
+            ok = self._target >= 0
+            matrix = np.zeros((n1, self.runs), dtype=np.int64)
+            if ok.any():
+                np.add.at(matrix, (self._node[ok], self._run[ok]), self._dur[ok])
+            return matrix_per_run(matrix, pd.Series(np.arange(n1, dtype=np.int64)),
+                                  "node_index", runs)
+        raise ToolkitError(f"per_run(by={by!r}): an ONNX Runtime profile has per-run tables "
+                           "by layer and by op", fix='pass by="layer" or by="op"')
 
     def by_node(self) -> pd.DataFrame:
         """One row per original node, in file order: ``node_index`` (int64), ``name``,

@@ -13,7 +13,8 @@ import pandas as pd
 
 from toolkit.trace.split import group_sum
 
-__all__ = ["STAT_COLUMNS", "RUN_STAT_COLUMNS", "stats_frame", "matrix_stats_frame"]
+__all__ = ["STAT_COLUMNS", "RUN_STAT_COLUMNS", "stats_frame", "matrix_stats_frame",
+           "matrix_per_run"]
 
 #: Per-run statistics columns (``float64`` milliseconds).
 RUN_STAT_COLUMNS: tuple[str, ...] = ("avg_ms", "min_ms", "p10_ms", "p50_ms", "p90_ms",
@@ -102,3 +103,16 @@ def stats_frame(row: np.ndarray, run: np.ndarray, ns: np.ndarray, n_rows: int, n
             dense[cell_row[a:b] - r0, cell_run[a:b]] = sums[a:b]
             _row_stats(dense, stats, slice(r0, r1))
     return _frame(totals, events, total_ns, stats)
+
+
+def matrix_per_run(matrix: np.ndarray, ids: pd.Series, id_column: str,
+                   run_values: np.ndarray) -> pd.DataFrame:
+    """The per-run table of a ``(rows, runs)`` ns matrix, in the form of
+    :meth:`~toolkit.trace.attribution.Attribution.per_run`: ``row`` (int64), ``id_column``
+    (``ids`` of each row), ``run`` (int64: ``run_values`` of each column), ``ns`` (int64), one
+    row per non-zero cell, sorted by ``row`` then ``run``."""
+    row, code = np.nonzero(np.asarray(matrix))
+    return pd.DataFrame({"row": row.astype(np.int64),
+                         id_column: ids.iloc[row].to_numpy() if len(row) else ids.iloc[:0],
+                         "run": np.asarray(run_values, dtype=np.int64)[code],
+                         "ns": np.asarray(matrix)[row, code].astype(np.int64)})

@@ -15,6 +15,7 @@ Run values are ``device * runs_per_file + i``: no run appears in two files.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -66,8 +67,15 @@ def synthetic_model(ops: int = 24, seed: int = 0) -> ProvenanceTables:
 
 
 def synthetic_session(model: ProvenanceTables, device: int, runs: int, seed: int = 0,
-                      anomalies: bool = True) -> pd.DataFrame:
+                      anomalies: bool = True, noise_seed: int | None = None,
+                      slow: Mapping[int, float] | None = None) -> pd.DataFrame:
     """Return the events of one device session: ``runs`` runs of the model's commands.
+
+    Each command has a base duration (drawn from ``seed`` and ``device``) times a run-to-run
+    noise factor in [0.8, 1.25]. ``noise_seed`` draws the noise (and the anomalies) from
+    another stream over the same base durations: two sessions that differ only by noise.
+    ``slow`` multiplies the base duration of the commands it names (``{command_id:
+    factor}``).
 
     Columns: ``name`` (str), ``pid`` (int64, the device), ``tid`` (int64, 1), ``device``
     (str), ``run`` (int64: ``device * runs + i``), ``command_id`` (nullable ``Int64``;
@@ -79,6 +87,11 @@ def synthetic_session(model: ProvenanceTables, device: int, runs: int, seed: int
     cmds = model.commands_df["command_id"].to_numpy(dtype=np.int64)
     k = len(cmds)
     base = rng.integers(1_000, 40_000, size=k)
+    if slow:
+        factor = np.array([float(slow.get(int(c), 1.0)) for c in cmds.tolist()])
+        base = (base * factor).astype(np.int64)
+    if noise_seed is not None:
+        rng = np.random.default_rng([seed, device, noise_seed])
     dur = (base[None, :] * rng.uniform(0.8, 1.25, size=(runs, k))).astype(np.int64)
     if anomalies:
         dur[0] *= 3  # warm-up
