@@ -165,7 +165,7 @@ def _block(op: Op, idx: np.ndarray) -> int:
 
 def _depth_to_space(op: Op, idx: np.ndarray) -> np.ndarray:
     b = _block(op, idx)
-    n, h, w, c = idx.shape
+    c = idx.shape[3]
     if c % (b * b):
         raise _unsupported(op, f"{c} channels for block size {b}")
     return depth_to_space(idx, b)
@@ -173,7 +173,7 @@ def _depth_to_space(op: Op, idx: np.ndarray) -> np.ndarray:
 
 def _space_to_depth(op: Op, idx: np.ndarray) -> np.ndarray:
     b = _block(op, idx)
-    n, h, w, c = idx.shape
+    h, w = idx.shape[1:3]
     if h % b or w % b:
         raise _unsupported(op, f"{h}x{w} for block size {b}")
     return space_to_depth(idx, b)

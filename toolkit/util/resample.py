@@ -1,6 +1,7 @@
 """TFLite's RESIZE_BILINEAR sampling positions and RESIZE_NEAREST_NEIGHBOR source indices
-along one axis, and the DEPTH_TO_SPACE / SPACE_TO_DEPTH arrangements, shared by the NumPy kernels and the native generator's index tables (both must
-pick the same pixels and weights)."""
+along one axis, and the DEPTH_TO_SPACE / SPACE_TO_DEPTH arrangements, shared by the NumPy
+kernels and the native generator's index tables (both must pick the same pixels and
+weights)."""
 
 from __future__ import annotations
 
