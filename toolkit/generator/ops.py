@@ -62,7 +62,10 @@ def ctype(dt: np.dtype | None, where: str) -> str:
     """The C++ type of a NumPy dtype (UnsupportedOpError for others)."""
     if dt is None or dt not in _CTYPES:
         raise UnsupportedOpError(f"tensor type {dt} has no C++ kernel", where=where,
-                                 fix="use float32 or int8 tensors")
+                                 fix="use float32 or int8 tensors (float16 or sparse weights "
+                                     "read by DEQUANTIZE / DENSIFY are computed at generation "
+                                     "time; a float16 activation is not: convert the model "
+                                     "with float32 activations)")
     return _CTYPES[dt]
 
 
