@@ -22,6 +22,7 @@ from toolkit.api import (
     codegen,
     compile,
     explore,
+    fix_free_dims,
     join_ort,
     load,
     load_onnx,
@@ -29,6 +30,7 @@ from toolkit.api import (
     read_executorch,
     read_trace,
     read_vela,
+    register_custom_op,
     run,
     run_onnxruntime,
     save,
@@ -49,7 +51,8 @@ if TYPE_CHECKING:
     from toolkit.trace.views import LayerAttribution
 
 __all__ = [
-    "load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
+    "load", "save", "compile", "partition", "codegen", "fix_free_dims", "register_custom_op",
+    "run", "read_trace", "trace_join",
     "trace_join_many",
     "read_vela", "load_onnx", "join_ort", "run_onnxruntime", "explore", "read_executorch",
     "ToolkitError", "Graph", "Model", "Op", "Quantization", "Tensor",

@@ -19,6 +19,7 @@ SOFTMAX, LOG_SOFTMAX                             3 × elements
 INSTANCE_NORM, LAYER_NORM                        5 × elements
 elementwise arithmetic and activations           out elements
 data movement (RESHAPE, TRANSPOSE, CONCAT, ...)  0
+registered custom ops                            their ``macs`` (:mod:`toolkit.custom_ops`)
 ===============================================  ===========================================
 
 Dimensions follow Vela's ``Shape4D``: a shape of rank below 4 gets leading 1s, so ``[N, C]``
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import math
 
+from toolkit.custom_ops import custom_op
 from toolkit.ir import Op, Tensor
 
 __all__ = [
@@ -73,6 +75,9 @@ def _first_out(op: Op) -> Tensor | None:
 
 def op_macs(op: Op) -> int:
     """Return the multiply-accumulates of one inference of ``op`` (see the module table)."""
+    rec = custom_op(op)
+    if rec is not None and rec.macs is not None:
+        return int(rec.macs(op))
     out = _first_out(op)
     n_out = _size(out)
     kind = op.kind

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from toolkit.custom_ops import custom_op, unregistered
 from toolkit.errors import UnsupportedOpError
 from toolkit.fixed_point import dequantize_filter
 from toolkit.generator.analysis import Analysis, Step
@@ -1712,6 +1713,16 @@ def emit_step(e: Emitter, step: Step) -> str:
     """The C++ statements of one step (UnsupportedOpError for an op it cannot generate)."""
     op = step.op
     fn = _EMITTERS.get(op.kind)
+    if fn is None and op.type == "CUSTOM":
+        rec = custom_op(op)
+        if rec is None:
+            raise unregistered(op, "the native backend")
+        if rec.emit is None:
+            raise UnsupportedOpError(
+                f"custom op {op.kind!r} (op {op.name!r}) is registered without a C++ emitter",
+                where=_where(op), fix=f"register it again with emit=: tk.register_custom_op("
+                                      f"{op.kind!r}, kernel, emit=...) (see toolkit.custom_ops)")
+        fn = rec.emit
     if fn is None:
         raise UnsupportedOpError(
             f"no C++ kernel for {op.kind} (op {op.name!r}, first output "
