@@ -27,8 +27,9 @@ TransformTensorBilinear (v2)     [1, H, W, C] sampled bilinearly (zero outside) 
                                  FlexBuffers map (output_height, output_width)
 ===============================  ==============================================================
 
-The Convolution2DTransposeBias emitter calls the op library's float transpose convolution;
-the three landmark ops emit their own small loops.
+C++ emitters: Convolution2DTransposeBias calls the op library's float transpose convolution;
+the three landmark ops emit their own small loops, written as MediaPipe's kernels are. The
+pooling pair has no emitter (no model here uses it): ``tk.codegen`` refuses it by name.
 """
 
 from __future__ import annotations
@@ -460,6 +461,129 @@ def _bilinear_shapes(op: Op, shapes: Sequence[Sequence[int] | None]) -> list[tup
     return [(int(x[0]), oh, ow, int(x[3]))]
 
 
+# ------------------------------------------------------------------ C++ emitters
+def _landmarks_emit(e: Any, step: Any) -> str:
+    op = step.op
+    x, m, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    decode_options(op)
+    n, d = int(x.shape[1]), int(x.shape[2])
+    return f"""{{ // TransformLandmarks v2: DotProduct(row, (x, y, 0, 1)) as MediaPipe sums it
+  const float* x = {e.ptr(x)}; const float* m = {e.ptr(m)}; float* y = {e.ptr(out, False)};
+  for (int i = 0; i < {n}; ++i) {{
+    const float lx = x[i * {d}], ly = x[i * {d} + 1];
+    float ox = m[0] * lx; ox = ox + m[1] * ly; ox = ox + m[2] * 0.0f; ox = ox + m[3] * 1.0f;
+    float oy = m[4] * lx; oy = oy + m[5] * ly; oy = oy + m[6] * 0.0f; oy = oy + m[7] * 1.0f;
+    {"const float lz = x[i * 3 + 2];" if d == 3 else ""}
+    y[i * {d}] = ox; y[i * {d} + 1] = oy;{" y[i * 3 + 2] = lz;" if d == 3 else ""}
+  }}
+}}"""
+
+
+def _bilinear_emit(e: Any, step: Any) -> str:
+    op = step.op
+    x, m, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    oh, ow = decode_options(op)
+    _, h, w, c = (int(v) for v in x.shape)
+    return f"""{{ // TransformTensorBilinear v2 (MediaPipe's float/double arithmetic)
+  const float* x = {e.ptr(x)}; const float* m = {e.ptr(m)}; float* y = {e.ptr(out, False)};
+  float xt[4] = {{m[0], m[1], m[2], m[3]}}, yt[4] = {{m[4], m[5], m[6], m[7]}};
+  xt[3] += xt[0] * 0.5 + xt[1] * 0.5 - 0.5;
+  yt[3] += yt[0] * 0.5 + yt[1] * 0.5 - 0.5;
+  for (int oy = 0; oy < {oh}; ++oy) {{
+    for (int ox = 0; ox < {ow}; ++ox) {{
+      const float cx = static_cast<float>(ox), cy = static_cast<float>(oy);
+      float tx = xt[0] * cx; tx = tx + xt[1] * cy; tx = tx + xt[2] * 0.0f; tx = tx + xt[3] * 1.0f;
+      float ty = yt[0] * cx; ty = ty + yt[1] * cy; ty = ty + yt[2] * 0.0f; ty = ty + yt[3] * 1.0f;
+      const bool oob = tx < 0.0 || tx > {w} - 1 || ty < 0.0 || ty > {h} - 1;
+      const float fx = std::floor(tx), fy = std::floor(ty);
+      const int x0 = static_cast<int>(fx), y0 = static_cast<int>(fy);
+      const float rc = tx - fx, lc = ty - fy;
+      float* o = y + (static_cast<int64_t>(oy) * {ow} + ox) * {c};
+      for (int k = 0; k < {c}; ++k) {{
+        float r = 0;
+        if (!oob) {{
+          auto at = [&](int hh, int ww) -> float {{
+            return hh < 0 || ww < 0 || hh >= {h} || ww >= {w} ? 0
+                : x[(static_cast<int64_t>(hh) * {w} + ww) * {c} + k];
+          }};
+          const float q11 = at(y0, x0), q21 = at(y0, x0 + 1);
+          const float q12 = at(y0 + 1, x0), q22 = at(y0 + 1, x0 + 1);
+          const float upper = (1.0 - rc) * q11 + rc * q21;
+          const float lower = (1.0 - rc) * q12 + rc * q22;
+          r = lc * lower + (1.0 - lc) * upper;
+        }}
+        o[k] = r;
+      }}
+    }}
+  }}
+}}"""
+
+
+def _l2m_emit(e: Any, step: Any) -> str:
+    op = step.op
+    x, out = op.inputs[0], op.outputs[0]
+    o = decode_options(op)
+    n = math.prod(x.shape) // 3
+    top = max(o["left"], o["right"], *o["subset"])
+    if top >= n:
+        raise UnsupportedOpError(f"landmark index {top} for {n} landmarks", where=_where(op),
+                                 fix="check the op's options against its input")
+    subset = e.param(np.asarray(o["subset"], dtype=np.int32), "int32_t")
+    k = len(o["subset"])
+    return f"""{{ // Landmarks2TransformMatrix v2 (MediaPipe's Mat3/Mat4 float arithmetic)
+  const float* lm = {e.ptr(x)}; float* y = {e.ptr(out, False)};
+  const int32_t* sub = {subset};
+  auto mat3 = [](const float* a, const float* v, float* r) {{
+    for (int i = 0; i < 3; ++i) {{
+      float s = 0;
+      for (int j = 0; j < 3; ++j) s += a[i * 3 + j] * v[j];
+      r[i] = s;
+    }}
+  }};
+  auto mat4 = [](float* t, const float* b) {{
+    float r[16];
+    for (int i = 0; i < 4; ++i) for (int j = 0; j < 4; ++j) {{
+      float s = 0;
+      for (int q = 0; q < 4; ++q) s += t[i * 4 + q] * b[q * 4 + j];
+      r[i * 4 + j] = s;
+    }}
+    std::memcpy(t, r, sizeof(r));
+  }};
+  const float* lft = lm + 3 * {o["left"]}; const float* rgt = lm + 3 * {o["right"]};
+  float rot = std::atan2(rgt[1] - lft[1], rgt[0] - lft[0]);
+  rot = {float(o["target"])!r}f - rot;
+  const float c = std::cos(rot), s = std::sin(rot), cn = std::cos(-rot), sn = std::sin(-rot);
+  const float tr[9] = {{c, -s, 0, s, c, 0, 0, 0, 1}};
+  const float ti[9] = {{cn, -sn, 0, sn, cn, 0, 0, 0, 1}};
+  float mx[3], mn[3];
+  for (int i = 0; i < {k}; ++i) {{
+    const float v[3] = {{lm[3 * sub[i]], lm[3 * sub[i] + 1], 1.0f}};
+    float p[3]; mat3(tr, v, p);
+    if (i == 0) {{ std::memcpy(mx, p, sizeof(p)); std::memcpy(mn, p, sizeof(p)); continue; }}
+    if (mx[0] < p[0]) mx[0] = p[0]; if (mx[1] < p[1]) mx[1] = p[1];
+    if (mn[0] > p[0]) mn[0] = p[0]; if (mn[1] > p[1]) mn[1] = p[1];
+  }}
+  const float cw = mx[0] - mn[0], ch = mx[1] - mn[1];
+  float cxy[3] = {{mn[0], mn[1], mn[2]}};
+  cxy[0] += mx[0]; cxy[1] += mx[1]; cxy[0] /= 2; cxy[1] /= 2;
+  float cc[3]; mat3(ti, cxy, cc);
+  float t[16] = {{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}};
+  const float sh[16] = {{1, 0, 0, cc[0], 0, 1, 0, cc[1], 0, 0, 1, 0, 0, 0, 0, 1}};
+  mat4(t, sh);
+  const float r = -rot, cr = std::cos(r), sr = std::sin(r);
+  const float r4[16] = {{cr, -sr, 0, 0, sr, cr, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}};
+  mat4(t, r4);
+  const float sx = {float(o["scale_x"])!r}f * cw / {o["out_w"]};
+  const float sy = {float(o["scale_y"])!r}f * ch / {o["out_h"]};
+  const float sc[16] = {{sx, 0, 0, 0, 0, sy, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}};
+  mat4(t, sc);
+  const float s2x = -1.0 * ({o["out_w"]} / 2.0), s2y = -1.0 * ({o["out_h"]} / 2.0);
+  const float sh2[16] = {{1, 0, 0, s2x, 0, 1, 0, s2y, 0, 0, 1, 0, 0, 0, 0, 1}};
+  mat4(t, sh2);
+  std::memcpy(y, t, sizeof(t));
+}}"""
+
+
 def _out_elements(op: Op) -> int:
     return sum(math.prod(t.shape) for t in op.outputs)
 
@@ -479,13 +603,13 @@ register_custom_op("MaxUnpooling2D", _unpool_kernel, shapes=_unpool_shapes,
                    doc="MediaPipe: max unpooling by argmax (float32)")
 register_custom_op("Landmarks2TransformMatrix", _l2m_kernel,
                    shapes=lambda op, s: [(1, 4, 4)], macs=lambda op: 0,
-                   options=_l2m_options,
+                   options=_l2m_options, emit=_l2m_emit,
                    doc="MediaPipe: crop matrix from landmarks (v2, float32)")
 register_custom_op("TransformLandmarks", _landmarks_kernel,
                    shapes=lambda op, s: [tuple(int(d) for d in s[0] or ())],
                    macs=lambda op: 2 * math.prod(op.inputs[0].shape) if op.inputs[0] else 0,
-                   options=_landmarks_options,
+                   options=_landmarks_options, emit=_landmarks_emit,
                    doc="MediaPipe: landmarks through a 4x4 matrix (v2, float32)")
 register_custom_op("TransformTensorBilinear", _bilinear_kernel, shapes=_bilinear_shapes,
-                   macs=_bilinear_macs, options=_bilinear_options,
+                   macs=_bilinear_macs, options=_bilinear_options, emit=_bilinear_emit,
                    doc="MediaPipe: bilinear crop by a 4x4 matrix (v2, float32)")
