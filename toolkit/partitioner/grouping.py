@@ -218,7 +218,7 @@ def group_ops(graph: Graph, backends: Sequence[str]) -> list[Group]:
             seen = seen_inputs[gi]
             for t in op.inputs:
                 if (t is not None and t not in made_by and not t.is_const
-                        and not t.is_variable and t not in seen):
+                        and not t.is_variable and t not in seen and t not in weight_made):
                     grp.inputs.append(t)
                     seen.add(t)
         else:
@@ -236,7 +236,8 @@ def group_ops(graph: Graph, backends: Sequence[str]) -> list[Group]:
                 why = f"starts: op inputs come from {len(producers)} parts"
             grp.reasons.append(why)
             for t in op.inputs:
-                if t is not None and not t.is_const and not t.is_variable and t not in seen:
+                if t is not None and not t.is_const and not t.is_variable and t not in seen \
+                        and t not in weight_made:  # (claim() decides for weight outputs)
                     grp.inputs.append(t)
                     seen.add(t)
         grp.ops.append(i)
