@@ -247,10 +247,25 @@ def group_ops(graph: Graph, backends: Sequence[str]) -> list[Group]:
         for t in op.inputs:
             if t is not None and t in weight_made:
                 claim(t, gi, op)
+    # weight ops no compute op reads (dead chains): grouped among themselves, by the rule
     for j in sorted({j for j in weight_made.values() if j not in weight_group}):
-        grp = Group(len(groups), backends[j], [j], [], [], ["starts: reads only constants "
-                                                            "and no other op reads it"])
-        groups.append(grp)
+        made = [weight_group[weight_made[t]] for t in ops[j].inputs
+                if t is not None and t in weight_made]
+        prod = list(dict.fromkeys(made))
+        if len(prod) == 1 and groups[prod[0]].backend == backends[j] \
+                and groups[prod[0]].ops[0] in weight_made.values():
+            grp = groups[prod[0]]
+            grp.ops.append(j)
+            grp.reasons.append(f"joins: all op inputs come from part {grp.index + 1}")
+        else:
+            grp = Group(len(groups), backends[j], [j], [], [],
+                        ["starts: reads only constants and no compute op reads it"])
+            groups.append(grp)
+        for t in ops[j].inputs:
+            if t is not None and t in weight_made and weight_group[weight_made[t]] != \
+                    grp.index and t not in grp.inputs:
+                grp.inputs.append(t)
+        weight_group[j] = grp.index
         group_of[ops[j]] = grp.index
     for grp in groups:
         if len(grp.ops) > 1:  # weight ops joined after their readers: back to model order
