@@ -183,7 +183,7 @@ def test_sparsity_that_does_not_match_its_buffer_is_refused_by_name(case: str,
 def test_a_buffer_with_fewer_values_than_the_metadata_is_refused() -> None:
     w = _sparse_weight((4, 8))
     vals, sp = encode_csr(w)
-    with pytest.raises(SparsityError, match="places .* values, the buffer holds"):
+    with pytest.raises(SparsityError, match=r"places .* values, the buffer holds"):
         densify(vals[:-1], read_layout(sp), w.shape)
 
 

@@ -119,6 +119,24 @@ def _present(tensors: list[Tensor | None]) -> list[Tensor]:
     return [t for t in tensors if t is not None]
 
 
+def _empty_constants(tensors: list[Tensor], ops: list[Op], inputs: list[Tensor]) -> None:
+    """Give zero-element tensors that no op writes and the graph does not take as input
+    (an ``INT32[0]`` shape operand: a buffer of no bytes reads as no data) their empty
+    array, so that they are constants like any other."""
+    candidates = [t for t in tensors if t.data is None and not t.is_variable
+                  and t.dtype is not None and 0 in t.shape
+                  and not (t.shape_signature and any(d < 0 for d in t.shape_signature))]
+    if not candidates:
+        return
+    made = {t for op in ops for t in op.outputs}
+    taken = set(inputs)
+    for t in candidates:
+        if t not in made and t not in taken:
+            empty = np.zeros(t.shape, dtype=t.dtype)
+            empty.flags.writeable = False
+            t.data = empty
+
+
 class _OptionsDecoder:
     """Decodes one op's builtin options on first access (see ``Op.options``)."""
 
@@ -484,6 +502,7 @@ class _Reader:
                 extra["debug_metadata_index"] = sg.DebugMetadataIndex()
         file_ops = self._read_ops(sg, sidx, tlist)
         self.file_ops.append(file_ops)
+        _empty_constants(tensors, file_ops, inputs)
         try:
             g = Graph.adopt(self._str(sg.Name()), tensors, file_ops, inputs, outputs)
         except GraphError as e:
