@@ -123,7 +123,9 @@ def op_support_markdown() -> str:
 def _registered_custom_ops() -> list[str]:
     from toolkit.custom_ops import CUSTOM_OPS
 
-    return [k + (" (C++ too)" if rec.emit is not None else "") for k, rec in CUSTOM_OPS.items()]
+    # the ones the toolkit ships (a user's registrations would make the table depend on them)
+    return [k + (" (C++ too)" if rec.emit is not None else "") for k, rec in CUSTOM_OPS.items()
+            if getattr(rec.kernel, "__module__", "").startswith("toolkit.")]
 
 
 def _custom_kernels() -> list[str]:
