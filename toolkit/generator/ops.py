@@ -535,6 +535,10 @@ def _lstm_q8(e: Emitter, op: Op) -> str:
     ``Prepare`` computes (:func:`toolkit.integer_lstm.prepare_integer_lstm`) in the
     parameters file, the steps in the op library."""
     p = prepare_integer_lstm(op)
+    if p.tanh_skipped:
+        raise _unsupported(op, f"integer LSTM with a cell state of scale 2**{p.cell_log2} "
+                               "(LiteRT skips the tanh of the cell; the native kernel computes "
+                               "it): quantize with a cell state of 2**-15 or coarser")
     x, out = op.inputs[0], op.outputs[0]
     assert x is not None
     steps, batch = (x.shape[0], x.shape[1]) if p.time_major else (x.shape[1], x.shape[0])
