@@ -214,8 +214,8 @@ def compile_parser() -> argparse.ArgumentParser:
                    help="with --target cpp: build the artifact with the system compiler")
     p.add_argument("--shape", action="append", default=[], metavar="NAME=DIMS",
                    help="set an input's free dimensions before compiling, e.g. "
-                        "input=1x16000 (repeatable); with --target cpp, free dimensions not "
-                        "named take the file's shape, as LiteRT does")
+                        "input=1x16000 (repeatable; default: none set, and with --target cpp "
+                        "free dimensions take the file's shape, as LiteRT does)")
     return p
 
 
