@@ -12,8 +12,8 @@ Runtimes, all in this process, taking turns within each round (``bench_runtime.i
   (``BUILTIN``). A model LiteRT cannot run with a resolver (its custom ops are not there) is
   marked ``-``.
 
-Printed per model: 10th-percentile times, and ratios ``runtime / LiteRT`` (medians of the
-per-round ratios; above 1 means slower than LiteRT). Run:
+Printed per model: 10th-percentile times, and ratios ``runtime / LiteRT`` (and the reference
+runtime's ``/ native``; medians of the per-round ratios; above 1 means slower). Run:
 ``python bench/bench_production.py [--quick] [--only NAME,NAME]``
 """
 
@@ -99,7 +99,7 @@ def bench(path: Path, rounds: int, batch: int, work: Path) -> None:
             print(f"  {key:8s}        -")
             continue
         ratios = []
-        for base in ("lite", "xnnpack"):
+        for base in ("native", "lite", "xnnpack") if key == "numpy" else ("lite", "xnnpack"):
             if base in t and base != key:
                 ratios.append(f"/ {base} {float(np.median(t[key] / t[base])):7.2f}x")
         print(f"  {key:8s} {_fmt(p10[key])}   {'   '.join(ratios)}")
