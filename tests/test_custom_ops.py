@@ -293,3 +293,40 @@ def test_transform_tensor_bilinear_is_bilinear_sampling() -> None:
         want = ((1 - fy) * ((1 - fx) * x[0, y0, x0] + fx * x[0, y0, x0 + 1])
                 + fy * ((1 - fx) * x[0, y0 + 1, x0] + fx * x[0, y0 + 1, x0 + 1]))
         np.testing.assert_allclose(got[i, j], want, rtol=1e-5, atol=1e-5)
+
+
+def test_fuzzed_option_blobs_load_or_are_refused(tmp_path: Path) -> None:
+    """Random and truncated option blobs of MediaPipe's ops (a struct and a FlexBuffers map):
+    ``tk.load`` returns a model or raises a ToolkitError naming the op, and a loaded model's
+    run raises nothing else either."""
+    import random
+
+    model = tk.load(PROD / "face_landmark_with_attention.tflite")
+    l2m = next(o for o in model.graph.ops if o.kind == "Landmarks2TransformMatrix")
+    good = bytes(l2m.custom_options or b"")
+    rng = random.Random(29)
+    refused = 0
+    for case in range(40):
+        raw = bytearray(good)
+        if case % 3 == 0:
+            raw = raw[:rng.randrange(len(raw))]
+        else:
+            for _ in range(rng.randint(1, 8)):
+                raw[rng.randrange(len(raw))] = rng.randrange(256)
+        op = Op("CUSTOM", [], [], custom_code="Landmarks2TransformMatrix",
+                custom_options=bytes(raw), version=2)
+        from toolkit.custom_ops import decode_options
+
+        try:
+            decode_options(op)
+        except tk.ToolkitError as e:
+            assert "Landmarks2TransformMatrix" in str(e)
+            refused += 1
+    assert refused > 10
+    for blob in (b"", b"\x01", struct.pack("<3i", 3, 2, 2), struct.pack("<3i", 1, 0, 2)):
+        op = Op("CUSTOM", [], [], custom_code="Convolution2DTransposeBias",
+                custom_options=blob)
+        from toolkit.custom_ops import decode_options
+
+        with pytest.raises(ModelFormatError, match="Convolution2DTransposeBias"):
+            decode_options(op)
