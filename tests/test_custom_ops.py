@@ -17,7 +17,7 @@ from support import litert_run
 import toolkit as tk
 from toolkit.builder import ModelBuilder
 from toolkit.costs import op_macs
-from toolkit.custom_ops import CUSTOM_OPS, unregister_custom_op
+from toolkit.custom_ops import CUSTOM_OPS, decode_options, unregister_custom_op
 from toolkit.errors import ModelFormatError, UnsupportedOpError
 from toolkit.ir import Model, Op
 
@@ -315,8 +315,6 @@ def test_fuzzed_option_blobs_load_or_are_refused(tmp_path: Path) -> None:
                 raw[rng.randrange(len(raw))] = rng.randrange(256)
         op = Op("CUSTOM", [], [], custom_code="Landmarks2TransformMatrix",
                 custom_options=bytes(raw), version=2)
-        from toolkit.custom_ops import decode_options
-
         try:
             decode_options(op)
         except tk.ToolkitError as e:
@@ -326,7 +324,5 @@ def test_fuzzed_option_blobs_load_or_are_refused(tmp_path: Path) -> None:
     for blob in (b"", b"\x01", struct.pack("<3i", 3, 2, 2), struct.pack("<3i", 1, 0, 2)):
         op = Op("CUSTOM", [], [], custom_code="Convolution2DTransposeBias",
                 custom_options=blob)
-        from toolkit.custom_ops import decode_options
-
         with pytest.raises(ModelFormatError, match="Convolution2DTransposeBias"):
             decode_options(op)
