@@ -181,6 +181,9 @@ def test_max_pooling_with_argmax_and_unpooling_match_litert(pad: int, tmp_path: 
     np.testing.assert_array_equal(got["pooled"], lite["pooled"])
     if pad == 2:
         np.testing.assert_array_equal(got["unpooled"], lite["unpooled"])
+    native = tk.run(tk.codegen(model, tmp_path / "cpp"), {"x": xin}).outputs
+    for k, v in got.items():
+        np.testing.assert_array_equal(native[k], v, err_msg=k)
     # the formula, one window at a time
     ph = max(0, ((oh - 1) * 2 + 2 - 9) // 2) if pad == 1 else 0
     for i in range(oh):

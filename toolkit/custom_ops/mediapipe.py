@@ -28,8 +28,7 @@ TransformTensorBilinear (v2)     [1, H, W, C] sampled bilinearly (zero outside) 
 ===============================  ==============================================================
 
 C++ emitters: Convolution2DTransposeBias calls the op library's float transpose convolution;
-the three landmark ops emit their own small loops, written as MediaPipe's kernels are. The
-pooling pair has no emitter (no model here uses it): ``tk.codegen`` refuses it by name.
+the other five emit their own small loops, written as MediaPipe's kernels are.
 """
 
 from __future__ import annotations
@@ -584,6 +583,60 @@ def _l2m_emit(e: Any, step: Any) -> str:
 }}"""
 
 
+def _argmax_emit(e: Any, step: Any) -> str:
+    op = step.op
+    x, (val, arg) = op.inputs[0], op.outputs
+    p = decode_options(op)
+    n, h, w, c = (int(v) for v in x.shape)
+    oh, ow = _pool_out(p, h, w)
+    pt = _compute_padding(p.stride_h, h, p.filter_h, oh)
+    pl = _compute_padding(p.stride_w, w, p.filter_w, ow)
+    lo, hi = _ACT[p.activation]
+    clamp = "".join([f" if (best < {lo!r}f) best = {lo!r}f;" if lo is not None else "",
+                     f" if (best > {hi!r}f) best = {hi!r}f;" if hi is not None else ""])
+    return f"""{{ // MaxPoolingWithArgmax2D (MediaPipe's loop)
+  const float* x = {e.ptr(x)}; float* v = {e.ptr(val, False)}; float* a = {e.ptr(arg, False)};
+  for (int b = 0; b < {n}; ++b) for (int oy = 0; oy < {oh}; ++oy)
+  for (int ox = 0; ox < {ow}; ++ox) for (int ch = 0; ch < {c}; ++ch) {{
+    const int iy0 = oy * {p.stride_h} - {pt}, ix0 = ox * {p.stride_w} - {pl};
+    const int fy0 = std::max(0, -iy0), fy1 = std::min({p.filter_h}, {h} - iy0);
+    const int fx0 = std::max(0, -ix0), fx1 = std::min({p.filter_w}, {w} - ix0);
+    float best = std::numeric_limits<float>::lowest();
+    int my = 0, mx = 0;
+    for (int fy = fy0; fy < fy1; ++fy) for (int fx = fx0; fx < fx1; ++fx) {{
+      const float cur = x[((static_cast<int64_t>(b) * {h} + iy0 + fy) * {w} + ix0 + fx) * {c} + ch];
+      if (cur > best) {{ best = cur; my = fy; mx = fx; }}
+    }}{clamp}
+    const int64_t o = ((static_cast<int64_t>(b) * {oh} + oy) * {ow} + ox) * {c} + ch;
+    v[o] = best;
+    a[o] = my * {p.filter_w} + mx + 0.1f;
+  }}
+}}"""
+
+
+def _unpool_emit(e: Any, step: Any) -> str:
+    op = step.op
+    x, idx, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    p = decode_options(op)
+    n, h, w, c = (int(v) for v in x.shape)
+    oh, ow = h * p.filter_h, w * p.filter_w
+    pt = _compute_padding(p.stride_h, oh, p.filter_h, h)
+    pl = _compute_padding(p.stride_w, ow, p.filter_w, w)
+    return f"""{{ // MaxUnpooling2D (MediaPipe's loop: out-of-range indices skipped)
+  const float* x = {e.ptr(x)}; const float* k = {e.ptr(idx)}; float* y = {e.ptr(out, False)};
+  std::memset(y, 0, sizeof(float) * {n * oh * ow * c});
+  for (int b = 0; b < {n}; ++b) for (int iy = 0; iy < {h}; ++iy)
+  for (int ix = 0; ix < {w}; ++ix) for (int ch = 0; ch < {c}; ++ch) {{
+    const int64_t i = ((static_cast<int64_t>(b) * {h} + iy) * {w} + ix) * {c} + ch;
+    const int id = static_cast<int>(k[i]);
+    const int oy = iy * {p.stride_h} - {pt} + id / {p.filter_w};
+    const int ox = ix * {p.stride_w} - {pl} + id % {p.filter_w};
+    if (oy >= 0 && oy < {oh} && ox >= 0 && ox < {ow})
+      y[((static_cast<int64_t>(b) * {oh} + oy) * {ow} + ox) * {c} + ch] = x[i];
+  }}
+}}"""
+
+
 def _out_elements(op: Op) -> int:
     return sum(math.prod(t.shape) for t in op.outputs)
 
@@ -596,10 +649,10 @@ register_custom_op("Convolution2DTransposeBias", _tconv_kernel, shapes=_tconv_sh
                    macs=_tconv_macs, options=_transpose_conv_options, emit=_tconv_emit,
                    doc="MediaPipe: TRANSPOSE_CONV with bias (float32)")
 register_custom_op("MaxPoolingWithArgmax2D", _argmax_kernel, shapes=_argmax_shapes,
-                   macs=_out_elements, options=_pool_options,
+                   macs=_out_elements, options=_pool_options, emit=_argmax_emit,
                    doc="MediaPipe: max pooling with argmax (float32)")
 register_custom_op("MaxUnpooling2D", _unpool_kernel, shapes=_unpool_shapes,
-                   macs=_out_elements, options=_pool_options,
+                   macs=_out_elements, options=_pool_options, emit=_unpool_emit,
                    doc="MediaPipe: max unpooling by argmax (float32)")
 register_custom_op("Landmarks2TransformMatrix", _l2m_kernel,
                    shapes=lambda op, s: [(1, 4, 4)], macs=lambda op: 0,
