@@ -34,6 +34,7 @@ MediaPipe's ops are registered on import (:mod:`toolkit.custom_ops.mediapipe`).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -124,13 +125,22 @@ def unregistered(op: Op, what: str) -> UnsupportedOpError:
         fix=REGISTER_FIX.format(code=code))
 
 
+_DECODED: weakref.WeakKeyDictionary[Op, tuple[Any, Any, Any]] = weakref.WeakKeyDictionary()
+
+
 def decode_options(op: Op) -> Any:
-    """``options(op)`` of a registered op, a ToolkitError naming the op for a bad blob."""
+    """``options(op)`` of a registered op (decoded once per op and blob), a ToolkitError
+    naming the op for a bad blob."""
     rec = custom_op(op)
     if rec is None or rec.options is None:
         return None
+    hit = _DECODED.get(op)
+    if hit is not None and hit[0] is rec.options and hit[1] == op.custom_options:
+        return hit[2]
     try:
-        return rec.options(op)
+        value = rec.options(op)
+        _DECODED[op] = (rec.options, op.custom_options, value)
+        return value
     except (ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
         n = 0 if op.custom_options is None else len(op.custom_options)
         raise ModelFormatError(
