@@ -699,5 +699,6 @@ def test_weight_ops_join_the_part_of_their_first_reader() -> None:
     for runner in (None, builtin):
         got = (run_connection(result, feed) if runner is None
                else run_connection(result, feed, run=runner)).outputs
-        for k in want:
-            np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-7)
+        for k in want:  # (LiteRT's sums run in another order: within 1e-5 of the largest)
+            np.testing.assert_allclose(got[k], want[k], rtol=0,
+                                       atol=1e-5 * float(np.abs(want[k]).max()))
