@@ -34,12 +34,16 @@ BATCH = 2
 GENERATED = ["activations", "activations_int8", "conv1d_3d", "conv1d_3d_int8", "convs",
              "convs_int8", "ds_cnn", "ds_cnn_b1", "ds_cnn_b1_int8", "ds_cnn_int8",
              "efficientnet_b0_int8", "embedding", "fused_bilstm", "fused_bilstm_int8",
-             "fused_lstm", "gather_ops",
+             "fused_lstm", "gather_ops", "stacked_bilstm",
              "hard_swish_ops", "hard_swish_ops_int8", "mobilenet_v1", "mobilenet_v1_int8",
              "mobilenet_v2", "mobilenet_v2_int8", "mobilenet_v3_large_int8", "mobilenet_v3_small",
              "mobilenet_v3_small_int8", "norms", "norms_int8", "reshapes_merges",
              "reshapes_merges_int8", "tensor_ops", "unet", "unet_int8", "vit_block",
              "vit_block_b1", "vit_block_b1_dynamic", "vit_block_b1_int8", "vit_block_int8"]
+#: refused by name: a REVERSE_V2 that requantizes (the generator moves values as they are),
+#: and an LSTM whose cell LiteRT reads without its tanh (its scale is 2**-16; the reference
+#: runtime reproduces that, the native kernel does not)
+REFUSED = {"stacked_bilstm_int8": "REVERSE_V2 with different input and output quantization"}
 #: those running WHILE (the TF converter's loop form of Keras RNNs) and IF
 CONTROL_FLOW = ["bi_gru_b1", "bi_lstm", "control_flow", "gru", "lstm", "simple_rnn"]
 GENERATED += CONTROL_FLOW
@@ -82,8 +86,16 @@ def zoo_artifacts(tmp_path_factory: pytest.TempPathFactory
 
 def test_every_zoo_model_is_generated() -> None:
     stems = {p.stem for p in ZOO_DIR.glob("*.tflite")}
-    assert stems == set(GENERATED)
-    assert len(GENERATED) == len(stems)
+    assert stems == set(GENERATED) | set(REFUSED)
+    assert len(GENERATED) + len(REFUSED) == len(stems)
+
+
+@pytest.mark.parametrize("stem", sorted(REFUSED))
+def test_zoo_model_the_generator_refuses_is_named(stem: str, tmp_path: Path) -> None:
+    from toolkit.errors import UnsupportedOpError
+
+    with pytest.raises(UnsupportedOpError, match=REFUSED[stem]):
+        codegen(_compiled(stem), tmp_path)
 
 
 @pytest.mark.parametrize("stem", GENERATED)

@@ -93,6 +93,23 @@ def test_zoo_int8_bilstm_layers_are_litert_s() -> None:
             np.testing.assert_array_equal(got, it.get_tensor(index[op.outputs[0].name]))
 
 
+def test_zoo_stacked_int8_bilstm_is_litert_s() -> None:
+    """The converter's stacked Bidirectional LSTM then LSTM in int8, whole model: bit-exact
+    with LiteRT. Its third LSTM has a cell state of scale 2**-16, for which LiteRT skips the
+    tanh of the cell (reproduced, with a warning naming the op and the fix)."""
+    path = SAMPLES / "zoo" / "stacked_bilstm_int8.tflite"
+    model = load(path)
+    assert [op.type for op in model.graph.ops].count("UNIDIRECTIONAL_SEQUENCE_LSTM") == 3
+    (t,) = model.graph.inputs
+    for seed in range(4):
+        x = np.random.default_rng(seed).integers(-128, 128, t.shape).astype(np.int8)
+        with pytest.warns(UserWarning, match=r"2\*\*-16 is finer than 2\*\*-15"):
+            (got,) = run_model(model, {t.name: x}).outputs.values()
+        (want,) = litert_run(path, [x]).values()
+        np.testing.assert_array_equal(got, want)
+        assert np.unique(want).size > 6
+
+
 def test_int16_logistic_and_tanh_approximate_the_functions() -> None:
     """Every int16 value: logistic of Q3.12, tanh of Q0.15 .. Q6.9, within 5e-4 of the real
     functions (gemmlowp's int16 precision), exact at 0 and odd / complementary."""

@@ -437,7 +437,9 @@ def random_models(draw) -> tuple[Model, list[str]]:
             made.append(cat)
             outs = mb.split(cat, 2, axis=1, name=f"s{i}")
         else:
-            outs = [mb.binary(kind, draw(pick), draw(pick), name=f"t{i}")]
+            # one operand at least is not a constant: an op reading only constants joins its
+            # reader's part (toolkit.partitioner.grouping), which circle-partitioner does not
+            outs = [mb.binary(kind, draw(st.sampled_from(pool)), draw(pick), name=f"t{i}")]
         backends.append(draw(st.sampled_from("abc")))
         made += outs
         pool += outs
@@ -659,3 +661,44 @@ def test_a_part_with_no_outputs_runs_in_litert_and_the_reference_runtime() -> No
     np.testing.assert_allclose(run_connection(result, feed, run=litert_runner()).outputs["y"], want,
                                rtol=1e-6)
     np.testing.assert_allclose(run_connection(result, feed).outputs["y"], want, rtol=1e-6)
+
+
+def test_weight_ops_join_the_part_of_their_first_reader() -> None:
+    """float16 weights: each DEQUANTIZE joins the part of the first op reading it (not a part
+    of its own); a reader in another part takes the float32 weight as a part input; LiteRT
+    (builtin kernels) and the reference runtime run the chain as the model. (LiteRT's
+    default XNNPACK delegate does not: it folds a float16 weight's DEQUANTIZE into its
+    readers and leaves the part output holding the weight unwritten.)"""
+    mb = ModelBuilder("f16")
+    x = mb.input("x", [2, 8])
+    rng = np.random.default_rng(3)
+    w16 = mb.const("w16", rng.uniform(-1, 1, (8, 8)).astype(np.float16))
+    w = mb.op("DEQUANTIZE", [w16], (8, 8), name="w", dtype=np.float32)
+    h = mb.fully_connected(x, w, name="fc1")
+    h = mb.unary("TANH", h, name="act")
+    mb.output(mb.fully_connected(h, w, name="fc2"))
+    model = mb.build()
+    backends = {"w": "b", "fc1": "a", "act": "b", "fc2": "a"}
+    ops = model.graph.ops
+    groups = group_ops(model.graph, [backends[op.name] for op in ops])
+    names = [[ops[i].name for i in g.ops] for g in groups]
+    assert names == [["w", "fc1"], ["act"], ["fc2"]]
+    assert [g.backend for g in groups] == ["a", "b", "a"]
+    assert [t.name for t in groups[2].inputs] == ["act", "w"]
+    assert "joins: reads only constants" in groups[0].reasons[0]
+    result = partition(model, PartSpec(["a", "b"], "a", "opname", opname=backends))
+    feed = {"x": rng.uniform(-1, 1, (2, 8)).astype(np.float32)}
+    want = run(model, feed).outputs
+    from support import litert_run
+
+    from toolkit.formats.flatbuffer_write import write_model
+
+    def builtin(m: Model, x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return litert_run(bytes(write_model(m, "tflite")), x)
+
+    for runner in (None, builtin):
+        got = (run_connection(result, feed) if runner is None
+               else run_connection(result, feed, run=runner)).outputs
+        for k in want:  # (LiteRT's sums run in another order: within 1e-5 of the largest)
+            np.testing.assert_allclose(got[k], want[k], rtol=0,
+                                       atol=1e-5 * float(np.abs(want[k]).max()))

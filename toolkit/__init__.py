@@ -26,6 +26,7 @@ from toolkit.api import (
     compile,
     diff,
     explore,
+    fix_free_dims,
     join_ort,
     load,
     load_onnx,
@@ -34,6 +35,7 @@ from toolkit.api import (
     read_executorch,
     read_trace,
     read_vela,
+    register_custom_op,
     report,
     run,
     run_onnxruntime,
@@ -57,7 +59,8 @@ if TYPE_CHECKING:
     from toolkit.trace.views import LayerAttribution
 
 __all__ = [
-    "load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
+    "load", "save", "compile", "partition", "codegen", "fix_free_dims", "register_custom_op",
+    "run", "read_trace", "trace_join",
     "trace_join_many",
     "read_vela", "load_onnx", "lower_onnx", "join_ort", "run_onnxruntime", "explore",
     "read_executorch", "capture", "compare", "Capture", "NumericsComparison",

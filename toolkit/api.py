@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from toolkit.trace.read import Trace
     from toolkit.vela.run import VelaResult
 
-__all__ = ["load", "save", "compile", "partition", "codegen", "run", "read_trace", "trace_join",
+__all__ = ["load", "save", "compile", "partition", "codegen", "fix_free_dims",
+           "register_custom_op", "run", "read_trace", "trace_join",
            "trace_join_many", "read_vela", "load_onnx", "lower_onnx", "join_ort", "run_onnxruntime",
            "explore", "read_executorch", "capture", "compare", "diff", "report"]
 
@@ -81,9 +82,12 @@ def load(path: PathLike | bytes | bytearray | memoryview, *,
     if weights is not None:
         raise ToolkitError("weights= is for a Caffe .prototxt",
                            fix="pass the .prototxt path with weights=")
+    from toolkit.custom_ops import check_custom_options
     from toolkit.formats.flatbuffer_read import load as _load
 
-    return _load(path)
+    model = _load(path)
+    check_custom_options(model, "<bytes>")
+    return model
 
 
 def save(model: Model, path: PathLike, *, origin_tables: bool | None = None,
@@ -197,7 +201,8 @@ def partition(model: Model | PathLike, part: PathLike | PartSpec | Mapping[str, 
 
 
 def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
-            name: str | None = None, *, debug: bool = False) -> Artifact:
+            name: str | None = None, *, debug: bool = False,
+            shapes: Mapping[str, Sequence[int]] | None = None) -> Artifact:
     """Generate a C++ artifact of a model (nnc's soft backend) into ``out_dir``.
 
     Args:
@@ -212,6 +217,10 @@ def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
         debug: a debug build, which also copies every op's output tensors into buffers set
             through its C ABI (``<cname>_debug_buffers``; the manifest's ``debug_tensors``
             lists them): what ``tk.capture(artifact, inputs, runtime="native")`` reads.
+        shapes: input name -> shape, setting free (-1) dimensions (``{"input": (1, 16000)}``);
+            free dimensions not named take the file's ``shape`` (batch 1 for a default
+            TensorFlow conversion), as LiteRT does (see :func:`fix_free_dims`). Shapes are
+            fixed at generation time; a compiled model keeps the shapes it was compiled with.
 
     Returns:
         A :class:`~toolkit.generator.Artifact`: ``.build()`` compiles a shared library with the
@@ -234,17 +243,29 @@ def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
     check_path_arg(out_dir, "out_dir", "tk.codegen")
     check_optional_str(name, "name", "tk.codegen")
     check_bool(debug, "debug", "tk.codegen")
-    if isinstance(model, (str, os.PathLike)) and str(model).lower().endswith(".onnx"):
-        from toolkit.model_arg import as_model
+    shapes = _check_shapes(shapes, "tk.codegen")
+    obj: Any = model
+    if isinstance(obj, (str, os.PathLike)):
+        from pathlib import Path
 
-        model = as_model(model, purpose="tk.codegen")
-    if getattr(model, "format", None) == "onnx":
-        onnx_path = getattr(model, "path", None)
-        model = _ir_model(model, "tk.codegen")  # type: ignore[arg-type]
+        from toolkit.model_arg import as_model, load_model_file
+
+        if str(obj).lower().endswith(".onnx"):
+            obj = as_model(obj, purpose="tk.codegen")
+        else:
+            name = name or Path(obj).stem
+            obj = load_model_file(obj)
+    if getattr(obj, "format", None) == "onnx":
+        from toolkit.importers.onnx_lower import lowered_for
+
+        onnx_path = getattr(obj, "path", None)
+        obj = lowered_for(obj, "tk.codegen", shapes=shapes)
+        shapes = None  # the lowering fixed them
         if name is None and onnx_path:
             name = os.path.splitext(os.path.basename(onnx_path))[0].replace(".", "_")
+    from toolkit.runtime.static_shapes import static_for_generation
 
-    return _codegen(model, out_dir, name, debug=debug)
+    return _codegen(static_for_generation(obj, shapes), out_dir, name, debug=debug)
 
 
 def _ir_model(model: Model, purpose: str) -> Model:
@@ -287,6 +308,82 @@ def lower_onnx(model: Model | PathLike, shapes: Mapping[str, Sequence[int]] | No
         raise ToolkitError(f"tk.lower_onnx takes an ONNX model, got a {m.format} model",
                            where="tk.lower_onnx", fix="pass an .onnx path or tk.load('m.onnx')")
     return lowered_for(m, "tk.lower_onnx", shapes=shapes, allow_reference=True)
+
+
+def _check_shapes(shapes: Any, where: str) -> dict[str, tuple[int, ...]] | None:
+    """``shapes`` as a dict name -> tuple of ints (ToolkitError naming what is wrong)."""
+    from toolkit.errors import ToolkitError
+
+    if shapes is None:
+        return None
+    if not isinstance(shapes, Mapping):
+        raise ToolkitError(f"{where}: shapes must be a mapping input name -> shape, got "
+                           f"{type(shapes).__name__}", fix='pass shapes={"input": (1, 16000)}')
+    out = {}
+    for k, v in shapes.items():
+        if not isinstance(k, str) or isinstance(v, (str, bytes)) or not isinstance(v, Sequence) \
+                or not all(isinstance(d, int) and not isinstance(d, bool) for d in v):
+            raise ToolkitError(f"{where}: shapes[{k!r}] = {v!r} is not a shape",
+                               fix='pass shapes={"input": (1, 16000)}: a tuple of ints per '
+                                   'input name')
+        out[k] = tuple(v)
+    return out
+
+
+def fix_free_dims(model: Model | PathLike, shapes: Mapping[str, Sequence[int]] | None = None,
+                  *, batch: int | None = None) -> Model:
+    """A copy of ``model`` whose free (-1) dimensions are fixed, so every shape is static.
+
+    Args:
+        model: a :class:`~toolkit.ir.Model` or a model path.
+        shapes: input name -> full shape, for inputs whose free dimensions get a chosen size
+            (``{"input": (1, 16000)}`` for an audio model's sample count).
+        batch: the size of the free dimensions of the other inputs; default: the file's own
+            ``shape`` (what LiteRT allocates without a resize).
+
+    Returns:
+        A new :class:`~toolkit.ir.Model` (``model`` is unchanged) in which every main-graph
+        tensor has the static shape it takes for those inputs; ``tk.compile`` then folds the
+        shape arithmetic away and ``tk.codegen`` takes it.
+
+    Raises:
+        ToolkitError: a shape that names no input, changes a fixed dimension or the rank; a
+            model with control flow; an op that cannot run on such inputs (named).
+    """
+    from toolkit.model_arg import as_model
+    from toolkit.runtime.static_shapes import fix_free_dims as _fix
+
+    m = as_model(model, purpose="tk.fix_free_dims")
+    return _fix(m, batch=batch, shapes=_check_shapes(shapes, "tk.fix_free_dims"))
+
+
+def register_custom_op(code: str, kernel: Any, *, shapes: Any = None, macs: Any = None,
+                       options: Any = None, emit: Any = None, doc: str = "") -> Any:
+    """Register a custom op (TFLite ``CUSTOM`` with this custom code) for every verb.
+
+    Args:
+        code: the op's custom code, as the model file names it.
+        kernel: ``kernel(op, args) -> list of arrays``, the reference runtime's kernel
+            (``args``: one array per input, None for an absent one); run by ``tk.run``,
+            compiled models and partition chains.
+        shapes: ``shapes(op, input_shapes) -> list of output shapes`` (default: the kernel is
+            run on zeros).
+        macs: ``macs(op) -> int`` for the cost model and the MACs split of trace-join
+            (default: one per output element).
+        options: ``options(op) -> value`` decoding ``op.custom_options``; raise ValueError for
+            a malformed blob (``tk.load`` then refuses the model, naming the op).
+        emit: ``emit(emitter, step) -> str``, C++ statements for ``tk.codegen`` (see
+            :mod:`toolkit.custom_ops`); without it codegen refuses the op.
+        doc: a line describing the op.
+
+    Returns:
+        The registry record (:class:`toolkit.custom_ops.CustomOp`); a later registration of
+        the same code replaces it. MediaPipe's custom ops are registered already.
+    """
+    from toolkit.custom_ops import register_custom_op as _register
+
+    return _register(code, kernel, shapes=shapes, macs=macs, options=options, emit=emit,
+                     doc=doc)
 
 
 def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray | None

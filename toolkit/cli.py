@@ -28,6 +28,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -214,7 +215,30 @@ def compile_parser() -> argparse.ArgumentParser:
                         "also a C++ artifact of the compiled model")
     p.add_argument("--build", action="store_true",
                    help="with --target cpp: build the artifact with the system compiler")
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=DIMS",
+                   help="set an input's free dimensions before compiling, e.g. "
+                        "input=1x16000 (repeatable; default: none set, and with --target cpp "
+                        "free dimensions take the file's shape, as LiteRT does)")
     return p
+
+
+def _shape_args(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """``--shape NAME=1x16000`` values as a dict (UsageError for a malformed one)."""
+    from toolkit.errors import UsageError
+
+    out = {}
+    for item in items:
+        name, sep, dims = item.rpartition("=")
+        try:
+            shape = tuple(int(d) for d in dims.lower().split("x"))
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape:
+            raise UsageError(f"--shape {item!r} is not NAME=DIMS",
+                             fix="write the input's name, '=', and its dimensions joined by "
+                                 "'x': --shape input=1x16000")
+        out[name] = shape
+    return out
 
 
 def cmd_compile(argv: Sequence[str]) -> int:
@@ -226,7 +250,16 @@ def cmd_compile(argv: Sequence[str]) -> int:
     out_dir(a.output, "-o/--output")
     target = Target(buffer_bytes=a.buffer_bytes) if a.buffer_bytes else None
     passes = a.passes.split(",") if a.passes else None
-    compiled = compile(a.model, passes=passes, target=target)
+    shapes = _shape_args(a.shape)
+    model: Any = a.model
+    if shapes or a.target == "cpp":
+        from toolkit.api import fix_free_dims, load
+        from toolkit.runtime.static_shapes import has_free_dims
+
+        model = load(a.model)
+        if shapes or has_free_dims(model):
+            model = fix_free_dims(model, shapes)
+    compiled = compile(model, passes=passes, target=target)
     if a.target == "cpp":  # the compiled model too, for trace-join --compiled OUTDIR
         from toolkit.generator import codegen
 

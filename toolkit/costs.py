@@ -19,6 +19,8 @@ SOFTMAX, LOG_SOFTMAX                             3 × elements
 INSTANCE_NORM, LAYER_NORM                        5 × elements
 elementwise arithmetic and activations           out elements
 data movement (RESHAPE, TRANSPOSE, CONCAT, ...)  0
+DEQUANTIZE, DENSIFY of constant weights          0 (computed once, when the model is prepared)
+registered custom ops                            their ``macs`` (:mod:`toolkit.custom_ops`)
 ===============================================  ===========================================
 
 Dimensions follow Vela's ``Shape4D``: a shape of rank below 4 gets leading 1s, so ``[N, C]``
@@ -30,11 +32,13 @@ from __future__ import annotations
 
 import math
 
+from toolkit.custom_ops import custom_op
 from toolkit.ir import Op, Tensor
 
 __all__ = [
     "op_macs", "nbytes", "op_output_bytes", "op_input_bytes", "op_const_bytes", "kernel_dims",
-    "ofm_dims", "shape4d", "MOVEMENT_OPS", "ELEMENTWISE_OPS", "REDUCE_OPS",
+    "ofm_dims", "shape4d", "MOVEMENT_OPS", "ELEMENTWISE_OPS", "REDUCE_OPS", "WEIGHT_OPS",
+    "stored_bytes",
 ]
 
 MOVEMENT_OPS = frozenset({
@@ -42,6 +46,7 @@ MOVEMENT_OPS = frozenset({
     "EXPAND_DIMS", "PAD", "PADV2", "MIRROR_PAD", "SLICE", "STRIDED_SLICE", "GATHER",
     "GATHER_ND", "TILE", "BROADCAST_TO", "SHAPE", "CAST", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE",
     "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "REVERSE_V2", "RESIZE_NEAREST_NEIGHBOR",
+    "DENSIFY",
 })
 ELEMENTWISE_OPS = frozenset({
     "ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "POW", "RELU",
@@ -49,6 +54,8 @@ ELEMENTWISE_OPS = frozenset({
     "RSQRT", "SQRT", "EXP", "LOG", "ABS", "NEG", "LEAKY_RELU", "HARD_SWISH", "GELU", "PRELU",
     "FLOOR", "CEIL", "ROUND", "SQUARE", "SIN", "COS", "FLOOR_DIV", "FLOOR_MOD",
 })
+#: ops that turn a stored weight into its working form (0 MACs when they read constants)
+WEIGHT_OPS = frozenset({"DEQUANTIZE", "DENSIFY"})
 REDUCE_OPS = frozenset({"MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "ARG_MAX",
                         "ARG_MIN", "REDUCE_ANY", "REDUCE_ALL"})
 _POOLS = frozenset({"MAX_POOL_2D", "AVERAGE_POOL_2D", "L2_POOL_2D"})
@@ -72,6 +79,12 @@ def _first_out(op: Op) -> Tensor | None:
 
 def op_macs(op: Op) -> int:
     """Return the multiply-accumulates of one inference of ``op`` (see the module table)."""
+    rec = custom_op(op)
+    if rec is not None and rec.macs is not None:
+        return int(rec.macs(op))
+    if op.type in WEIGHT_OPS and op.inputs and all(t is not None and t.is_const
+                                                    for t in op.inputs):
+        return 0  # a weight's form (float16, sparse): computed once, when LiteRT prepares
     out = _first_out(op)
     n_out = _size(out)
     kind = op.kind
@@ -119,9 +132,18 @@ def op_input_bytes(op: Op) -> int:
     return sum(nbytes(t) for t in op.inputs if t is not None and not t.is_const)
 
 
+def stored_bytes(t: Tensor | None) -> int:
+    """Bytes ``t`` takes in the model file: its stored values for a sparse constant, else
+    :func:`nbytes` (a float16 weight: 2 bytes a value)."""
+    if t is not None and t.extra.get("sparse_values") is not None:
+        return int(t.extra["sparse_values"].nbytes)
+    return nbytes(t)
+
+
 def op_const_bytes(op: Op) -> int:
-    """Return the bytes of ``op``'s constant inputs (weights, biases, parameters)."""
-    return sum(nbytes(t) for t in op.inputs if t is not None and t.is_const)
+    """Return the bytes of ``op``'s constant inputs (weights, biases, parameters) as the file
+    stores them (:func:`stored_bytes`)."""
+    return sum(stored_bytes(t) for t in op.inputs if t is not None and t.is_const)
 
 
 def kernel_dims(op: Op) -> tuple[int, int]:

@@ -11,6 +11,12 @@ Per time step and batch row, with every gate's pre-activation in Q3.12 (int16)::
     c     = sat16(rdbpot(f c, 15) + rdbpot(i g, 30 + cell_log2))   clipped to +-cell_clip
     h     = clamp8(mbqm(o tanh(c), s_hidden) + hidden_zp)           tanh of c in Q(15 + cell_log2)
 
+A cell state finer than 2**-15 (Q(15 + cell_log2) with fewer than 0 integer bits) is what the
+converter writes for an LSTM whose cell stays small (a stacked LSTM fed by another); LiteRT's
+``ApplyTanh`` dispatches 0 to 6 integer bits and returns without writing otherwise, so its
+hidden values are ``o`` times its scratch, which then holds the step's input gate ``i``. That
+is reproduced (with a warning), so the model's outputs are LiteRT's.
+
 where ``b_in = bias - zp_x * rowsum(W)`` and ``b_rec = -zp_h * rowsum(R)`` are folded once,
 ``mbqm`` is TFLite's MultiplyByQuantizedMultiplier and ``rdbpot`` gemmlowp's
 RoundingDivideByPOT. The hidden values carry the hidden intermediate's scale and zero point
@@ -27,6 +33,7 @@ its activation.
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,6 +101,10 @@ class IntegerLstm:
     ln_bias: np.ndarray | None = None
     m_ln: np.ndarray | None = None
     ln_guard: np.ndarray | None = None
+    #: a cell state finer than 2**-15: LiteRT's ApplyTanh takes 0 to 6 integer bits and
+    #: returns without writing for fewer, so its hidden values multiply the output gate by
+    #: what its scratch holds then, the step's input gate, in place of tanh(c)
+    tanh_skipped: bool = False
 
 
 def _where(op: Op) -> str:
@@ -150,9 +161,20 @@ def prepare_integer_lstm(op: Op) -> IntegerLstm:
     cell_log2 = int(np.round(log2))
     if abs(log2 - cell_log2) >= 1e-3:
         raise _refuse(op, f"with a cell state scale {float(cs)} that is not a power of two")
-    if not 0 <= 15 + cell_log2 <= 6:
-        raise _refuse(op, f"with a cell state scale of 2**{cell_log2} (2**-15 to 2**-9 only)")
     cifg = ins[1] is None
+    if 15 + cell_log2 > 6:
+        raise _refuse(op, f"with a cell state scale of 2**{cell_log2} (2**-9 at most)")
+    tanh_skipped = 15 + cell_log2 < 0
+    if tanh_skipped:
+        if cifg:  # LiteRT's scratch then holds what an earlier op left there
+            raise _refuse(op, f"with a cell state scale of 2**{cell_log2} and CIFG (LiteRT "
+                              "computes no tanh of the cell then and reads a scratch buffer "
+                              "no gate wrote)")
+        warnings.warn(f"{_where(op)}: its cell state scale 2**{cell_log2} is finer than "
+                      "2**-15, for which LiteRT skips the tanh of the cell (its hidden values "
+                      "are output gate x input gate); computed as LiteRT does. Quantize the "
+                      "model again with a cell state of scale 2**-15 or coarser for a "
+                      "working LSTM", stacklevel=3)
     first = ins[2]
     if first is None or first.data is None:
         raise _refuse(op, "needs constant forget-gate weights")
@@ -261,7 +283,7 @@ def prepare_integer_lstm(op: Op) -> IntegerLstm:
                        int(hzp), cell_log2, cell_clip,
                        bool(getattr(op.options, "timeMajor", False)), int(ozp),
                        int(n_output), peep, m_peep, proj, proj_bias, m_proj, proj_clip,
-                       ln, ln_bias, m_ln, ln_guard)
+                       ln, ln_bias, m_ln, ln_guard, tanh_skipped)
 
 
 # ---------------------------------------------------------------- evaluation
@@ -326,7 +348,7 @@ def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
         np.broadcast_to(np.asarray(c0, np.int64).reshape(-1, p.n_cell), (batch, p.n_cell))
     # gemmlowp's activations of every int16 value, looked up (index raw + 32768)
     sigmoid, tanh_gate = _table("logistic", 3), _table("tanh", 3)
-    tanh_cell = _table("tanh", 15 + p.cell_log2)
+    tanh_cell = None if p.tanh_skipped else _table("tanh", 15 + p.cell_log2)
     # the four gates side by side: rows [4 * cell]
     w_in = p.w_in.reshape(-1, p.n_input).T.astype(np.int64)
     w_rec = p.w_rec.reshape(-1, n_out).T.astype(np.int64)
@@ -369,7 +391,8 @@ def run_integer_lstm(p: IntegerLstm, x: np.ndarray, h0: np.ndarray | None,
         # the hidden values: with a projection TFLite subtracts the zero point (and adds
         # it back through the projection's folded bias), else adds it
         zp = -p.hidden_zp if p.proj is not None else p.hidden_zp
-        h = np.clip(_mbqm(o * tanh_cell[c + 32768], *p.hidden) + zp, -128, 127)
+        th = i if tanh_cell is None else tanh_cell[c + 32768]  # (see tanh_skipped)
+        h = np.clip(_mbqm(o * th, *p.hidden) + zp, -128, 127)
         if p.proj is not None and p.proj_bias is not None:
             acc = h @ p.proj.T.astype(np.int64) + p.proj_bias.astype(np.int64)
             h = np.clip(_mbqm(acc, *p.m_proj) + p.h_zp, -128, 127)

@@ -167,9 +167,12 @@ def load_model_file(path: str | os.PathLike[str], *,
     if weights is not None:
         raise ToolkitError(f"weights= is for a Caffe .prototxt, not a {suffix or 'suffix-less'}"
                            " file", where=str(p), fix="leave weights out")
+    from toolkit.custom_ops import check_custom_options
     from toolkit.formats.flatbuffer_read import load
 
-    return load(p)
+    model = load(p)
+    check_custom_options(model, str(p))  # a malformed blob of a registered op: refused now
+    return model
 
 
 def resolve_model(obj: Any, *, purpose: str = "this function",

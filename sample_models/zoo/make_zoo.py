@@ -387,6 +387,22 @@ def fused_bilstm() -> object:
     return m
 
 
+def stacked_bilstm() -> object:
+    """Stacked ``tf_keras`` LSTMs (fused): a Bidirectional LSTM (8 units) returning sequences,
+    then an LSTM (6 units), then a dense head of 12 on [1, 10, 6]: three
+    UNIDIRECTIONAL_SEQUENCE_LSTM and REVERSE_V2 in the file; int8 too."""
+    import tf_keras
+
+    kl = tf_keras.layers
+    inp = tf_keras.Input((10, 6), batch_size=1, name="seq")
+    x = kl.Bidirectional(kl.LSTM(8, return_sequences=True, name="lstm"), name="bi_lstm")(inp)
+    x = kl.LSTM(6, name="lstm_top")(x)
+    out = kl.Dense(12, name="fc")(x)
+    m = tf_keras.Model(inp, out, name="stacked_bilstm")
+    _set_random_weights(m, 29)
+    return m
+
+
 def tensor_ops() -> tf.types.experimental.ConcreteFunction:
     """Raw TF ops on a free-batch [N, 6, 8] float input: mean/max/min/sum/prod reductions,
     argmax/argmin, comparisons and ``where``, strided slices (negative strides, shrink
@@ -478,6 +494,7 @@ SPECS: list[Spec] = [
     Spec("bi_gru_b1", bi_gru_b1, int8=False),
     Spec("fused_lstm", fused_lstm, int8=False),
     Spec("fused_bilstm", fused_bilstm),
+    Spec("stacked_bilstm", stacked_bilstm),
     Spec("tensor_ops", tensor_ops, int8=False, concrete=True),
     Spec("gather_ops", gather_embed_ops, int8=False, concrete=True, int_range=(0, 16)),
     Spec("control_flow", control_flow, int8=False, concrete=True, int_range=(0, 6)),

@@ -29,6 +29,7 @@ from toolkit.formats.origin_tables import (
     decode_op_table,
     decode_source_table,
 )
+from toolkit.formats.sparsity import SparsityError, densify, read_layout
 from toolkit.ir import Graph, Model, Op, Quantization, SignatureDef, Tensor
 from toolkit.limits import check as check_limit
 from toolkit.limits import current as current_limits
@@ -116,6 +117,24 @@ def read_model(data: Any, where: str = "<bytes>") -> Model:
 def _present(tensors: list[Tensor | None]) -> list[Tensor]:
     """The tensors of a list that may not hold absent (-1) entries, typed as such."""
     return [t for t in tensors if t is not None]
+
+
+def _empty_constants(tensors: list[Tensor], ops: list[Op], inputs: list[Tensor]) -> None:
+    """Give zero-element tensors that no op writes and the graph does not take as input
+    (an ``INT32[0]`` shape operand: a buffer of no bytes reads as no data) their empty
+    array, so that they are constants like any other."""
+    candidates = [t for t in tensors if t.data is None and not t.is_variable
+                  and t.dtype is not None and 0 in t.shape
+                  and not (t.shape_signature and any(d < 0 for d in t.shape_signature))]
+    if not candidates:
+        return
+    made = {t for op in ops for t in op.outputs}
+    taken = set(inputs)
+    for t in candidates:
+        if t not in made and t not in taken:
+            empty = np.zeros(t.shape, dtype=t.dtype)
+            empty.flags.writeable = False
+            t.data = empty
 
 
 class _OptionsDecoder:
@@ -395,9 +414,23 @@ class _Reader:
             b = bufs_l[i]
             raw = buffers[b] if nbuf else None
             data = None
+            extra: dict[str, Any] = {}
+            if rare_l[i]:
+                tt = fb.Tensor.Tensor()
+                tt.Init(self.data, int(tabs[i]))
+                full = fb.Tensor.TensorT.InitFromObj(tt)
+                if sparse_l[i]:
+                    extra["sparsity"] = full.sparsity
+                if variants_l[i]:
+                    extra["variant_tensors"] = full.variantTensors
+                if compression_l[i]:
+                    extra["compression_type"] = compression_l[i]
             if raw is not None:
                 dt = dtypes[type_code]
-                if dt is not None:
+                if dt is not None and "sparsity" in extra:
+                    data = self._densify(raw, dt, extra, tuple(shape), sidx, i, name,
+                                         int(bufs[i]))
+                elif dt is not None:
                     count = math.prod(shape)
                     if raw.size != count * dt.itemsize:
                         raise self._err(
@@ -411,22 +444,32 @@ class _Reader:
                         data = raw.view(dt).reshape(shape)
                 else:
                     data = raw
-            extra: dict[str, Any] = {}
-            if rare_l[i]:
-                tt = fb.Tensor.Tensor()
-                tt.Init(self.data, int(tabs[i]))
-                full = fb.Tensor.TensorT.InitFromObj(tt)
-                if sparse_l[i]:
-                    extra["sparsity"] = full.sparsity
-                if variants_l[i]:
-                    extra["variant_tensors"] = full.variantTensors
-                if compression_l[i]:
-                    extra["compression_type"] = compression_l[i]
             out.append(trusted_tensor(
                 name, tuple(shape), type_code, quants[i], data,
                 tuple(flat_sigs[sigb[i]:sigb[i + 1]]) if has_sig[i] else None,
                 is_var_l[i], has_rank_l[i], extra))
         return out
+
+    def _densify(self, raw: np.ndarray, dt: np.dtype, extra: dict[str, Any],
+                 shape: tuple[int, ...], sidx: int, i: int, name: str, buf: int
+                 ) -> np.ndarray:
+        """The dense array of a sparse constant (see :mod:`toolkit.formats.sparsity`); its
+        stored values stay in ``extra["sparse_values"]`` for writing the file back."""
+        where = f"subgraph {sidx} tensor {i} ({name!r})"
+        if raw.size % dt.itemsize:
+            raise self._err(f"{where} is sparse {dt} but its buffer {buf} holds {raw.size} "
+                            f"bytes, not a whole number of values")
+        values = np.frombuffer(raw.tobytes(), dtype=dt)
+        try:
+            dense = densify(values, read_layout(extra["sparsity"]), shape)
+        except SparsityError as e:
+            raise self._err(f"{where} has sparsity metadata that does not match its shape "
+                            f"{list(shape)} and buffer {buf}: {e}") from None
+        values.flags.writeable = False
+        dense.flags.writeable = False
+        extra["sparse_values"] = values
+        extra["sparse_dense"] = dense
+        return dense
 
     def _read_subgraph(self, sg: Any, sidx: int) -> Graph:
         extra: dict[str, Any] = {}
@@ -459,6 +502,7 @@ class _Reader:
                 extra["debug_metadata_index"] = sg.DebugMetadataIndex()
         file_ops = self._read_ops(sg, sidx, tlist)
         self.file_ops.append(file_ops)
+        _empty_constants(tensors, file_ops, inputs)
         try:
             g = Graph.adopt(self._str(sg.Name()), tensors, file_ops, inputs, outputs)
         except GraphError as e:

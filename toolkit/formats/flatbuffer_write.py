@@ -172,6 +172,8 @@ class _Writer:
         if arr is None:
             return 0
         arr = np.asarray(arr)
+        if t.extra.get("sparsity") is not None:
+            arr = self._sparse_values(t, arr)
         key = (arr.__array_interface__["data"][0], arr.nbytes, arr.dtype.str + str(arr.shape))
         idx = self.buffer_of.get(key)
         if idx is None:
@@ -182,6 +184,20 @@ class _Writer:
             idx = self._add_buffer(arr)
             self.buffer_of[key] = idx
         return idx
+
+    def _sparse_values(self, t: Tensor, dense: np.ndarray) -> np.ndarray:
+        """The stored values of a sparse constant (read with it), when its dense data is
+        still what they encode."""
+        values = t.extra.get("sparse_values")
+        known = t.extra.get("sparse_dense")
+        if values is None or known is None or not (
+                dense is known or (dense.shape == known.shape and dense.dtype == known.dtype
+                                   and np.array_equal(dense, known))):
+            raise self._err(f"tensor {t.name!r} has a sparsity field but its data is not the "
+                            "sparse values it was read with",
+                            fix="remove the sparsity (del tensor.extra['sparsity']) to write "
+                                "the tensor dense, with no DENSIFY op reading it")
+        return np.asarray(values)
 
     def _add_buffer(self, raw: bytes | np.ndarray) -> int:
         vec = self._bytes_vector(raw)

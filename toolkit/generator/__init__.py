@@ -26,6 +26,8 @@ from toolkit.errors import ToolkitError
 from toolkit.generator.analysis import analyse
 from toolkit.generator.build import BuildError, build_library
 from toolkit.generator.generate import MANIFEST_FORMAT, write_artifact
+from toolkit.generator.prepare import prepare_weights
+from toolkit.ir import Model
 
 __all__ = ["Artifact", "BuildError", "codegen", "is_artifact_dir", "load_artifact"]
 
@@ -133,11 +135,13 @@ def codegen(model_or_compiled: Any, out_dir: str | os.PathLike[str],
     """Generate the C++ artifact of a model into ``out_dir`` and return it.
 
     ``model_or_compiled`` is a Model, a CompiledModel (run command by command, stripes
-    included) or a path to a .tflite/.circle file. ``name`` (default: the model file's stem,
-    else ``model``) names the files; the class name is its C++ identifier. ``debug`` makes a
-    debug build that copies every step's output tensors into buffers the caller sets
-    (``<cname>_debug_buffers``; the manifest's ``debug_tensors`` lists them), as
-    ``tk.capture(..., runtime="native")`` uses.
+    included) or a path to a .tflite/.circle file. A Model's constant weight DENSIFY and
+    float16 DEQUANTIZE ops are computed at generation time (:mod:`.prepare`); the artifact's
+    ``model`` is then that prepared copy, which its traces join against. ``name`` (default:
+    the model file's stem, else ``model``) names the files; the class name is its C++
+    identifier. ``debug`` makes a debug build that copies every step's output tensors into
+    buffers the caller sets (``<cname>_debug_buffers``; the manifest's ``debug_tensors`` lists
+    them), as ``tk.capture(..., runtime="native")`` uses.
 
     Raises:
         UnsupportedOpError: an op the generator has no kernel for (named, with the list).
@@ -154,6 +158,8 @@ def codegen(model_or_compiled: Any, out_dir: str | os.PathLike[str],
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise ToolkitError(f"artifact name {name!r} cannot name files",
                            fix="use letters, digits, '_', '-' and '.'")
+    if isinstance(obj, Model):
+        obj = prepare_weights(obj)
     analysis = analyse(obj)
     out = Path(out_dir)
     manifest = write_artifact(analysis, out, name, debug=debug)

@@ -28,9 +28,14 @@ from toolkit.ir import Model, Op, Tensor
 if TYPE_CHECKING:
     from toolkit.generator.control import ControlPlan
 
-__all__ = ["Step", "Analysis", "analyse", "plan_arena", "c_identifier", "ARENA_ALIGN"]
+__all__ = ["Step", "Analysis", "analyse", "plan_arena", "c_identifier", "ARENA_ALIGN",
+           "FREE_DIMS_FIX"]
 
 ARENA_ALIGN = 64
+#: the fix of every "free dimension" refusal of the generator
+FREE_DIMS_FIX = ("fix the free dimensions first: tk.codegen(model, dir, shapes={input: "
+                 "shape}) sets them (default: the file's shape), or "
+                 "tk.fix_free_dims(model, shapes=...) before tk.compile")
 _CPP_KEYWORDS = frozenset([
     "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
     "case", "catch", "char", "char16_t", "char32_t", "class", "compl", "const", "constexpr",
@@ -120,8 +125,7 @@ def analyse(obj: Any) -> Analysis:
         if t.shape_signature is not None and any(d < 0 for d in t.shape_signature):
             raise UnsupportedOpError(f"tensor {t.name!r} has a dynamic shape "
                                      f"{list(t.shape_signature)}", where=f"tensor {t.name!r}",
-                                     fix="fix the shapes before generating code (shapes are "
-                                         "fixed at generation time)")
+                                     fix=FREE_DIMS_FIX)
     steps: list[Step] = []
     op_index = {op: i for i, op in enumerate(g.ops)}
     if commands is None:

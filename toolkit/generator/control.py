@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolkit.errors import UnsupportedOpError
-from toolkit.generator.analysis import Analysis, Step, nbytes
+from toolkit.generator.analysis import FREE_DIMS_FIX, Analysis, Step, nbytes
 from toolkit.generator.ops import Emitter, emit_step
 from toolkit.generator.params import ParamsBuilder
 from toolkit.ir import Graph, Model, Op, Tensor
@@ -181,7 +181,7 @@ class _Planner:
             raise _refuse(op, f"output {t.name!r} has a run-time shape "
                               f"{list(t.shape_signature or ())}; the generator takes run-time "
                               "shapes only from a SLICE of a static tensor into a "
-                              "CONCATENATION", "fix the shapes before generating code")
+                              "CONCATENATION", FREE_DIMS_FIX)
         if len(x.shape) > _MAX_RANK:
             raise _refuse(op, f"SLICE of rank {len(x.shape)} (at most {_MAX_RANK})",
                           "reshape to fewer dimensions")
@@ -198,7 +198,7 @@ class _Planner:
         for t in g.inputs:
             if _is_dynamic(t):
                 raise _refuse(op, f"subgraph {index} input {t.name!r} has a run-time shape",
-                              "fix the shapes before generating code")
+                              FREE_DIMS_FIX)
         return g
 
     def region(self, index: int, g: Graph) -> Region:
@@ -344,8 +344,7 @@ def plan(model: Model, steps: list[Step], special: set[Tensor]) -> ControlPlan:
             raise UnsupportedOpError(f"tensor {t.name!r} has a dynamic shape "
                                      f"{list(t.shape_signature or ())}",
                                      where=f"tensor {t.name!r}",
-                                     fix="fix the shapes before generating code (shapes are "
-                                         "fixed at generation time)")
+                                     fix=FREE_DIMS_FIX)
     p = _Planner(model, special)
     for s in steps:
         if s.op.type in CONTROL_OPS and s.rows is not None:
@@ -406,7 +405,7 @@ def emit(e: Emitter, step: Step) -> str:
         if op.type != "CONCATENATION":
             raise _refuse(op, f"{op.kind} reads a tensor of run-time shape; the generator "
                               "takes such tensors only into CONCATENATION",
-                          "fix the shapes before generating code")
+                          FREE_DIMS_FIX)
         return _dynamic_concat(e, step)
     return emit_step(e, step)
 
@@ -556,7 +555,7 @@ def _dynamic_concat(e: ControlEmitter, step: Step) -> str:
     axis = axis + rank if axis < 0 else axis
     if out in e.control.dynamic or _is_dynamic(out) or not 0 <= axis < rank:
         raise _refuse(op, "CONCATENATION of run-time shapes into an output of run-time "
-                          "shape (or a bad axis)", "fix the shapes before generating code")
+                          "shape (or a bad axis)", FREE_DIMS_FIX)
     if op.activation:
         raise _refuse(op, "fused activation on a CONCATENATION of run-time shapes",
                       "apply the activation as its own op")

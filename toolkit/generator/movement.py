@@ -1,5 +1,6 @@
 """Source index maps of ops that only move data (STRIDED_SLICE, SLICE, REVERSE_V2,
-SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND, MIRROR_PAD, BROADCAST_TO, RESIZE_NEAREST_NEIGHBOR).
+SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND, MIRROR_PAD, BROADCAST_TO, RESIZE_NEAREST_NEIGHBOR,
+DEPTH_TO_SPACE, SPACE_TO_DEPTH).
 
 :func:`index_map` applies the op's arrangement to the flat indices of its input, so element
 ``i`` of the result is the input element output element ``i`` copies (``-1``: the pad
@@ -14,7 +15,7 @@ import numpy as np
 
 from toolkit.errors import UnsupportedOpError
 from toolkit.ir import Op
-from toolkit.util.resample import nearest_source_indices
+from toolkit.util.resample import depth_to_space, nearest_source_indices, space_to_depth
 from toolkit.util.slicing import slice_index, strided_slice_index
 
 __all__ = ["MOVEMENT", "index_map", "affine_map"]
@@ -22,7 +23,7 @@ __all__ = ["MOVEMENT", "index_map", "affine_map"]
 #: the op kinds :func:`index_map` arranges
 MOVEMENT = frozenset({"STRIDED_SLICE", "SLICE", "REVERSE_V2", "SPACE_TO_BATCH_ND",
                       "BATCH_TO_SPACE_ND", "MIRROR_PAD", "BROADCAST_TO",
-                      "RESIZE_NEAREST_NEIGHBOR"})
+                      "RESIZE_NEAREST_NEIGHBOR", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH"})
 
 
 def _unsupported(op: Op, what: str) -> UnsupportedOpError:
@@ -155,10 +156,34 @@ def _resize_nearest(op: Op, idx: np.ndarray) -> np.ndarray:
     return idx[:, ys][:, :, xs]
 
 
+def _block(op: Op, idx: np.ndarray) -> int:
+    b = _opt(op, "blockSize")
+    if idx.ndim != 4 or b < 1:
+        raise _unsupported(op, f"{op.type} of {list(idx.shape)} with block size {b}")
+    return b
+
+
+def _depth_to_space(op: Op, idx: np.ndarray) -> np.ndarray:
+    b = _block(op, idx)
+    c = idx.shape[3]
+    if c % (b * b):
+        raise _unsupported(op, f"{c} channels for block size {b}")
+    return depth_to_space(idx, b)
+
+
+def _space_to_depth(op: Op, idx: np.ndarray) -> np.ndarray:
+    b = _block(op, idx)
+    h, w = idx.shape[1:3]
+    if h % b or w % b:
+        raise _unsupported(op, f"{h}x{w} for block size {b}")
+    return space_to_depth(idx, b)
+
+
 _ARRANGE = {"STRIDED_SLICE": _strided_slice, "SLICE": _slice, "REVERSE_V2": _reverse,
             "SPACE_TO_BATCH_ND": _space_to_batch, "BATCH_TO_SPACE_ND": _batch_to_space,
             "MIRROR_PAD": _mirror_pad, "BROADCAST_TO": _broadcast_to,
-            "RESIZE_NEAREST_NEIGHBOR": _resize_nearest}
+            "RESIZE_NEAREST_NEIGHBOR": _resize_nearest, "DEPTH_TO_SPACE": _depth_to_space,
+            "SPACE_TO_DEPTH": _space_to_depth}
 
 
 def index_map(op: Op) -> np.ndarray:

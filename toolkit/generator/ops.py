@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from toolkit.custom_ops import custom_op, unregistered
 from toolkit.errors import UnsupportedOpError
 from toolkit.fixed_point import dequantize_filter, squared_difference_int8
 from toolkit.generator.analysis import Analysis, Step
@@ -61,7 +62,10 @@ def ctype(dt: np.dtype | None, where: str) -> str:
     """The C++ type of a NumPy dtype (UnsupportedOpError for others)."""
     if dt is None or dt not in _CTYPES:
         raise UnsupportedOpError(f"tensor type {dt} has no C++ kernel", where=where,
-                                 fix="use float32 or int8 tensors")
+                                 fix="use float32 or int8 tensors (float16 or sparse weights "
+                                     "read by DEQUANTIZE / DENSIFY are computed at generation "
+                                     "time; a float16 activation is not: convert the model "
+                                     "with float32 activations)")
     return _CTYPES[dt]
 
 
@@ -530,6 +534,10 @@ def _lstm_q8(e: Emitter, op: Op) -> str:
     ``Prepare`` computes (:func:`toolkit.integer_lstm.prepare_integer_lstm`) in the
     parameters file, the steps in the op library."""
     p = prepare_integer_lstm(op)
+    if p.tanh_skipped:
+        raise _unsupported(op, f"integer LSTM with a cell state of scale 2**{p.cell_log2} "
+                               "(LiteRT skips the tanh of the cell; the native kernel computes "
+                               "it): quantize with a cell state of 2**-15 or coarser")
     x, out = op.inputs[0], op.outputs[0]
     assert x is not None
     steps, batch = (x.shape[0], x.shape[1]) if p.time_major else (x.shape[1], x.shape[0])
@@ -1714,6 +1722,16 @@ def emit_step(e: Emitter, step: Step) -> str:
     """The C++ statements of one step (UnsupportedOpError for an op it cannot generate)."""
     op = step.op
     fn = _EMITTERS.get(op.kind)
+    if fn is None and op.type == "CUSTOM":
+        rec = custom_op(op)
+        if rec is None:
+            raise unregistered(op, "the native backend")
+        if rec.emit is None:
+            raise UnsupportedOpError(
+                f"custom op {op.kind!r} (op {op.name!r}) is registered without a C++ emitter",
+                where=_where(op), fix=f"register it again with emit=: tk.register_custom_op("
+                                      f"{op.kind!r}, kernel, emit=...) (see toolkit.custom_ops)")
+        fn = rec.emit
     if fn is None:
         raise UnsupportedOpError(
             f"no C++ kernel for {op.kind} (op {op.name!r}, first output "

@@ -311,6 +311,11 @@ def partition(model: Model | str | os.PathLike[str], part: Any,
     parts: list[Part] = []
     with paused_gc():  # thousands of part objects, all kept: no collection would free any
         groups = group_ops(graph, [p.backend for p in placements])
+        for grp in groups:  # weight ops follow their readers' backend (grouping docs)
+            for i in grp.ops:
+                if placements[i].backend != grp.backend:
+                    placements[i] = Placement(grp.backend, f"reader's part ({grp.backend}): "
+                                              "reads only constants", placements[i].where)
         _check_unique_names(model, groups)
         base = graph.name or "main"
         for grp in groups:

@@ -18,6 +18,12 @@ rescans (O(ops + edges)). The pass is exact because:
   its op-made inputs come from one group of its own backend, else it starts a new group. Later
   ops never merge earlier groups.
 
+One departure from circle-partitioner: an op that reads only constants (a weight ``DEQUANTIZE``
+or ``DENSIFY``, and ops reading only such outputs) does not start a part of its own; it joins
+the part of the first op that reads its output, whatever its own placement, so that parts
+follow the compute ops (a float16 model would otherwise get one part per weight). Another
+reader in another part takes the tensor as a part input.
+
 Parts are the groups in the order of their roots, which is the order circle-partitioner writes
 them, and a valid execution order: a part's inputs are source inputs or outputs of earlier
 parts. A part's inputs are its root's inputs in argument order, then graph inputs read by its
@@ -145,6 +151,26 @@ def place_ops(ops: Sequence[Op], spec: PartSpec) -> tuple[list[Placement], list[
     return out, notes
 
 
+def _weight_ops(ops: Sequence[Op], graph_outputs: set[Tensor]) -> dict[Tensor, int]:
+    """The outputs of the ops that read only constants (and outputs of such ops), such as a
+    weight DEQUANTIZE or DENSIFY, mapped to the op's position; ops making a graph output and
+    ops with side effects (stateful, control flow, custom) are not among them."""
+    made: dict[Tensor, int] = {}
+    for i, op in enumerate(ops):
+        ins = [t for t in op.inputs if t is not None]
+        if not ins or not op.outputs or op.type in _NOT_WEIGHT \
+                or any(t in graph_outputs for t in op.outputs):
+            continue
+        if all(t.is_const or t in made for t in ins):
+            for t in op.outputs:
+                made[t] = i
+    return made
+
+
+#: op kinds that never count as weight ops (they run subgraphs, or a user's kernel)
+_NOT_WEIGHT = frozenset({"CUSTOM", "IF", "WHILE", "CALL", "CALL_ONCE"})
+
+
 def group_ops(graph: Graph, backends: Sequence[str]) -> list[Group]:
     """Group the ops of ``graph`` (``backends[i]`` is the backend of ``graph.ops[i]``) into
     parts; return the groups in part order (see the module docstring for the rule).
@@ -158,11 +184,34 @@ def group_ops(graph: Graph, backends: Sequence[str]) -> list[Group]:
             fix="pass one backend per op of graph.ops, in the same order",
         )
     graph_outputs = set(graph.outputs)
+    weight_made = _weight_ops(ops, graph_outputs)  # tensor -> weight op making it
+    weight_group: dict[int, int] = {}  # weight op -> the group that claimed it
     made_by: dict[Tensor, int] = {}  # tensor -> group index of its producer
     group_of: dict[Op, int] = {}
     groups: list[Group] = []
     seen_inputs: list[set[Tensor]] = []  # per group, the tensors already in its inputs
+
+    def claim(t: Tensor, gi: int, reader: Op) -> None:
+        """The weight op making ``t`` joins group ``gi`` (with the weight ops it reads) unless
+        an earlier reader's group has it: then ``t`` is an input of ``gi``."""
+        j = weight_made[t]
+        have = weight_group.get(j)
+        if have is None:
+            weight_group[j] = gi
+            groups[gi].ops.append(j)
+            groups[gi].reasons.append(f"joins: reads only constants; computed for "
+                                      f"{reader.kind} {reader.name!r} of part {gi + 1}")
+            group_of[ops[j]] = gi
+            for u in ops[j].inputs:
+                if u is not None and u in weight_made:
+                    claim(u, gi, reader)
+        elif have != gi and t not in seen_inputs[gi]:
+            groups[gi].inputs.append(t)
+            seen_inputs[gi].add(t)
+
     for i, op in enumerate(ops):
+        if any(t in weight_made for t in op.outputs):
+            continue  # placed with the first op that reads it (claim)
         backend = backends[i]
         producers: list[int] = []
         for t in op.inputs:
@@ -178,7 +227,7 @@ def group_ops(graph: Graph, backends: Sequence[str]) -> list[Group]:
             seen = seen_inputs[gi]
             for t in op.inputs:
                 if (t is not None and t not in made_by and not t.is_const
-                        and not t.is_variable and t not in seen):
+                        and not t.is_variable and t not in seen and t not in weight_made):
                     grp.inputs.append(t)
                     seen.add(t)
         else:
@@ -196,13 +245,42 @@ def group_ops(graph: Graph, backends: Sequence[str]) -> list[Group]:
                 why = f"starts: op inputs come from {len(producers)} parts"
             grp.reasons.append(why)
             for t in op.inputs:
-                if t is not None and not t.is_const and not t.is_variable and t not in seen:
+                if t is not None and not t.is_const and not t.is_variable and t not in seen \
+                        and t not in weight_made:  # (claim() decides for weight outputs)
                     grp.inputs.append(t)
                     seen.add(t)
         grp.ops.append(i)
         group_of[op] = gi
         for t in op.outputs:
             made_by[t] = gi
+        for t in op.inputs:
+            if t is not None and t in weight_made:
+                claim(t, gi, op)
+    # weight ops no compute op reads (dead chains): grouped among themselves, by the rule
+    for j in sorted({j for j in weight_made.values() if j not in weight_group}):
+        made = [weight_group[weight_made[t]] for t in ops[j].inputs
+                if t is not None and t in weight_made]
+        prod = list(dict.fromkeys(made))
+        if len(prod) == 1 and groups[prod[0]].backend == backends[j] \
+                and groups[prod[0]].ops[0] in weight_made.values():
+            grp = groups[prod[0]]
+            grp.ops.append(j)
+            grp.reasons.append(f"joins: all op inputs come from part {grp.index + 1}")
+        else:
+            grp = Group(len(groups), backends[j], [j], [], [],
+                        ["starts: reads only constants and no compute op reads it"])
+            groups.append(grp)
+        for t in ops[j].inputs:
+            if t is not None and t in weight_made and weight_group[weight_made[t]] != \
+                    grp.index and t not in grp.inputs:
+                grp.inputs.append(t)
+        weight_group[j] = grp.index
+        group_of[ops[j]] = grp.index
+    for grp in groups:
+        if len(grp.ops) > 1:  # weight ops joined after their readers: back to model order
+            order = sorted(range(len(grp.ops)), key=grp.ops.__getitem__)
+            grp.ops = [grp.ops[k] for k in order]
+            grp.reasons = [grp.reasons[k] for k in order]
     for grp in groups:
         for i in grp.ops:
             for t in ops[i].outputs:

@@ -1,6 +1,7 @@
 """TFLite's RESIZE_BILINEAR sampling positions and RESIZE_NEAREST_NEIGHBOR source indices
-along one axis, shared by the NumPy kernels and the native generator's index tables (both must
-pick the same pixels and weights)."""
+along one axis, and the DEPTH_TO_SPACE / SPACE_TO_DEPTH arrangements, shared by the NumPy
+kernels and the native generator's index tables (both must pick the same pixels and
+weights)."""
 
 from __future__ import annotations
 
@@ -55,3 +56,19 @@ def nearest_source_indices(out: int, size: int, align_corners: bool,
         idx = np.floor(pos)
     idx = np.minimum(idx.astype(np.int64), size - 1)
     return np.maximum(idx, 0) if half_pixel_centers else idx
+
+
+def depth_to_space(x: np.ndarray, block: int) -> np.ndarray:
+    """TFLite's DEPTH_TO_SPACE of an NHWC array (DCR order): channel ``(i * block + j) * C
+    + c`` of pixel ``(h, w)`` goes to pixel ``(h * block + i, w * block + j)``, channel c."""
+    n, h, w, c = x.shape
+    co = c // (block * block)
+    y = x.reshape(n, h, w, block, block, co).transpose(0, 1, 3, 2, 4, 5)
+    return y.reshape(n, h * block, w * block, co)
+
+
+def space_to_depth(x: np.ndarray, block: int) -> np.ndarray:
+    """TFLite's SPACE_TO_DEPTH of an NHWC array (the inverse of :func:`depth_to_space`)."""
+    n, h, w, c = x.shape
+    y = x.reshape(n, h // block, block, w // block, block, c).transpose(0, 1, 3, 2, 4, 5)
+    return y.reshape(n, h // block, w // block, block * block * c)

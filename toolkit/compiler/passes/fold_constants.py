@@ -7,7 +7,8 @@ Folded op types (float32 / int32 / int64 without quantization; results identical
 runtime's, since every one is exactly rounded IEEE arithmetic or pure data movement): ADD,
 SUB, MUL (with fused RELU-type activation), DIV (float), NEG, SQRT, RSQRT, SQUARED_DIFFERENCE,
 MAXIMUM, MINIMUM, RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE, CONCATENATION, PACK, CAST,
-STRIDED_SLICE, GATHER, REDUCE_PROD (integers), DEQUANTIZE of float16 constants, and SHAPE of
+STRIDED_SLICE, GATHER, REDUCE_PROD (integers), DEQUANTIZE of float16 constants, DENSIFY of
+sparse constants, and SHAPE of
 a tensor whose shape is static: the shape arithmetic converters write for reshapes (SHAPE,
 STRIDED_SLICE, PACK, ...) folds away when the batch is fixed.
 
@@ -106,6 +107,11 @@ def _dequantize(op: Op, a: list[np.ndarray]) -> np.ndarray | None:
     return a[0].astype(np.float32)
 
 
+def _densify(op: Op, a: list[np.ndarray]) -> np.ndarray | None:
+    """A sparse constant's data is its dense array (the reader densifies it)."""
+    return a[0] if a[0].dtype == op.outputs[0].dtype else None
+
+
 def _sqd(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     d = x - y
     return d * d
@@ -175,7 +181,7 @@ FOLDERS: dict[str, Folder] = {
     "RESHAPE": _reshape, "SQUEEZE": _reshape, "EXPAND_DIMS": _reshape,
     "TRANSPOSE": _transpose, "CONCATENATION": _concat, "PACK": _pack, "CAST": _cast,
     "DEQUANTIZE": _dequantize, "STRIDED_SLICE": _strided_slice, "GATHER": _gather,
-    "REDUCE_PROD": _reduce_prod, "SHAPE": _shape,
+    "REDUCE_PROD": _reduce_prod, "SHAPE": _shape, "DENSIFY": _densify,
 }
 
 

@@ -1,4 +1,7 @@
-"""The kernel registry: op kind (builtin name, or custom code for CUSTOM ops) to kernel."""
+"""The kernel registry: op kind (builtin name, or custom code for CUSTOM ops) to kernel.
+
+CUSTOM ops without a kernel here take their kernel from :mod:`toolkit.custom_ops` (the one
+registry of custom ops every verb reads)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from toolkit.custom_ops import custom_op, unregistered
 from toolkit.errors import UnsupportedOpError
 from toolkit.ir import Op
 
@@ -82,6 +86,11 @@ def get_kernel(op: Op) -> Kernel:
     """Return the kernel of ``op`` (UnsupportedOpError naming the op when there is none)."""
     key = _op_key(op)
     kernel = KERNELS.get(key)
+    if kernel is None and op.type == "CUSTOM":
+        rec = custom_op(op)
+        if rec is None:
+            raise unregistered(op, "the reference runtime")
+        return rec.kernel
     if kernel is None:
         kind = f"custom op {key!r}" if op.type == "CUSTOM" else f"op type {key}"
         first = op.outputs[0].name if op.outputs else "<none>"
@@ -112,6 +121,9 @@ def infer_shapes(op: Op, in_shapes: Sequence[Sequence[int] | None]) -> list[tupl
     Kernels derive their output shapes from their inputs, so this runs the kernel on
     zero-filled inputs; constant inputs (shape tensors, axes, paddings) keep their data.
     """
+    rec = custom_op(op)
+    if rec is not None and rec.shapes is not None:
+        return [tuple(int(d) for d in s) for s in rec.shapes(op, list(in_shapes))]
     args: list[np.ndarray | None] = []
     for t, shape in zip(op.inputs, in_shapes, strict=False):
         if t is None or shape is None:

@@ -37,7 +37,9 @@ from toolkit.runtime.kernels.conv import channel_multipliers, quantized_output
 from toolkit.util.resample import (
     bilinear_axis_float,
     bilinear_axis_int,
+    depth_to_space,
     nearest_source_indices,
+    space_to_depth,
 )
 
 __all__: list[str] = []
@@ -246,3 +248,31 @@ def resize_nearest_neighbor(op: Op, args: Args) -> list[np.ndarray]:
     ys = nearest_source_indices(oh, x.shape[1], align, half)
     xs = nearest_source_indices(ow, x.shape[2], align, half)
     return [np.ascontiguousarray(x[:, ys][:, :, xs])]
+
+
+def _block_size(op: Op, x: np.ndarray) -> int:
+    b = int(opt(op, "blockSize", 0) or 0)
+    if x.ndim != 4 or b < 1:
+        raise bad_input(op, f"{op.type} takes an NHWC input and a block size >= 1, got "
+                            f"{list(x.shape)} and {b}")
+    return b
+
+
+@register("DEPTH_TO_SPACE")
+def depth_to_space_kernel(op: Op, args: Args) -> list[np.ndarray]:
+    """DEPTH_TO_SPACE (NHWC, DCR order as TFLite): values moved as they are."""
+    x = need(op, args, 0)
+    b = _block_size(op, x)
+    if x.shape[3] % (b * b):
+        raise bad_input(op, f"DEPTH_TO_SPACE of {x.shape[3]} channels by block {b}")
+    return [np.ascontiguousarray(depth_to_space(x, b))]
+
+
+@register("SPACE_TO_DEPTH")
+def space_to_depth_kernel(op: Op, args: Args) -> list[np.ndarray]:
+    """SPACE_TO_DEPTH (NHWC): values moved as they are."""
+    x = need(op, args, 0)
+    b = _block_size(op, x)
+    if x.shape[1] % b or x.shape[2] % b:
+        raise bad_input(op, f"SPACE_TO_DEPTH of {x.shape[1]}x{x.shape[2]} by block {b}")
+    return [np.ascontiguousarray(space_to_depth(x, b))]

@@ -44,6 +44,18 @@ def _ints(a: np.ndarray | None) -> list[int]:
     return [] if a is None else [int(v) for v in np.asarray(a).reshape(-1).tolist()]
 
 
+@register("DENSIFY")
+def densify(op: Op, args: Args) -> list[np.ndarray]:
+    """DENSIFY: the dense form of a sparse constant. The reader stores a sparse constant's
+    dense array as its data (its kept values and sparsity stay with the tensor for writing
+    the file back; see :mod:`toolkit.formats.sparsity`), so this copies it."""
+    x = need(op, args, 0)
+    out = op.outputs[0]
+    if out.dtype is not None and x.dtype != out.dtype:
+        raise bad_input(op, f"DENSIFY from {x.dtype} to {out.dtype}")
+    return [np.array(x, copy=True)]
+
+
 @register("SHAPE")
 def shape(op: Op, args: Args) -> list[np.ndarray]:
     """SHAPE: the input's shape as an int32 (or int64, ``outType``) vector."""
