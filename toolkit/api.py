@@ -79,8 +79,9 @@ def load(path: PathLike | bytes | bytearray | memoryview, *,
         raise ToolkitError("weights= is for a Caffe .prototxt",
                            fix="pass the .prototxt path with weights=")
     from toolkit.formats.flatbuffer_read import load as _load
+    from toolkit.layer_names import name_layers
 
-    return _load(path)
+    return name_layers(_load(path))
 
 
 def save(model: Model, path: PathLike, *, origin_tables: bool | None = None,

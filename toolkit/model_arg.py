@@ -168,8 +168,9 @@ def load_model_file(path: str | os.PathLike[str], *,
         raise ToolkitError(f"weights= is for a Caffe .prototxt, not a {suffix or 'suffix-less'}"
                            " file", where=str(p), fix="leave weights out")
     from toolkit.formats.flatbuffer_read import load
+    from toolkit.layer_names import name_layers
 
-    return load(p)
+    return name_layers(load(p))
 
 
 def resolve_model(obj: Any, *, purpose: str = "this function",

@@ -295,8 +295,14 @@ class Attribution(LayerAttribution):
         layer's events hold other events), ``first_ms`` (float64: the layer's time in the
         first run), ``first_run_outlier`` (bool: with 3 runs or more, the first run took more
         than twice the median run: warm-up; join with ``skip_runs=1`` or run with
-        ``warmup=``), then :data:`STAT_COLUMNS`. ``total_ns`` sums to
-        :attr:`attributed_ns`. A source op with several layers splits its share equally.
+        ``warmup=``), then :data:`STAT_COLUMNS` (``share`` is the share of ``total_ns``, the
+        sum over runs, i.e. of the mean run), then ``p50_share`` (float64: the layer's
+        median run ``p50_ms`` over the sum of every layer's ``p50_ms``: a share a few slow runs
+        do not move) and ``outlier_runs`` (int64: runs that took more than twice the layer's
+        median run, counted with 3 runs or more). ``total_ns`` sums to :attr:`attributed_ns`.
+        A source op with several layers splits its share by the policy (``macs``: its main
+        layer, e.g. the convolution of a fused conv + batch norm + activation, takes it all;
+        :mod:`toolkit.trace.policies`); :meth:`by_group` shows fused layers as one row.
         """
         if "layer" not in self._cache:
             cat = self._r.catalog
@@ -311,8 +317,54 @@ class Attribution(LayerAttribution):
             ids["first_run_outlier"] = (self.runs >= 3) & (first / 1e6 > 2 * median) & (
                 first > 0)
             table = self._join(ids, stats)
+            p50_total = float(np.nansum(median))
+            table["p50_share"] = median / p50_total if p50_total > 0 else 0.0
+            table["outlier_runs"] = self._outlier_runs(cat.member_layer, n_rows, median)
             self._cache["layer"] = table
         return self._cache["layer"].copy()
+
+    def _outlier_runs(self, member_row: np.ndarray, n_rows: int,
+                      median_ms: np.ndarray) -> np.ndarray:
+        """``int64`` per row: runs above twice the row's median run (0 below 3 runs)."""
+        r = self._r
+        if self.runs < 3 or n_rows == 0:
+            return np.zeros(n_rows, dtype=np.int64)
+        run, column, ns = r.sums.triplets()
+        rows = member_row[r.hit_members][column]
+        keep = rows >= 0
+        cell = rows[keep] * self.runs + run[keep]
+        used, inverse = np.unique(cell, return_inverse=True)
+        per_cell = np.bincount(inverse, weights=ns[keep], minlength=len(used))
+        cell_row = used // self.runs
+        limit = 2 * np.nan_to_num(median_ms) * 1e6
+        slow = (per_cell > limit[cell_row]) & (per_cell > 0)
+        return np.bincount(cell_row[slow], minlength=n_rows).astype(np.int64)
+
+    def by_group(self) -> pd.DataFrame:
+        """One row per set of original layers that ran as one kernel (a fused op's layers,
+        ``"Conv1 + bn_Conv1 + Conv1_relu"``), each event's time given whole to its set: no
+        split, whatever the policy.
+
+        Columns: ``group`` (str, the layers `` + ``-joined in the order they ran),
+        ``layers`` (int64, how many), then :data:`STAT_COLUMNS`. ``total_ns`` sums to
+        :attr:`attributed_ns`, to the ns.
+        """
+        if "group" not in self._cache:
+            cat = self._r.catalog
+            sizes = cat.target_sizes()
+            codes: dict[tuple[str, ...], int] = {}
+            target_group = np.full(len(sizes), -1, dtype=np.int64)
+            ptr = cat.target_ptr.tolist()
+            names = cat.layer_names
+            for t in np.flatnonzero(sizes > 0).tolist():
+                key = tuple(dict.fromkeys(names[cat.member_layer[ptr[t]:ptr[t + 1]]].tolist()))
+                target_group[t] = codes.setdefault(key, len(codes))
+            member_group = np.repeat(target_group, sizes)
+            groups = list(codes)
+            ids = pd.DataFrame({"group": _str_column(" + ".join(g) for g in groups),
+                                "layers": np.array([len(g) for g in groups], dtype=np.int64)})
+            self._cache["group"] = self._join(ids, self._grouped(member_group, len(groups)))
+        return self._cache["group"].copy()
 
     def layer_inclusive_ns(self) -> np.ndarray:
         """``int64`` ns per original layer (rows of :meth:`by_layer`) with every attributed
