@@ -56,7 +56,8 @@ def test_every_node_has_a_layer(name: str, exporter: str) -> None:
     assert [o.extra["node_name"] for o in ops] == [n.name for n in proto.graph.node]
     assert model.extra["nodes_without_layer"] == []
     for op in ops:
-        assert op.extra["layer_from"] in ("scope", "name_scopes", "consumers", "producers")
+        assert op.extra["layer_from"] in ("scope", "name_scopes", "consumers", "producers",
+                                          "tensors")
         layer = op.extra["layer"]
         if op.extra["layer_from"] == "scope":  # the module path is in the node name
             assert op.extra["node_name"].startswith("/" + layer.split(".")[0]) or layer == ""

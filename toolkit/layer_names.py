@@ -79,7 +79,8 @@ def tf_scope(names: Iterable[str]) -> tuple[str | None, bool]:
     """Return ``(model scope, strip suffix)`` of a file's converter names.
 
     The model scope is the first component every scoped (``/``) part of every name shares,
-    provided at least half of the names have such a part (a Keras model converted whole);
+    provided at least half of the names have such a part and some part names a layer under
+    it (``scope/layer/op``: a Keras model converted whole);
     ``None`` for a ``tf.function`` of raw ops. ``strip suffix`` is True when the scope and every
     layer component under it end in ``_<n>``: the suffix Keras 3's tracing adds to each scope
     (``bn_Conv1_1``), removed once; a file where some layer has no such suffix keeps names as
@@ -98,6 +99,8 @@ def tf_scope(names: Iterable[str]) -> tuple[str | None, bool]:
     scope = next(iter(firsts))
     layer_comps = {p.split("/")[1] for n in names for p in (x.strip() for x in n.split(";"))
                    if p.count("/") >= 2}
+    if not layer_comps:  # "blk/conv", "blk/sin": no layer under a scope, the scope is none
+        return None, False
     strip = bool(_SUFFIX.match(scope)) and bool(layer_comps) and all(
         _SUFFIX.match(c) for c in layer_comps)
     return scope, strip
@@ -293,7 +296,7 @@ def onnx_layers(model: Model) -> None:
     of the parameters it reads (``fc1.bias`` -> ``fc1``) and of the TorchScript values it
     writes (``/act1/Relu_output_0`` -> ``act1``) (``tensors``: ORT's ``Gelu_AddBias`` of
     ``fc1``'s bias and ``act1`` gets both); a tf2onnx name (``tf_scope``); the one layer every
-    node writing its inputs, else reading its outputs, has (``producers``/``consumers``); in a
+    node reading its outputs, else writing its inputs, has (``consumers``/``producers``); in a
     file without any scoped name (paddle2onnx, hand-made), the node's own name (``node``);
     else no layer (``none``, the reason in ``Origin.why``).
     """
@@ -345,7 +348,11 @@ def onnx_layers(model: Model) -> None:
 
 
 def _tensor_layers(op: Op, value_layer: dict[str, str | None]) -> tuple[str, ...]:
+    """The modules of the parameters a computing node reads and of the scoped values it
+    writes; none for a node that reads no activation (a copy of a shared parameter)."""
     out: list[str] = []
+    if not any(t is not None and not t.is_const for t in op.inputs):
+        return ()
     for t in op.inputs:
         if t is not None and t.is_const:
             m = _PARAM.match(t.name)
@@ -359,10 +366,18 @@ def _tensor_layers(op: Op, value_layer: dict[str, str | None]) -> tuple[str, ...
 
 
 def _onnx_neighbours(ops: list[Op]) -> None:
-    """Nodes without a layer: the one layer every node writing their inputs has, else every
-    node reading their outputs; repeated until nothing changes."""
+    """Nodes without a layer: the one layer every node reading their outputs has, else every
+    node writing their inputs (a Split of ``qkv``'s output read by its block is the
+    block's); repeated until nothing changes."""
     for _ in range(len(ops)):
         changed = False
+        for op in reversed(ops):
+            if op.extra["layer"] is not None:
+                continue
+            readers = {c.extra.get("layer") for t in op.outputs for c in t.consumers}
+            if readers and None not in readers and len(readers) == 1:
+                op.extra["layer"], op.extra["layer_from"] = readers.pop(), "consumers"
+                changed = True
         for op in ops:
             if op.extra["layer"] is not None:
                 continue
@@ -370,13 +385,6 @@ def _onnx_neighbours(ops: list[Op]) -> None:
                        if t is not None and t.producer is not None}
             if writers and None not in writers and len(writers) == 1:
                 op.extra["layer"], op.extra["layer_from"] = writers.pop(), "producers"
-                changed = True
-        for op in reversed(ops):
-            if op.extra["layer"] is not None:
-                continue
-            readers = {c.extra.get("layer") for t in op.outputs for c in t.consumers}
-            if readers and None not in readers and len(readers) == 1:
-                op.extra["layer"], op.extra["layer_from"] = readers.pop(), "consumers"
                 changed = True
         if not changed:
             break

@@ -168,8 +168,8 @@ class CompiledModel:
         ``main`` (bool); see :func:`toolkit.source_table.layers_table`. The layers are the
         source model's ``model.origin(oid).layers`` (rules: ``docs/layers.md``).
         """
-        assert self.source is not None
-        return layers_table(self.source, self.source_ops()["source_id"].tolist())
+        model = self.source if self.source is not None else self.model
+        return layers_table(model, self.source_ops()["source_id"].tolist())
 
     def optimised_ops(self) -> pd.DataFrame:
         """One row per compiled op: ``optimised_id``, ``operator``, ``name``, ``macs``,

@@ -295,11 +295,11 @@ class Attribution(LayerAttribution):
         layer's events hold other events), ``first_ms`` (float64: the layer's time in the
         first run), ``first_run_outlier`` (bool: with 3 runs or more, the first run took more
         than twice the median run: warm-up; join with ``skip_runs=1`` or run with
-        ``warmup=``), then :data:`STAT_COLUMNS` (``share`` is the share of ``total_ns``, the
-        sum over runs, i.e. of the mean run), then ``p50_share`` (float64: the layer's
-        median run ``p50_ms`` over the sum of every layer's ``p50_ms``: a share a few slow runs
-        do not move) and ``outlier_runs`` (int64: runs that took more than twice the layer's
-        median run, counted with 3 runs or more). ``total_ns`` sums to :attr:`attributed_ns`.
+        ``warmup=``), ``p50_share`` (float64: the layer's median run ``p50_ms`` over the sum
+        of every layer's ``p50_ms``: a share a few slow runs do not move), ``outlier_runs``
+        (int64: runs that took more than twice the layer's median run, counted with 3 runs or
+        more), then :data:`STAT_COLUMNS` (``share`` is the share of ``total_ns``, the sum
+        over runs, i.e. of the mean run; ``p50_ms`` is beside ``avg_ms``). ``total_ns`` sums to :attr:`attributed_ns`.
         A source op with several layers splits its share by the policy (``macs``: its main
         layer, e.g. the convolution of a fused conv + batch norm + activation, takes it all;
         :mod:`toolkit.trace.policies`); :meth:`by_group` shows fused layers as one row.
@@ -316,10 +316,10 @@ class Attribution(LayerAttribution):
             median = stats["p50_ms"].to_numpy(dtype=np.float64)
             ids["first_run_outlier"] = (self.runs >= 3) & (first / 1e6 > 2 * median) & (
                 first > 0)
-            table = self._join(ids, stats)
             p50_total = float(np.nansum(median))
-            table["p50_share"] = median / p50_total if p50_total > 0 else 0.0
-            table["outlier_runs"] = self._outlier_runs(cat.member_layer, n_rows, median)
+            ids["p50_share"] = median / p50_total if p50_total > 0 else 0.0
+            ids["outlier_runs"] = self._outlier_runs(cat.member_layer, n_rows, median)
+            table = self._join(ids, stats)
             self._cache["layer"] = table
         return self._cache["layer"].copy()
 
