@@ -299,7 +299,8 @@ class Attribution(LayerAttribution):
         of every layer's ``p50_ms``: a share a few slow runs do not move), ``outlier_runs``
         (int64: runs that took more than twice the layer's median run, counted with 3 runs or
         more), then :data:`STAT_COLUMNS` (``share`` is the share of ``total_ns``, the sum
-        over runs, i.e. of the mean run; ``p50_ms`` is beside ``avg_ms``). ``total_ns`` sums to :attr:`attributed_ns`.
+        over runs, i.e. of the mean run; ``p50_ms`` is beside ``avg_ms``). ``total_ns`` sums
+        to :attr:`attributed_ns`.
         A source op with several layers splits its share by the policy (``macs``: its main
         layer, e.g. the convolution of a fused conv + batch norm + activation, takes it all;
         :mod:`toolkit.trace.policies`); :meth:`by_group` shows fused layers as one row.
