@@ -166,3 +166,48 @@ def test_onnx_unscoped_nodes_are_their_own_layer() -> None:
     assert all(layers for layers in got)
     assert all(len(x) == 1 and x[0] for x in got)
     assert [x[0] for x in got] == names
+
+
+ONNX_DIR = ROOT / "sample_models" / "onnx"
+MODULES = json.loads((ONNX_DIR / "MANIFEST.json").read_text())["named_modules"]
+EXPORTS = [(m, e) for m in sorted(MODULES) for e in ("ts", "dynamo")]
+
+
+@pytest.mark.parametrize(("name", "exporter"), EXPORTS, ids=[f"{m}.{e}" for m, e in EXPORTS])
+def test_pytorch_layers_are_the_named_modules(name: str, exporter: str) -> None:
+    """Run the PyTorch export in ONNX Runtime, join its profile: every layer ``by_layer()``
+    reports is a module of ``named_modules()`` recorded at export time; the modules that own no
+    node are containers of reported ones, Dropouts, or modules the exporter folded (listed in
+    ``modules_without_nodes``)."""
+    from toolkit import join_ort, run_onnxruntime
+
+    path = ONNX_DIR / f"{name}.{exporter}.onnx"
+    model = tk.load(path)
+    modules = dict(map(tuple, MODULES[name]))
+    run = run_onnxruntime(model, None, optimization="all", repeat=2, warmup=1)
+    att = join_ort(run.profile_path, model, run.optimized_path)
+    got = set(att.by_layer()["layer"]) - {""}  # "": nodes of the top module's own forward
+    assert got <= set(modules), sorted(got - set(modules))
+    node_layers = {x for op in model.graph.ops for o in op.origins
+                   for x in model.origin(o).layers}
+    assert got <= node_layers
+    explained = {m["module"] for m in model.extra["modules_without_nodes"]}
+    # the TorchScript exporter folds a norm into its Conv's weights (renamed onnx::Conv_N)
+    folded_into = {x.rsplit(".", 1)[0] for op in model.graph.ops if op.extra["exporter_fused"]
+                   for o in op.origins for x in model.origin(o).layers}
+    explained |= {m for m, c in modules.items()
+                  if c.startswith("BatchNorm") and m.rsplit(".", 1)[0] in folded_into}
+    for module, cls in modules.items():
+        if module in node_layers:
+            continue
+        container = any(x.startswith(module + ".") for x in node_layers)
+        assert container or cls == "Dropout" or module in explained, (module, cls)
+    top = [op for op in model.graph.ops if not any(model.origin(o).layers for o in op.origins)]
+    assert all("top module" in model.origin(min(op.origins)).why or op.type == "Constant"
+               for op in top), [model.origin(min(op.origins)) for op in top]
+    if name == "nested":  # torchvision's nesting: Sequentials in Sequentials, downsample
+        want = ({"features.1.conv.0.2", "features.2.conv.1.2", "layer1.0.downsample.1"}
+                if exporter == "dynamo" else
+                {"features.1.conv.0.0", "features.2.conv.1.0", "layer1.0.downsample.0"})
+        assert want <= node_layers
+        assert not any(".conv.conv" in x or "features.features" in x for x in node_layers)

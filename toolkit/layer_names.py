@@ -291,7 +291,9 @@ def onnx_layers(model: Model) -> None:
     op's first layer in ``op.extra["layer"]`` (the module path; ``""`` for the top module or
     no layer) and the rule in ``op.extra["layer_from"]``.
 
-    Rules in order: the dynamo exporter's ``name_scopes`` (``name_scopes``); a TorchScript
+    Rules in order: the dynamo exporter's ``name_scopes`` (``name_scopes``; a Conv into which
+    the exporter folded a norm carries the norm's scopes: the modules of the parameters it
+    reads come first, ``("layer1.0.conv1", "layer1.0.bn1")``); a TorchScript
     node name (``scope``); for a node an exporter or optimizer made or renamed, the modules
     of the parameters it reads (``fc1.bias`` -> ``fc1``) and of the TorchScript values it
     writes (``/act1/Relu_output_0`` -> ``act1``) (``tensors``: ORT's ``Gelu_AddBias`` of
@@ -316,6 +318,12 @@ def onnx_layers(model: Model) -> None:
             tensor_layers = _tensor_layers(op, value_layer)
             if dl is not None:
                 op.extra["layer"], op.extra["layer_from"] = dl, "name_scopes"
+                params = _tensor_layers(op, {})
+                if params and dl not in params:
+                    # the exporter folded a norm into this Conv and gave it the norm's
+                    # metadata: the Conv's module (its parameters) ran it, then the norm
+                    multi[id(op)] = (*params, dl)
+                    op.extra["layer"] = params[0]
             elif sl is not None and _trusted_scope(nn, op.type):
                 op.extra["layer"], op.extra["layer_from"] = sl, "scope"
             elif tensor_layers:

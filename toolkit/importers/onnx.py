@@ -263,7 +263,8 @@ def _exporter_fused(op: Op) -> str:
 def _modules_without_nodes(model: Model, ops: list[Op]) -> list[dict[str, str]]:
     owners: dict[str, list[str]] = defaultdict(list)
     for op in ops:
-        owners[op.extra["layer"]].append(op.extra["node_name"] or op.type)
+        for layer in {x for o in op.origins for x in model.origin(o).layers} or {""}:
+            owners[layer].append(op.extra["node_name"] or op.type)
     modules: dict[str, str] = {}
     for layer in list(owners):
         parts = layer.split(".") if layer else []
