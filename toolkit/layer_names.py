@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from toolkit.ir import Model, Op, Origin
 
 __all__ = ["name_layers", "tf_layers", "tf_scope", "scope_layers", "onnx_layers",
+           "module_stack_layer",
            "MAIN_TF_OPS", "NO_LAYER"]
 
 #: The ``layer`` under which :func:`toolkit.source_table.layers_table` lists source ops that
@@ -70,6 +71,17 @@ def name_layers(model: Model, exporter: str = "") -> Model:
     else:
         _tflite_origins(model, exporter)
     return model
+
+
+# ----------------------------------------------------------------------------- ExecuTorch
+
+
+def module_stack_layer(stack: Sequence[tuple[str, str, str]]) -> str | None:
+    """The layer of an ExecuTorch (``torch.export``) node: the innermost module path of its
+    ``nn_module_stack`` (``[(key, path, type), ...]`` outermost first), e.g.
+    ``features.1.conv.0.0``; None without a stack (the caller then takes the enclosing
+    node's, else the root module)."""
+    return stack[-1][1] if stack else None
 
 
 # ----------------------------------------------------------------------------- TensorFlow
