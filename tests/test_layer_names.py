@@ -4,7 +4,8 @@ model's own layer list (``docs/layers.md``).
 The converter zoo's ``zoo.json`` records each Keras model's layers (``keras_layers``,
 ``model.layers`` with nested models flattened) when the fixtures are made. A recorded layer
 owns an op of the file when its name is a scope of the file's op names (``/name/``, or
-``/name_1/`` with Keras 3's tracing suffix); the others own none there (a Dropout, a Flatten the
+``/name_1/`` with Keras 3's tracing suffix), or of the weights of an op the converter named
+after a tensor; the others own none there (a Dropout, a Flatten the
 converter folded away, the output layer whose op the converter named after the output tensor).
 """
 
@@ -30,8 +31,13 @@ SLOW = {"efficientnet_b0_int8", "mobilenet_v3_small_int8", "mobilenet_v3_large_i
 
 
 def owning_layers(name: str, model: tk.Model) -> set[str]:
-    """Recorded Keras layers that are a scope of the file's op names."""
+    """Recorded Keras layers that are a scope of the file's op names (or of the weights of an
+    op the converter named after a tensor)."""
     names = ";".join(model.source_table.values())
+    # an op the converter named after a tensor: its weights keep their layer's scope
+    names += ";".join(t.name for g in model.subgraphs for op in g.ops for t in op.inputs
+                      if t is not None and t.is_const and (":" in op.name or
+                                                           op.name.startswith("tfl.")))
     return {n for n, cls in INDEX[name]["keras_layers"] if cls != "InputLayer"
             and (f"/{n}/" in names or f"/{n}_1/" in names)}
 

@@ -91,14 +91,15 @@ def tf_scope(names: Iterable[str]) -> tuple[str | None, bool]:
     """Return ``(model scope, strip suffix)`` of a file's converter names.
 
     The model scope is the first component every scoped (``/``) part of every name shares,
-    provided at least half of the names have such a part and some part names a layer under
-    it (``scope/layer/op``: a Keras model converted whole);
+    provided at least half of the names (those the converter made, ``tfl.…`` or ``x:0``, left
+    out) have such a part and some part names a layer under it (``scope/layer/op``: a Keras
+    model converted whole);
     ``None`` for a ``tf.function`` of raw ops. ``strip suffix`` is True when the scope and every
     layer component under it end in ``_<n>``: the suffix Keras 3's tracing adds to each scope
     (``bn_Conv1_1``), removed once; a file where some layer has no such suffix keeps names as
     they are (``block_1_expand`` is a layer of its own).
     """
-    names = list(names)
+    names = [n for n in names if not _converter_made(n)]
     firsts: Counter[str] = Counter()
     scoped = 0
     for name in names:
@@ -116,6 +117,14 @@ def tf_scope(names: Iterable[str]) -> tuple[str | None, bool]:
     strip = bool(_SUFFIX.match(scope)) and bool(layer_comps) and all(
         _SUFFIX.match(c) for c in layer_comps)
     return scope, strip
+
+
+def _converter_made(name: str) -> bool:
+    """True for a name the converter made (``tfl.unidirectional_sequence_lstm1``) or took from
+    a tensor (``StatefulPartitionedCall:0``), not from a TensorFlow op."""
+    parts = [p.strip() for p in name.split(";") if p.strip()]
+    return bool(parts) and all("/" not in p and (p.startswith("tfl.") or ":" in p)
+                               for p in parts)
 
 
 def tf_layers(name: str, scope: str | None, strip: bool) -> tuple[tuple[str, ...], str]:
@@ -186,10 +195,39 @@ def _tflite_origins(model: Model, exporter: str) -> None:
             layers = (name,) if name and ":" not in name else ()
             main, why = "", "the origin's own name"
         found[oid] = (layers, main, why)
+    params = _param_layers(model, scope, strip) if converter else {}
     for oid, (layers, _main, _why) in found.items():
-        if not layers:
+        if layers:
+            continue
+        if params.get(oid):
+            found[oid] = (params[oid], params[oid][0],
+                          "the converter named it after a tensor: the layer of the parameters "
+                          "it reads (constants named by the layer's scope)")
+        else:
             found[oid] = ((), "", "the converter named it after a tensor or made it itself "
                           f"({names[oid]!r}): the file does not say which layer it belongs to")
+    for oid in todo:
+        layers, main, why = found[oid]
+        model.origins[oid] = Origin(oid, names[oid], layers, fmt, exporter, why,
+                                    main if main in layers else "")
+
+
+def _param_layers(model: Model, scope: str | None, strip: bool) -> dict[int, tuple[str, ...]]:
+    """Origin id -> the layers the constant inputs of its ops name (``fused_lstm/fc/MatMul``,
+    a weight the converter named by its layer's scope -> ``fc``)."""
+    out: dict[int, tuple[str, ...]] = {}
+    for g in model.subgraphs:
+        for op in g.ops:
+            layers: list[str] = []
+            for t in op.inputs:
+                if t is not None and t.is_const:
+                    for layer in tf_layers(t.name, scope, strip)[0] if scope is not None else ():
+                        if layer not in layers:
+                            layers.append(layer)
+            for oid in op.origins:
+                if layers:
+                    out[oid] = tuple(dict.fromkeys((*out.get(oid, ()), *layers)))
+    return out
     for oid in todo:
         layers, main, why = found[oid]
         model.origins[oid] = Origin(oid, names[oid], layers, fmt, exporter, why,
