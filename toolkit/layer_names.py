@@ -228,10 +228,6 @@ def _param_layers(model: Model, scope: str | None, strip: bool) -> dict[int, tup
                 if layers:
                     out[oid] = tuple(dict.fromkeys((*out.get(oid, ()), *layers)))
     return out
-    for oid in todo:
-        layers, main, why = found[oid]
-        model.origins[oid] = Origin(oid, names[oid], layers, fmt, exporter, why,
-                                    main if main in layers else "")
 
 
 # ----------------------------------------------------------------------------------- ONNX
