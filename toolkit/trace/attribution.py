@@ -33,7 +33,13 @@ from toolkit.trace.overlaps import track_codes
 from toolkit.trace.read import Trace
 from toolkit.trace.run_cells import RunCells, build_run_cells
 from toolkit.trace.split import TargetWeights, group_sum, split_targets
-from toolkit.trace.stats import STAT_COLUMNS, matrix_stats_frame, stats_frame
+from toolkit.trace.stats import (
+    STAT_COLUMNS,
+    matrix_stats_frame,
+    outlier_runs,
+    p50_share,
+    stats_frame,
+)
 from toolkit.trace.views import LayerAttribution
 
 __all__ = ["Attribution", "JoinResult", "STAT_COLUMNS"]
@@ -317,8 +323,7 @@ class Attribution(LayerAttribution):
             median = stats["p50_ms"].to_numpy(dtype=np.float64)
             ids["first_run_outlier"] = (self.runs >= 3) & (first / 1e6 > 2 * median) & (
                 first > 0)
-            p50_total = float(np.nansum(median))
-            ids["p50_share"] = median / p50_total if p50_total > 0 else 0.0
+            ids["p50_share"] = p50_share(median)
             ids["outlier_runs"] = self._outlier_runs(cat.member_layer, n_rows, median)
             table = self._join(ids, stats)
             self._cache["layer"] = table
@@ -328,18 +333,10 @@ class Attribution(LayerAttribution):
                       median_ms: np.ndarray) -> np.ndarray:
         """``int64`` per row: runs above twice the row's median run (0 below 3 runs)."""
         r = self._r
-        if self.runs < 3 or n_rows == 0:
-            return np.zeros(n_rows, dtype=np.int64)
         run, column, ns = r.sums.triplets()
         rows = member_row[r.hit_members][column]
         keep = rows >= 0
-        cell = rows[keep] * self.runs + run[keep]
-        used, inverse = np.unique(cell, return_inverse=True)
-        per_cell = np.bincount(inverse, weights=ns[keep], minlength=len(used))
-        cell_row = used // self.runs
-        limit = 2 * np.nan_to_num(median_ms) * 1e6
-        slow = (per_cell > limit[cell_row]) & (per_cell > 0)
-        return np.bincount(cell_row[slow], minlength=n_rows).astype(np.int64)
+        return outlier_runs(rows[keep], run[keep], ns[keep], n_rows, self.runs, median_ms)
 
     def by_group(self) -> pd.DataFrame:
         """One row per set of original layers that ran as one kernel (a fused op's layers,
