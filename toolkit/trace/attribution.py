@@ -315,7 +315,14 @@ class Attribution(LayerAttribution):
             cat = self._r.catalog
             n_rows = len(cat.layer_names)
             ids = pd.DataFrame({"layer": _str_column(cat.layer_names)})
-            stats = self._grouped(cat.member_layer, n_rows)
+            r = self._r
+            matrix = None
+            if n_rows * r.sums.runs <= _DENSE_ROWS_RUNS:  # one (layer, run) matrix for both
+                matrix = _row_matrix(r.sums, cat.member_layer[r.hit_members], n_rows)
+                stats = matrix_stats_frame(matrix, self._event_counts(cat.member_layer, n_rows),
+                                           self.total_ns)
+            else:
+                stats = self._grouped(cat.member_layer, n_rows)
             ids["inclusive_ns"] = (self.layer_inclusive_ns() if self.nested
                                    else stats["total_ns"].to_numpy(dtype=np.int64))
             first = self._first_run(cat.member_layer, n_rows)
@@ -324,7 +331,12 @@ class Attribution(LayerAttribution):
             ids["first_run_outlier"] = (self.runs >= 3) & (first / 1e6 > 2 * median) & (
                 first > 0)
             ids["p50_share"] = p50_share(median)
-            ids["outlier_runs"] = self._outlier_runs(cat.member_layer, n_rows, median)
+            if matrix is not None and self.runs >= 3:
+                limit = 2 * np.nan_to_num(median) * 1e6
+                ids["outlier_runs"] = ((matrix > limit[:, None]) & (matrix > 0)).sum(
+                    axis=1).astype(np.int64)
+            else:
+                ids["outlier_runs"] = self._outlier_runs(cat.member_layer, n_rows, median)
             table = self._join(ids, stats)
             self._cache["layer"] = table
         return self._cache["layer"].copy()
