@@ -183,12 +183,12 @@ def test_compiled_and_partition_agree_on_every_source_op(name: str) -> None:
     pd.testing.assert_frame_equal(compiled.layers(), part.layers())
 
 
-def test_layer_names_split_converter_names() -> None:
-    from toolkit.source_table import layer_names
+def test_converter_names_give_their_keras_layers() -> None:
+    from toolkit.layer_names import tf_layers
 
-    assert layer_names("model/conv/Relu;model/conv/BiasAdd;model/conv/Relu; ;") == [
-        "model/conv/Relu", "model/conv/BiasAdd"]
-    assert layer_names("") == []
+    assert tf_layers("model/conv/Relu;model/conv/BiasAdd;model/conv/Conv2D; ;", "model",
+                     False) == (("conv",), "conv")
+    assert tf_layers("", "model", False) == ((), "")
 
 
 def test_running_a_model_leaves_its_ops_untouched() -> None:

@@ -75,4 +75,4 @@ def test_trace_join_cli_top_says_what_it_leaves_out(tmp_path: Path,
                  "--top", "3"]) == 0
     out = capsys.readouterr().out
     m = next(NOTE.match(line) for line in out.splitlines() if NOTE.match(line))
-    assert m.group("title") == "by layer" and m.group("k") == "3" and m.group("n") == "14"
+    assert m.group("title") == "by layer" and m.group("k") == "3" and m.group("n") == "12"

@@ -56,7 +56,8 @@ def test_every_node_has_a_layer(name: str, exporter: str) -> None:
     assert [o.extra["node_name"] for o in ops] == [n.name for n in proto.graph.node]
     assert model.extra["nodes_without_layer"] == []
     for op in ops:
-        assert op.extra["layer_from"] in ("scope", "name_scopes", "consumers", "producers")
+        assert op.extra["layer_from"] in ("scope", "name_scopes", "consumers", "producers",
+                                          "tensors")
         layer = op.extra["layer"]
         if op.extra["layer_from"] == "scope":  # the module path is in the node name
             assert op.extra["node_name"].startswith("/" + layer.split(".")[0]) or layer == ""
@@ -98,13 +99,15 @@ def test_dynamo_layers_and_exporter_fusion() -> None:
     model = _load(D / "cnn.dynamo.onnx")
     by_name = {o.extra["node_name"]: o for o in model.graph.ops}
     conv = by_name["node_Conv_50"]
-    assert conv.extra["layer"] == "layer1.0.bn1"  # the dynamo optimizer gave it bn1's metadata
+    # the dynamo optimizer folded bn1 into conv1's node and gave it bn1's metadata: the node
+    # is conv1's (its parameters) then bn1's
+    assert model.origin(next(iter(conv.origins))).layers == ("layer1.0.conv1", "layer1.0.bn1")
+    assert conv.extra["layer"] == "layer1.0.conv1"
     assert "BatchNorm2d" in conv.extra["exporter_fused"]
     assert by_name["node_relu_2"].extra["layer"] == "layer1.0.relu"
     assert by_name["node_view"].extra["layer"] == ""
     modules = {m["module"]: m["reason"] for m in model.extra["modules_without_nodes"]}
-    assert "node_Conv_50" in modules["layer1.0.conv1"]
-    assert modules["layer1.0.conv1"].startswith("folded by the exporter")
+    assert "layer1.0.conv1" not in modules and "layer1.0.bn1" not in modules
     # nodes without metadata take their readers' layer
     t = _load(D / "transformer.dynamo.onnx")
     split = next(o for o in t.graph.ops if o.extra["node_name"] == "node_Split_69")

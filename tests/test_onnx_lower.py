@@ -140,19 +140,14 @@ def test_origins_lead_back_to_onnx_nodes_and_layers(name: str, exporter: str) ->
         assert oid in live or oid in low.graph.removed_origins, node
         rec = low.origin(oid)
         assert rec.format == "onnx" and rec.name == (node.extra["node_name"] or rec.name)
-        assert rec.layers == ((node.extra["layer"],) if node.extra["layer"] else ())
+        assert rec.layers == m.origin(oid).layers  # the importer's record, as named
         assert rec.exporter in ("pytorch", "pytorch_dynamo")
     convs = [nodes[o] for o in live if nodes[o].type in ("Conv", "Gemm", "MatMul")]
     assert all(o in live for o in nodes if nodes[o].type in ("Conv", "Gemm", "MatMul"))
     assert len(convs) == sum(n.type in ("Conv", "Gemm", "MatMul") for n in nodes.values())
 
 
-@pytest.mark.parametrize("exporter", [
-    "dynamo",
-    pytest.param("ts", marks=pytest.mark.xfail(
-        strict=True, reason="the TorchScript scope rule repeats the names of nested "
-                            "Sequentials (features.1.conv.conv.1)")),
-])
+@pytest.mark.parametrize("exporter", ["dynamo", "ts"])
 def test_layers_of_nested_sequentials_are_pytorch_modules(exporter: str) -> None:
     import json
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from toolkit.errors import ToolkitError, VelaError
 from toolkit.formats.chrome_trace import read_chrome_trace, write_chrome_trace
+from toolkit.layer_names import NO_LAYER
 from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS, Provenance
 from toolkit.vela import (
     POLICIES,
@@ -114,10 +115,10 @@ def _sin_model(path: Path) -> Path:
     w = mb.const("w", rng.integers(-64, 64, (8, 3, 3, 8)).astype(np.int8),
                  quant=Quantization.make([0.01] * 8, [0] * 8))
     b = mb.const("b", np.zeros(8, np.int32), quant=Quantization.make([0.0005] * 8, [0] * 8))
-    y = mb.conv2d(x, w, b, activation="RELU", name="blk/conv", quant=q)
-    z = mb.unary("SIN", y, name="blk/sin")
-    v = mb.conv2d(z, w, b, name="blk/conv2", quant=q)
-    mb.output(mb.add(v, y, name="blk/res"))
+    y = mb.conv2d(x, w, b, activation="RELU", name="blk_conv", quant=q)
+    z = mb.unary("SIN", y, name="blk_sin")
+    v = mb.conv2d(z, w, b, name="blk_conv2", quant=q)
+    mb.output(mb.add(v, y, name="blk_res"))
     tk.save(mb.build(), path)
     return path
 
@@ -285,7 +286,7 @@ def test_provenance_tables_follow_the_contract(int8_run: Run) -> None:
     assert list(prov.optimised_ops().columns) == OPTIMISED_COLUMNS
     assert list(prov.commands().columns) == COMMAND_COLUMNS
     assert list(prov.origins().columns) == ["optimised_id", "source_id"]
-    assert list(prov.layers().columns) == ["source_id", "layer"]
+    assert list(prov.layers().columns) == ["source_id", "layer", "main"]
     assert list(prov.removed().columns) == ["source_id", "reason"]
     dh = prov.debug_handles()
     assert dh.empty and list(dh.columns) == ["handle", "optimised_id", "source_id"]
@@ -332,8 +333,10 @@ def test_layers_split_converter_names(int8_run: Run) -> None:
     res = int8_run.res
     layers = res.provenance.layers()
     by_layer = res.attribution().by_layer()
-    expected = [p for _, n in _model_ops(res) for p in dict.fromkeys(n.split(";")) if p]
+    expected = [layer for op in res.model.graph.ops for o in sorted(op.origins)
+                for layer in res.model.origin(o).layers or (NO_LAYER,)]
     assert layers["layer"].tolist() == expected
+    assert not any("/" in x or ";" in x for x in expected)
     assert by_layer["layer"].tolist() == list(dict.fromkeys(expected))
     if int8_run.model == "tf_cnn_int8":
         assert len(layers) > len(res.model.graph.ops)  # "a;b;c" names give several layers
@@ -427,15 +430,15 @@ def test_cpu_op_listed_as_cpu_with_zero_npu_figures(sin_run: Run) -> None:
     att = res.attribution()
     att.check()
     by_src = att.by_source_op().set_index("name")
-    assert list(by_src.index) == ["blk/conv", "blk/sin", "blk/conv2", "blk/res"]
-    assert by_src.loc["blk/sin", "backend"] == "cpu"
-    assert by_src.loc["blk/sin", ["op_cycles", "npu_cycles", "mac_count"]].sum() == 0
-    assert (by_src.drop(index="blk/sin")["backend"] == "npu").all()
-    assert (by_src.drop(index="blk/sin")["op_cycles"] > 0).all()
+    assert list(by_src.index) == ["blk_conv", "blk_sin", "blk_conv2", "blk_res"]
+    assert by_src.loc["blk_sin", "backend"] == "cpu"
+    assert by_src.loc["blk_sin", ["op_cycles", "npu_cycles", "mac_count"]].sum() == 0
+    assert (by_src.drop(index="blk_sin")["backend"] == "npu").all()
+    assert (by_src.drop(index="blk_sin")["op_cycles"] > 0).all()
     for col, total in _csv_totals(res).items():
         assert by_src[col].sum() == total, col
     layers = att.by_layer().set_index("layer")
-    assert layers.loc["blk/sin", "backend"] == "cpu"
+    assert layers.loc["blk_sin", "backend"] == "cpu"
     opt = res.provenance.optimised_ops()
     cpu_ops = opt[opt["backend"] == "cpu"]
     assert len(cpu_ops) >= 1
@@ -488,8 +491,9 @@ def test_cli_prints_the_attribution(int8_run: Run, capsys: pytest.CaptureFixture
     text = capsys.readouterr().out
     assert code == 0
     assert f"Vela estimates by {by}" in text
-    first = int8_run.res.model.graph.ops[0].name.split(";")[0]
-    assert first[:40] in text
+    model = int8_run.res.model
+    first = model.origin(min(model.graph.ops[0].origins)).layers[0]
+    assert first in text
     assert "op_cycles" in text
     back = pd.read_csv(out_csv)
     assert back["op_cycles"].sum() == pytest.approx(int8_run.res.per_layer["op_cycles"].sum())

@@ -25,6 +25,7 @@ from toolkit.formats.flatbuffer_read import load
 from toolkit.formats.flatbuffer_write import ignored_activations, save, write_model
 from toolkit.formats.part_file import PartSpec
 from toolkit.ir import Model
+from toolkit.layer_names import NO_LAYER, name_layers
 from toolkit.partitioner import partition
 from toolkit.runtime.chain import litert_runner, run_connection
 from toolkit.runtime.interpreter import Interpreter
@@ -242,8 +243,10 @@ def test_partition_chain_matches_litert(zoo_case: tuple[Path, Model, dict, dict]
     joined = events.merge(result.origins(), left_on="key", right_on="optimised_id").merge(
         result.layers(), on="source_id")
     assert set(events["key"]) == set(joined["key"])  # every event reaches source ops
-    names = {part for op in model.graph.ops for part in op.name.split(";") if part}
-    assert set(joined["layer"]) == names  # the converter's ;-joined names, split
+    name_layers(model)
+    names = {layer for op in model.graph.ops for o in op.origins
+             for layer in model.origin(o).layers or (NO_LAYER,)}
+    assert set(joined["layer"]) == names  # the Keras layers of the converter's names
 
 
 @pytest.mark.parametrize("asymmetric", [True, False])

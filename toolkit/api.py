@@ -84,8 +84,9 @@ def load(path: PathLike | bytes | bytearray | memoryview, *,
                            fix="pass the .prototxt path with weights=")
     from toolkit.custom_ops import check_custom_options
     from toolkit.formats.flatbuffer_read import load as _load
+    from toolkit.layer_names import name_layers
 
-    model = _load(path)
+    model = name_layers(_load(path))
     check_custom_options(model, "<bytes>")
     return model
 

@@ -84,7 +84,9 @@ class Origin:
     (``"tflite"``, ``"circle"``, ``"onnx"``, ``"caffe"``, ``"executorch"``); ``exporter`` the
     tool that wrote that file, when known (``"tflite_converter"``, ``"pytorch"``,
     ``"pytorch_dynamo"``, ``"tf2onnx"``, ``"paddle2onnx"``, ``"one"``, ``"caffe"`` ...);
-    ``why`` the naming rule that produced ``layers`` (or why there is none).
+    ``why`` the naming rule that produced ``layers`` (or why there is none); ``main`` the
+    layer among ``layers`` whose work the op's multiply-accumulates are (a convolution fused
+    with its batch norm and activation: the convolution's layer), ``""`` when none is known.
 
     Importers fill one per source op, once; passes never change them (compiled ops carry origin
     ids, and the ids lead here).
@@ -96,6 +98,7 @@ class Origin:
     format: str = ""
     exporter: str = ""
     why: str = ""
+    main: str = ""
 
 
 class Tensor:

@@ -169,8 +169,9 @@ def load_model_file(path: str | os.PathLike[str], *,
                            " file", where=str(p), fix="leave weights out")
     from toolkit.custom_ops import check_custom_options
     from toolkit.formats.flatbuffer_read import load
+    from toolkit.layer_names import name_layers
 
-    model = load(p)
+    model = name_layers(load(p))
     check_custom_options(model, str(p))  # a malformed blob of a registered op: refused now
     return model
 

@@ -7,41 +7,27 @@ same model gets the same answer everywhere:
 * the work figures (MACs, bytes, kernel and OFM dims) come from :mod:`toolkit.costs` alone;
 * an op carrying k origins (a source model that was itself compiled) splits its MACs and
   output bytes into k integer shares that sum to the op's figures;
-* original layers are named by :func:`layer_names` alone.
+* original layers are read from the model's :class:`~toolkit.ir.Origin` records alone
+  (``model.origin(oid).layers``, filled by :func:`toolkit.layer_names.name_layers`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from toolkit.costs import kernel_dims, ofm_dims, op_macs, op_output_bytes
 from toolkit.ir import Model, Op
+from toolkit.layer_names import NO_LAYER, name_layers
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SourceOp", "layer_names", "op_figures", "source_ops_of", "source_ops_table",
+__all__ = ["SourceOp", "op_figures", "source_ops_of", "source_ops_table",
            "layers_table", "SOURCE_DTYPES"]
 
 _I64 = "int64"
-
-
-def layer_names(name: str) -> list[str]:
-    """Return the original layers one origin name stands for.
-
-    TensorFlow's converter joins the layers it fused with ``;``
-    (``model/conv/Relu;model/conv/BiasAdd;model/conv/Conv2D``); ONE's origin names and Vela's
-    operator names are single names. Parts are stripped, empty parts dropped, and a repeated
-    part kept once, in first-seen order.
-    """
-    out: list[str] = []
-    for part in name.split(";"):
-        part = part.strip()
-        if part and part not in out:
-            out.append(part)
-    return out
 
 
 def op_figures(op: Op) -> tuple[int, int, int, int, int, int, int]:
@@ -114,17 +100,37 @@ def source_ops_table(sources: Iterable[SourceOp]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SOURCE_COLUMNS).astype(SOURCE_DTYPES)
 
 
-def layers_table(source_ops: pd.DataFrame) -> pd.DataFrame:
-    """Return one row per (source op, original layer) of a ``source_ops()`` table:
-    ``source_id`` (int64), ``layer`` (str), the layers of each ``name`` by
-    :func:`layer_names`."""
+def layers_table(model: Model, source_ids: Iterable[int],
+                 origins_of: Mapping[int, Iterable[int]] | None = None) -> pd.DataFrame:
+    """Return one row per (source op, original layer) of ``model``'s source ops ``source_ids``,
+    read from ``model.origin(oid).layers`` (the origins are named first when the importer did
+    not: :func:`toolkit.layer_names.name_layers`). A source id is an origin id, unless
+    ``origins_of`` maps it to the origin ids it stands for (Vela's source ids are operator
+    indices: the origins of that operator).
+
+    Columns: ``source_id`` (int64), ``layer`` (str; :data:`~toolkit.layer_names.NO_LAYER`
+    for a source op that belongs to no layer, ``Origin.why`` says why), ``main`` (bool: the
+    layer whose work the op's multiply-accumulates are, e.g. the convolution of a conv fused
+    with its batch norm and activation; the ``macs`` policy gives it the op's MACs and the
+    op's other layers none).
+    """
     import pandas as pd
 
-    rows = [(sid, layer)
-            for sid, name in zip(source_ops["source_id"].tolist(), source_ops["name"].tolist())
-            for layer in layer_names(str(name))]
-    return pd.DataFrame(rows, columns=["source_id", "layer"]).astype(
-        {"source_id": _I64, "layer": "str"})
+    name_layers(model)
+    rows: list[tuple[int, str, bool]] = []
+    for sid in source_ids:
+        oids = sorted(origins_of.get(int(sid), ())) if origins_of is not None else [int(sid)]
+        seen: set[str] = set()
+        for oid in oids:
+            rec = model.origin(int(oid))
+            for layer in rec.layers or (NO_LAYER,):
+                if layer not in seen:
+                    seen.add(layer)
+                    rows.append((int(sid), layer, bool(rec.main) and layer == rec.main))
+        if not oids:
+            rows.append((int(sid), NO_LAYER, False))
+    return pd.DataFrame(rows, columns=["source_id", "layer", "main"]).astype(
+        {"source_id": _I64, "layer": "str", "main": "bool"})
 
 
 SOURCE_DTYPES = {c: _I64 for c in ("source_id", "op_index", "macs", "output_bytes",

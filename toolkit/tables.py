@@ -22,13 +22,20 @@ def ops_table(model: Model, subgraph: int = 0) -> pd.DataFrame:
     Columns: ``op_index`` (int64), ``op_type`` (str; the custom code for CUSTOM ops),
     ``name`` (str, first output tensor), ``inputs`` / ``outputs`` (list of tensor names, None
     for an absent optional input), ``activation`` (str, fused activation or ``NONE``),
-    ``origins`` (tuple of int origin ids), ``origin_names`` (tuple of str), ``layer`` (str:
-    the op's original layer when the format records one, e.g. the PyTorch module of an ONNX
-    node; ``""`` otherwise).
+    ``origins`` (tuple of int origin ids), ``origin_names`` (tuple of str), ``layers``
+    (tuple of str: the original layers of its origins, ``model.origin(oid).layers``, e.g. the
+    Keras layers of a converter op or the PyTorch module of an ONNX node), ``layer`` (str:
+    the first of them, ``""`` when none).
     """
     g = model.subgraphs[subgraph]
     names = model.source_table
     from toolkit.schema import ACTIVATIONS
+
+    def layers(op: object) -> tuple[str, ...]:
+        out: dict[str, None] = {}
+        for o in sorted(op.origins):  # type: ignore[attr-defined]
+            out.update(dict.fromkeys(model.origin(o).layers))
+        return tuple(out)
 
     rows = [{
         "op_index": i,
@@ -39,10 +46,12 @@ def ops_table(model: Model, subgraph: int = 0) -> pd.DataFrame:
         "activation": ACTIVATIONS.get(op.activation, str(op.activation)),
         "origins": tuple(sorted(op.origins)),
         "origin_names": tuple(names.get(o, "") for o in sorted(op.origins)),
-        "layer": str(op.extra.get("layer") or ""),
+        "layers": (ls := layers(op)),
+        "layer": ls[0] if ls else "",
     } for i, op in enumerate(g.ops)]
     df = pd.DataFrame(rows, columns=["op_index", "op_type", "name", "inputs", "outputs",
-                                     "activation", "origins", "origin_names", "layer"])
+                                     "activation", "origins", "origin_names", "layers",
+                                     "layer"])
     return df.astype({"op_index": np.int64})
 
 

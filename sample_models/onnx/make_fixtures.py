@@ -18,7 +18,14 @@ optimizer), it writes into this folder:
   (each event's ``node_index`` is then its node's position in that file);
 * ``mlp.ts.ext.onnx`` + ``mlp.ts.ext.onnx.data``: the MLP with its weights as external data;
 * ``inputs.npz``: the inputs used (one array per model).
-* ``MANIFEST.json``: versions of the tools and the runs per profile.
+* ``MANIFEST.json``: versions of the tools and the runs per profile, and each model's
+  ``named_modules()`` (``named_modules``: ``[path, class]``, the layer list the importer's
+  names are checked against).
+
+``python sample_models/onnx/make_fixtures.py --modules`` exports only ``nested`` (a CNN with
+torchvision's nested ``Sequential``s: MobileNetV2 inverted residual blocks and a ResNet block
+with ``downsample``; ``nested.ts.onnx``, ``nested.dynamo.onnx``, inputs in
+``inputs_nested.npz``) and records ``named_modules`` for every model, leaving the other files.
 
 ``EXTRA_MODELS`` (``mnv2_like``: a MobileNetV2-like CNN with nested Sequentials) are exported
 with both exporters, without profiles: ``python make_fixtures.py mnv2_like`` adds them alone.
@@ -142,6 +149,67 @@ class MLP(nn.Module):
         return self.out(self.act2(self.fc2(self.act1(self.fc1(x)))))
 
 
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block: its layers in a ``conv`` Sequential nesting Sequentials
+    (``conv.0.0`` is the expand convolution), as torchvision writes it."""
+
+    def __init__(self, cin: int, cout: int, expand: int, stride: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        self.use_res = stride == 1 and cin == cout
+        self.conv = nn.Sequential(
+            nn.Sequential(nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden),
+                          nn.ReLU6()),
+            nn.Sequential(nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False),
+                          nn.BatchNorm2d(hidden), nn.ReLU6()),
+            nn.Conv2d(hidden, cout, 1, bias=False),
+            nn.BatchNorm2d(cout),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return x + y if self.use_res else y
+
+
+class BasicBlock(nn.Module):
+    """ResNet's block with a ``downsample`` Sequential (1x1 strided conv + norm)."""
+
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, 2, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, 2, bias=False),
+                                        nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return self.relu(y + self.downsample(x))
+
+
+class NestedCNN(nn.Module):
+    """A small CNN with torchvision's nesting: ``features`` (a stem Sequential and inverted
+    residual blocks), a ResNet ``layer1`` with ``downsample``, a ``classifier`` Sequential."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU6()),
+            InvertedResidual(8, 8, 2, 1),
+            InvertedResidual(8, 12, 2, 2),
+        )
+        self.layer1 = nn.Sequential(BasicBlock(12, 16))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(16, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layer1(self.features(x))
+        return self.classifier(torch.flatten(self.pool(x), 1))
+
+
 class LSTMNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -163,7 +231,7 @@ def conv_bn(cin: int, cout: int, k: int = 3, stride: int = 1, groups: int = 1,
     return nn.Sequential(*layers)
 
 
-class InvertedResidual(nn.Module):
+class MnInvertedResidual(nn.Module):
     """MobileNetV2's block: 1x1 expansion, 3x3 depthwise, 1x1 projection (one Sequential)."""
 
     def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
@@ -192,7 +260,7 @@ class MobileNetV2Like(nn.Module):
         cin = 8
         for t, c, n, s in cfg:
             for i in range(n):
-                layers.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
+                layers.append(MnInvertedResidual(cin, c, s if i == 0 else 1, t))
                 cin = c
         layers.append(conv_bn(cin, 64, 1))
         self.features = nn.Sequential(*layers)
@@ -217,9 +285,38 @@ EXTRA_MODELS = {
     "mnv2_like": (MobileNetV2Like, (1, 3, 32, 32)),
 }
 
+#: models exported by both exporters without ORT runs (``--nested``)
+EXPORT_ONLY = {"nested": (NestedCNN, (1, 3, 32, 32))}
+
+
+def named_modules(name: str) -> list[list[str]]:
+    """``[path, class name]`` of every module of model ``name`` (``named_modules()``, the top
+    module left out), as PyTorch lists them."""
+    cls, _shape = {**MODELS, **EXTRA_MODELS, **EXPORT_ONLY}[name]
+    torch.manual_seed(0)
+    return [[path, type(m).__name__] for path, m in cls().named_modules() if path]
+
+
+def record_modules() -> None:
+    """Export the ``EXPORT_ONLY`` models with both exporters (their inputs in
+    ``inputs_nested.npz``) and record every model's ``named_modules()`` in MANIFEST.json
+    (``named_modules``), leaving the other files as they are."""
+    manifest = json.loads((HERE / "MANIFEST.json").read_text())
+    rng = np.random.default_rng(1)
+    extra = {name: rng.standard_normal(shape).astype(np.float32)
+             for name, (_cls, shape) in EXPORT_ONLY.items()}
+    for name in EXPORT_ONLY:
+        for exporter in ("ts", "dynamo"):
+            export(name, exporter, extra[name])
+    np.savez(HERE / "inputs_nested.npz", **extra)
+    every = {**MODELS, **EXTRA_MODELS, **EXPORT_ONLY}
+    manifest["named_modules"] = {name: named_modules(name) for name in every}
+    (HERE / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    shutil.rmtree(HERE / "__pycache__", ignore_errors=True)
+
 
 def export(name: str, exporter: str, inputs: np.ndarray) -> Path:
-    cls, _shape = {**MODELS, **EXTRA_MODELS}[name]
+    cls, _shape = {**MODELS, **EXTRA_MODELS, **EXPORT_ONLY}[name]
     torch.manual_seed(0)
     model = cls().eval()
     for m in model.modules():  # non-trivial BatchNorm statistics
@@ -324,7 +421,9 @@ def make_extra(name: str) -> None:
 if __name__ == "__main__":
     import sys
 
-    if len(sys.argv) > 1:
+    if "--modules" in sys.argv:
+        record_modules()
+    elif len(sys.argv) > 1:
         for extra in sys.argv[1:]:
             make_extra(extra)
     else:

@@ -5,6 +5,11 @@ files. Install TensorFlow in a virtual environment of its own
 (``pip install tensorflow-cpu==2.21.0``), then::
 
     python sample_models/zoo/make_zoo.py [OUTPUT_DIR] [--only NAME,NAME]
+    python sample_models/zoo/make_zoo.py --layers-only [--only NAME,NAME]
+
+``--layers-only`` rebuilds each Keras model (the same deterministic build) without converting
+it, checks that every layer name appears as a scope of the committed ``.tflite`` and records
+the layer list in ``zoo.json`` (``keras_layers``).
 
 OUTPUT_DIR defaults to the folder of this script. Weights are random (fixed NumPy seeds),
 inputs small. Each model is written as ``<name>.tflite`` (float32) and, where the converter
@@ -15,7 +20,9 @@ batch size has a free batch dimension (``shape_signature`` -1) in the file; ``_b
 fix it to 1.
 
 ``zoo.json`` lists every file with its inputs (name, shape signature, dtype, value range for
-integer inputs) and op codes; README.md is the human-readable form of it.
+integer inputs), op codes and ``keras_layers``: the Keras model's layers (``model.layers``, nested
+models flattened) as ``[name, class]`` pairs, ``null`` for a ``tf.function`` model (which has
+none); README.md is the human-readable form of it.
 """
 
 from __future__ import annotations
@@ -569,6 +576,54 @@ def op_codes(path: Path) -> list[str]:
     return sorted({op["op_name"] for op in interp._get_ops_details()})
 
 
+def keras_layers(obj: object) -> list[list[str]] | None:
+    """Return ``[name, class name]`` of every layer of a Keras model (``model.layers``, the
+    layers of a nested model in its place), or None for a ``tf.function``."""
+    if not hasattr(obj, "layers"):
+        return None
+    out: list[list[str]] = []
+
+    def walk(model: object) -> None:
+        for layer in model.layers:  # type: ignore[attr-defined]
+            if hasattr(layer, "layers") and type(layer).__name__ in ("Functional", "Model",
+                                                                     "Sequential"):
+                walk(layer)
+            else:
+                out.append([layer.name, type(layer).__name__])
+
+    walk(obj)
+    return out
+
+
+def record_layers(out_dir: Path, only: set[str] | None) -> None:
+    """Record ``keras_layers`` of every zoo file in ``zoo.json`` from a rebuild of its model,
+    checking each name is a scope of the committed file (``/name/`` or ``/name_1/``)."""
+    tf.random.set_seed(SEED)
+    keras.utils.set_random_seed(SEED)
+    index_path = out_dir / "zoo.json"
+    index = json.loads(index_path.read_text())
+    for spec in SPECS:
+        if only and spec.name not in only:
+            continue
+        try:
+            obj = spec.build()
+        except ImportError as e:
+            print(f"!! {spec.name}: {e}")
+            continue
+        found = keras_layers(obj)
+        for name, entry in index.items():
+            if name not in (spec.name, f"{spec.name}_int8", f"{spec.name}_dynamic"):
+                continue
+            data = (out_dir / entry["file"]).read_bytes()
+            if found is not None:
+                absent = [n for n, c in found if c != "InputLayer"
+                          and f"/{n}/".encode() not in data
+                          and f"/{n}_1/".encode() not in data]
+                print(f"== {name}: {len(found)} layers; not a scope of the file: {absent}")
+            entry["keras_layers"] = found
+    index_path.write_text(json.dumps(dict(sorted(index.items())), indent=1) + "\n")
+
+
 def main(out_dir: Path, only: set[str] | None) -> None:
     """Write the zoo into ``out_dir``, with ``zoo.json``, and print each file's ops."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -601,13 +656,15 @@ def main(out_dir: Path, only: set[str] | None) -> None:
                 "int_range": list(spec.int_range),
                 "bytes": len(data),
                 "ops": ops,
+                "keras_layers": keras_layers(obj),
             }
             print(f"== {name} ({len(data)} bytes): {' '.join(ops)}")
     index_path.write_text(json.dumps(dict(sorted(index.items())), indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if not a.startswith("--only")]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
     only_arg = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
-    main(Path(args[0]) if args else Path(__file__).resolve().parent,
-         set(only_arg[0].split(",")) if only_arg else None)
+    run = record_layers if "--layers-only" in sys.argv else main
+    run(Path(args[0]) if args else Path(__file__).resolve().parent,
+        set(only_arg[0].split(",")) if only_arg else None)

@@ -164,13 +164,12 @@ class CompiledModel:
         return self._source_frame.copy()
 
     def layers(self) -> pd.DataFrame:
-        """One row per (source op, original layer): ``source_id`` (int64), ``layer`` (str).
-
-        The layer names are the origin's name (from the ONE source table, else the op's output
-        tensor name), split at ``;`` as TensorFlow's converter joins several layers; empty
-        parts are dropped, repeats kept once.
+        """One row per (source op, original layer): ``source_id`` (int64), ``layer`` (str),
+        ``main`` (bool); see :func:`toolkit.source_table.layers_table`. The layers are the
+        source model's ``model.origin(oid).layers`` (rules: ``docs/layers.md``).
         """
-        return layers_table(self.source_ops())
+        model = self.source if self.source is not None else self.model
+        return layers_table(model, self.source_ops()["source_id"].tolist())
 
     def optimised_ops(self) -> pd.DataFrame:
         """One row per compiled op: ``optimised_id``, ``operator``, ``name``, ``macs``,

@@ -21,6 +21,7 @@ from toolkit.compiler.target import Target
 from toolkit.errors import ToolkitError
 from toolkit.formats.debug_handles import DelegateMappingBuilder
 from toolkit.ir import Model, Tensor
+from toolkit.layer_names import name_layers
 from toolkit.util.args import check_bool, check_int
 from toolkit.util.gc_pause import paused_gc
 
@@ -123,6 +124,7 @@ def compile_model(model: Model | str | os.PathLike[str],
         from toolkit.formats.flatbuffer_read import load
 
         model = load(model)
+    name_layers(model)  # the source's Origin records, kept by the copy
     with paused_gc():  # compiling builds many small objects and no cycles worth collecting
         work = copy_model(model)
         outputs = [list(g.outputs) for g in work.subgraphs]

@@ -37,6 +37,7 @@ import numpy as np
 from toolkit.errors import ModelFormatError, ToolkitError, UnsupportedOpError
 from toolkit.formats import caffe as cf
 from toolkit.ir import Graph, Model, Tensor
+from toolkit.layer_names import name_layers
 from toolkit.schema import OPTIONS_CLASS
 
 __all__ = ["load_caffe", "import_net", "SUPPORTED_LAYERS"]
@@ -76,8 +77,10 @@ def load_caffe(path: str | os.PathLike[str], weights: str | os.PathLike[str] | N
 
 
 def import_net(net: Any, weights: Any = None, *, where: str = "<net>") -> Model:
-    """Convert a ``NetParameter`` (and optionally one holding the weights) into a Model."""
-    return _Importer(net, weights, where).run()
+    """Convert a ``NetParameter`` (and optionally one holding the weights) into a Model whose
+    origins are its layers (``model.origin(i).layers``: the Caffe layer's name)."""
+    model = _Importer(net, weights, where).run()
+    return name_layers(model, "caffe")
 
 
 _OPTIONS = {

@@ -8,20 +8,12 @@ Op kinds are ONNX op types (``Conv``, ``FusedConv``), the domain in ``op.extra["
 the reference runtime does not run ONNX models. Node ``i`` of the main graph has origin ``i``
 (named after the node in ``model.source_table``).
 
-**Layers** (``op.extra["layer"]``, the PyTorch module path, ``""`` for the top module; how it
-was found in ``op.extra["layer_from"]``):
-
-* ``name_scopes``: the dynamo exporter's ``pkg.torch.onnx.name_scopes`` metadata
-  (``['', 'layer1', 'layer1.0', 'layer1.0.conv1', 'conv2d']``: the module is the entry before
-  the last, which names the traced call).
-* ``scope``: the TorchScript exporter's node name ``/layer1/layer1.0/conv1/Conv``; a module
-  called more than once gets ``_1``, ``_2`` ... on its later scopes (``relu_1``), folded back
-  onto the module when the plain name is a scope beside it.
-* ``consumers`` / ``producers``: a node without either (``Identity_20``, ``node_Split_69``)
-  takes the layer of the nodes that read its outputs when they all agree, else of the nodes that
-  wrote its inputs when those agree.
-* ``none``: nothing tells; the layer is ``""`` and the node is listed in
-  ``model.extra["nodes_without_layer"]``.
+**Layers**: every node's :class:`~toolkit.ir.Origin` (``model.origin(i).layers``), named by
+:func:`toolkit.layer_names.onnx_layers` (rules and examples in ``docs/layers.md``: dynamo
+``name_scopes``, TorchScript scopes with nested ``Sequential``s, nodes an optimizer made,
+tf2onnx, unscoped files); ``op.extra["layer"]`` mirrors the first layer (``""`` for the top
+module or none) and ``op.extra["layer_from"]`` the rule. Nodes no rule places are listed in
+``model.extra["nodes_without_layer"]``.
 
 **Exporter fusions** (``op.extra["exporter_fused"]``, a reason or ``""``): the dynamo exporter
 folds BatchNorm into the Conv and gives the Conv the BatchNorm's metadata (the node's class
@@ -38,7 +30,6 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -53,6 +44,7 @@ from toolkit.formats.onnx_model import (
     read_onnx,
 )
 from toolkit.ir import Graph, Model, Op, Tensor
+from toolkit.layer_names import onnx_layers, scope_layers
 from toolkit.schema import TENSOR_TYPE_CODES, tensor_type_of
 
 __all__ = ["load_onnx", "model_from_onnx", "scope_layers", "NAME_SCOPES_KEY",
@@ -63,7 +55,6 @@ CLASS_HIERARCHY_KEY = "pkg.torch.onnx.class_hierarchy"
 #: ``Tensor.type_code`` of an ONNX type the schema has no code for (the ONNX type name is in
 #: ``tensor.extra["onnx_dtype"]``).
 UNKNOWN_TYPE_CODE = -100
-_SUFFIX = re.compile(r"^(.*)_(\d+)$")
 _NORMS = ("BatchNorm", "InstanceNorm", "GroupNorm", "LayerNorm", "RMSNorm")
 _NORM_OPS = frozenset({"BatchNormalization", "InstanceNormalization", "GroupNormalization",
                        "LayerNormalization", "RMSNormalization", "SimplifiedLayerNormalization"})
@@ -230,106 +221,24 @@ def model_from_onnx(om: OnnxModel) -> Model:
 # ------------------------------------------------------------------------------------- layers
 
 
-def scope_layers(names: Sequence[str]) -> list[str | None]:
-    """Module paths of TorchScript-exporter node names (``/layer1/layer1.0/conv1/Conv`` ->
-    ``layer1.0.conv1``; ``/Flatten`` -> ``""``; a name not starting with ``/`` -> None).
-
-    A scope ``X_N`` is folded onto ``X`` when ``X`` is a scope under the same parent
-    (the exporter's suffix for a module called again).
-    """
-    split: list[list[str] | None] = []
-    for name in names:
-        if not name.startswith("/"):
-            split.append(None)
-            continue
-        split.append([s for s in name[1:].split("/")[:-1] if s])
-
-    def full(parts: list[str]) -> list[str]:
-        out: list[str] = []
-        for s in parts:
-            prev = out[-1] if out else ""
-            out.append(s if not prev or s.startswith(prev + ".") else f"{prev}.{s}")
-        return out
-
-    known: set[str] = set()
-    for parts in split:
-        if parts:
-            known.update(full(parts))
-    result: list[str | None] = []
-    for parts in split:
-        if parts is None:
-            result.append(None)
-            continue
-        path = ""
-        for s in parts:
-            cand = s if not path or s.startswith(path + ".") else f"{path}.{s}"
-            m = _SUFFIX.match(cand)
-            if m and m.group(1) in known:
-                cand = m.group(1)
-            path = cand
-        result.append(path)
-    return result
-
-
-def _dynamo_layer(metadata: dict[str, str]) -> str | None:
-    text = metadata.get(NAME_SCOPES_KEY)
-    if text is None:
-        return None
-    scopes = parse_name_scopes(text)
-    if not scopes:
-        return None
-    return scopes[-2] if len(scopes) >= 2 else ""
-
-
 def _hierarchy(metadata: dict[str, str]) -> list[str]:
     text = metadata.get(CLASS_HIERARCHY_KEY)
     return (parse_name_scopes(text) or []) if text is not None else []
 
 
 def _assign_layers(model: Model) -> None:
-    g = model.graph
-    ops = sorted(g.ops, key=lambda o: o.extra["node_index"])
-    scope = scope_layers([o.extra["node_name"] for o in ops])
-    for op, sl in zip(ops, scope):
-        dl = _dynamo_layer(op.extra["metadata"])
-        if dl is not None:
-            op.extra["layer"], op.extra["layer_from"] = dl, "name_scopes"
-        elif sl is not None:
-            op.extra["layer"], op.extra["layer_from"] = sl, "scope"
-        else:
-            op.extra["layer"], op.extra["layer_from"] = None, "none"
-        op.extra["exporter_fused"] = _exporter_fused(op)
-    # nodes without scope: the layer their readers agree on, else their writers
-    for _ in range(len(ops)):
-        changed = False
-        for op in reversed(ops):
-            if op.extra["layer"] is not None:
-                continue
-            readers = {c.extra["layer"] for t in op.outputs for c in t.consumers}
-            if readers and None not in readers and len(readers) == 1:
-                op.extra["layer"], op.extra["layer_from"] = readers.pop(), "consumers"
-                changed = True
-        for op in ops:
-            if op.extra["layer"] is not None:
-                continue
-            writers = {t.producer.extra["layer"] for t in op.inputs
-                       if t is not None and t.producer is not None}
-            if writers and None not in writers and len(writers) == 1:
-                op.extra["layer"], op.extra["layer_from"] = writers.pop(), "producers"
-                changed = True
-        if not changed:
-            break
+    """Name every node's layers (:func:`toolkit.layer_names.onnx_layers`: ``model.origins``,
+    mirrored in ``op.extra["layer"]``), then list the exporter's fusions, the nodes without a
+    layer and the modules without a node."""
+    onnx_layers(model)
+    ops = sorted(model.graph.ops, key=lambda o: o.extra["node_index"])
     missing = []
-    for op in ops:
-        if op.extra["layer"] is None:
-            op.extra["layer"] = ""
-            missing.append(op.extra["node_name"] or f"{op.type}_{op.extra['node_index']}")
-    for sub in model.subgraphs[1:]:
-        for op in sub.ops:
-            dl = _dynamo_layer(op.extra["metadata"])
-            op.extra["layer"] = dl if dl is not None else ""
-            op.extra["layer_from"] = "name_scopes" if dl is not None else "none"
+    for g in model.subgraphs:
+        for op in g.ops:
             op.extra["exporter_fused"] = _exporter_fused(op)
+    for op in ops:
+        if not op.extra["layer"] and op.extra["layer_from"] == "none":
+            missing.append(op.extra["node_name"] or f"{op.type}_{op.extra['node_index']}")
     model.extra["nodes_without_layer"] = missing
     model.extra["modules_without_nodes"] = _modules_without_nodes(model, ops)
 
@@ -354,7 +263,8 @@ def _exporter_fused(op: Op) -> str:
 def _modules_without_nodes(model: Model, ops: list[Op]) -> list[dict[str, str]]:
     owners: dict[str, list[str]] = defaultdict(list)
     for op in ops:
-        owners[op.extra["layer"]].append(op.extra["node_name"] or op.type)
+        for layer in {x for o in op.origins for x in model.origin(o).layers} or {""}:
+            owners[layer].append(op.extra["node_name"] or op.type)
     modules: dict[str, str] = {}
     for layer in list(owners):
         parts = layer.split(".") if layer else []

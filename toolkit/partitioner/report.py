@@ -121,9 +121,10 @@ def source_ops(result: PartitionResult) -> pd.DataFrame:
 
 
 def layers(result: PartitionResult) -> pd.DataFrame:
-    """Return one row per (source op, original layer): ``source_id`` (int64), ``layer`` (str;
-    :func:`toolkit.source_table.layer_names` of the origin name)."""
-    return layers_table(source_ops(result))
+    """Return one row per (source op, original layer): ``source_id`` (int64), ``layer`` (str),
+    ``main`` (bool), from the source model's ``origin(oid).layers``
+    (:func:`toolkit.source_table.layers_table`)."""
+    return layers_table(result.source, source_ops(result)["source_id"].tolist())
 
 
 def _part_ops(result: PartitionResult) -> list[tuple[int, Any, int, Op]]:

@@ -33,7 +33,13 @@ from toolkit.trace.overlaps import track_codes
 from toolkit.trace.read import Trace
 from toolkit.trace.run_cells import RunCells, build_run_cells
 from toolkit.trace.split import TargetWeights, group_sum, split_targets
-from toolkit.trace.stats import STAT_COLUMNS, matrix_stats_frame, stats_frame
+from toolkit.trace.stats import (
+    STAT_COLUMNS,
+    matrix_stats_frame,
+    outlier_runs,
+    p50_share,
+    stats_frame,
+)
 from toolkit.trace.views import LayerAttribution
 
 __all__ = ["Attribution", "JoinResult", "STAT_COLUMNS"]
@@ -295,14 +301,28 @@ class Attribution(LayerAttribution):
         layer's events hold other events), ``first_ms`` (float64: the layer's time in the
         first run), ``first_run_outlier`` (bool: with 3 runs or more, the first run took more
         than twice the median run: warm-up; join with ``skip_runs=1`` or run with
-        ``warmup=``), then :data:`STAT_COLUMNS`. ``total_ns`` sums to
-        :attr:`attributed_ns`. A source op with several layers splits its share equally.
+        ``warmup=``), ``p50_share`` (float64: the layer's median run ``p50_ms`` over the sum
+        of every layer's ``p50_ms``: a share a few slow runs do not move), ``outlier_runs``
+        (int64: runs that took more than twice the layer's median run, counted with 3 runs or
+        more), then :data:`STAT_COLUMNS` (``share`` is the share of ``total_ns``, the sum
+        over runs, i.e. of the mean run; ``p50_ms`` is beside ``avg_ms``). ``total_ns`` sums
+        to :attr:`attributed_ns`.
+        A source op with several layers splits its share by the policy (``macs``: its main
+        layer, e.g. the convolution of a fused conv + batch norm + activation, takes it all;
+        :mod:`toolkit.trace.policies`); :meth:`by_group` shows fused layers as one row.
         """
         if "layer" not in self._cache:
             cat = self._r.catalog
             n_rows = len(cat.layer_names)
             ids = pd.DataFrame({"layer": _str_column(cat.layer_names)})
-            stats = self._grouped(cat.member_layer, n_rows)
+            r = self._r
+            matrix = None
+            if n_rows * r.sums.runs <= _DENSE_ROWS_RUNS:  # one (layer, run) matrix for both
+                matrix = _row_matrix(r.sums, cat.member_layer[r.hit_members], n_rows)
+                stats = matrix_stats_frame(matrix, self._event_counts(cat.member_layer, n_rows),
+                                           self.total_ns)
+            else:
+                stats = self._grouped(cat.member_layer, n_rows)
             ids["inclusive_ns"] = (self.layer_inclusive_ns() if self.nested
                                    else stats["total_ns"].to_numpy(dtype=np.int64))
             first = self._first_run(cat.member_layer, n_rows)
@@ -310,9 +330,51 @@ class Attribution(LayerAttribution):
             median = stats["p50_ms"].to_numpy(dtype=np.float64)
             ids["first_run_outlier"] = (self.runs >= 3) & (first / 1e6 > 2 * median) & (
                 first > 0)
+            ids["p50_share"] = p50_share(median)
+            if matrix is not None and self.runs >= 3:
+                limit = 2 * np.nan_to_num(median) * 1e6
+                ids["outlier_runs"] = ((matrix > limit[:, None]) & (matrix > 0)).sum(
+                    axis=1).astype(np.int64)
+            else:
+                ids["outlier_runs"] = self._outlier_runs(cat.member_layer, n_rows, median)
             table = self._join(ids, stats)
             self._cache["layer"] = table
         return self._cache["layer"].copy()
+
+    def _outlier_runs(self, member_row: np.ndarray, n_rows: int,
+                      median_ms: np.ndarray) -> np.ndarray:
+        """``int64`` per row: runs above twice the row's median run (0 below 3 runs)."""
+        r = self._r
+        run, column, ns = r.sums.triplets()
+        rows = member_row[r.hit_members][column]
+        keep = rows >= 0
+        return outlier_runs(rows[keep], run[keep], ns[keep], n_rows, self.runs, median_ms)
+
+    def by_group(self) -> pd.DataFrame:
+        """One row per set of original layers that ran as one kernel (a fused op's layers,
+        ``"Conv1 + bn_Conv1 + Conv1_relu"``), each event's time given whole to its set: no
+        split, whatever the policy.
+
+        Columns: ``group`` (str, the layers `` + ``-joined in the order they ran),
+        ``layers`` (int64, how many), then :data:`STAT_COLUMNS`. ``total_ns`` sums to
+        :attr:`attributed_ns`, to the ns.
+        """
+        if "group" not in self._cache:
+            cat = self._r.catalog
+            sizes = cat.target_sizes()
+            codes: dict[tuple[str, ...], int] = {}
+            target_group = np.full(len(sizes), -1, dtype=np.int64)
+            ptr = cat.target_ptr.tolist()
+            names = cat.layer_names
+            for t in np.flatnonzero(sizes > 0).tolist():
+                key = tuple(dict.fromkeys(names[cat.member_layer[ptr[t]:ptr[t + 1]]].tolist()))
+                target_group[t] = codes.setdefault(key, len(codes))
+            member_group = np.repeat(target_group, sizes)
+            groups = list(codes)
+            ids = pd.DataFrame({"group": _str_column(" + ".join(g) for g in groups),
+                                "layers": np.array([len(g) for g in groups], dtype=np.int64)})
+            self._cache["group"] = self._join(ids, self._grouped(member_group, len(groups)))
+        return self._cache["group"].copy()
 
     def layer_inclusive_ns(self) -> np.ndarray:
         """``int64`` ns per original layer (rows of :meth:`by_layer`) with every attributed

@@ -121,7 +121,8 @@ class Catalog:
     position of each command). Targets (``T``) in CSR form: ``target_ptr`` (``T + 1``),
     ``target_kind`` (codes into :data:`TARGET_KINDS`), ``target_op`` (the op position when
     all members share one, else -1); members: ``member_op``, ``member_source``,
-    ``member_layer``, ``member_factor``.
+    ``member_layer``, ``member_factor``, ``member_main`` (bool: the layer is its source op's
+    main layer, ``layers().main``; ``source_main`` the same per ``source_layers`` entry).
     """
 
     source_id: np.ndarray
@@ -146,6 +147,8 @@ class Catalog:
     member_source: np.ndarray
     member_layer: np.ndarray
     member_factor: np.ndarray
+    member_main: np.ndarray
+    source_main: np.ndarray
     command_lookup: IntLookup
     command_target_lookup: IntLookup
     op_lookup: IntLookup
@@ -259,18 +262,21 @@ def build_catalog(prov: Provenance) -> Catalog:
     lay_text = _column(lay, "layer", "", object)
     keep = np.array([bool(t) for t in lay_text.tolist()], dtype=bool) if len(lay) else \
         np.zeros(0, bool)
-    lay_pos, lay_text = lay_pos[keep], lay_text[keep]
-    pairs = pd.DataFrame({"s": lay_pos, "l": pd.Series(lay_text, dtype=object)})
-    pairs = pairs.drop_duplicates()
+    lay_main = (_column(lay, "main", False, bool) if len(lay) else np.zeros(0, bool))
+    lay_pos, lay_text, lay_main = lay_pos[keep], lay_text[keep], lay_main[keep]
+    pairs = pd.DataFrame({"s": lay_pos, "l": pd.Series(lay_text, dtype=object),
+                          "m": lay_main})
+    pairs = pairs.drop_duplicates(["s", "l"])
     missing = np.setdiff1d(np.arange(s), pairs["s"].to_numpy(dtype=np.int64))
     if len(missing):
         fallback = [n if n else f"#{i}" for n, i in zip(source_name[missing].tolist(),
                                                          all_ids[missing].tolist())]
         pairs = pd.concat([pairs, pd.DataFrame({"s": missing, "l": pd.Series(
-            fallback, dtype=object)})], ignore_index=True)
+            fallback, dtype=object), "m": np.zeros(len(missing), bool)})], ignore_index=True)
     layer_codes, layer_names = pd.factorize(pairs["l"].to_numpy(dtype=object))
     order = np.argsort(pairs["s"].to_numpy(dtype=np.int64), kind="stable")
     source_layers = np.asarray(layer_codes, dtype=np.int64)[order]
+    source_main = pairs["m"].to_numpy(dtype=bool)[order]
     n_layers = np.bincount(pairs["s"].to_numpy(dtype=np.int64), minlength=s)
     source_layers_ptr = np.zeros(s + 1, dtype=np.int64)
     np.cumsum(n_layers, out=source_layers_ptr[1:])
@@ -363,6 +369,7 @@ def build_catalog(prov: Provenance) -> Catalog:
     np.cumsum(nl, out=starts[1:])
     within = np.arange(len(rep), dtype=np.int64) - starts[:-1][rep]
     member_layer = source_layers[source_layers_ptr[msrc[rep]] + within]
+    member_main = source_main[source_layers_ptr[msrc[rep]] + within]
     member_target = tgt[rep]
     member_op = mop[rep]
     member_source = msrc[rep]
@@ -406,6 +413,7 @@ def build_catalog(prov: Provenance) -> Catalog:
         target_ptr=target_ptr, target_kind=np.concatenate(kinds) if kinds else
         np.zeros(0, np.int8), target_op=target_op, member_op=member_op,
         member_source=member_source, member_layer=member_layer, member_factor=member_factor,
+        member_main=member_main, source_main=source_main,
         command_lookup=command_lookup, command_target_lookup=command_target_lookup,
         op_lookup=IntLookup(op_ids, np.arange(o) + op_base),
         part_op_lookup=part_op_lookup, part_lookup=part_lookup,

@@ -29,6 +29,7 @@ import pandas as pd
 from toolkit.errors import ToolkitError
 from toolkit.formats.etrecord import EdgeNode, ETRecord
 from toolkit.formats.executorch_program import read_xnnpack_blob
+from toolkit.layer_names import module_stack_layer
 from toolkit.trace.et_xnnpack import INSERTED_HANDLE, align, fused_handles
 from toolkit.trace.stats import STAT_COLUMNS, matrix_per_run, matrix_stats_frame
 from toolkit.trace.views import LayerAttribution
@@ -60,13 +61,15 @@ def _layers(record: ETRecord, method: str) -> tuple[list[EdgeNode], list[str], l
     layers: list[str] = []
     sources: list[str] = []
     for n in nodes:
-        if n.module_path is not None:
-            layers.append(n.module_path)
+        layer = module_stack_layer(n.module_stack)
+        if layer is not None:
+            layers.append(layer)
             sources.append("nn_module_stack")
             continue
         owner = by_name.get(("", n.graph.split("/", 1)[0])) if n.graph else None
-        if owner is not None and owner.module_path is not None:
-            layers.append(owner.module_path)
+        owner_layer = module_stack_layer(owner.module_stack) if owner is not None else None
+        if owner is not None and owner_layer is not None:
+            layers.append(owner_layer)
             sources.append(f"enclosing node {owner.name}")
         else:
             layers.append("")

@@ -42,7 +42,7 @@ from toolkit.trace.fleet_partial import (
 )
 from toolkit.trace.fleet_stats import DEFAULT_MEMORY_BUDGET, fleet_stats_frame
 from toolkit.trace.run_cells import view_total
-from toolkit.trace.stats import STAT_COLUMNS, stats_frame
+from toolkit.trace.stats import STAT_COLUMNS, outlier_runs, p50_share, stats_frame
 from toolkit.trace.tables import ProvenanceTables
 from toolkit.trace.views import LayerAttribution
 
@@ -51,7 +51,8 @@ __all__ = ["FleetAttribution", "trace_join_many", "expand_sources", "ENGINES"]
 ENGINES: tuple[str, ...] = ("local", "dask")
 _TRACE_SUFFIXES = (".json", ".json.gz", ".csv", ".csv.gz", ".parquet")
 _STR = pd.Series([""]).dtype
-_ID_DROP = (*STAT_COLUMNS, "inclusive_ns", "first_ms", "first_run_outlier")
+_ID_DROP = (*STAT_COLUMNS, "inclusive_ns", "first_ms", "first_run_outlier", "p50_share",
+            "outlier_runs")
 
 
 def _empty_attribution(tables: ProvenanceTables) -> Any:
@@ -150,6 +151,9 @@ class FleetAttribution(LayerAttribution):
             median = stats["p50_ms"].to_numpy(dtype=np.float64)
             ids["first_run_outlier"] = (self.runs >= 3) & (first / 1e6 > 2 * median) & (
                 first > 0)
+            ids["p50_share"] = p50_share(median)
+            ids["outlier_runs"] = outlier_runs(cells.row, cells.run, cells.ns, n, self.runs,
+                                               median)
             self._cache["layer"] = self._join(ids, stats)
         return self._cache["layer"].copy()
 

@@ -572,7 +572,11 @@ class OrtAttribution(LayerAttribution):
         return matrix_stats_frame(matrix, events, self.total_ns)
 
     def _layer_of(self, j: int) -> str:
-        return str(self.mapping.original[j].extra.get("layer", ""))
+        """The original node's layer: the first of its origin's layers (the module whose
+        parameters it reads when the exporter folded a norm into it), ``""`` when none."""
+        op = self.mapping.original[j]
+        layers = [x for o in sorted(op.origins) for x in self.model.origin(o).layers]
+        return layers[0] if layers else ""
 
     # ----------------------------------------------------------------------------- views
     def by_layer(self) -> pd.DataFrame:

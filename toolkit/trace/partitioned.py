@@ -57,6 +57,7 @@ def _tables_of_parts(parts: list[Any]) -> Provenance:
     equally)."""
     import pandas as pd
 
+    from toolkit.source_table import layers_table
     from toolkit.trace.tables import ProvenanceTables
 
     ops: list[dict[str, Any]] = []
@@ -71,13 +72,21 @@ def _tables_of_parts(parts: list[Any]) -> Provenance:
             origins.extend((n, o) for o in sorted(op.origins))
             n += 1
     ids = sorted({o for _, o in origins} | set(names))
-    layers = [(i, layer) for i in ids for layer in names.get(i, "").split(";") if layer]
+    owner: dict[int, Any] = {}
+    for part in parts:
+        for oid in sorted(set(part.model.source_table) | {
+                o for op in part.model.graph.ops for o in op.origins}):
+            owner.setdefault(oid, part.model)
+    tables = [layers_table(owner[i], [i]) for i in ids if i in owner]
+    layer_rows = (pd.concat(tables, ignore_index=True) if tables else
+                  pd.DataFrame({"source_id": pd.Series([], dtype="int64"),
+                                "layer": pd.Series([], dtype=str),
+                                "main": pd.Series([], dtype=bool)}))
     return ProvenanceTables.build(
         source_ops=pd.DataFrame({"source_id": pd.Series(ids, dtype="int64"),
                                  "name": pd.Series([names.get(i, "") for i in ids],
                                                    dtype=object)}),
-        layers=pd.DataFrame(layers, columns=["source_id", "layer"]).astype(
-            {"source_id": "int64"}),
+        layers=layer_rows,
         optimised_ops=pd.DataFrame(ops, columns=["optimised_id", "operator", "name", "backend",
                                                  "part", "part_op_index"]),
         origins=pd.DataFrame(origins, columns=["optimised_id", "source_id"]).astype("int64"))

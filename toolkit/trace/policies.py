@@ -1,16 +1,21 @@
 """Split policies: the integer weight of each member of a target.
 
 ``equal``  every source op of an event's op gets the same share.
-``macs``   each source op in proportion to its multiply-accumulates (``source_ops().macs``):
-           a fused conv + bias + activation op gives nearly all of its time to the convolution.
+``macs``   each source op in proportion to its multiply-accumulates (``source_ops().macs``);
+           within a source op that has a main layer (``layers().main``: the layer whose work
+           the MACs are, e.g. ``Conv1`` of TensorFlow's fused ``Conv1 + bn_Conv1 +
+           Conv1_relu`` op), that layer takes the op's whole share and the layers fused into
+           it (a batch norm folded into the weights, a bias, an activation in the output
+           stage) none: fused work shown as it ran. The default policy.
 ``bytes``  each source op in proportion to its output bytes (``source_ops().output_bytes``):
            for memory-bound ops.
 
 When every source op of a target weighs 0 (a fused reshape + transpose under ``macs``), the
 target splits equally. A source op with several original layers splits its share equally
 between them (each layer member carries the factor ``lcm / n_layers``; see
-:mod:`toolkit.trace.catalog`). Weights are scaled down when a target's weights sum above
-:data:`~toolkit.trace.split.MAX_TOTAL_WEIGHT` (ratios kept to 1 part in 2**31).
+:mod:`toolkit.trace.catalog`), but under ``macs`` as said above. Weights are scaled down
+when a target's weights sum above :data:`~toolkit.trace.split.MAX_TOTAL_WEIGHT`
+(ratios kept to 1 part in 2**31).
 """
 
 from __future__ import annotations
@@ -50,6 +55,15 @@ def member_weights(cat: Catalog, policy: str) -> tuple[np.ndarray, np.ndarray]:
         raw_total[nonempty] = np.add.reduceat(raw, starts)
     raw = np.where(raw_total[member_target] > 0, raw, 1)
     weight = raw * cat.member_factor
+    if policy == "macs" and len(weight):
+        # a source op with a main layer gives it all of its share (raw * lcm), the rest none
+        source_has_main = np.zeros(s, dtype=bool)
+        n_lay = np.diff(cat.source_layers_ptr)
+        owner = np.repeat(np.arange(s), n_lay)
+        source_has_main[owner[cat.source_main]] = True
+        has = source_has_main[cat.member_source] & (raw_total[member_target] > 0)
+        lcm = cat.member_factor * np.maximum(n_lay[cat.member_source], 1)
+        weight = np.where(has, np.where(cat.member_main, raw * lcm, 0), weight)
     total = np.zeros(t, dtype=np.int64)
     if len(weight):
         total[nonempty] = np.add.reduceat(weight, starts)

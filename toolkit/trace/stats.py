@@ -14,7 +14,7 @@ import pandas as pd
 from toolkit.trace.split import group_sum
 
 __all__ = ["STAT_COLUMNS", "RUN_STAT_COLUMNS", "stats_frame", "matrix_stats_frame",
-           "matrix_per_run"]
+           "matrix_per_run", "outlier_runs", "p50_share"]
 
 #: Per-run statistics columns (``float64`` milliseconds).
 RUN_STAT_COLUMNS: tuple[str, ...] = ("avg_ms", "min_ms", "p10_ms", "p50_ms", "p90_ms",
@@ -116,3 +116,29 @@ def matrix_per_run(matrix: np.ndarray, ids: pd.Series, id_column: str,
                          id_column: ids.iloc[row].to_numpy() if len(row) else ids.iloc[:0],
                          "run": np.asarray(run_values, dtype=np.int64)[code],
                          "ns": np.asarray(matrix)[row, code].astype(np.int64)})
+
+
+def p50_share(median_ms: np.ndarray) -> np.ndarray:
+    """``float64`` per row: its median run over the sum of every row's median run (0 when
+    that sum is 0): a share a few slow runs do not move."""
+    total = float(np.nansum(median_ms))
+    if total <= 0:
+        return np.zeros(len(median_ms), dtype=np.float64)
+    return np.nan_to_num(np.asarray(median_ms, dtype=np.float64)) / total
+
+
+def outlier_runs(row: np.ndarray, run: np.ndarray, ns: np.ndarray, n_rows: int, runs: int,
+                 median_ms: np.ndarray) -> np.ndarray:
+    """``int64`` per row: the runs whose time (the ``ns`` pieces of (row, run) summed) is above
+    twice the row's median run; all 0 below 3 runs."""
+    if runs < 3 or n_rows == 0 or len(ns) == 0:
+        return np.zeros(n_rows, dtype=np.int64)
+    row = np.asarray(row, dtype=np.int64)
+    cell = row * runs + np.asarray(run, dtype=np.int64)
+    used, inverse = np.unique(cell, return_inverse=True)
+    per_cell = np.bincount(inverse, weights=np.asarray(ns, dtype=np.float64),
+                           minlength=len(used))
+    cell_row = used // runs
+    limit = 2 * np.nan_to_num(np.asarray(median_ms, dtype=np.float64)) * 1e6
+    slow = (per_cell > limit[cell_row]) & (per_cell > 0)
+    return np.bincount(cell_row[slow], minlength=n_rows).astype(np.int64)

@@ -52,7 +52,6 @@ import pandas as pd
 
 from toolkit.errors import VelaError
 from toolkit.formats.vela_db import VelaDebugDB
-from toolkit.source_table import layer_names
 from toolkit.trace.split import split_grouped
 
 if TYPE_CHECKING:
@@ -518,7 +517,7 @@ class VelaAttribution:
         backend = self._backends()
         src = self._joins[self.metric].by_source_op()
         for s, layers in zip(src["source_id"].tolist(), src["layers"].tolist()):
-            for layer in layer_names(str(layers)):
+            for layer in (x for x in str(layers).split(";") if x):
                 seen.setdefault(layer, set()).add(backend.get(s, "unknown"))
         order = {"npu": 0, "cpu": 1}
         out = base[["layer"]].copy()

@@ -213,8 +213,10 @@ class VelaProvenance:
 
     def layers(self) -> pd.DataFrame:
         """Return one row per (source op, original layer): ``source_id`` (int64), ``layer``
-        (str; :func:`toolkit.source_table.layer_names` of the operator's name)."""
-        return layers_table(self.source_ops())
+        (str), ``main`` (bool): the layers of the operator's origins
+        (:func:`toolkit.source_table.layers_table`)."""
+        return layers_table(self.model, range(len(self._ops)),
+                            {i: op.origins for i, op in enumerate(self._ops)})
 
     def optimised_ops(self) -> pd.DataFrame:
         """Return one row per row of Vela's ``optimised`` table (the default core repeats an op
