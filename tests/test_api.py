@@ -225,7 +225,7 @@ def test_onnx_models_come_through_the_front_door() -> None:
     att = tk.trace_join(onnx / "cnn.ts.all.opt.prof.json.gz", onnx / "cnn.ts.onnx",
                         optimized=onnx / "cnn.ts.all.opt.onnx")
     direct = tk.join_ort(onnx / "cnn.ts.all.opt.prof.json.gz", model,
-                         onnx / "cnn.ts.all.opt.onnx", policy="compute")
+                         onnx / "cnn.ts.all.opt.onnx", policy="macs")
     att.check()
     pd.testing.assert_frame_equal(att.by_layer(), direct.by_layer())
     with pytest.raises(tk.ToolkitError, match="weights= is for a Caffe"):

@@ -404,7 +404,7 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
         skip_runs: drop the first N runs (warm-up inferences) of the trace.
         optimized: for an ONNX model (an ``.onnx`` path or a model of :func:`load_onnx`),
             the graph ONNX Runtime saved for the profiled session; the join is then
-            :func:`join_ort`'s (``policy`` ``"macs"`` means its ``"compute"``).
+            :func:`join_ort`'s adapter of the same join.
 
     Returns:
         An :class:`~toolkit.trace.attribution.Attribution`: ``.by_layer()``, ``.by_op()``,
@@ -429,8 +429,8 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
         trace, optimized = _ort_profile(trace, optimized, "tk.trace_join")
         is_onnx = True
     if is_onnx or optimized is not None:
-        return join_ort(trace, model, optimized,
-                        policy="compute" if policy == "macs" else policy)
+        return join_ort(trace, model, optimized, policy=policy, key=key, overlaps=overlaps,
+                        strict=strict, skip_runs=skip_runs)
     from toolkit.generator import Artifact
 
     if isinstance(model, Artifact):  # a native run: join against what it was generated from
@@ -557,7 +557,8 @@ def load_onnx(path: PathLike | bytes) -> Model:
 
 
 def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | None = None,
-             *, policy: str = "equal") -> OrtAttribution:
+             *, policy: str = "equal", key: str | None = None, overlaps: str = "self",
+             strict: bool = True, skip_runs: int = 0) -> OrtAttribution:
     """Attribute an ONNX Runtime profile's kernel time to the original nodes and layers.
 
     Args:
@@ -567,12 +568,15 @@ def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | 
             (``optimized_model_filepath``); None when the profile is of ``model`` itself at
             ``ORT_DISABLE_ALL``.
         policy: how an optimized node's time is split over the original nodes it owns:
-            ``"equal"`` or ``"compute"``.
+            ``"equal"``, ``"macs"`` (by compute weight: see
+            :func:`~toolkit.trace.ort_provenance.compute_weight`) or ``"bytes"``.
+        key, overlaps, strict, skip_runs: as :func:`trace_join` (it is the same join).
 
     Returns:
-        An :class:`~toolkit.trace.ort_join.OrtAttribution`: ``.by_layer()``, ``.by_node()``,
-        ``.by_op()``, ``.origins()`` (optimized node -> original nodes), ``.groups()``,
-        ``.unmapped()``, ``.unattributed()``, ``.check()``.
+        An :class:`~toolkit.trace.ort_join.OrtAttribution`: every view of
+        :func:`trace_join`'s result (``.by_layer()``, ``.by_op()``, ``.unattributed()``,
+        ``.overhead()``, ``.summary()``, ``.check()``) plus ``.by_node()``, ``.origins()``
+        (optimized node -> original nodes), ``.groups()``, ``.unmapped()``.
 
     Raises:
         ToolkitError: an optimized graph that is not ORT's optimization of the model, a profile
@@ -580,7 +584,7 @@ def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | 
             unknown policy.
     """
     from toolkit.trace.ort_join import join_ort as _join_ort
-    from toolkit.util.args import check_model_arg, check_path_arg
+    from toolkit.util.args import check_bool, check_int, check_model_arg, check_path_arg
 
     if type(trace).__name__ == "OrtRun":
         trace, optimized = _ort_profile(trace, optimized, "tk.join_ort")
@@ -588,7 +592,10 @@ def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | 
         check_path_arg(trace, "trace", "tk.join_ort")
     check_model_arg(model, "model", "tk.join_ort")
     check_model_arg(optimized, "optimized", "tk.join_ort", optional=True)
-    return _join_ort(trace, model, optimized, policy=policy)
+    check_int(skip_runs, "skip_runs", "tk.join_ort")
+    check_bool(strict, "strict", "tk.join_ort")
+    return _join_ort(trace, model, optimized, policy=policy, key=key, overlaps=overlaps,
+                     strict=strict, skip_runs=skip_runs)
 
 
 def _ort_profile(run: OrtRun, optimized: Model | PathLike | None, where: str
