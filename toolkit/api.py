@@ -388,8 +388,8 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
             (:class:`~toolkit.provenance.Provenance`). For an ExecuTorch ETDump (``trace``),
             its ETRecord (see :func:`read_executorch`).
         policy: how an event of a fused op is split over its source ops: ``"equal"``,
-            ``"macs"`` or ``"bytes"`` (ExecuTorch: ``"equal"`` or ``"nodes"``; ``"macs"`` is
-            taken as ``"equal"``, an ETRecord has no MAC counts).
+            ``"macs"`` or ``"bytes"`` (the same for every runtime; where the provenance has no
+            costs, an ExecuTorch ETRecord, the split is equal).
         key: ``None`` to use each event's own key kind, or one kind for every event
             (``command_id``, ``part_op``, ``op_index``, ``debug_handle``, ``part``, ``name``,
             ``source_op_index``, ``source_name``).
@@ -446,7 +446,8 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
     from toolkit.trace.executorch import executorch_join
     from toolkit.trace.join import trace_join as _join
 
-    joined = executorch_join(trace, model, policy)
+    joined = executorch_join(trace, model, policy, key, overlaps=overlaps, strict=strict,
+                             skip_runs=skip_runs)
     if joined is not None:
         result: ExecutorchAttribution = joined
         return result

@@ -383,11 +383,16 @@ class OrtAttribution(Attribution):
     def by_node(self) -> pd.DataFrame:
         """One row per original node (file order, then the nodes of ``If``/``Loop`` bodies):
         the columns of :meth:`by_source_op` (``source_id`` = ``op_index`` = the node's
-        position) then ``groups`` (object: tuple of the groups holding it) and ``unmapped``
+        position) with ``layer`` (str: the importer's layer, ``""`` the top module) after
+        ``layers``, then ``groups`` (object: tuple of the groups holding it) and ``unmapped``
         (str: why no group holds it, ``""`` when one does)."""
         table = self.by_source_op()
         n0 = len(self.mapping.original)
         ids = table["source_id"].to_numpy(dtype=np.int64)
+        body = [op for op, _ in self.provenance._body0]  # type: ignore[attr-defined]
+        table.insert(5, "layer", pd.Series(
+            [self._layer_of(j) if j < n0 else str(body[j - n0].extra.get("layer", ""))
+             for j in ids.tolist()], dtype=_STR))
         table["groups"] = pd.Series([tuple(self.mapping.owners[j]) if j < n0 else ()
                                      for j in ids.tolist()], dtype=object)
         table["unmapped"] = pd.Series([self.mapping.unmapped.get(j, "") if j < n0 else ""

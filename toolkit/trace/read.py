@@ -250,9 +250,7 @@ def _from_path(path: Path, format: str | None, opts: _Options) -> Trace:
     if executorch == "etdump":
         from toolkit.trace.executorch import read_executorch
 
-        profile = read_executorch(path)
-        return Trace(profile.events, {"source": str(path), "format": "etdump",
-                                      "run_from": "ordinal of the Execute block (-1: load)"})
+        return read_executorch(path).trace()
     if executorch is not None:
         from toolkit.formats.etdump import _fix_for
 
