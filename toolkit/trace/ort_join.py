@@ -389,7 +389,7 @@ class OrtAttribution(Attribution):
         table = self.by_source_op()
         n0 = len(self.mapping.original)
         ids = table["source_id"].to_numpy(dtype=np.int64)
-        body = [op for op, _ in self.provenance._body0]  # type: ignore[attr-defined]
+        body = [op for op, _ in self.provenance._body0]
         table.insert(5, "layer", pd.Series(
             [self._layer_of(j) if j < n0 else str(body[j - n0].extra.get("layer", ""))
              for j in ids.tolist()], dtype=_STR))
