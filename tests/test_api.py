@@ -86,7 +86,7 @@ def test_run_returns_one_type_traced_or_not() -> None:
 def test_warmup_runs_untraced_inferences_first() -> None:
     model = tk.load(SAMPLES / "cnn.tflite")
     res = tk.run(model, trace=True, repeat=3, warmup=4)
-    frame = res.trace.to_frame()
+    frame = res.trace.runtime.to_frame()
     assert frame["run"].nunique() == 3 and len(frame) == 3 * len(model.graph)
 
 

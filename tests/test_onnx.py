@@ -683,8 +683,9 @@ def test_external_data_from_bytes_needs_a_folder() -> None:
 
 
 def test_run_with_onnxruntime_through_the_front_door(tmp_path: Path) -> None:
-    """tk.run(..., runtime="onnxruntime") returns the one RunResult; its trace (the OrtRun)
-    joins as it is, through the saved optimized graph, with all kernel time attributed."""
+    """tk.run(..., runtime="onnxruntime") returns the one RunResult; its trace is a Trace, as
+    for every runtime (before: the OrtRun), with ORT's extras as attributes, and joins as it
+    is, through the saved optimized graph, with all kernel time attributed."""
     pytest.importorskip("onnxruntime")
     import warnings
 
@@ -700,7 +701,10 @@ def test_run_with_onnxruntime_through_the_front_door(tmp_path: Path) -> None:
     assert plain.trace is None and "not traced" in repr(plain)
     assert "ONNX Runtime profile" in repr(tk.RunResult(outputs, trace))
     np.testing.assert_allclose(outputs["output"], plain.outputs["output"], atol=1e-5)
-    assert trace.optimization == "extended" and trace.profile_path is not None
+    assert isinstance(trace, tk.Trace) and trace.meta["format"] == "ort"
+    assert trace.runtime.optimization == "extended" and trace.runtime.profile_path is not None
+    assert trace.optimized_path == trace.runtime.optimized_path
+    assert (trace.timings["profiled_ns"] > 0).all() and (trace.timings["unprofiled_ns"] > 0).all()
     att = tk.trace_join(trace, path)
     att.check()
     assert att.attributed_ns == att.total_ns > 0

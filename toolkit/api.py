@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pathlib import Path
 
     import numpy as np
 
@@ -260,10 +259,12 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
 
     Returns:
         A :class:`~toolkit.runtime.result.RunResult` ``(outputs, trace)``, traced or not:
-        ``outputs`` by name, ``trace`` the event tracer or ``None``. With
-        ``runtime="onnxruntime"`` and ``trace``, ``trace`` is the
-        :class:`~toolkit.runtime.onnxruntime.OrtRun` (profile, optimized graph, timings),
-        which :func:`trace_join` takes as it is: ``tk.trace_join(trace, "m.onnx")``.
+        ``outputs`` by name, ``trace`` a :class:`~toolkit.trace.read.Trace` (every runtime;
+        ``None`` when not traced), which :func:`trace_join` takes as it is. The runtime's own
+        record is ``trace.runtime`` (the ``EventTracer``, or ONNX Runtime's
+        :class:`~toolkit.runtime.onnxruntime.OrtRun`); an ONNX Runtime trace also has
+        ``trace.optimized_path`` (the graph it ran, which the join uses) and
+        ``trace.timings`` (profiled vs unprofiled time per run).
 
     Raises:
         ToolkitError: a model argument of another kind, bad ``repeat``/``warmup``, inputs of
@@ -279,7 +280,9 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
     check_inputs(inputs, "inputs", "tk.run")
     if threads is not None:
         check_int(threads, "threads", "tk.run", low=1, high=1 << 16)
-    if tracer is not None and type(tracer).__name__ != "EventTracer":
+    from toolkit.runtime.tracer import EventTracer
+
+    if tracer is not None and not isinstance(tracer, EventTracer):
         raise ToolkitError(f"tracer must be an EventTracer, got a {type(tracer).__name__}",
                            where="tk.run", fix="pass tracer=toolkit.runtime.tracer.EventTracer()")
     from toolkit.generator import Artifact, is_artifact_dir
@@ -300,7 +303,7 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
 
         ort = run_onnxruntime(model, inputs, optimization=optimization, trace=trace,
                               repeat=repeat, warmup=warmup, threads=threads or 1)
-        return _RunResult(ort.outputs, ort if trace else None)
+        return _as_traced(_RunResult(ort.outputs, ort if trace else None))
     native = isinstance(model, Artifact) or (isinstance(model, (str, os.PathLike))
                                              and os.path.isdir(model) and is_artifact_dir(model))
     if runtime == "native" and not native:
@@ -314,18 +317,26 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
     if native:
         from toolkit.runtime.native import run_native
 
-        return run_native(model, inputs, trace=trace, repeat=repeat, warmup=warmup,
-                          tracer=tracer)
+        return _as_traced(run_native(model, inputs, trace=trace, repeat=repeat,
+                                     warmup=warmup, tracer=tracer))
     arg = resolve_model(model, purpose="tk.run")
     if arg.kind in ("connection", "partition"):
         from toolkit.runtime.chain import run_connection
 
-        return run_connection(arg.value, inputs, trace=trace, repeat=repeat, warmup=warmup,
-                              tracer=tracer)
+        return _as_traced(run_connection(arg.value, inputs, trace=trace, repeat=repeat,
+                                         warmup=warmup, tracer=tracer))
     from toolkit.runtime.interpreter import run_model
 
-    return run_model(arg.value, inputs, trace=trace, repeat=repeat, warmup=warmup,
-                     tracer=tracer, threads=threads)
+    return _as_traced(run_model(arg.value, inputs, trace=trace, repeat=repeat, warmup=warmup,
+                                tracer=tracer, threads=threads))
+
+
+def _as_traced(result: RunResult) -> RunResult:
+    """``result`` with its trace as a :class:`~toolkit.trace.read.Trace` (the runtime's own
+    record is ``trace.runtime``)."""
+    from toolkit.trace.inputs import run_trace
+
+    return result._replace(trace=run_trace(result.trace))
 
 
 def read_trace(source: Any, *, format: str | None = None, key_column: str | None = None,
@@ -423,14 +434,12 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
     check_model_arg(optimized, "optimized", "tk.trace_join", optional=True)
     check_int(skip_runs, "skip_runs", "tk.trace_join")
     check_bool(strict, "strict", "tk.trace_join")
-    is_onnx = (isinstance(model, (str, os.PathLike)) and str(model).lower().endswith(".onnx")
-               ) or getattr(model, "format", None) == "onnx"
-    if type(trace).__name__ == "OrtRun":  # tk.run(..., runtime="onnxruntime", trace=True)
-        trace, optimized = _ort_profile(trace, optimized, "tk.trace_join")
-        is_onnx = True
-    if is_onnx or optimized is not None:
-        return join_ort(trace, model, optimized, policy=policy, key=key, overlaps=overlaps,
-                        strict=strict, skip_runs=skip_runs)
+    from toolkit.trace.inputs import resolve_join
+
+    route = resolve_join(trace, model, optimized)
+    if route.route == "onnxruntime":
+        return join_ort(route.trace, route.model, route.optimized, policy=policy, key=key,
+                        overlaps=overlaps, strict=strict, skip_runs=skip_runs)
     from toolkit.generator import Artifact
 
     if isinstance(model, Artifact):  # a native run: join against what it was generated from
@@ -443,14 +452,14 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
                                    "(tk.trace_join(trace, compiled)), or its compiled output "
                                    "folder")
         model = model.model
-    from toolkit.trace.executorch import executorch_join
+    if route.route == "executorch":
+        from toolkit.trace.executorch import executorch_join
+
+        result: ExecutorchAttribution = executorch_join(
+            trace, model, policy, key, overlaps=overlaps, strict=strict, skip_runs=skip_runs)
+        return result
     from toolkit.trace.join import trace_join as _join
 
-    joined = executorch_join(trace, model, policy, key, overlaps=overlaps, strict=strict,
-                             skip_runs=skip_runs)
-    if joined is not None:
-        result: ExecutorchAttribution = joined
-        return result
     return _join(trace, model, policy=policy, key=key, overlaps=overlaps, strict=strict,
                  skip_runs=skip_runs)
 
@@ -584,12 +593,14 @@ def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | 
             most of whose nodes are not in the graph, a trace that is not an ORT profile, an
             unknown policy.
     """
+    from toolkit.trace.inputs import resolve_join
     from toolkit.trace.ort_join import join_ort as _join_ort
+    from toolkit.trace.read import Trace as _Trace
     from toolkit.util.args import check_bool, check_int, check_model_arg, check_path_arg
 
-    if type(trace).__name__ == "OrtRun":
-        trace, optimized = _ort_profile(trace, optimized, "tk.join_ort")
-    if type(trace).__name__ != "Trace":
+    route = resolve_join(trace, model, optimized, where="tk.join_ort")
+    trace, optimized = route.trace, route.optimized
+    if not isinstance(trace, _Trace):
         check_path_arg(trace, "trace", "tk.join_ort")
     check_model_arg(model, "model", "tk.join_ort")
     check_model_arg(optimized, "optimized", "tk.join_ort", optional=True)
@@ -597,18 +608,6 @@ def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | 
     check_bool(strict, "strict", "tk.join_ort")
     return _join_ort(trace, model, optimized, policy=policy, key=key, overlaps=overlaps,
                      strict=strict, skip_runs=skip_runs)
-
-
-def _ort_profile(run: OrtRun, optimized: Model | PathLike | None, where: str
-                 ) -> tuple[Path, Model | PathLike]:
-    """The profile of an ONNX Runtime run and the graph it profiled (``optimized`` when given,
-    else the run's saved optimized graph)."""
-    from toolkit.errors import ToolkitError
-
-    if run.profile_path is None:
-        raise ToolkitError("this ONNX Runtime run was not profiled", where=where,
-                           fix="run it with trace=True")
-    return run.profile_path, run.optimized_path if optimized is None else optimized
 
 
 def run_onnxruntime(model: Model | PathLike,

@@ -353,21 +353,6 @@ def main_executorch(etdump: Path, etrecord: Path, program: Path | None, *, polic
     return 0
 
 
-def _sniff(value: Any) -> str | None:
-    if isinstance(value, ETDump):
-        return "etdump"
-    if isinstance(value, ETRecord):
-        return "etrecord"
-    if isinstance(value, Trace) and value.meta.get("format") == "etdump":
-        return "etdump"
-    if isinstance(value, (str, os.PathLike)) and Path(value).is_file():
-        from toolkit.formats.etdump import sniff_executorch_file
-
-        with open(value, "rb") as f:
-            return sniff_executorch_file(f.read(64))
-    return None
-
-
 def executorch_join(trace: Any, model: Any, policy: str = "equal", key: str | None = None,
                     *, overlaps: str = "self", strict: bool = True, skip_runs: int = 0,
                     program: Any = None) -> Any:
@@ -385,7 +370,9 @@ def executorch_join(trace: Any, model: Any, policy: str = "equal", key: str | No
         ToolkitError: one of the two is an ExecuTorch file and the other is not the file it
             pairs with (the message names what was passed).
     """
-    kinds = (_sniff(trace), _sniff(model))
+    from toolkit.trace.inputs import executorch_kind
+
+    kinds = (executorch_kind(trace), executorch_kind(model))
     if "etdump" not in kinds and "etrecord" not in kinds:
         return None
     if kinds != ("etdump", "etrecord"):

@@ -96,6 +96,10 @@ class Trace:
     #: keyed events have text keys (None: ``int_keys`` holds every key): a join reads only
     #: the text keys object by object.
     int_key_rows: np.ndarray | None = field(default=None, repr=False)
+    #: The runtime's own record when the trace was made by ``tk.run``: its
+    #: :class:`~toolkit.runtime.tracer.EventTracer` (raw events: ``runtime.to_frame()``), a
+    #: partition chain's DataFrame of part calls, or ONNX Runtime's ``OrtRun``; else None.
+    runtime: Any = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -108,6 +112,19 @@ class Trace:
             return 0
         run = self.events["run"]
         return int(run[run >= 0].nunique())
+
+    @property
+    def optimized_path(self) -> Any:
+        """ONNX Runtime: the graph it saved for the profiled session (a ``Path``), which a
+        join of this trace uses; None for other traces."""
+        return self.meta.get("optimized_path")
+
+    @property
+    def timings(self) -> pd.DataFrame | None:
+        """ONNX Runtime run by ``tk.run``: one row per measured run, ``unprofiled_ns`` and
+        ``profiled_ns`` (wall time without and with the profiler) and ``kernel_ns``; None for
+        other traces."""
+        return self.meta.get("timings")
 
     def key_kinds(self) -> pd.DataFrame:
         """Return one row per key kind present: ``key_kind`` (str), ``events`` (int64)."""
