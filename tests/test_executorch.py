@@ -36,7 +36,7 @@ def reference(stem: str) -> dict:
 
 
 def test_fixtures_present() -> None:
-    assert len(STEMS) == 6 and len(XNNPACK) == 3
+    assert len(STEMS) == 8 and len(XNNPACK) == 4
 
 
 # ------------------------------------------------------------------------------- ETDump
@@ -237,6 +237,57 @@ def test_fused_batch_norm_and_relu_get_time_through_their_producers() -> None:
     un = att.unattributed()
     assert int(un["self_ns"].sum()) > 0
     assert un["reason"].astype(str).str.contains("handle 65535").all()
+
+
+def test_mobile_block_maps_every_xnnpack_operator_to_its_nodes() -> None:
+    """A MobileNet-like block delegated to XNNPACK (residual add, ReLU6 clamps, global mean
+    pool, reshape, two linears): every operator event of a serialized XNNPACK node reaches its
+    node and, through the debug handles, its edge nodes and nn.Modules; a convolution XNNPACK
+    fused with its BatchNorm and ReLU6 (an output clamp) is one group sharing its events;
+    only the layout transposes XNNPACK made at runtime are left, each with its reason."""
+    etdp, etrecord, pte = files("mobile_xnnpack")
+    profile = read_executorch(etdp, etrecord, pte)
+    att = profile.attribution()
+    att.check()
+    xnodes = read_xnnpack_blob(profile.program.plans["forward"].delegates[0].data)
+    ops = att.delegate_ops()
+    runs = att.runs
+    assert len(ops) == 12 * runs and (ops["xnode"] >= 0).all()
+    for name, k in zip(ops["name"], ops["xnode"]):
+        fam = family(name)
+        assert fam in FAMILIES[xnodes[k].kind] or (fam == "Clamp" and xnodes[k].min_max)
+    # the 1x1 convolutions run as GEMMs: the first of them is the expand conv's, not fc1's
+    first = ops[ops["run"] == 0].set_index("name")["xnode"]
+    assert xnodes[first["Fully Connected (NC, F32) GEMM #1"]].kind == "XNNConv2d"
+    assert xnodes[first["Fully Connected (NC, F32) GEMM #4"]].kind == "XNNFullyConnected"
+    inserted = {k for k, x in enumerate(xnodes) if x.debug_handle == 65535}
+    un = att.unattributed()
+    assert set(ops.loc[ops["event_id"].isin(un["event_id"]), "xnode"]) == inserted
+    assert un["reason"].astype(str).str.startswith("made by the delegate at runtime").all()
+    assert len(un) == len(inserted) * runs and att.skipped_nodes().empty
+    # layers: the framework's own module list, recorded when the fixture was made
+    modules = json.loads((DIR / "mobile_xnnpack.modules.json").read_text())
+    leaves = {m["path"] for m in modules if m["path"] and m["type"] not in ("Sequential",
+                                                                             "MobileBlock")}
+    layers = att.by_layer().set_index("layer")
+    assert leaves <= set(layers.index)
+    assert (layers.loc[sorted(leaves), "events"] > 0).all()
+    # fused groups share their events equally (policy "equal"): conv + BatchNorm (+ ReLU6)
+    for group in (("stem.0", "stem.1", "stem.2"), ("expand.0", "expand.1", "expand.2"),
+                  ("depthwise.0", "depthwise.1", "depthwise.2"), ("project.0", "project.1")):
+        rows = layers.loc[list(group)]
+        assert (rows["events"] == runs).all(), group
+        assert int(rows["total_ns"].max() - rows["total_ns"].min()) <= runs, group
+    # the residual add (a node of the root module) and the final ReLU6 share the Add and
+    # its Clamp; the mean, the reshape and both linears have their own events
+    nodes = att.by_node().set_index("name")
+    assert nodes.loc["aten_add_tensor", "events"] == 2 * runs
+    assert layers.loc["act", "events"] == 2 * runs
+    for name in ("aten_mean_dim", "aten_view_copy_default"):
+        assert nodes.loc[name, "events"] == runs, name
+    assert layers.loc["fc1", "events"] == layers.loc["fc2", "events"] == runs
+    assert att.attributed_ns + att.overhead_ns + att.unattributed_ns == execute_total(
+        "mobile_xnnpack")
 
 
 def test_loop_counts_the_events_the_inspector_drops() -> None:
