@@ -28,6 +28,7 @@ from toolkit.errors import ToolkitError
 from toolkit.formats.etdump import ETDump, read_etdump
 from toolkit.formats.etrecord import ETRecord, read_etrecord
 from toolkit.formats.executorch_program import Program, read_program
+from toolkit.trace.nesting import structural_tree
 from toolkit.trace.read import Trace
 
 __all__ = ["read_executorch", "ExecutorchProfile", "etdump_events", "executorch_join",
@@ -138,12 +139,10 @@ def etdump_events(dump: ETDump) -> pd.DataFrame:
     parent[other] = link(other, nxt_root, False)
     orphan = (kern | dop) & (parent < 0)
     parent[orphan] = link(orphan, nxt_root, False)
-    child_sum = np.zeros(n, dtype=np.int64)
     # a negative duration takes no part: nothing is taken from its parent, it counts 0 ns
     negative = problem == 1
-    has_parent = (parent >= 0) & ~negative
-    np.add.at(child_sum, parent[has_parent], dur[has_parent])
-    exclusive = np.where(negative, 0, dur - child_sum)
+    tree = structural_tree(idx, parent, np.where(negative, -1, dur))
+    exclusive = np.where(negative, 0, tree.self_ns)
     problems.append("children last longer than the span (negative exclusive time)")
     problem[(exclusive < 0) & (problem == 0)] = len(problems) - 1
 
