@@ -31,6 +31,12 @@ Steps, each vectorised over blocks of ~10^5 events (no per-event Python):
    policy's integer weights (:mod:`toolkit.trace.policies`), exactly
    (:func:`toolkit.trace.split.split_targets`), and summed per (run, member).
 
+**Every runtime.** ExecuTorch (:mod:`toolkit.trace.et_provenance`), ONNX Runtime
+(:mod:`toolkit.trace.ort_provenance`) and Vela (:mod:`toolkit.vela.provenance`) are adapters:
+their readers give a trace (with the runtime's own nesting as ``parent_id`` where it knows
+it) and a provenance, and :func:`run_join` is the one engine for all of them, so ``policy``,
+``key``, ``overlaps``, ``strict`` and ``skip_runs`` mean the same for every source.
+
 **Remainders.** Member ``j`` of an event gets ``floor(dur * w_j / W)``; the ``r < k``
 nanoseconds left over go one each to the ``r`` members with the largest remainders
 ``dur * w_j mod W``, ties to the member with the smaller ``source_id`` (then the layer listed
