@@ -174,7 +174,7 @@ def cmd_run(argv: Sequence[str]) -> int:
         from toolkit.formats.chrome_trace import write_chrome_trace
         from toolkit.formats.trace_csv import write_trace_csv
 
-        frame = res.trace.runtime.to_frame()  # the runtime's own events
+        frame = res.trace.to_frame()  # the runtime's own events
         if a.trace:
             write_chrome_trace(frame, a.trace, process_name=str(a.model.name))
             print(f"trace: {len(frame)} events -> {a.trace}")

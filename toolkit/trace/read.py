@@ -113,6 +113,20 @@ class Trace:
         run = self.events["run"]
         return int(run[run >= 0].nunique())
 
+    def to_frame(self) -> pd.DataFrame:
+        """The recorder's own event table: for a trace ``tk.run`` recorded with an
+        :class:`~toolkit.runtime.tracer.EventTracer`, the tracer's ``to_frame()`` (``key``,
+        ``start_ns``, ``dur_ns``, ``run``, ``track`` and each event's arguments, as written
+        to Chrome/CSV/Parquet trace files); for a partition chain's part calls, that
+        DataFrame; for any other trace, a copy of :attr:`events`."""
+        from toolkit.runtime.tracer import EventTracer
+
+        if isinstance(self.runtime, EventTracer):
+            return self.runtime.to_frame()
+        if isinstance(self.runtime, pd.DataFrame):
+            return self.runtime.copy()
+        return self.events.copy()
+
     @property
     def optimized_path(self) -> Any:
         """ONNX Runtime: the graph it saved for the profiled session (a ``Path``), which a
