@@ -51,7 +51,7 @@ from toolkit.trace.attribution import Attribution, JoinResult
 from toolkit.trace.read import Trace
 
 __all__ = ["join_ort", "OrtAttribution", "OrtGroups", "group_mapping", "check_pair", "owned_nodes",
-           "node_label"]
+           "node_label", "ort_generated"]
 
 _STR = pd.Series([""]).dtype
 
@@ -348,7 +348,8 @@ def owned_nodes(o0: list[Op], o1: list[Op], groups: list[list[int]],
     return owned, anchor
 
 
-def _ort_generated(name: str) -> bool:
+def ort_generated(name: str) -> bool:
+    """True for a name ORT gives a node it made without one (``<Identifier>_<digits>``)."""
     head, _, tail = name.rpartition("_")
     return bool(head) and tail.isdigit() and head.isidentifier()
 
@@ -389,7 +390,7 @@ class OrtAttribution(Attribution):
         table = self.by_source_op()
         n0 = len(self.mapping.original)
         ids = table["source_id"].to_numpy(dtype=np.int64)
-        body = [op for op, _ in self.provenance._body0]
+        body = [op for op, _ in self.provenance.body_original]
         table.insert(5, "layer", pd.Series(
             [self._layer_of(j) if j < n0 else str(body[j - n0].extra.get("layer", ""))
              for j in ids.tolist()], dtype=_STR))
@@ -479,7 +480,7 @@ def _refuse_foreign(trace: Trace, prov: Any) -> None:
     of another model, or of an optimized graph not given): the one join would refuse it too,
     this says which file is missing."""
     known = {str(op.extra.get("node_name")) for op in prov.mapping.optimized}
-    known |= {str(op.extra.get("node_name")) for op, _ in prov._body1}
+    known |= {str(op.extra.get("node_name")) for op, _ in prov.body_ran}
     ev = trace.events
     placed = (ev["key_kind"].astype(str) == "op_index").to_numpy()  # by node_index
     names = [str(x) for x in pd.unique(ev["name"].astype(object).to_numpy())]

@@ -42,7 +42,7 @@ from toolkit.errors import ToolkitError
 from toolkit.ir import Model, Op
 from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS
 from toolkit.trace.keys import KEY_KINDS
-from toolkit.trace.ort_join import OrtGroups, _ort_generated, group_mapping, node_label
+from toolkit.trace.ort_join import OrtGroups, group_mapping, node_label, ort_generated
 from toolkit.trace.read import Trace
 
 __all__ = ["OrtProvenance", "ort_trace", "compute_weight", "GENERATED"]
@@ -113,10 +113,13 @@ class OrtProvenance:
         self.mapping: OrtGroups = group_mapping(model, optimized)
         o0 = self.mapping.original
         # original body nodes: (node, enclosing original position)
-        self._body0: list[tuple[Op, int]] = [(inner, j) for j, op in enumerate(o0)
+        #: the nodes of the original model's If/Loop/Scan bodies, each with the position of
+        #: its enclosing main-graph node
+        self.body_original: list[tuple[Op, int]] = [(inner, j) for j, op in enumerate(o0)
                                              for inner in _bodies(model, op)]
         ran = optimized if optimized is not None else model
-        self._body1: list[tuple[Op, int]] = [(inner, i)
+        #: the same for the graph ORT ran (the optimized graph, else the model)
+        self.body_ran: list[tuple[Op, int]] = [(inner, i)
                                              for i, op in enumerate(self.mapping.optimized)
                                              for inner in _bodies(ran, op)]
 
@@ -129,7 +132,7 @@ class OrtProvenance:
     # ------------------------------------------------------------------ internals
     @cached_property
     def _sources(self) -> list[Op]:
-        return [*self.mapping.original, *(op for op, _ in self._body0)]
+        return [*self.mapping.original, *(op for op, _ in self.body_original)]
 
     def _layers_of(self, op: Op) -> tuple[str, ...]:
         """The node's layers: the importer's origin record, else its ``layer``."""
@@ -159,7 +162,7 @@ class OrtProvenance:
         for k, op in enumerate(self._sources):
             own = self._layers_of(op)
             if not own and k >= n0:  # a body node: its enclosing node's layer
-                own = self._layers_of(self.mapping.original[self._body0[k - n0][1]])
+                own = self._layers_of(self.mapping.original[self.body_original[k - n0][1]])
             for layer in own:
                 ids.append(k)
                 names.append(layer)
@@ -169,7 +172,7 @@ class OrtProvenance:
     def optimised_ops(self) -> pd.DataFrame:
         """One row per node ORT ran (main graph, then bodies):
         :data:`~toolkit.provenance.OPTIMISED_COLUMNS` (``backend`` ``"onnxruntime"``)."""
-        ran = [*self.mapping.optimized, *(op for op, _ in self._body1)]
+        ran = [*self.mapping.optimized, *(op for op, _ in self.body_ran)]
         rows = [(i, op.type, str(op.extra.get("node_name") or ""), 0, _output_bytes(op),
                  1, 1, 1, 1, 1, "onnxruntime") for i, op in enumerate(ran)]
         df = pd.DataFrame(rows, columns=OPTIMISED_COLUMNS)
@@ -184,11 +187,11 @@ class OrtProvenance:
             pairs.extend((i, j) for j in owned)
         n0, n1 = len(self.mapping.original), len(self.mapping.optimized)
         body_names: dict[str, list[int]] = {}
-        for k, (op, _) in enumerate(self._body0):
+        for k, (op, _) in enumerate(self.body_original):
             name = op.extra.get("node_name")
             if name:
                 body_names.setdefault(str(name), []).append(n0 + k)
-        for k, (op, enclosing) in enumerate(self._body1):
+        for k, (op, enclosing) in enumerate(self.body_ran):
             same = body_names.get(str(op.extra.get("node_name") or ""), [])
             if len(same) == 1:
                 pairs.append((n1 + k, same[0]))
@@ -271,7 +274,7 @@ def ort_trace(trace: Trace, prov: OrtProvenance) -> Trace:
         key[use] = cand[use]
         kind_codes[use] = categories.get_loc("op_index")
     else:  # a node ORT made without a name cannot be placed: say so
-        generated = np.array([_ort_generated(str(x)) for x in names], dtype=bool) & (node == -1)
+        generated = np.array([ort_generated(str(x)) for x in names], dtype=bool) & (node == -1)
         if generated.any():
             problem = ev["problem"].astype(object).to_numpy().copy()
             problem[generated & (problem == "")] = GENERATED
