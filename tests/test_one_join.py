@@ -8,6 +8,7 @@ ExecuTorch 1.5.1 files of ``sample_models/executorch`` and the toolkit's own run
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from pathlib import Path
@@ -153,9 +154,18 @@ def test_command_line_joins_an_if_with_no_strict(tmp_path: Path,
 
 
 # ------------------------------------------------------------------------ every source
-def _own(skip: int) -> tk.LayerAttribution:
+@functools.cache
+def _compiled_and_runs() -> tuple[object, object, list[object]]:
+    """One compiled model, one traced run of it and a fleet of two, recorded once: both
+    joins of a test (with and without skip_runs) see the same events."""
     compiled = tk.compile(tk.load(SAMPLES / "cnn.tflite"))
     trace = tk.run(compiled, trace=True, repeat=3).trace
+    fleet = [tk.run(compiled, trace=True, repeat=3).trace for _ in range(2)]
+    return compiled, trace, fleet
+
+
+def _own(skip: int) -> tk.LayerAttribution:
+    compiled, trace, _ = _compiled_and_runs()
     return tk.trace_join(trace, compiled, skip_runs=skip)
 
 
@@ -170,8 +180,7 @@ def _ort(skip: int) -> tk.LayerAttribution:
 
 
 def _fleet(skip: int) -> tk.LayerAttribution:
-    compiled = tk.compile(tk.load(SAMPLES / "cnn.tflite"))
-    traces = [tk.read_trace(tk.run(compiled, trace=True, repeat=3).trace) for _ in range(2)]
+    compiled, _, traces = _compiled_and_runs()
     return tk.trace_join_many(traces, compiled, workers=0, runs="per-partition",
                               skip_runs=skip)
 
