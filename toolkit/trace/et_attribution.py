@@ -100,9 +100,10 @@ class ExecutorchAttribution(Attribution):
             r = self._r
             cat = r.catalog
             s = len(cat.source_id)
-            role = r.trace.events["role"].astype(str).to_numpy()
-            comp_of_event = np.array([_COMPONENT_OF_ROLE.get(x, 2) for x in role.tolist()],
-                                     dtype=np.int64)
+            role = r.trace.events["role"].array
+            comp_of_role = np.array([_COMPONENT_OF_ROLE.get(str(c), 2)
+                                     for c in role.categories], dtype=np.int64)
+            comp_of_event = comp_of_role[np.asarray(role.codes, dtype=np.int64)]
             out = np.zeros(3 * s, dtype=np.int64)
             for _b0, _b1, rows, member, ns in self._blocks():
                 cell = comp_of_event[rows] * s + cat.member_source[member]

@@ -200,7 +200,7 @@ def etdump_trace(profile: ExecutorchProfile) -> Trace:
     ev = profile.events
     execute = (ev["phase"] == "execute").to_numpy()
     load = ev.loc[~execute, ["event_id", "name", "dur_ns"]].reset_index(drop=True)
-    load["name"] = load["name"].astype(str).astype(_STR)
+    load["name"] = pd.Series(load["name"].astype(object).to_numpy(), dtype=_STR)
     events = ev.loc[execute].reset_index(drop=True).rename(columns={"parent": "parent_id"})
     events["key"] = pd.Series([None] * len(events), dtype=object)
     events["key_kind"] = pd.Categorical.from_codes(
@@ -315,7 +315,7 @@ class _Keyer:
         name_codes = ev["name"].cat.codes.to_numpy()
         name_cats = list(ev["name"].cat.categories)
         parent = ev["parent_id"].to_numpy(dtype=_I64)
-        timed = (ev["problem"].astype(str) != "not a profile event (no time)").to_numpy()
+        timed = (ev["problem"] != "not a profile event (no time)").to_numpy()
         self.wrapper = (role == _ROLE_ROOT) & timed
         if record is None:
             self.problem[timed & ~self.wrapper] = NO_ETRECORD
@@ -506,9 +506,14 @@ def executorch_inputs(profile: ExecutorchProfile, trace: Trace | None = None
     events["key"] = pd.Series(key, dtype=object)
     events["key_kind"] = pd.Categorical.from_codes(
         np.where(keyed, kinds.get_loc("op_index"), 0).astype(_I64), categories=kinds)
-    old = events["problem"].astype(str).to_numpy().astype(object)
+    given = events["problem"].array
+    old = np.asarray([str(c) for c in given.categories] + [""], dtype=object)[
+        np.asarray(given.codes, dtype=np.int64)]
     problem = np.where(old != "", old, keyer.problem)
-    events["problem"] = pd.Categorical(pd.Series(problem, dtype=object).astype(str))
+    codes, texts = pd.factorize(problem)
+    events["problem"] = pd.Categorical.from_codes(
+        np.asarray(codes, dtype=np.int64),
+        categories=pd.Index([str(t) for t in texts], dtype=_STR))
     events["xnode"] = keyer.xnode
     prov = ExecutorchProvenance(keyer.nodes, keyer.layers, keyer.units, keyer.skipped,
                                 str(profile.dump.source))
