@@ -482,9 +482,12 @@ def _refuse_foreign(trace: Trace, prov: Any) -> None:
     known = {str(op.extra.get("node_name")) for op in prov.mapping.optimized}
     known |= {str(op.extra.get("node_name")) for op, _ in prov.body_ran}
     ev = trace.events
-    placed = (ev["key_kind"].astype(str) == "op_index").to_numpy()  # by node_index
-    names = [str(x) for x in pd.unique(ev["name"].astype(object).to_numpy())]
-    placed_names = {str(x) for x in pd.unique(ev["name"].astype(object).to_numpy()[placed])}
+    placed = (ev["key_kind"] == "op_index").to_numpy()  # by node_index
+    values = ev["name"].array  # categorical
+    texts = np.array([str(c) for c in values.categories], dtype=object)
+    codes = np.asarray(values.codes, dtype=np.int64)
+    names = texts[np.unique(codes[codes >= 0])].tolist()
+    placed_names = set(texts[np.unique(codes[placed & (codes >= 0)])].tolist())
     missing = [x for x in names if x not in known and x not in placed_names]
     if names and len(missing) * 2 > len(names):
         where = f"{trace.meta.get('source', 'trace')} vs {(prov.optimized or prov.model).path}"

@@ -243,15 +243,16 @@ def ort_trace(trace: Trace, prov: OrtProvenance) -> Trace:
     ev = trace.events.copy()
     n = len(ev)
     o1 = prov.mapping.optimized
-    names = np.asarray(ev["name"].astype(object).to_numpy(), dtype=object)
+    name_values = ev["name"].array  # categorical: one lookup per distinct name
+    name_texts = [str(c) for c in name_values.categories]
+    name_codes = np.asarray(name_values.codes, dtype=_I64)
     by_name: dict[str, int] = {}
     for i, op in enumerate(o1):
         name = op.extra.get("node_name")
         if name:
             by_name[str(name)] = i if str(name) not in by_name else -2
-    node = np.array([by_name.get(str(x), -1) for x in pd.unique(names)], dtype=_I64)
-    codes = pd.Index(pd.unique(names)).get_indexer(names) if n else np.zeros(0, _I64)
-    node = node[codes] if n else node[:0]
+    node_of_name = np.array([by_name.get(x, -1) for x in name_texts] + [-1], dtype=_I64)
+    node = node_of_name[name_codes]  # code -1 (no name) reads the last entry
     index = ev["node_index"].to_numpy(dtype=_I64) if "node_index" in ev else np.full(n, -1)
     position = prov.main_positions()
     named = node >= 0
@@ -268,13 +269,15 @@ def ort_trace(trace: Trace, prov: OrtProvenance) -> Trace:
         inside = (index >= 0) & (index < len(at))
         cand = np.where(inside, at[np.clip(index, 0, max(len(at) - 1, 0))] if len(at) else -1,
                         -1)
-        unnamed = np.array([not o1[int(c)].extra.get("node_name") if c >= 0 else False
-                            for c in cand.tolist()], dtype=bool)
+        unnamed_node = np.array([not op.extra.get("node_name") for op in o1] + [False],
+                                dtype=bool)
+        unnamed = unnamed_node[np.where(cand >= 0, cand, len(o1))]
         use = (node == -1) & unnamed
         key[use] = cand[use]
         kind_codes[use] = categories.get_loc("op_index")
     else:  # a node ORT made without a name cannot be placed: say so
-        generated = np.array([ort_generated(str(x)) for x in names], dtype=bool) & (node == -1)
+        generated_name = np.array([ort_generated(x) for x in name_texts] + [False], dtype=bool)
+        generated = generated_name[name_codes] & (node == -1)
         if generated.any():
             problem = ev["problem"].astype(object).to_numpy().copy()
             problem[generated & (problem == "")] = GENERATED
