@@ -3,7 +3,9 @@
 Run: ``python bench/bench_chrome_trace.py [--events N]``. Prints two small tables:
 
 1. writing a trace of N complete events (default 1,000,000), then reading it with
-   :func:`toolkit.formats.chrome_trace.read_chrome_trace` and with the plain way
+   :func:`toolkit.formats.chrome_trace.read_chrome_trace`, with
+   :func:`toolkit.trace.read.read_trace` (the reader plus the :class:`Trace` a join takes) and
+   with the plain way
    (``json.load`` + a per-event Python loop into the same columns), in this process; with the peak
    extra resident memory of each (Linux) and whether ``start_ns``/``dur_ns`` came back exactly;
 2. nanoseconds per event of :class:`toolkit.runtime.tracer.EventTracer` ``begin``/``end``, the
@@ -200,6 +202,14 @@ def main() -> None:
         rows.append(("read_chrome_trace", seconds_ours, extra, "yes" if exact else "NO"))
         del frame
 
+        from toolkit.trace.read import read_trace
+
+        seconds_trace, extra, trace = timed(lambda: read_trace(path))
+        rows.append(("read_trace (the Trace a join takes)", seconds_trace, extra,
+                     "yes" if (trace.events["dur_ns"].to_numpy()
+                               == events["dur_ns"].to_numpy()).all() else "NO"))
+        del trace
+
         seconds_plain, extra, frame = timed(lambda: read_plainly(path))
         wrong = int((frame["start_ns"].to_numpy() != events["start_ns"].to_numpy()).sum())
         rows.append(("json.load + per-event loop", seconds_plain, extra,
@@ -222,6 +232,8 @@ def main() -> None:
         print(f"{label:<44} {seconds:8.2f} {extra:9.0f}  {exact_text}")
     print(f"\nread_chrome_trace is {seconds_plain / seconds_ours:.2f}x as fast as "
           "json.load + loop")
+    print(f"read_trace is {seconds_plain / seconds_trace:.2f}x as fast as json.load + loop "
+          f"(target >= 3x, <= 3 s for 1,000,000 events); load average {os.getloadavg()[0]:.1f}")
 
     print(f"\n{'EventTracer, per event':<44} {'ns':>8}")
     for label, value in tracer_rows(options.tracer_events):

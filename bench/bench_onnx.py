@@ -7,7 +7,7 @@ with every ``args`` field ORT 1.32 writes, until it holds N events (ORT's cap is
 so the last run is cut as ORT would cut it). Then, in this process:
 
 1. the toolkit: :func:`toolkit.trace.ort.read_ort_profile` + :func:`toolkit.trace.ort_join.
-   join_ort` (groups, second tier, exact split) + ``by_layer()``;
+   join_ort` (groups, second tier; the one join: nesting, exact split) + ``by_layer()``;
 2. the plain way: ``json.load`` + one Python loop that maps each kernel event to its layers
    through the same node -> layers table and splits its time equally.
 
@@ -126,8 +126,9 @@ def measure_toolkit(path: Path) -> dict[str, Any]:
     layers = att.by_layer()
     seconds, cpu = time.perf_counter() - t, time.process_time() - c
     att.check()
-    table = {op.extra["node_name"]: [str(att.mapping.original[j].extra["layer"])
-                                     for j in att.mapping.owned[i]]
+    nodes = att.by_source_op()  # each original node's layer row (the join's names)
+    layer_of = dict(zip(nodes["source_id"].tolist(), nodes["layers"].tolist()))
+    table = {op.extra["node_name"]: [layer_of[j] for j in att.mapping.owned[i]]
              for i, op in enumerate(att.mapping.optimized)}
     return {"read_s": t_read, "seconds": seconds, "cpu_s": cpu, "events": len(trace),
             "runs": trace.runs,

@@ -23,7 +23,7 @@ ONNX = SAMPLES / "onnx"
 def _with_bad_events(compiled: tk.CompiledModel) -> tuple[EventTracer, int]:
     """A tracer of one real run plus a negative and an overflowing event of a real key;
     returns it and the time of the real events."""
-    frame = tk.run(compiled, trace=True).trace.to_frame()
+    frame = tk.run(compiled, trace=True).trace.runtime.to_frame()
     tr = EventTracer()
     for row in frame.itertuples():
         tr.log(row.key, row.start_ns, row.end_ns, command_id=row.command_id)

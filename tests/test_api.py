@@ -86,7 +86,7 @@ def test_run_returns_one_type_traced_or_not() -> None:
 def test_warmup_runs_untraced_inferences_first() -> None:
     model = tk.load(SAMPLES / "cnn.tflite")
     res = tk.run(model, trace=True, repeat=3, warmup=4)
-    frame = res.trace.to_frame()
+    frame = res.trace.runtime.to_frame()
     assert frame["run"].nunique() == 3 and len(frame) == 3 * len(model.graph)
 
 
@@ -225,7 +225,7 @@ def test_onnx_models_come_through_the_front_door() -> None:
     att = tk.trace_join(onnx / "cnn.ts.all.opt.prof.json.gz", onnx / "cnn.ts.onnx",
                         optimized=onnx / "cnn.ts.all.opt.onnx")
     direct = tk.join_ort(onnx / "cnn.ts.all.opt.prof.json.gz", model,
-                         onnx / "cnn.ts.all.opt.onnx", policy="compute")
+                         onnx / "cnn.ts.all.opt.onnx", policy="macs")
     att.check()
     pd.testing.assert_frame_equal(att.by_layer(), direct.by_layer())
     with pytest.raises(tk.ToolkitError, match="weights= is for a Caffe"):

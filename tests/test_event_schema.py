@@ -20,7 +20,7 @@ from toolkit.trace import read_trace
 
 def test_every_event_table_follows_the_schema(tmp_path: Path) -> None:
     compiled = compile_model(tk.load(SAMPLES / "cnn.tflite"))
-    frame = tk.run(compiled, trace=True, repeat=2).trace.to_frame()
+    frame = tk.run(compiled, trace=True, repeat=2).trace.runtime.to_frame()
     check_events(frame, "EventTracer.to_frame")
     assert {"run", "key", "key_kind", "name", "track", "end_ns", "problem"} <= set(frame.columns)
     chrome = read_chrome_trace(write_chrome_trace(frame, tmp_path / "t.json"))

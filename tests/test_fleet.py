@@ -329,7 +329,7 @@ def test_cli_joins_runtime_traces_of_a_compiled_model(tmp_path: Path,
     compiled.save(tmp_path / "out", stem="cnn")
     frames = []
     for device in range(3):  # three devices, each numbering its runs from 0
-        frame = tk.run(compiled, None, trace=True, repeat=2).trace.to_frame()
+        frame = tk.run(compiled, None, trace=True, repeat=2).trace.runtime.to_frame()
         write_trace_parquet(frame, tmp_path / "fleet" / f"dev{device}.parquet")
         frames.append(frame.assign(run=frame["run"] + 2 * device))
     pattern = str(tmp_path / "fleet" / "*.parquet")

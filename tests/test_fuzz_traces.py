@@ -36,7 +36,7 @@ def seeds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[b
     """Seed files per format, written by the toolkit or by the real tools (fixtures)."""
     folder = tmp_path_factory.mktemp("seeds")
     result = tk.run(SAMPLES / "cnn.tflite", trace=True, repeat=2)
-    frame = result.trace.to_frame()
+    frame = result.trace.runtime.to_frame()
     chrome = write_chrome_trace(frame, folder / "t.json").read_bytes()
     events = tk.read_trace(folder / "t.json").events
     csv = write_trace_csv(events, folder / "t.csv").read_bytes()

@@ -50,7 +50,7 @@ def test_matches_litert(path, seed) -> None:
 def test_trace_one_event_per_op_per_repeat(path, tmp_path) -> None:
     m = tk.load(path)
     res = run(m, None, trace=True, repeat=4)
-    ev = res.trace.to_frame()
+    ev = res.trace.runtime.to_frame()
     n = len(m.graph)
     assert len(ev) == 4 * n
     assert sorted(ev["run"].unique().tolist()) == [0, 1, 2, 3]
@@ -96,7 +96,7 @@ def test_events_are_timed_by_the_tracers_clock(monkeypatch, limit: int) -> None:
     ticks = iter(range(0, 10**6, 7))
     tracer = EventTracer(clock=lambda: next(ticks))
     res = run(m, None, tracer=tracer, repeat=3)  # step by step, then generated code
-    ev = res.trace.to_frame()
+    ev = res.trace.runtime.to_frame()
     assert ev["start_ns"].tolist() == [7 * (k + k // n) for k in range(3 * n)]
     assert (ev["dur_ns"] == 7).all()
 

@@ -130,7 +130,7 @@ def test_cli_trace_join(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     model = tk.load(SAMPLES / "cnn.tflite")
     compiled = compile_model(model)
     compiled.save(tmp_path / "out", stem="cnn")
-    frame = run(compiled, None, trace=True, repeat=2).trace.to_frame()
+    frame = run(compiled, None, trace=True, repeat=2).trace.runtime.to_frame()
     trace_path = write_chrome_trace(frame, tmp_path / "t.json")
     rc = main_trace_join([str(trace_path), "--compiled", str(tmp_path / "out"), "--by", "op",
                           "--policy", "bytes", "--csv", str(tmp_path / "ops.csv"),
@@ -155,7 +155,7 @@ def test_cli_trace_join(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
 def test_debug_handle_records_join_like_command_ids(identifiers: str) -> None:
     model = tk.load(SAMPLES / "transformer.tflite")
     compiled = compile_model(model, debug_identifiers=identifiers)
-    frame = run(compiled, None, trace=True, repeat=2).trace.to_frame()
+    frame = run(compiled, None, trace=True, repeat=2).trace.runtime.to_frame()
     handles = compiled.handles
     assert {type(h) for h in handles} == ({int} if identifiers == "generated" else {str})
     records = [{"delegate_debug_identifier": handles[op], "start_time": s, "end_time": s + d}

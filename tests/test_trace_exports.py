@@ -87,7 +87,7 @@ def test_model_explorer_node_data_attaches_to_every_sample(path: Path, tmp_path:
 def test_perfetto_slices_are_named_by_layer(tmp_path: Path) -> None:
     model = tk.load(SAMPLES / "cnn.tflite")
     compiled = compile_model(model)
-    frame = run(compiled, None, trace=True, repeat=2).trace.to_frame()
+    frame = run(compiled, None, trace=True, repeat=2).trace.runtime.to_frame()
     att = trace_join(frame, compiled)
     joined = att.event_layers()
     events = json.loads(to_chrome_trace(att, tmp_path / "t.json").read_text())["traceEvents"]

@@ -23,7 +23,7 @@ from toolkit.trace.partitioned import load_partitioned
 def cnn() -> tuple:
     model = tk.load(SAMPLES / "cnn.tflite")
     compiled = compile_model(model)
-    return model, compiled, run(compiled, None, trace=True, repeat=2).trace.to_frame()
+    return model, compiled, run(compiled, None, trace=True, repeat=2).trace.runtime.to_frame()
 
 
 def test_cnn_trace_joined_to_the_transformer_raises(cnn: tuple) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+
     from pathlib import Path
 
     import numpy as np
@@ -421,10 +422,12 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
 
     Returns:
         A :class:`~toolkit.runtime.result.RunResult` ``(outputs, trace)``, traced or not:
-        ``outputs`` by name, ``trace`` the event tracer or ``None``. With
-        ``runtime="onnxruntime"`` and ``trace``, ``trace`` is the
-        :class:`~toolkit.runtime.onnxruntime.OrtRun` (profile, optimized graph, timings),
-        which :func:`trace_join` takes as it is: ``tk.trace_join(trace, "m.onnx")``.
+        ``outputs`` by name, ``trace`` a :class:`~toolkit.trace.read.Trace` (every runtime;
+        ``None`` when not traced), which :func:`trace_join` takes as it is. The runtime's own
+        record is ``trace.runtime`` (the ``EventTracer``, or ONNX Runtime's
+        :class:`~toolkit.runtime.onnxruntime.OrtRun`); an ONNX Runtime trace also has
+        ``trace.optimized_path`` (the graph it ran, which the join uses) and
+        ``trace.timings`` (profiled vs unprofiled time per run).
 
     Raises:
         ToolkitError: a model argument of another kind, bad ``repeat``/``warmup``, inputs of
@@ -440,7 +443,9 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
     check_inputs(inputs, "inputs", "tk.run")
     if threads is not None:
         check_int(threads, "threads", "tk.run", low=1, high=1 << 16)
-    if tracer is not None and type(tracer).__name__ != "EventTracer":
+    from toolkit.runtime.tracer import EventTracer
+
+    if tracer is not None and not isinstance(tracer, EventTracer):
         raise ToolkitError(f"tracer must be an EventTracer, got a {type(tracer).__name__}",
                            where="tk.run", fix="pass tracer=toolkit.runtime.tracer.EventTracer()")
     from toolkit.generator import Artifact, is_artifact_dir
@@ -461,7 +466,7 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
 
         ort = run_onnxruntime(model, inputs, optimization=optimization, trace=trace,
                               repeat=repeat, warmup=warmup, threads=threads or 1)
-        return _RunResult(ort.outputs, ort if trace else None)
+        return _as_traced(_RunResult(ort.outputs, ort if trace else None))
     native = isinstance(model, Artifact) or (isinstance(model, (str, os.PathLike))
                                              and os.path.isdir(model) and is_artifact_dir(model))
     if runtime == "native" and not native:
@@ -475,18 +480,26 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
     if native:
         from toolkit.runtime.native import run_native
 
-        return run_native(model, inputs, trace=trace, repeat=repeat, warmup=warmup,
-                          tracer=tracer)
+        return _as_traced(run_native(model, inputs, trace=trace, repeat=repeat,
+                                     warmup=warmup, tracer=tracer))
     arg = resolve_model(model, purpose="tk.run")
     if arg.kind in ("connection", "partition"):
         from toolkit.runtime.chain import run_connection
 
-        return run_connection(arg.value, inputs, trace=trace, repeat=repeat, warmup=warmup,
-                              tracer=tracer)
+        return _as_traced(run_connection(arg.value, inputs, trace=trace, repeat=repeat,
+                                         warmup=warmup, tracer=tracer))
     from toolkit.runtime.interpreter import run_model
 
-    return run_model(arg.value, inputs, trace=trace, repeat=repeat, warmup=warmup,
-                     tracer=tracer, threads=threads)
+    return _as_traced(run_model(arg.value, inputs, trace=trace, repeat=repeat, warmup=warmup,
+                                tracer=tracer, threads=threads))
+
+
+def _as_traced(result: RunResult) -> RunResult:
+    """``result`` with its trace as a :class:`~toolkit.trace.read.Trace` (the runtime's own
+    record is ``trace.runtime``)."""
+    from toolkit.trace.inputs import run_trace
+
+    return result._replace(trace=run_trace(result.trace))
 
 
 def read_trace(source: Any, *, format: str | None = None, key_column: str | None = None,
@@ -549,8 +562,8 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
             (:class:`~toolkit.provenance.Provenance`). For an ExecuTorch ETDump (``trace``),
             its ETRecord (see :func:`read_executorch`).
         policy: how an event of a fused op is split over its source ops: ``"equal"``,
-            ``"macs"`` or ``"bytes"`` (ExecuTorch: ``"equal"`` or ``"nodes"``; ``"macs"`` is
-            taken as ``"equal"``, an ETRecord has no MAC counts).
+            ``"macs"`` or ``"bytes"`` (the same for every runtime; where the provenance has no
+            costs, an ExecuTorch ETRecord, the split is equal).
         key: ``None`` to use each event's own key kind, or one kind for every event
             (``command_id``, ``part_op``, ``op_index``, ``debug_handle``, ``part``, ``name``,
             ``source_op_index``, ``source_name``).
@@ -565,7 +578,7 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
         skip_runs: drop the first N runs (warm-up inferences) of the trace.
         optimized: for an ONNX model (an ``.onnx`` path or a model of :func:`load_onnx`),
             the graph ONNX Runtime saved for the profiled session; the join is then
-            :func:`join_ort`'s (``policy`` ``"macs"`` means its ``"compute"``).
+            :func:`join_ort`'s adapter of the same join.
 
     Returns:
         An :class:`~toolkit.trace.attribution.Attribution`: ``.by_layer()``, ``.by_op()``,
@@ -584,23 +597,23 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
     check_model_arg(optimized, "optimized", "tk.trace_join", optional=True)
     check_int(skip_runs, "skip_runs", "tk.trace_join")
     check_bool(strict, "strict", "tk.trace_join")
-    is_onnx = (isinstance(model, (str, os.PathLike)) and str(model).lower().endswith(".onnx")
-               ) or getattr(model, "format", None) == "onnx"
-    if type(trace).__name__ == "OrtRun":  # tk.run(..., runtime="onnxruntime", trace=True)
-        trace, optimized = _ort_profile(trace, optimized, "tk.trace_join")
-        is_onnx = True
-    elif is_onnx and optimized is None:
-        trace, is_ort = _ort_or_not(trace)
-        if not is_ort:  # the reference runtime's trace of the lowered model
+    from toolkit.trace.inputs import resolve_join
+
+    route = resolve_join(trace, model, optimized)
+    if route.route == "onnxruntime" and route.optimized is None:
+        read, is_ort = _ort_or_not(route.trace)
+        if not is_ort:  # the reference or native runtime's trace of the lowered model
             from toolkit.importers.onnx_lower import lowered_for
             from toolkit.model_arg import as_model
+            from toolkit.trace.inputs import JoinRoute
 
             model = lowered_for(as_model(model, purpose="tk.trace_join"), "tk.trace_join",
                                 allow_reference=True, latest_run=True)
-            is_onnx = False
-    if is_onnx or optimized is not None:
-        return join_ort(trace, model, optimized,
-                        policy="compute" if policy == "macs" else policy)
+            trace = read
+            route = JoinRoute("toolkit", read, model)
+    if route.route == "onnxruntime":
+        return join_ort(route.trace, route.model, route.optimized, policy=policy, key=key,
+                        overlaps=overlaps, strict=strict, skip_runs=skip_runs)
     from toolkit.generator import Artifact
 
     if isinstance(model, Artifact):  # a native run: join against what it was generated from
@@ -613,20 +626,23 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
                                    "(tk.trace_join(trace, compiled)), or its compiled output "
                                    "folder")
         model = model.model
-    from toolkit.trace.executorch import executorch_join
+    if route.route == "executorch":
+        from toolkit.trace.executorch import executorch_join
+
+        result: ExecutorchAttribution = executorch_join(
+            trace, model, policy, key, overlaps=overlaps, strict=strict, skip_runs=skip_runs)
+        return result
     from toolkit.trace.join import trace_join as _join
 
-    joined = executorch_join(trace, model, policy)
-    if joined is not None:
-        result: ExecutorchAttribution = joined
-        return result
     return _join(trace, model, policy=policy, key=key, overlaps=overlaps, strict=strict,
                  skip_runs=skip_runs)
 
 
 def _ort_or_not(trace: Any) -> tuple[Any, bool]:
     """``(trace, is_ort)``: whether ``trace`` is an ONNX Runtime profile (a path is read)."""
-    if type(trace).__name__ == "EventTracer":
+    from toolkit.runtime.tracer import EventTracer
+
+    if isinstance(trace, EventTracer):
         return trace, False
     if isinstance(trace, (str, os.PathLike)):
         trace = read_trace(trace)
@@ -737,7 +753,8 @@ def load_onnx(path: PathLike | bytes) -> Model:
 
 
 def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | None = None,
-             *, policy: str = "equal") -> OrtAttribution:
+             *, policy: str = "equal", key: str | None = None, overlaps: str = "self",
+             strict: bool = True, skip_runs: int = 0) -> OrtAttribution:
     """Attribute an ONNX Runtime profile's kernel time to the original nodes and layers.
 
     Args:
@@ -747,40 +764,36 @@ def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | 
             (``optimized_model_filepath``); None when the profile is of ``model`` itself at
             ``ORT_DISABLE_ALL``.
         policy: how an optimized node's time is split over the original nodes it owns:
-            ``"equal"`` or ``"compute"``.
+            ``"equal"``, ``"macs"`` (by compute weight: see
+            :func:`~toolkit.trace.ort_provenance.compute_weight`) or ``"bytes"``.
+        key, overlaps, strict, skip_runs: as :func:`trace_join` (it is the same join).
 
     Returns:
-        An :class:`~toolkit.trace.ort_join.OrtAttribution`: ``.by_layer()``, ``.by_node()``,
-        ``.by_op()``, ``.origins()`` (optimized node -> original nodes), ``.groups()``,
-        ``.unmapped()``, ``.unattributed()``, ``.check()``.
+        An :class:`~toolkit.trace.ort_join.OrtAttribution`: every view of
+        :func:`trace_join`'s result (``.by_layer()``, ``.by_op()``, ``.unattributed()``,
+        ``.overhead()``, ``.summary()``, ``.check()``) plus ``.by_node()``, ``.origins()``
+        (optimized node -> original nodes), ``.groups()``, ``.unmapped()``.
 
     Raises:
         ToolkitError: an optimized graph that is not ORT's optimization of the model, a profile
             most of whose nodes are not in the graph, a trace that is not an ORT profile, an
             unknown policy.
     """
+    from toolkit.trace.inputs import resolve_join
     from toolkit.trace.ort_join import join_ort as _join_ort
-    from toolkit.util.args import check_model_arg, check_path_arg
+    from toolkit.trace.read import Trace as _Trace
+    from toolkit.util.args import check_bool, check_int, check_model_arg, check_path_arg
 
-    if type(trace).__name__ == "OrtRun":
-        trace, optimized = _ort_profile(trace, optimized, "tk.join_ort")
-    if type(trace).__name__ != "Trace":
+    route = resolve_join(trace, model, optimized, where="tk.join_ort")
+    trace, optimized = route.trace, route.optimized
+    if not isinstance(trace, _Trace):
         check_path_arg(trace, "trace", "tk.join_ort")
     check_model_arg(model, "model", "tk.join_ort")
     check_model_arg(optimized, "optimized", "tk.join_ort", optional=True)
-    return _join_ort(trace, model, optimized, policy=policy)
-
-
-def _ort_profile(run: OrtRun, optimized: Model | PathLike | None, where: str
-                 ) -> tuple[Path, Model | PathLike]:
-    """The profile of an ONNX Runtime run and the graph it profiled (``optimized`` when given,
-    else the run's saved optimized graph)."""
-    from toolkit.errors import ToolkitError
-
-    if run.profile_path is None:
-        raise ToolkitError("this ONNX Runtime run was not profiled", where=where,
-                           fix="run it with trace=True")
-    return run.profile_path, run.optimized_path if optimized is None else optimized
+    check_int(skip_runs, "skip_runs", "tk.join_ort")
+    check_bool(strict, "strict", "tk.join_ort")
+    return _join_ort(trace, model, optimized, policy=policy, key=key, overlaps=overlaps,
+                     strict=strict, skip_runs=skip_runs)
 
 
 def run_onnxruntime(model: Model | PathLike,

@@ -150,7 +150,7 @@ def run_parser() -> argparse.ArgumentParser:
 
 def cmd_run(argv: Sequence[str]) -> int:
     """Run ``toolkit run`` (``--runtime onnxruntime``: ONNX Runtime); return the exit status."""
-    if any(a == "--runtime" or a.startswith("--runtime=") for a in argv):
+    if _routing_option(argv, "--runtime") is not None:
         from toolkit.trace.ort_cli import main_ort_run
 
         return main_ort_run(list(argv))
@@ -161,16 +161,8 @@ def cmd_run(argv: Sequence[str]) -> int:
         if path is not None:
             out_file(path, flag)
     want_trace = a.trace is not None or a.csv is not None
-    from toolkit.generator import is_artifact_dir
-
-    if a.model.is_dir() and is_artifact_dir(a.model):
-        from toolkit.runtime.native import run_native
-
-        res = run_native(a.model, read_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
-                         warmup=a.warmup)
-    else:
-        res = run(a.model, read_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
-                  warmup=a.warmup)
+    res = run(a.model, read_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
+              warmup=a.warmup)  # an artifact's folder runs natively
     outputs = res.outputs
     for name, arr in outputs.items():
         print(f"{name}: {arr.dtype} {list(arr.shape)} mean={float(np.mean(arr)):.6g}")
@@ -186,7 +178,7 @@ def cmd_run(argv: Sequence[str]) -> int:
         from toolkit.formats.chrome_trace import write_chrome_trace
         from toolkit.formats.trace_csv import write_trace_csv
 
-        frame = res.trace.to_frame()
+        frame = res.trace.to_frame()  # the runtime's own events
         if a.trace:
             write_chrome_trace(frame, a.trace, process_name=str(a.model.name))
             print(f"trace: {len(frame)} events -> {a.trace}")
@@ -316,8 +308,18 @@ def _partition(argv: Sequence[str]) -> int:
     return main_partition(list(argv))
 
 
+def _routing_option(argv: Sequence[str], option: str) -> str | None:
+    """The value of ``option`` in ``argv``, read by argparse (every other argument left to
+    the verb's own parser), or None: which parser a verb's arguments go to."""
+    router = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    router.add_argument(option)
+    known, _ = router.parse_known_args(list(argv))
+    value = getattr(known, option.lstrip("-").replace("-", "_"))
+    return None if value is None else str(value)
+
+
 def _trace_join(argv: Sequence[str]) -> int:
-    if any(a == "--model" or a.startswith("--model=") for a in argv):
+    if _routing_option(argv, "--model") is not None:
         from toolkit.trace.ort_cli import main_ort_join
 
         return main_ort_join(list(argv))

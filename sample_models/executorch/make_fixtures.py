@@ -2,13 +2,15 @@
 
 Run by hand, once, in an environment with ``torch==2.13.*`` and ``executorch==1.5.*``::
 
-    python sample_models/executorch/make_fixtures.py
+    python sample_models/executorch/make_fixtures.py            # every model
+    python sample_models/executorch/make_fixtures.py mobile     # one model
 
 For each model and backend (``portable``, ``xnnpack``) it writes, next to this script:
 ``<name>_<backend>.pte`` (the program), ``<name>_<backend>.etrecord.bin`` (ETRecord),
 ``<name>_<backend>.etdp`` (ETDump of ``RUNS`` executions, written by the runtime),
 ``<name>_<backend>.inspector.csv`` (``Inspector.to_dataframe()``) and
-``<name>_<backend>.etdump.json`` (``gen_etdump_object`` decoded, for parity tests).
+``<name>_<backend>.etdump.json`` (``gen_etdump_object`` decoded, for parity tests) and
+``<name>_<backend>.modules.json`` (``named_modules()``: the layer list, path and type).
 The tests read these files without torch or executorch.
 """
 
@@ -97,10 +99,37 @@ class Slices(nn.Module):
         return x.view(x.shape[0], 2, 3).sum(-1)
 
 
+class MobileBlock(nn.Module):
+    """A MobileNet-like block: a Conv/BatchNorm/ReLU6 stem, an inverted residual (pointwise
+    expand, depthwise, pointwise project, each with its BatchNorm; ReLU6 between) added to its
+    input, a ReLU6, a global mean pool, a reshape and two Linear layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                                  nn.ReLU6())
+        self.expand = nn.Sequential(nn.Conv2d(8, 16, 1, bias=False), nn.BatchNorm2d(16),
+                                    nn.ReLU6())
+        self.depthwise = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False),
+                                       nn.BatchNorm2d(16), nn.ReLU6())
+        self.project = nn.Sequential(nn.Conv2d(16, 8, 1, bias=False), nn.BatchNorm2d(8))
+        self.act = nn.ReLU6()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        x = self.act(x + self.project(self.depthwise(self.expand(x))))
+        x = x.mean(dim=(2, 3), keepdim=True)
+        x = x.reshape(x.shape[0], -1)
+        return self.fc2(self.fc1(x))
+
+
 MODELS: dict[str, tuple[Any, tuple[torch.Tensor, ...]]] = {
     "cnn": (ResidualCNN, (torch.randn(1, 3, 16, 16),)),
     "loop": (LoopBlock, (torch.randn(3, 2, 16),)),
     "slices": (Slices, (torch.randn(3, 12),)),
+    "mobile": (MobileBlock, (torch.randn(1, 3, 16, 16),)),
 }
 
 
@@ -138,6 +167,8 @@ def export(name: str, backend: str) -> None:
     etdp = stem.with_suffix(".etdp")
     module.write_etdump_result_to_file(str(etdp))
 
+    modules = [{"path": path, "type": type(m).__name__} for path, m in model.named_modules()]
+    Path(f"{stem}.modules.json").write_text(json.dumps(modules, indent=1) + "\n")
     inspector = Inspector(etdump_path=str(etdp), etrecord=str(etrecord))
     inspector.to_dataframe().to_csv(f"{stem}.inspector.csv", index=False)
     dump = gen_etdump_object(etdump_path=str(etdp))

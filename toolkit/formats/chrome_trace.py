@@ -400,9 +400,24 @@ def _last_match(pattern: re.Pattern[str], text: str, start: int) -> int:
         window = start
 
 
+def _block_decoder() -> tuple[Any, tuple[type[Exception], ...]]:
+    """``(decode, errors)``: a decoder of one block of events (a JSON array text) that keeps
+    every decimal as its bytes (exact times), and the errors it raises on text it cannot
+    read. ``msgspec``'s, about twice as fast, when it is installed; else the standard
+    library's. Both give the same values; text either refuses (``NaN``, a lone surrogate, a
+    cut inside an event) goes to the event-by-event path, which reports it precisely."""
+    try:
+        import msgspec
+    except ImportError:
+        return json.JSONDecoder(parse_float=str.encode).decode, (json.JSONDecodeError,)
+    fast = msgspec.json.Decoder(float_hook=str.encode)
+    return fast.decode, (msgspec.DecodeError,)
+
+
 def _read_event_array(text: _Text, sink: Collector, *, bare: bool) -> None:
     """Stream the events of a ``[...]`` (opening bracket consumed) into ``sink``."""
     decoder = json.JSONDecoder(parse_float=str.encode)
+    decode_block, block_errors = _block_decoder()
     text.skip_ws()
     if text.peek() == "]":
         text.pos += 1
@@ -416,8 +431,8 @@ def _read_event_array(text: _Text, sink: Collector, *, bare: bool) -> None:
         batch: list[Any] | None = None
         if cut > text.pos:
             try:
-                batch = decoder.decode("[" + text.buf[text.pos:cut + 1] + "]")
-            except json.JSONDecodeError:
+                batch = decode_block("[" + text.buf[text.pos:cut + 1] + "]")
+            except block_errors:
                 batch = None  # the cut fell inside an event, or the JSON is broken there
         if batch is not None:
             text.pos = cut + 1

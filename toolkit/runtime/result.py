@@ -14,12 +14,13 @@ class RunResult(NamedTuple):
 
     Attributes:
         outputs: the model's outputs by name (those of the last inference).
-        trace: ``None`` when the run was not traced; else the reference runtime's
-            :class:`~toolkit.runtime.tracer.EventTracer` (one event per op, or per command
-            of a compiled model, per inference), or, for a partition chain run by another
-            runner, a DataFrame with one row per part call (see
-            :func:`toolkit.runtime.chain.run_connection`), or, for ONNX Runtime, the
-            :class:`~toolkit.runtime.onnxruntime.OrtRun` (its profile and optimized graph).
+        trace: ``None`` when the run was not traced. ``tk.run`` gives a
+            :class:`~toolkit.trace.read.Trace` for every runtime (with the runtime's own
+            record as ``trace.runtime``); the runtimes themselves record the reference
+            runtime's :class:`~toolkit.runtime.tracer.EventTracer` (one event per op, or per
+            command of a compiled model, per inference), a partition chain's DataFrame of
+            part calls (:func:`toolkit.runtime.chain.run_connection`) or ONNX Runtime's
+            :class:`~toolkit.runtime.onnxruntime.OrtRun`.
     """
 
     outputs: dict[str, np.ndarray]
@@ -29,6 +30,8 @@ class RunResult(NamedTuple):
         outs = ", ".join(f"{k}: {v.dtype}{list(v.shape)}" for k, v in self.outputs.items())
         if self.trace is None:
             tr = "not traced"
+        elif getattr(self.trace, "meta", {}).get("format") == "ort":
+            tr = f"ONNX Runtime profile {self.trace.meta.get('source', '')}"
         elif getattr(self.trace, "profile_path", None) is not None:
             tr = f"ONNX Runtime profile {self.trace.profile_path.name}"
         else:

@@ -15,6 +15,16 @@ Modules, one job each: :mod:`~toolkit.trace.read` (any source -> :class:`Trace`)
 run), :mod:`~toolkit.trace.join` (the pipeline), :mod:`~toolkit.trace.attribution` and
 :mod:`~toolkit.trace.stats` (the DataFrame views), :mod:`~toolkit.trace.export`,
 :mod:`~toolkit.trace.tables` (provenance from DataFrames) and :mod:`~toolkit.trace.cli`.
+
+Other runtimes are adapters of the same join: their reader yields a :class:`Trace` and a
+provenance, and :mod:`~toolkit.trace.join` does the rest. ExecuTorch:
+:mod:`~toolkit.trace.executorch` (ETDump events), :mod:`~toolkit.trace.et_provenance` (keys
+and the ETRecord/``.pte`` provenance), :mod:`~toolkit.trace.et_attribution` (its extra
+views); ONNX Runtime: :mod:`~toolkit.trace.ort` (profiles), :mod:`~toolkit.trace.ort_provenance`
+(keys and the model pair's provenance), :mod:`~toolkit.trace.ort_join` (ORT's groups and its
+extra views); Vela: :mod:`toolkit.vela.provenance`. :mod:`~toolkit.trace.inputs` decides which
+one a user's arguments go to; :mod:`~toolkit.trace.views` lists the columns every
+attribution's views start with.
 """
 
 from toolkit.trace.attribution import STAT_COLUMNS, Attribution

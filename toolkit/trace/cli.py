@@ -36,9 +36,9 @@ def trace_join_parser() -> argparse.ArgumentParser:
     p.add_argument("--etrecord", type=Path,
                    help="ExecuTorch ETRecord (the trace is then an ETDump .etdp)")
     p.add_argument("--program", type=Path, help="ExecuTorch program (.pte), with --etrecord")
-    p.add_argument("--policy", choices=(*POLICIES, "nodes"), default=None,
+    p.add_argument("--policy", choices=POLICIES, default=None,
                    help="how an op's time is split over its source ops (default: macs; "
-                        "with --etrecord: equal or nodes, default equal)")
+                        "with --etrecord: equal)")
     p.add_argument("--key", choices=KEY_KINDS, help="key kind of every event "
                                                     "(default: each event's own)")
     p.add_argument("--by", choices=_VIEWS, default="layer",
@@ -94,7 +94,8 @@ def main_trace_join(argv: Sequence[str]) -> int:
         from toolkit.trace.executorch import main_executorch
 
         return main_executorch(a.trace, a.etrecord, a.program, policy=a.policy or "equal",
-                               by=a.by, csv=a.csv, top=a.top)
+                               by=a.by, csv=a.csv, top=a.top, overlaps=a.overlaps,
+                               strict=not a.no_strict, skip_runs=a.skip_runs)
     if a.compiled is None:
         raise ToolkitError("trace-join needs --compiled (or --etrecord for an ETDump)",
                            where="toolkit trace-join",

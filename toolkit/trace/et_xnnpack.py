@@ -2,7 +2,8 @@
 
 XNNPACK creates its operators in node order and its profiler names them ``"<type> #k"``.
 :func:`align` walks a delegate call's events and the delegate's node list together: each
-node kind allows a set of operator families (``XNNConv2d`` -> ``Convolution``); a node that
+node kind allows a set of operator families (``XNNConv2d`` -> ``Convolution``, or ``Fully
+Connected`` for a 1x1 convolution, which XNNPACK runs as a GEMM over the pixels); a node that
 made no operator is skipped (with a reason), a binary node with a fused min/max may be followed
 by a ``Clamp`` operator. Nothing is guessed: an event no remaining node can explain is
 unmatched, with the reason.
@@ -28,7 +29,8 @@ _BINARY = {"XNNAdd", "XNNSubtract", "XNNMultiply", "XNNDiv", "XNNMinimum", "XNNM
 _CONCAT = {"XNNConcatenate2", "XNNConcatenate3", "XNNConcatenate4", "XNNConcatenate5"}
 #: Operator families (the profiler name before `` (`` / `` #``) each node kind may create.
 FAMILIES: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
-    "XNNConv2d": {"Convolution"}, "XNNDepthwiseConv2d": {"Convolution"},
+    # a 1x1 convolution with stride 1 and no padding runs as a GEMM over the pixels
+    "XNNConv2d": {"Convolution", "Fully Connected"}, "XNNDepthwiseConv2d": {"Convolution"},
     "XNNConvTranspose2d": {"Deconvolution"}, "XNNFullyConnected": {"Fully Connected"},
     "XNNAdd": {"Add"}, "XNNSubtract": {"Subtract"}, "XNNMultiply": {"Multiply"},
     "XNNDiv": {"Divide"}, "XNNMinimum": {"Minimum"}, "XNNMaximum": {"Maximum"},

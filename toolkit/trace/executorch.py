@@ -28,6 +28,8 @@ from toolkit.errors import ToolkitError
 from toolkit.formats.etdump import ETDump, read_etdump
 from toolkit.formats.etrecord import ETRecord, read_etrecord
 from toolkit.formats.executorch_program import Program, read_program
+from toolkit.trace.nesting import structural_tree
+from toolkit.trace.read import Trace
 
 __all__ = ["read_executorch", "ExecutorchProfile", "etdump_events", "executorch_join",
            "main_executorch", "ROLES"]
@@ -137,12 +139,10 @@ def etdump_events(dump: ETDump) -> pd.DataFrame:
     parent[other] = link(other, nxt_root, False)
     orphan = (kern | dop) & (parent < 0)
     parent[orphan] = link(orphan, nxt_root, False)
-    child_sum = np.zeros(n, dtype=np.int64)
     # a negative duration takes no part: nothing is taken from its parent, it counts 0 ns
     negative = problem == 1
-    has_parent = (parent >= 0) & ~negative
-    np.add.at(child_sum, parent[has_parent], dur[has_parent])
-    exclusive = np.where(negative, 0, dur - child_sum)
+    tree = structural_tree(idx, parent, np.where(negative, -1, dur))
+    exclusive = np.where(negative, 0, tree.self_ns)
     problems.append("children last longer than the span (negative exclusive time)")
     problem[(exclusive < 0) & (problem == 0)] = len(problems) - 1
 
@@ -240,20 +240,32 @@ class ExecutorchProfile:
 
         return inspector_table(self.dump, self.record, self.method)
 
-    def attribution(self, policy: str = "equal") -> Any:
-        """Attribute every tick of every ``Method::execute`` to layers or named buckets.
+    def trace(self) -> Trace:
+        """The ``Execute`` events as a nested :class:`~toolkit.trace.read.Trace`, not keyed
+        (see :func:`toolkit.trace.et_provenance.etdump_trace`)."""
+        from toolkit.trace.et_provenance import etdump_trace
+
+        return etdump_trace(self)
+
+    def attribution(self, policy: str = "equal", key: str | None = None, *,
+                    overlaps: str = "self", strict: bool = True, skip_runs: int = 0) -> Any:
+        """Join the profile with the one join (:func:`toolkit.trace.join.trace_join`, whose
+        arguments these are): every tick of every ``Method::execute`` goes to a layer, to
+        dispatch overhead or to ``unattributed()`` with its reason.
 
         Args:
-            policy: how an event is split over the edge nodes it stands for: ``"equal"``
-                (an equal share per debug handle, then per node) or ``"nodes"`` (an equal
-                share per node).
+            policy: how an event is split over the edge nodes its unit stands for:
+                ``"equal"``; ``"macs"`` and ``"bytes"`` split equally too (an ETRecord has
+                no costs).
+            key, overlaps, strict, skip_runs: as :func:`toolkit.trace.join.trace_join`.
 
         Returns:
             An :class:`~toolkit.trace.et_attribution.ExecutorchAttribution`.
         """
         from toolkit.trace.et_attribution import attribute
 
-        return attribute(self, policy)
+        return attribute(self, policy, key, overlaps=overlaps, strict=strict,
+                         skip_runs=skip_runs)
 
 
 def _load(value: Any, reader: Any, kind: str) -> Any:
@@ -296,7 +308,8 @@ def read_executorch(etdump: Any, etrecord: Any = None, program: Any = None, *,
 
 
 def main_executorch(etdump: Path, etrecord: Path, program: Path | None, *, policy: str,
-                    by: str, csv: Path | None, top: int) -> int:
+                    by: str, csv: Path | None, top: int, overlaps: str = "self",
+                    strict: bool = True, skip_runs: int = 0) -> int:
     """``toolkit trace-join X.etdp --etrecord R.bin [--program M.pte] --by layer|op``.
 
     Prints the totals, the table (largest ``total_ns`` first, ``top`` rows; 0: all) and the
@@ -306,13 +319,13 @@ def main_executorch(etdump: Path, etrecord: Path, program: Path | None, *, polic
         raise ToolkitError(f"--by {by} is not a view of an ExecuTorch profile",
                            fix="use --by layer or --by op")
     profile = read_executorch(etdump, etrecord, program)
-    att = profile.attribution(policy)
+    att = profile.attribution(policy, overlaps=overlaps, strict=strict, skip_runs=skip_runs)
     att.check()
     share = att.attributed_ns / att.total_ns if att.total_ns else 0.0
     print(f"{etdump}: {len(profile.events)} events, {att.runs} run(s), policy {policy}, "
           f"program {'given' if program else 'not given'}")
     print(f"to layers {att.attributed_ns} of {att.total_ns} ticks ({share:.1%}) of "
-          "Method::execute; the rest in the named buckets")
+          f"Method::execute; overhead {att.overhead_ns}, unattributed {att.unattributed_ns}")
     table = att.by_layer() if by == "layer" else att.by_op()
     shown = table.sort_values("total_ns", ascending=False, kind="stable")
     if top > 0:
@@ -321,11 +334,15 @@ def main_executorch(etdump: Path, etrecord: Path, program: Path | None, *, polic
                            "display.width", 200, "display.max_colwidth", 60):
         print(f"\n== by {by} ({len(table)} rows, largest {len(shown)} shown)")
         print(shown.to_string(index=False) if len(shown) else "(empty)")
+        over = att.overhead()
+        if len(over):
+            print("\n== dispatch overhead")
+            print(over[["bucket", "total_ns", "events"]].to_string(index=False))
         un = att.unattributed()
         if len(un):
-            why = un.groupby("reason", observed=True)[["dur_ns", "counted_ns"]].agg("sum")
+            why = un.groupby("reason", observed=True)[["dur_ns", "self_ns"]].agg("sum")
             why.insert(0, "events", un.groupby("reason", observed=True).size())
-            print("\n== unattributed or unmapped, by reason")
+            print("\n== unattributed, by reason")
             print(why.to_string())
     if csv is not None:
         from toolkit.util.atomic import atomic_write
@@ -335,26 +352,15 @@ def main_executorch(etdump: Path, etrecord: Path, program: Path | None, *, polic
     return 0
 
 
-def _sniff(value: Any) -> str | None:
-    if isinstance(value, ETDump):
-        return "etdump"
-    if isinstance(value, ETRecord):
-        return "etrecord"
-    if isinstance(value, (str, os.PathLike)) and Path(value).is_file():
-        from toolkit.formats.etdump import sniff_executorch_file
-
-        with open(value, "rb") as f:
-            return sniff_executorch_file(f.read(64))
-    return None
-
-
-def executorch_join(trace: Any, model: Any, policy: str = "equal",
+def executorch_join(trace: Any, model: Any, policy: str = "equal", key: str | None = None,
+                    *, overlaps: str = "self", strict: bool = True, skip_runs: int = 0,
                     program: Any = None) -> Any:
-    """``trace_join`` for ExecuTorch: the attribution when ``trace`` is an ETDump or ``model``
-    an ETRecord (paths or decoded), else None (not an ExecuTorch join).
+    """``trace_join`` for ExecuTorch: the attribution when ``trace`` is an ETDump (a path,
+    a decoded ``ETDump`` or the :class:`Trace` :func:`~toolkit.trace.read.read_trace` made of
+    one) or ``model`` an ETRecord (path or decoded), else None (not an ExecuTorch join).
 
-    ``policy`` ``"equal"`` or ``"nodes"``; ``"macs"`` (trace_join's default) is taken as
-    ``"equal"``, since an ETRecord carries no MAC counts.
+    The other arguments are :func:`toolkit.trace.join.trace_join`'s; the ETRecord carries no
+    costs, so every policy splits equally.
 
     Returns:
         An :class:`~toolkit.trace.et_attribution.ExecutorchAttribution`, or None.
@@ -363,7 +369,9 @@ def executorch_join(trace: Any, model: Any, policy: str = "equal",
         ToolkitError: one of the two is an ExecuTorch file and the other is not the file it
             pairs with (the message names what was passed).
     """
-    kinds = (_sniff(trace), _sniff(model))
+    from toolkit.trace.inputs import executorch_kind
+
+    kinds = (executorch_kind(trace), executorch_kind(model))
     if "etdump" not in kinds and "etrecord" not in kinds:
         return None
     if kinds != ("etdump", "etrecord"):
@@ -372,6 +380,7 @@ def executorch_join(trace: Any, model: Any, policy: str = "equal",
                            f"{kinds[1] or type(model).__name__}",
                            fix="trace_join('run.etdp', 'model.etrecord.bin'), or "
                                "read_executorch(etdump, etrecord, program)")
-    if policy == "macs":
-        policy = "equal"
-    return read_executorch(trace, model, program).attribution(policy)
+    if isinstance(trace, Trace):
+        trace = trace.meta["etdump"]
+    return read_executorch(trace, model, program).attribution(
+        policy, key, overlaps=overlaps, strict=strict, skip_runs=skip_runs)

@@ -31,6 +31,12 @@ Steps, each vectorised over blocks of ~10^5 events (no per-event Python):
    policy's integer weights (:mod:`toolkit.trace.policies`), exactly
    (:func:`toolkit.trace.split.split_targets`), and summed per (run, member).
 
+**Every runtime.** ExecuTorch (:mod:`toolkit.trace.et_provenance`), ONNX Runtime
+(:mod:`toolkit.trace.ort_provenance`) and Vela (:mod:`toolkit.vela.provenance`) are adapters:
+their readers give a trace (with the runtime's own nesting as ``parent_id`` where it knows
+it) and a provenance, and :func:`run_join` is the one engine for all of them, so ``policy``,
+``key``, ``overlaps``, ``strict`` and ``skip_runs`` mean the same for every source.
+
 **Remainders.** Member ``j`` of an event gets ``floor(dur * w_j / W)``; the ``r < k``
 nanoseconds left over go one each to the ``r`` members with the largest remainders
 ``dur * w_j mod W``, ties to the member with the smaller ``source_id`` (then the layer listed
@@ -54,16 +60,18 @@ from toolkit.trace.catalog import Catalog, catalog_of
 from toolkit.trace.codes import TextCodes
 from toolkit.trace.consistency import describe, find_mismatches
 from toolkit.trace.keys import KEY_COLUMNS, KEY_KINDS, kind_values
-from toolkit.trace.nesting import span_tree
+from toolkit.trace.nesting import span_tree, structural_tree
 from toolkit.trace.overlaps import find_overlaps, track_codes
 from toolkit.trace.policies import POLICIES, member_weights
 from toolkit.trace.read import Trace, read_trace
 from toolkit.trace.resolve import NO_KIND, reads_as_source_index, resolve_keys
 from toolkit.trace.split import TargetWeights, exact_int, split_targets
 
-__all__ = ["trace_join", "POLICIES", "as_provenance", "RunCodes"]
+__all__ = ["trace_join", "run_join", "POLICIES", "as_provenance", "RunCodes", "OVERLAPS"]
 
-_OVERLAPS = ("self", "leaves", "keep")
+#: ``overlaps`` modes of :func:`trace_join`.
+OVERLAPS: tuple[str, ...] = ("self", "leaves", "keep")
+_OVERLAPS = OVERLAPS
 _BLOCK = 1 << 16
 
 
@@ -292,6 +300,21 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
             columns of :mod:`toolkit.provenance`; with ``strict``, a match score below 0.5
             (the message names the likely cause: another model, another compile target).
     """
+    return Attribution(run_join(trace, provenance, policy, key, overlaps=overlaps,
+                                strict=strict, skip_runs=skip_runs))
+
+
+def run_join(trace: Any, provenance: Any, policy: str = "macs", key: str | None = None, *,
+             overlaps: str = "self", strict: bool = True, skip_runs: int = 0) -> JoinResult:
+    """The one join behind :func:`trace_join` and every runtime's adapter: the same arguments,
+    the :class:`~toolkit.trace.attribution.JoinResult` (which an
+    :class:`~toolkit.trace.attribution.Attribution`, or a runtime's subclass of it, wraps).
+
+    A trace whose reader knows how its spans nest (ExecuTorch: a kernel belongs to its
+    instruction's span by instruction id) has a ``parent_id`` column (``int64``: the
+    ``event_id`` of the event's parent span, -1 at the top); with ``overlaps="self"`` that
+    nesting is used instead of nesting by time.
+    """
     if policy not in POLICIES:
         raise ToolkitError(f"unknown policy {policy!r}", fix=f"use one of {POLICIES}")
     if key is not None and key not in KEY_KINDS:
@@ -327,7 +350,13 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
     overlapping = np.zeros(0, dtype=np.int64)
     nested = False
     tree_parent: np.ndarray | None = None
-    tree = span_tree(start, dur, sound, tracks) if overlaps == "self" else None
+    if overlaps != "self":
+        tree = None
+    elif "parent_id" in events.columns:
+        tree = structural_tree(events["event_id"].to_numpy(dtype=np.int64),
+                               events["parent_id"].to_numpy(dtype=np.int64), dur)
+    else:
+        tree = span_tree(start, dur, sound, tracks)
     if tree is not None:
         time_ns, nested = tree.self_ns, tree.nested
         tree_parent = tree.parent if nested else None
@@ -395,4 +424,4 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
         target_events=target_events, hit_members=hit_members, sums=sums, time_ns=time_ns,
         overhead=overhead, nested=nested, overlapping=overlapping, keyed_events=keyed,
         matched_events=good, skipped=skipped, parent=tree_parent)
-    return Attribution(result)
+    return result

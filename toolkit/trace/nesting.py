@@ -26,7 +26,7 @@ import numpy as np
 
 from toolkit.trace.split import group_sum
 
-__all__ = ["SpanTree", "span_tree"]
+__all__ = ["SpanTree", "span_tree", "structural_tree"]
 
 _MAX_ROUNDS = 256
 _BLOCK = 1 << 16
@@ -157,6 +157,42 @@ def _parents(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             continue
         parent[here] = _last_before(up, here)
     return parent, depth
+
+
+def structural_tree(event_id: np.ndarray, parent_id: np.ndarray, dur: np.ndarray
+                    ) -> SpanTree:
+    """The span trees a reader recorded (``parent_id``: the ``event_id`` of each event's
+    parent, -1 at the top), as :func:`span_tree` returns them for nesting by time.
+
+    The reader vouches for its links (ExecuTorch: a kernel belongs to its instruction's span
+    by instruction id, whatever the clock says), so no span is *overlapping*. An event with a
+    negative duration takes no part (its time is 0, nothing is taken from its parent); a
+    parent id that is not in the trace (its run was skipped) makes a root. A span whose
+    children last longer than it (flagged by the reader) keeps its links:
+    its self time is negative, so the self times still add up to the roots' durations.
+    """
+    n = len(dur)
+    dur = np.asarray(dur, dtype=np.int64)
+    event_id = np.asarray(event_id, dtype=np.int64)
+    parent_id = np.asarray(parent_id, dtype=np.int64)
+    order = None if n < 2 or bool((event_id[1:] > event_id[:-1]).all()) else \
+        np.argsort(event_id, kind="stable")
+    ids = event_id if order is None else event_id[order]
+    at = np.searchsorted(ids, parent_id) if n else np.zeros(0, dtype=np.int64)
+    at = np.minimum(at, max(n - 1, 0))
+    found = (parent_id >= 0) & (ids[at] == parent_id) if n else np.zeros(0, dtype=bool)
+    row = at if order is None else order[at]
+    parent_row = np.where(found, row, -1).astype(np.int64)
+    parent_row[dur < 0] = -1
+    if n:
+        parent_row[(parent_row >= 0) & (dur[np.maximum(parent_row, 0)] < 0)] = -1
+    kids = np.flatnonzero(parent_row >= 0)
+    nested = bool(len(kids))
+    of = parent_row[kids]
+    self_ns = dur - group_sum(of, dur[kids], n) if nested else dur.copy()
+    children = np.bincount(of, minlength=n).astype(np.int64) if nested else \
+        np.zeros(n, dtype=np.int64)
+    return SpanTree(self_ns, parent_row, children, np.zeros(0, dtype=np.int64), nested)
 
 
 def span_tree(start: np.ndarray, dur: np.ndarray, valid: np.ndarray,

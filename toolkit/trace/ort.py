@@ -21,6 +21,8 @@ import pandas as pd
 
 from toolkit.errors import TraceError
 from toolkit.formats.ort_profile import ORT_EVENT_CAP, read_ort_profile_events
+from toolkit.trace.nesting import span_tree
+from toolkit.trace.overlaps import track_codes
 from toolkit.trace.read import Trace
 
 __all__ = ["read_ort_profile", "KERNEL_SUFFIX", "FENCE_SUFFIXES"]
@@ -77,7 +79,9 @@ def read_ort_profile(source: str | os.PathLike[str] | IO[bytes]) -> Trace:
 
     ``meta``: ``source``, ``format`` (``"ort"``), ``run_from``, ``runs`` (DataFrame, one row
     per ``model_run`` span in start order: ``run``, ``event_id``, ``start_ns``, ``dur_ns``,
-    ``kernel_ns`` (the kernel time inside it), ``kernel_events``), ``session`` (the other
+    ``kernel_ns`` (the kernel time inside it: each kernel span's exclusive time, so that a
+    control-flow node's body, which ORT times inside the node's own span, counts once),
+    ``kernel_events``), ``session`` (the other
     ``Session`` spans: ``event_id``, ``name``, ``start_ns``, ``dur_ns``, ``tid``), ``fences``
     (the fence events, same columns), ``other_events`` (count of events of any other kind),
     ``file_events`` (events in the file), ``truncated`` (True when the file holds ORT's cap
@@ -189,7 +193,12 @@ def _read_ort_profile(source: str | os.PathLike[str] | IO[bytes]) -> Trace:
     })
     n_runs = len(span_rows)
     good = run >= 0
-    kernel_ns = np.bincount(run[good], weights=dur[rows][good].astype(np.float64),
+    # a control-flow node (If, Loop, Scan) times its body's nodes inside its own kernel
+    # span: each span counts its exclusive time once
+    tree = span_tree(k_start, dur[rows], (pcodes == empty) & (dur[rows] >= 0),
+                     track_codes(events))
+    exclusive = np.where(dur[rows] < 0, 0, tree.self_ns)
+    kernel_ns = np.bincount(run[good], weights=exclusive[good].astype(np.float64),
                             minlength=n_runs).astype(np.int64) if n_runs else \
         np.zeros(0, np.int64)
     runs = pd.DataFrame({

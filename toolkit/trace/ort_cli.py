@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from toolkit.trace.join import OVERLAPS
+from toolkit.trace.policies import POLICIES
 from toolkit.util.cliargs import ToolkitParser, count_arg, positive_int, read_inputs
 
 __all__ = ["main_ort_join", "main_ort_run", "ort_join_parser", "ort_run_parser"]
@@ -68,9 +70,15 @@ def ort_join_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimized", type=Path,
                    help="the graph ORT saved for the session (optimized_model_filepath; "
                         "default: the exported graph itself)")
-    p.add_argument("--policy", choices=("equal", "compute"), default="equal",
+    p.add_argument("--policy", choices=POLICIES, default="equal",
                    help="how a fused group's time is split over its original nodes "
-                        "(default: equal)")
+                        "(default: equal; macs: by compute weight)")
+    p.add_argument("--overlaps", choices=OVERLAPS, default="self",
+                   help="nested spans (an If and its branch): self (default), leaves or keep")
+    p.add_argument("--skip-runs", type=count_arg, default=0, metavar="N",
+                   help="leave out the first N runs (warm-up)")
+    p.add_argument("--no-strict", action="store_true",
+                   help="attribute what matches even when most events do not")
     p.add_argument("--by", choices=_VIEWS, default="layer",
                    help="table to print and write (default: layer)")
     p.add_argument("--csv", type=Path, help="file to write the --by table to as CSV")
@@ -86,7 +94,8 @@ def main_ort_join(argv: Sequence[str]) -> int:
     a = ort_join_parser().parse_args(list(argv))
     from toolkit.trace.ort_join import join_ort
 
-    att = join_ort(a.trace, a.model, a.optimized, policy=a.policy)
+    att = join_ort(a.trace, a.model, a.optimized, policy=a.policy, overlaps=a.overlaps,
+                   strict=not a.no_strict, skip_runs=a.skip_runs)
     print(f"{a.trace} on {a.model}" + (f" via {a.optimized}" if a.optimized else ""))
     _report(att, a.by, a.top, a.csv)
     return 0

@@ -96,6 +96,10 @@ class Trace:
     #: keyed events have text keys (None: ``int_keys`` holds every key): a join reads only
     #: the text keys object by object.
     int_key_rows: np.ndarray | None = field(default=None, repr=False)
+    #: The runtime's own record when the trace was made by ``tk.run``: its
+    #: :class:`~toolkit.runtime.tracer.EventTracer` (raw events: ``runtime.to_frame()``), a
+    #: partition chain's DataFrame of part calls, or ONNX Runtime's ``OrtRun``; else None.
+    runtime: Any = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -108,6 +112,33 @@ class Trace:
             return 0
         run = self.events["run"]
         return int(run[run >= 0].nunique())
+
+    def to_frame(self) -> pd.DataFrame:
+        """The recorder's own event table: for a trace ``tk.run`` recorded with an
+        :class:`~toolkit.runtime.tracer.EventTracer`, the tracer's ``to_frame()`` (``key``,
+        ``start_ns``, ``dur_ns``, ``run``, ``track`` and each event's arguments, as written
+        to Chrome/CSV/Parquet trace files); for a partition chain's part calls, that
+        DataFrame; for any other trace, a copy of :attr:`events`."""
+        from toolkit.runtime.tracer import EventTracer
+
+        if isinstance(self.runtime, EventTracer):
+            return self.runtime.to_frame()
+        if isinstance(self.runtime, pd.DataFrame):
+            return self.runtime.copy()
+        return self.events.copy()
+
+    @property
+    def optimized_path(self) -> Any:
+        """ONNX Runtime: the graph it saved for the profiled session (a ``Path``), which a
+        join of this trace uses; None for other traces."""
+        return self.meta.get("optimized_path")
+
+    @property
+    def timings(self) -> pd.DataFrame | None:
+        """ONNX Runtime run by ``tk.run``: one row per measured run, ``unprofiled_ns`` and
+        ``profiled_ns`` (wall time without and with the profiler) and ``kernel_ns``; None for
+        other traces."""
+        return self.meta.get("timings")
 
     def key_kinds(self) -> pd.DataFrame:
         """Return one row per key kind present: ``key_kind`` (str), ``events`` (int64)."""
@@ -250,9 +281,7 @@ def _from_path(path: Path, format: str | None, opts: _Options) -> Trace:
     if executorch == "etdump":
         from toolkit.trace.executorch import read_executorch
 
-        profile = read_executorch(path)
-        return Trace(profile.events, {"source": str(path), "format": "etdump",
-                                      "run_from": "ordinal of the Execute block (-1: load)"})
+        return read_executorch(path).trace()
     if executorch is not None:
         from toolkit.formats.etdump import _fix_for
 

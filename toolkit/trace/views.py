@@ -1,11 +1,37 @@
 """What every attribution of runtime to original layers offers, whichever runtime the trace
-came from: :class:`~toolkit.trace.attribution.Attribution` (the toolkit's own join),
-:class:`~toolkit.trace.et_attribution.ExecutorchAttribution` (ETDump ticks),
-:class:`~toolkit.trace.ort_join.OrtAttribution` (ONNX Runtime profiles) and
+came from: :class:`~toolkit.trace.attribution.Attribution` (the one join,
+:mod:`toolkit.trace.join`) and its runtime adapters' subclasses,
+:class:`~toolkit.trace.et_attribution.ExecutorchAttribution` (ETDump ticks) and
+:class:`~toolkit.trace.ort_join.OrtAttribution` (ONNX Runtime profiles), and
 :class:`~toolkit.trace.fleet.FleetAttribution` (fleets of traces).
 
-Code written against :class:`LayerAttribution` (a report, a plot, a notebook cell) works on
-any of them."""
+Code written against :class:`LayerAttribution` (a report, a plot, a notebook cell, a diff of
+two attributions) works on any of them: each view starts with the columns listed here, in
+this order, whatever the source; a source's own columns come after them.
+
+================== ===========================================================================
+view               leading columns
+================== ===========================================================================
+``by_layer()``     :data:`LAYER_COLUMNS`: ``layer`` (str: an original layer; a source op
+                   without one is a row named after it), ``inclusive_ns`` (int64: the layer's
+                   events counted whole), ``first_ms`` (float64: its time in the first run),
+                   ``first_run_outlier`` (bool), then :data:`~toolkit.trace.stats.STAT_COLUMNS`
+                   (``total_ns`` int64 exclusive ns, ``share`` of all time, ``events``,
+                   per-run ``avg_ms``, ``min_ms``, ``p10_ms``, ``p50_ms``, ``p90_ms``,
+                   ``max_ms``); ExecuTorch adds ``module_type``, ``nodes``, ``kernel_ns``,
+                   ``dispatch_ns``, ``delegate_ns``, ``reason``
+``by_op()``        :data:`OP_COLUMNS`: one row per compiled unit the runtime ran (a compiled op,
+                   a node ORT ran, an ExecuTorch instruction or XNNPACK node): ``optimised_id``
+                   (int64), ``operator``, ``name``, ``backend`` (str), ``source_ids`` (tuple),
+                   then the statistics
+``unattributed()`` :data:`UNATTRIBUTED_EVENT_COLUMNS` (one row per event; a fleet keeps one
+                   row per reason: :data:`UNATTRIBUTED_COLUMNS`, ``events``, ``self_ns``)
+``overhead()``     :data:`OVERHEAD_COLUMNS`: a wrapper span's own time (``Method::execute``,
+                   a ``DELEGATE_CALL`` around its op events, a profiler's wrapper)
+``summary()``      :data:`SUMMARY_KEYS`, where ``total_ns = attributed_ns + overhead_ns +
+                   unattributed_ns``
+================== ===========================================================================
+"""
 
 from __future__ import annotations
 
@@ -16,23 +42,36 @@ import pandas as pd
 
 from toolkit.trace.stats import STAT_COLUMNS
 
-__all__ = ["LayerAttribution", "LAYER_COLUMNS", "UNATTRIBUTED_COLUMNS", "SUMMARY_KEYS"]
+__all__ = ["LayerAttribution", "LAYER_COLUMNS", "OP_COLUMNS", "UNATTRIBUTED_COLUMNS",
+           "UNATTRIBUTED_EVENT_COLUMNS", "OVERHEAD_COLUMNS", "SUMMARY_KEYS"]
 
-#: columns every ``by_layer()`` has (beside its own): the layer, then the statistics
-LAYER_COLUMNS: tuple[str, ...] = ("layer", *STAT_COLUMNS)
-#: columns every ``unattributed()`` has: the reason (one row per event left out, with
-#: ``event_id``, ``run``, ``name`` and ``dur_ns``; a fleet keeps one row per reason)
+#: the leading columns of every ``by_layer()``, in order
+LAYER_COLUMNS: tuple[str, ...] = ("layer", "inclusive_ns", "first_ms", "first_run_outlier",
+                                  *STAT_COLUMNS)
+#: the leading columns of every ``by_op()``, in order
+OP_COLUMNS: tuple[str, ...] = ("optimised_id", "operator", "name", "backend", "source_ids",
+                               *STAT_COLUMNS)
+#: columns every ``unattributed()`` has: the reason
 UNATTRIBUTED_COLUMNS: tuple[str, ...] = ("reason",)
+#: the columns of ``unattributed()`` of one trace (one row per event), in order
+UNATTRIBUTED_EVENT_COLUMNS: tuple[str, ...] = ("event_id", "run", "key", "key_kind", "name",
+                                               "start_ns", "dur_ns", "reason", "self_ns")
+#: the leading columns of every ``overhead()``, in order
+OVERHEAD_COLUMNS: tuple[str, ...] = ("bucket", "name", "total_ns", "share", "events",
+                                     "inclusive_ns")
 #: keys every ``summary()`` has
 SUMMARY_KEYS: tuple[str, ...] = ("events", "attributed_events", "runs", "total_ns",
-                                 "attributed_ns", "unattributed_ns", "overhead_ns", "policy")
+                                 "attributed_ns", "unattributed_ns", "overhead_ns", "policy",
+                                 "key_used", "match_score", "keyed_events", "matched_events",
+                                 "nested", "overlapping_events", "tracks", "skipped_runs",
+                                 "skipped_events", "skipped_ns")
 
 
 class LayerAttribution(ABC):
     """Runtime attributed to the original layers of a model: the views every attribution has.
 
     ``by_layer()`` has :data:`LAYER_COLUMNS` (``total_ns`` in integer ns, ``share`` of the
-    attributed time, ``events``, per-run ``avg_ms`` ... ``max_ms``); ``by_op()`` has
+    trace's time, ``events``, per-run ``avg_ms`` ... ``max_ms``); ``by_op()`` has
     ``total_ns`` and the same statistics per op of the graph the runtime ran;
     ``unattributed()`` has :data:`UNATTRIBUTED_COLUMNS`; ``summary()`` has
     :data:`SUMMARY_KEYS`, where ``total_ns = attributed_ns + overhead_ns + unattributed_ns``
