@@ -160,13 +160,13 @@ def _environ(env: dict[str, str]) -> Iterator[None]:
 def execute_offscreen(ws: Workspace, path: Path) -> dict[str, list[dict[str, Any]]]:
     """Execute a notebook with nbclient; return the logged figures per cell key (in order)."""
     import nbformat
-    from nbclient import NotebookClient
+
+    from toolkit.util.nbrun import execute_notebook
 
     start = len(ws.read_log())
     nb = nbformat.read(path, as_version=4)
     with _environ(ws.env):
-        NotebookClient(nb, timeout=600, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        execute_notebook(nb, path.parent)
     by_cell: dict[str, list[dict[str, Any]]] = {}
     for row in ws.read_log()[start:]:
         by_cell.setdefault(row["cell"] or "(callback)", []).append(row)
