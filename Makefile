@@ -60,10 +60,11 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## lab: JupyterLab on notebooks/ (as root too)
+## lab: JupyterLab on notebooks/ (as root too); saving strips outputs, so git stays clean
 lab: $(VENV)/.demo-installed
 	@echo "== JupyterLab on notebooks/ (Ctrl-C twice stops it)"
-	@$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
+	@$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) \
+		--ContentsManager.pre_save_hook=toolkit.util.nbstrip.pre_save_hook notebooks/
 
 ## bench: every benchmark in bench/ (ratios against in-process baselines)
 bench: $(VENV)/.dev-installed

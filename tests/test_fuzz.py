@@ -379,7 +379,8 @@ _PART_SEEDS = [
 
 
 # A mutated rule that names no op, or a mutated prototxt field the reader does not know, is
-# reported with a UserWarning by design (pytest.warns in test_partition.py and test_caffe_import.py);
+# reported with a UserWarning by design (pytest.warns in test_partition.py and
+# test_caffe_import.py);
 # here they are expected outcomes of the mutations, not news.
 @pytest.mark.filterwarnings("ignore:.*names no op of the model:UserWarning")
 def test_fuzz_part_files(tmp_path: Path) -> None:
