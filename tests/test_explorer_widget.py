@@ -94,10 +94,11 @@ def test_comply_switches_which_rules_are_live(cnn: tk.Model) -> None:
 
 def test_controls_sit_beside_the_figure(cnn: tk.Model) -> None:
     box = explorer(cnn, backends=("cpu", "npu"), default="npu", repeat=1)
-    (row,) = box.children
+    row, table = box.children
     left, right = row.children
+    assert table is box.table
     assert box.controls["backends"] in left.children and box.figure in right.children
-    assert left.layout.width == "400px"
+    assert left.layout.width == "330px"
     # the figure fits the rest of a 1280-pixel window at its natural size or less
     png = box.figure.value
     width = int.from_bytes(png[16:20], "big")

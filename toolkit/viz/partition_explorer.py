@@ -88,7 +88,7 @@ class PartitionExperiment:
         cuts = self.cuts()
         side = [k for k, present in (("cuts", len(cuts) > 0),
                                       ("time", self.attribution is not None)) if present]
-        fig = Figure(figsize=(10, 6.2) if side else (6.5, 6.2), layout="constrained")
+        fig = Figure(figsize=(8, 5.6) if side else (5.5, 5.6), layout="constrained")
         gs = fig.add_gridspec(max(len(side), 1), 2 if side else 1,
                               width_ratios=[1.1, 1] if side else [1])
         ax_g = fig.add_subplot(gs[:, 0])
@@ -201,10 +201,10 @@ def explorer(model: Model, *, backends: tuple[str, ...] = ("cpu", "npu"),
     list, applied on Enter or when the field loses focus; the default backend; ``comply``,
     which also decides which rules are shown and live: one dropdown per op type for
     ``opcode``, per op name for ``opname``; the export of the ``.part`` file), the status
-    line, the figure and the parts table on the right. Each change runs the experiment once;
-    while it runs the status line says so (with the run number) and the controls are
-    disabled. ``.part`` files are written into ``export_dir`` (default: a new scratch folder
-    under the system's temporary folder, never the working folder).
+    line and the figure on the right; the parts table below both. Each change runs the
+    experiment once; while it runs the status line says so (with the run number) and the
+    controls are disabled. ``.part`` files are written into ``export_dir`` (default: a new
+    scratch folder under the system's temporary folder, never the working folder).
 
     The box's ``.experiment`` holds the latest result, ``.refresh()`` runs it again,
     ``.controls`` names the controls (``backends``, ``default``, ``comply``, ``opcode`` and
@@ -224,32 +224,32 @@ def explorer(model: Model, *, backends: tuple[str, ...] = ("cpu", "npu"),
     # continuous_update=False: the experiment runs on Enter (or leaving the field), not per key
     backends_box = w.Text(value=",".join(backends), description="backends",
                           continuous_update=False, style=narrow,
-                          layout=w.Layout(width="380px"),
+                          layout=w.Layout(width="320px"),
                           placeholder="comma-separated; press Enter to apply")
     default_dd = w.Dropdown(options=list(backends), value=default or backends[0],
                             description="default", style=narrow,
-                            layout=w.Layout(width="380px"))
+                            layout=w.Layout(width="320px"))
     comply_dd = w.ToggleButtons(options=["opcode", "opname"], value="opcode",
                                 description="comply", style=narrow,
                                 tooltips=["rules by op type: [OPCODE]",
                                           "rules by op name: [OPNAME]"])
     type_dd = {t: w.Dropdown(options=["(default)", *backends], value="(default)",
-                             description=t, style={"description_width": "170px"},
-                             layout=w.Layout(width="360px")) for t in types}
+                             description=t, style={"description_width": "150px"},
+                             layout=w.Layout(width="300px")) for t in types}
     name_dd = {n: w.Dropdown(options=["(default)", *backends], value="(default)",
-                             description=n if len(n) <= 30 else "…" + n[-29:],
+                             description=n if len(n) <= 24 else "…" + n[-23:],
                              description_allow_html=False,
-                             style={"description_width": "230px"},
-                             layout=w.Layout(width="360px")) for n in names}
+                             style={"description_width": "180px"},
+                             layout=w.Layout(width="300px")) for n in names}
     for n, dd in name_dd.items():
         dd.tooltip = n
     rules_title = w.HTML()
-    rules = w.VBox(layout=w.Layout(max_height="420px", overflow="auto", width="380px"))
+    rules = w.VBox(layout=w.Layout(max_height="420px", overflow="auto", width="320px"))
     table = w.HTML(layout=w.Layout(max_width="100%", overflow="auto"))
     picture = w.Image(format="png", layout=w.Layout(max_width="100%", height="auto"))
     export_path = w.Text(value="experiment.part", description="file", style=narrow,
-                         layout=w.Layout(width="250px"))
-    export_btn = w.Button(description="export .part", layout=w.Layout(width="120px"))
+                         layout=w.Layout(width="200px"))
+    export_btn = w.Button(description="export .part", layout=w.Layout(width="110px"))
     status = w.HTML()
     box = w.VBox()
     controls: list[Any] = [backends_box, default_dd, comply_dd, *type_dd.values(),
@@ -329,10 +329,10 @@ def explorer(model: Model, *, backends: tuple[str, ...] = ("cpu", "npu"),
     export_btn.on_click(export)
     left = w.VBox([backends_box, default_dd, comply_dd, rules_title, rules,
                    w.HBox([export_path, export_btn])],
-                  layout=w.Layout(width="400px", flex="0 0 400px"))
-    right = w.VBox([status, picture, table], layout=w.Layout(flex="1 1 auto", min_width="0"))
+                  layout=w.Layout(width="330px", flex="0 0 330px"))
+    right = w.VBox([status, picture], layout=w.Layout(flex="1 1 auto", min_width="0"))
     box.children = [w.HBox([left, right], layout=w.Layout(width="100%",
-                                                          align_items="flex-start"))]
+                                                          align_items="flex-start")), table]
     box.controls = {"backends": backends_box, "default": default_dd, "comply": comply_dd,
                     "opcode": type_dd, "opname": name_dd, "export_name": export_path,
                     "export": export_btn}
