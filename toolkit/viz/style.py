@@ -59,8 +59,9 @@ def use_style() -> None:
     import matplotlib as mpl
     from cycler import cycler
 
-    mpl.rcParams.update(STYLE)
-    mpl.rcParams["axes.prop_cycle"] = cycler(color=list(PALETTE))
+    params: Any = mpl.rcParams  # typed by key literals; STYLE is a plain dict of the same keys
+    params.update(STYLE)
+    params["axes.prop_cycle"] = cycler(color=list(PALETTE))
 
 
 TABLE_CSS = """<style>
