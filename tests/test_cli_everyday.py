@@ -311,3 +311,22 @@ def test_inspect_wide_and_machine_formats(capsys: pytest.CaptureFixture[str]) ->
     assert set(tables) == {"ops", "tensors"}
     assert len(tables["tensors"]) == len(tk.load(MOBILENET).tensors_table())
     _error(capsys, "inspect", str(MOBILENET), "--format", "csv", "--tensors")
+
+
+def test_demo_prints_a_short_log_and_no_warning(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """What `make demo` shows: one line per step and tables of at most 100 columns, nothing
+    on stderr, no warning raised (the notebooks' part is checked by test_notebooks.py)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["demo", "--out", str(tmp_path / "out"), "--no-notebooks"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err == "" and not [str(w.message) for w in caught]
+    lines = cap.out.splitlines()
+    steps = [ln.split()[0] for ln in lines if ln.startswith("[")]
+    assert steps[:4] == ["[compile]", "[run]", "[join]", "[part]"]
+    long = [ln for ln in lines if len(ln) > 100 and "wrote" not in ln]
+    assert not long, long
+    assert len(lines) < 90

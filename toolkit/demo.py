@@ -102,8 +102,8 @@ def compile_run_join(out: Path) -> None:
     to_chrome_trace(att, d / "trace_with_layers.json")
     to_model_explorer(att, d / "model_explorer_node_data.json")
     s = att.summary()
-    _say(f"[run]     {len(events)} trace events over {s['runs']} runs -> "
-         f"{d / 'runtime_trace.json'}")
+    _say(f"[run]     {len(events)} trace events over {s['runs']} runs (after 5 warm-up runs)")
+    _say(f"          wrote {d / 'runtime_trace.json'}")
     _say(f"[join]    {s['attributed_ns']} of {s['total_ns']} ns attributed, "
          f"{s['unattributed_ns']} ns unattributed (policy {s['policy']}, key {s['key_used']})")
     _say(_table(by_layer, "time per original layer", "total_ns", 12,
@@ -157,7 +157,8 @@ def vela_example(out: Path) -> None:
     att = read_vela(d, model=SAMPLES / "cnn_int8.tflite").attribution()
     by_layer = att.by_layer()
     by_layer.to_csv(d / "vela_by_layer.csv", index=False)
-    _say(f"[vela]    Vela's estimates per original layer -> {d / 'vela_by_layer.csv'}")
+    _say("[vela]    Vela's estimates per original layer")
+    _say(f"          wrote {d / 'vela_by_layer.csv'}")
     _say(_table(by_layer, f"Vela's estimates per original layer ({att.metric})", att.metric,
                 12, [c for c in ("layer", att.metric, "mac_count", "share")
                      if c in by_layer.columns]))
