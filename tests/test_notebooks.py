@@ -114,3 +114,20 @@ def test_saving_from_jupyterlab_strips(tmp_path: Path) -> None:
     cell = model["content"]["cells"][1]
     assert cell["outputs"] == [] and cell["execution_count"] is None and not cell["metadata"]
     assert set(model["content"]["metadata"]) <= {"kernelspec", "language_info"}
+
+
+def test_an_executed_notebook_leaves_no_kernel_and_no_socket(tmp_path: Path) -> None:
+    """The kernel talks over IPC sockets in a private folder and is stopped afterwards (a
+    kernel left running prints "Parent appears to have exited" when the process ends)."""
+    import os
+    import time
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import os; print(os.getpid())")]
+    execute_notebook(nb, tmp_path)
+    pid = int(nb.cells[0].outputs[0]["text"])
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}")
+    assert not list(tmp_path.iterdir()), "no kernel-ipc-* socket in the working folder"

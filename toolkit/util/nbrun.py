@@ -23,6 +23,10 @@ def execute_notebook(nb: Any, cwd: str | os.PathLike[str], *, timeout: int = 600
     with tempfile.TemporaryDirectory(prefix="toolkit-kernel-") as sockets:
         km = KernelManager(kernel_name=kernel_name, transport="ipc",
                            ip=os.path.join(sockets, "kernel"))
-        NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel_name,
-                       resources={"metadata": {"path": os.fspath(cwd)}}).execute()
+        try:
+            NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel_name,
+                           resources={"metadata": {"path": os.fspath(cwd)}}).execute()
+        finally:  # a client given its manager leaves the kernel running: stop it here
+            if km.has_kernel:
+                km.shutdown_kernel(now=True)
     return nb
