@@ -159,7 +159,7 @@ def vela_example(out: Path) -> None:
     by_layer.to_csv(d / "vela_by_layer.csv", index=False)
     _say("[vela]    Vela's estimates per original layer")
     _say(f"          wrote {d / 'vela_by_layer.csv'}")
-    _say(_table(by_layer, f"Vela's estimates per original layer ({att.metric})", att.metric,
+    _say(_table(by_layer, "Vela's estimates by layer", att.metric,
                 12, [c for c in ("layer", att.metric, "mac_count", "share")
                      if c in by_layer.columns]))
 

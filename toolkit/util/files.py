@@ -76,8 +76,8 @@ def os_error(path: str | os.PathLike[str], exc: OSError, *, what: str = "file",
 
         near = path_suggestion(path)
         how = f"did you mean {near}?" if near else "check the path"
-        return error(f"no such {what}", where=os.fspath(path),
-                     fix=f"{how} ({fix})" if fix else how)
+        return error(f"cannot read the {what}: not found (it does not exist)",
+                     where=os.fspath(path), fix=f"{how} ({fix})" if fix else how)
     if known is not None:
         text, how = known
         return error(f"cannot read the {what}: {text}", where=os.fspath(path),
