@@ -46,10 +46,10 @@ test: $(VENV)/.dev-installed
 browser-check: $(VENV)/.dev-installed
 	$(BIN)/python tests/browser/check_notebooks.py --out $(OUT)/browser
 
-## fuzz: the fuzz suite with 3,000 cases per format, 100 kills per writer and 2,000 command lines
+## fuzz: the fuzz suite with 3,000 cases per format, 100 kills per writer and 500 command lines per verb
 fuzz: $(VENV)/.dev-installed
 	@echo "== fuzz: readers, trace readers, writers under kill, and the command line"
-	@TOOLKIT_FUZZ_CASES=3000 TOOLKIT_KILL_TRIES=100 TOOLKIT_CLI_FUZZ_CASES=2000 \
+	@TOOLKIT_FUZZ_CASES=3000 TOOLKIT_KILL_TRIES=100 TOOLKIT_CLI_FUZZ_CASES=500 \
 		$(BIN)/python -m pytest -n 2 -q -s \
 		tests/test_fuzz.py tests/test_fuzz_traces.py tests/test_reliability.py \
 		tests/test_kill_writers.py tests/test_cli_fuzz.py \

@@ -4,7 +4,7 @@ where the argument that names the verb's main input is always wrong. Each must e
 status 2 and print exactly one line "error: <where>: <what>. Fix: <how>": never a traceback,
 never an internal error (status 3), never silence.
 
-``TOOLKIT_CLI_FUZZ_CASES`` cases per verb (default 12 in `make test`; `make fuzz` runs 2,000).
+``TOOLKIT_CLI_FUZZ_CASES`` cases per verb (default 12 in `make test`; `make fuzz` runs 500).
 """
 
 from __future__ import annotations
