@@ -6,39 +6,53 @@ OUT    := out
 
 .PHONY: fuzz demo test lint lab bench samples browser-check clean
 
+# Every step says what it does on one line; the tools print only on trouble (or, for pip, its
+# progress: the first install downloads a few hundred MB).
+PIP := $(BIN)/python -m pip --disable-pip-version-check --no-input
+
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "== creating $(VENV) with $(PYTHON)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP) install --quiet --upgrade pip
 
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[runtime,notebooks]"
-	touch $@
+	@echo "== installing toolkit and its runtime and notebook dependencies into $(VENV)"
+	@$(PIP) install --progress-bar on -e ".[runtime,notebooks]"
+	@touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[dev]"
-	touch $@ $(VENV)/.demo-installed
+	@echo "== installing toolkit and its development dependencies into $(VENV)"
+	@$(PIP) install --progress-bar on -e ".[dev]"
+	@touch $@ $(VENV)/.demo-installed
 
 ## demo: compile, run, trace-join and partition the sample models; results under out/
 demo: $(VENV)/.demo-installed
-	$(BIN)/toolkit demo --out $(OUT)
+	@echo "== toolkit demo --out $(OUT)"
+	@$(BIN)/toolkit demo --out $(OUT)
 
 ## test: ruff, the type checker, the layer contracts and the whole test suite (notebooks too)
 test: $(VENV)/.dev-installed
-	$(BIN)/ruff check toolkit tests bench sample_models
-	$(BIN)/mypy
-	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -n 2 -q
+	@echo "== ruff (style)"
+	@$(BIN)/ruff check --quiet toolkit tests bench sample_models
+	@echo "== mypy (types)"
+	@$(BIN)/mypy --no-error-summary
+	@echo "== import-linter (layer contracts)"
+	@$(BIN)/lint-imports --no-logo > $(VENV)/lint-imports.log 2>&1 || { cat $(VENV)/lint-imports.log; exit 1; }
+	@echo "== pytest (the whole suite, notebooks too)"
+	@$(BIN)/python -m pytest -n 2 -q
 
 ## browser-check: every notebook run in JupyterLab in headless Chromium (installs Debian's
 ## chromium when missing and running as root); screenshots in out/browser/
 browser-check: $(VENV)/.dev-installed
 	$(BIN)/python tests/browser/check_notebooks.py --out $(OUT)/browser
 
-## fuzz: the fuzz suite with 3,000 cases per format and 100 kills per writer
+## fuzz: the fuzz suite with 3,000 cases per format, 100 kills per writer and 500 command lines per verb
 fuzz: $(VENV)/.dev-installed
-	TOOLKIT_FUZZ_CASES=3000 TOOLKIT_KILL_TRIES=100 $(BIN)/python -m pytest -n 2 -q -s \
+	@echo "== fuzz: readers, trace readers, writers under kill, and the command line"
+	@TOOLKIT_FUZZ_CASES=3000 TOOLKIT_KILL_TRIES=100 TOOLKIT_CLI_FUZZ_CASES=500 \
+		$(BIN)/python -m pytest -n 2 -q -s \
 		tests/test_fuzz.py tests/test_fuzz_traces.py tests/test_reliability.py \
-		tests/test_kill_writers.py \
+		tests/test_kill_writers.py tests/test_cli_fuzz.py \
 		-k "fuzz or os_errors or permission or killed"
 
 lint: $(VENV)/.dev-installed
@@ -46,9 +60,11 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## lab: JupyterLab on notebooks/
+## lab: JupyterLab on notebooks/ (as root too); saving strips outputs, so git stays clean
 lab: $(VENV)/.demo-installed
-	$(BIN)/jupyter lab notebooks/
+	@echo "== JupyterLab on notebooks/ (Ctrl-C twice stops it)"
+	@$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) \
+		--ContentsManager.pre_save_hook=toolkit.util.nbstrip.pre_save_hook notebooks/
 
 ## bench: every benchmark in bench/ (ratios against in-process baselines)
 bench: $(VENV)/.dev-installed

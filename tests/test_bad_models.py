@@ -125,6 +125,9 @@ def _exercise(data: bytes) -> None:
         pass
 
 
+# A mutation that breaks one of ONE's two origin tables is reported with a UserWarning by
+# design (the model still loads, without them); here that is an expected outcome, not news.
+@pytest.mark.filterwarnings("ignore:.*only one of ONE_source_table/ONE_op_table:UserWarning")
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 @settings(max_examples=500, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -135,3 +135,47 @@ def test_explorer_figure_is_fully_labelled() -> None:
     assert _skip_lines(graph_ax)
     for ax in (cuts_ax, time_ax):
         assert ax.get_title() and "(" in ax.get_xlabel() and ax.get_ylabel()
+
+
+def test_layer_run_stats_are_robust_to_a_slow_run() -> None:
+    """One run 100x slower moves the median of no layer, is flagged, and skip_runs drops it."""
+    import numpy as np
+
+    import toolkit as tk
+    from toolkit.viz.plots import OUTLIER_FACTOR, layer_run_stats, plot_layer_median
+
+    compiled = tk.compile(SAMPLES / "cnn.tflite")
+    _, trace = tk.run(compiled, trace=True, repeat=7)
+    events = trace.to_frame()
+    first = events["run"] == events["run"].min()
+    slow = events.assign(dur_ns=np.where(first, events["dur_ns"] * 100, events["dur_ns"]))
+    # durations grow, so later starts move: keep each run's events after the slow one's end
+    att = tk.trace_join(slow.assign(start_ns=slow["start_ns"] * 100), compiled)
+    base = tk.trace_join(events.assign(start_ns=events["start_ns"] * 100), compiled)
+    stats = layer_run_stats(att).set_index("layer").sort_index()
+    calm = layer_run_stats(base).set_index("layer").sort_index()
+    assert (stats["runs"] == 7).all()
+    assert (stats["outlier_runs"] >= 1).all()            # the slow run, for every layer
+    assert (stats["median_ms"] <= OUTLIER_FACTOR * calm["median_ms"] + 1e-9).all()
+    skipped = layer_run_stats(att, skip_runs=1).set_index("layer").sort_index()
+    assert (skipped["runs"] == 6).all()
+    assert (skipped["max_ms"] < stats["max_ms"]).all()
+    ax = plot_layer_median(att, skip_runs=1)
+    assert "median of 6 runs, first 1 skipped as warm-up" in ax.texts[0].get_text()
+    assert ax.get_title() and ax.get_xlabel().startswith("time per inference")
+
+
+def test_one_style_and_a_palette_that_stays_distinct() -> None:
+    import matplotlib as mpl
+    from matplotlib.colors import to_rgb
+
+    from toolkit.viz import palette, use_style
+    from toolkit.viz.style import PALETTE
+
+    use_style()
+    cycle = [c["color"] for c in mpl.rcParams["axes.prop_cycle"]]
+    assert cycle == list(PALETTE) and mpl.rcParams["font.size"] >= 10
+    colours = [to_rgb(c) for c in palette(20)]
+    worst = min(sum((a - b) ** 2 for a, b in zip(x, y)) ** 0.5
+                for i, x in enumerate(colours) for y in colours[i + 1:])
+    assert worst > 0.12, worst      # no two of the 20 look alike (tab20's pairs are ~0.1)

@@ -1,4 +1,5 @@
-"""README.md as a test: every sh and python block runs as written, in order, in a fresh folder.
+"""README.md and docs/ as tests: every sh and python block of a page runs as written, in order,
+in a fresh folder for that page (a page never depends on another having run).
 
 The folder holds `sample_models` (a link to the committed ones) and the files a block names
 as the user's own (a Caffe deploy net, its weights and an input file for `toolkit nnc`).
@@ -28,13 +29,47 @@ from support import ROOT, SAMPLES
 from toolkit.cli import main
 
 README = ROOT / "README.md"
+# README first, then every page of docs/ (pages that other pages link to are found by the glob:
+# a new page's blocks run without being listed here).
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```(\S*)\s*$")
 NOT_RUN = re.compile(r"^<!--\s*not run:\s*(.+?)\s*-->$")
 RUN_LANGS = {"sh", "python"}
-TEXT_LANGS = {"text"}
+TEXT_LANGS = {"text", "yaml", "ini", "json"}
 
-# The blocks that say why they are not run (their first line); a new one must be listed here.
-NOT_RUN_EXPECTED: list[str] = []
+# The blocks that say why they are not run (their first line), by page; a new one must be
+# listed here.
+NOT_RUN_EXPECTED: dict[str, list[str]] = {
+    "docs/fleet.md": ["from toolkit.trace.fleet import trace_join_many",
+                      "toolkit trace-join-many 'nightly/*.parquet' --compiled out/ --engine "
+                      "local --workers 2",
+                      "import pickle"],
+}
+
+# What a page's blocks say they make, checked after they ran.
+MADE: dict[str, tuple[str, ...]] = {
+    "README.md": ("out/tour/cnn/cnn.circle", "out/tour/cnn/cnn_debug.xml",
+                  "out/tour/trace.json"),
+    "docs/library.md": ("out/library/cnn/cnn.circle", "out/library/work/cnn.conn.json",
+                        "out/library/vela/cnn_int8_debug.xml"),
+    "docs/verbs/trace-join.md": ("out/cnn/layers.json", "out/cnn/by_layer.csv"),
+    "docs/verbs/run.md": ("out/cnn/trace.json", "out/cnn/trace.parquet",
+                          "out/cnn/outputs.npz"),
+    "docs/verbs/partition.md": ("work/Net.conn.json", "work/chain.json"),
+    "docs/verbs/vela.md": ("vela_out/cnn_int8_debug.xml",),
+    "docs/verbs/nnc.md": ("out.npz",),
+    "docs/verbs/inspect.md": ("out/inspect/mobilenet_v2.ops.csv",),
+}
+
+
+def _name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+def page_blocks(page: Path) -> list[Block]:
+    """The blocks of ``page`` that are the page's own (README's set-up block left out)."""
+    blocks = readme_blocks(page.read_text(encoding="utf-8"))
+    return blocks[1:] if page == README else blocks
 
 
 @dataclass(frozen=True)
@@ -79,20 +114,34 @@ def shell_commands(text: str) -> list[str]:
     return [ln.strip() for ln in joined.splitlines() if ln.strip()]
 
 
-def test_every_block_runs_or_says_why() -> None:
-    blocks = readme_blocks(README.read_text(encoding="utf-8"))[1:]  # [0]: the set-up commands
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_every_block_runs_or_says_why(page: Path) -> None:
+    where = _name(page)
+    blocks = page_blocks(page)
     for b in blocks:
         assert b.lang in RUN_LANGS | TEXT_LANGS, (
-            f"README.md:{b.line}: a block needs a language (sh, python, or text for figures)")
+            f"{where}:{b.line}: a block needs a language (sh, python, or text for figures)")
         if b.lang in TEXT_LANGS:
-            assert b.not_run is None, f"README.md:{b.line}: text blocks are never run"
+            assert b.not_run is None, f"{where}:{b.line}: text blocks are never run"
     not_run = [b for b in blocks if b.lang in RUN_LANGS and b.not_run]
-    assert [b.text.splitlines()[0] for b in not_run] == NOT_RUN_EXPECTED
+    assert [b.text.splitlines()[0] for b in not_run] == NOT_RUN_EXPECTED.get(where, [])
     assert all(len(b.not_run or "") > 20 for b in not_run)  # a reason, not a bare marker
-    runs = [b for b in blocks if b.lang in RUN_LANGS and not b.not_run]
-    assert len(runs) >= 3 and {b.lang for b in runs} == RUN_LANGS
-    print(f"README: {len(runs)} blocks run, {len(not_run)} not run, "
-          f"{sum(b.lang in TEXT_LANGS for b in blocks)} text figures")
+
+
+def test_the_pages_run_both_languages() -> None:
+    runs = [b for p in PAGES for b in page_blocks(p) if b.lang in RUN_LANGS and not b.not_run]
+    assert len(runs) >= 10 and {b.lang for b in runs} == RUN_LANGS
+    assert any(b.lang == "sh" for b in page_blocks(README))  # the tour
+
+
+def test_readme_is_a_short_first_page() -> None:
+    """What it is, the two commands, a tour with its output, and links to docs/."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 90, "README.md is the first page: move detail to docs/"
+    for link in re.findall(r"\]\((docs/[^)#]+)", text):
+        assert (ROOT / link).is_file(), f"README.md links to a missing page {link}"
+    tour = [b for b in page_blocks(README) if b.lang == "text"][-1]
+    assert len(tour.text.splitlines()) <= 25
 
 
 def test_readme_opens_with_the_two_setup_commands() -> None:
@@ -139,29 +188,28 @@ def _run_shell(cmd: str, cwd: Path, where: str, capsys: pytest.CaptureFixture[st
 
 
 @pytest.mark.filterwarnings("ignore:profiled kernel time:UserWarning")
-def test_readme_blocks_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("page", [p for p in PAGES if any(
+    b.lang in RUN_LANGS and not b.not_run for b in page_blocks(p))], ids=_name)
+def test_page_blocks_run_as_written(page: Path, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "sample_models").symlink_to(SAMPLES, target_is_directory=True)
     _user_files(tmp_path)
     monkeypatch.chdir(tmp_path)
-    ran = []
-    blocks = readme_blocks(README.read_text(encoding="utf-8"))[1:]  # [0]: the set-up commands
-    for b in blocks:
+    name = _name(page)
+    for b in page_blocks(page):
         if b.lang not in RUN_LANGS or b.not_run:
             continue
-        where = f"README.md:{b.line}"
+        where = f"{name}:{b.line}"
         if b.lang == "python":
             exec(compile(b.text, where, "exec"), {"__name__": "__readme__"})
         else:
             for cmd in shell_commands(b.text):
                 _run_shell(cmd, tmp_path, where, capsys)
-        ran.append(b.line)
-    assert len(ran) + len(NOT_RUN_EXPECTED) == sum(b.lang in RUN_LANGS for b in blocks) >= 3
     # what the blocks say they make is there
-    for name in ("out/cnn/cnn.circle", "out/cnn/cnn_debug.xml", "out/cnn/trace.json",
-                 "out/cnn/layers.json", "work/cnn.conn.json", "work/Net.conn.json",
-                 "work/chain.json", "vela_out/cnn_int8_debug.xml", "out.npz"):
-        assert (tmp_path / name).is_file(), name
-    with np.load(tmp_path / "out.npz") as z:
-        assert list(z.files) == ["prob"] and z["prob"].shape[-1] == 10
-        assert abs(float(z["prob"].sum()) - 1.0) < 1e-4  # a softmax over LeNet's classes
+    for made in MADE.get(name, ()):
+        assert (tmp_path / made).is_file(), f"{name}: {made} was not made"
+    if name == "docs/verbs/nnc.md":
+        with np.load(tmp_path / "out.npz") as z:
+            assert list(z.files) == ["prob"] and z["prob"].shape[-1] == 10
+            assert abs(float(z["prob"].sum()) - 1.0) < 1e-4  # a softmax over LeNet's classes

@@ -63,7 +63,8 @@ def load(path: PathLike | bytes | bytearray | memoryview, *,
     Returns:
         A :class:`~toolkit.ir.Model` whose ops carry their origins: from ONE's origin tables
         when the file has them, else op *i* gets origin *i*, named after its first output; a
-        Caffe model's origins are its layers.
+        Caffe model's origins are its layers. A compiled output folder (``toolkit compile
+        -o``) gives its compiled model (the ``.model`` of the folder's CompiledModel).
 
     Raises:
         ModelFormatError: a missing, empty or undecodable file (the message names the file and
@@ -77,8 +78,10 @@ def load(path: PathLike | bytes | bytearray | memoryview, *,
         raise ToolkitError(f"tk.load cannot take a {type(path).__name__}",
                            fix="pass the path of a .tflite/.circle file, or its bytes")
     if isinstance(path, (str, os.PathLike)):
-        from toolkit.model_arg import load_model_file
+        from toolkit.model_arg import load_model_file, resolve_model
 
+        if weights is None and os.path.isdir(path):  # a compiled output folder
+            return resolve_model(path, purpose="tk.load", accept=("compiled",)).model
         return load_model_file(path, weights=weights)
     if weights is not None:
         raise ToolkitError("weights= is for a Caffe .prototxt",

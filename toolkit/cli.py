@@ -4,7 +4,7 @@
     toolkit compile MODEL -o OUTDIR            compiled model + provenance files
                   [--target cpp [--build]]     ... or a C++ artifact of the compiled model
     toolkit partition --part-file P.part --input-file M.circle [--work-path DIR] ...
-    toolkit run MODEL [--inputs X.npz] [--repeat N] [--trace OUT.json]
+    toolkit run MODEL [--inputs X.npz] [--repeat N] [--trace OUT.json|.csv|.parquet]
     toolkit run M.onnx --runtime onnxruntime [--optimization all] [--repeat N]
     toolkit trace-join TRACE --compiled OUTDIR [--policy macs] ...
     toolkit trace-join PROFILE --model M.onnx [--optimized M.opt.onnx] [--by layer]
@@ -19,16 +19,20 @@
 toolkit VERB --help describes every argument of a verb. Multi-word flags take hyphens or
 underscores (--part-file or ONE's --part_file). A bad input prints
 "error: <where>: <what>. Fix: <how>" and exits with status 2; toolkit --debug VERB ... shows
-the traceback as well. Every file is written atomically.
+the traceback as well. Output piped into a reader that stops early (| head) ends quietly.
+Every file is written atomically and named on a "wrote" line. Tables fit 100 columns; --wide
+prints every column and --format csv|json prints them for machines.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import pandas as pd
@@ -40,6 +44,15 @@ from toolkit.util.cliargs import (
     error_line,
     positive_int,
     read_inputs,
+)
+from toolkit.util.textable import (
+    FORMATS,
+    Column,
+    fit_table,
+    fmt_count,
+    machine_text,
+    wide_text,
+    wrap,
 )
 
 __all__ = ["main", "parsers", "COMMANDS"]
@@ -61,11 +74,13 @@ def out_dir(path: Path, flag: str) -> Path:
     return path
 
 
-def write_csv(df: pd.DataFrame, path: Path, flag: str) -> None:
-    """Write ``df`` as CSV to ``path`` atomically (the ``flag`` names it in messages)."""
+def write_csv(df: pd.DataFrame, path: Path, flag: str, log: TextIO | None = None) -> None:
+    """Write ``df`` as CSV to ``path`` atomically (the ``flag`` names it in messages) and print
+    a "wrote" line."""
     from toolkit.util.atomic import atomic_write
 
     atomic_write(out_file(path, flag), df.to_csv(index=False).encode("utf-8"))
+    print(f"wrote {path} ({len(df)} rows)", file=log or sys.stdout)
 
 
 def _print_frame(df: pd.DataFrame, title: str | None = None) -> None:
@@ -90,7 +105,32 @@ def inspect_parser() -> argparse.ArgumentParser:
                    help="index of the subgraph to show (default 0, the main graph)")
     p.add_argument("--csv", type=Path,
                    help="folder to write the tables into as CSV files (created when missing)")
+    p.add_argument("--wide", action="store_true",
+                   help="print every column, names in full (default: tables of at most 100 "
+                        "characters per line, long names elided in the middle)")
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help="table: for people (default); csv: the one table asked for, every "
+                        "column; json: every table asked for, by name, every column")
     return p
+
+
+def _fmt_shape(shape: object) -> str:
+    return "x".join(map(str, shape)) if isinstance(shape, (tuple, list)) and shape else "scalar"
+
+
+_INSPECT_COLUMNS: dict[str, list[Column]] = {
+    "ops": [Column("op_index", "#", fmt_count, right=True), Column("op_type", "op"),
+            Column("activation", "act"), Column("origins", "origins"),
+            Column("layer", "layer"), Column("name", "name (first output)", flex=True)],
+    "tensors": [Column("tensor_index", "#", fmt_count, right=True), Column("dtype", "dtype"),
+                Column("shape", "shape", _fmt_shape), Column("kind", "kind"),
+                Column("bytes", "bytes", fmt_count, right=True),
+                Column("consumers", "uses", fmt_count, right=True),
+                Column("name", "name", flex=True)],
+    "origins": [Column("op_index", "op #", fmt_count, right=True), Column("op_type", "op"),
+                Column("origin_id", "origin", fmt_count, right=True),
+                Column("origin_name", "origin name", flex=True)],
+}
 
 
 def cmd_inspect(argv: Sequence[str]) -> int:
@@ -101,23 +141,40 @@ def cmd_inspect(argv: Sequence[str]) -> int:
     if a.csv:
         out_dir(a.csv, "--csv")
 
+    if a.format == "csv" and a.tensors + a.origins:
+        raise ToolkitError("--format csv prints one table; --tensors/--origins ask for more",
+                           where="toolkit inspect --format",
+                           fix="use --format json (every table, by name), or --csv DIR (a file "
+                               "per table)")
     m = resolve_model(a.model, purpose="toolkit inspect", accept=("model", "compiled")).model
     if not 0 <= a.subgraph < len(m.subgraphs):
         raise ToolkitError(f"subgraph {a.subgraph} does not exist", where=str(a.model),
                            fix=f"give --subgraph 0 to {len(m.subgraphs) - 1} (the model has "
                                f"{len(m.subgraphs)} subgraph(s))")
-    print(f"{a.model}: {m.format}, {len(m.subgraphs)} subgraph(s), "
-          f"{len(m.subgraphs[a.subgraph])} ops, origin tables: "
-          f"{'yes' if m.had_origin_tables else 'no'}")
     tables = {"ops": m.ops_table(a.subgraph)}
     if a.tensors:
         tables["tensors"] = m.tensors_table(a.subgraph)
     if a.origins:
         tables["origins"] = m.origins_table(a.subgraph)
+    if a.format == "csv":
+        print(machine_text(tables["ops"], "csv"))
+    elif a.format == "json":
+        import json
+
+        print("{" + ", ".join(f"{json.dumps(name)}: {machine_text(df, 'json')}"
+                              for name, df in tables.items()) + "}")
+    else:
+        head = (f"{a.model}: {m.format}, {len(m.subgraphs)} subgraph(s), "
+                f"{len(m.subgraphs[a.subgraph])} ops, origin tables: "
+                f"{'yes' if m.had_origin_tables else 'no'}")
+        print(head if a.wide else wrap(head))
+        for name, df in tables.items():
+            print(f"\n== {name} ({len(df)} rows)")
+            print(wide_text(df) if a.wide else fit_table(df, _INSPECT_COLUMNS[name]))
     for name, df in tables.items():
-        _print_frame(df, name)
         if a.csv:
-            write_csv(df, a.csv / f"{a.model.stem}.{name}.csv", "--csv")
+            write_csv(df, a.csv / f"{a.model.stem}.{name}.csv", "--csv",
+                      log=sys.stdout if a.format == "table" else sys.stderr)
     return 0
 
 
@@ -141,8 +198,11 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=count_arg, default=0,
                    help="inferences to run first, untraced (default 0)")
     p.add_argument("--trace", type=Path,
-                   help="file to write a Chrome trace to (.json, or .json.gz compressed)")
-    p.add_argument("--csv", type=Path, help="file to write the trace to as CSV")
+                   help="file to write the trace to, in the format its suffix names: .json "
+                        "(or .json.gz) a Chrome trace, .csv the event table, .parquet the "
+                        "event table as Parquet")
+    p.add_argument("--csv", type=Path, help="file to write the trace to as CSV (as --trace "
+                                            "T.csv)")
     p.add_argument("--outputs", type=Path,
                    help="file to write the outputs to (.npz, one array per output name)")
     return p
@@ -160,6 +220,11 @@ def cmd_run(argv: Sequence[str]) -> int:
     for flag, path in (("--trace", a.trace), ("--csv", a.csv), ("--outputs", a.outputs)):
         if path is not None:
             out_file(path, flag)
+    if a.trace is not None:
+        trace_format(a.trace)
+    if a.outputs is not None and a.outputs.suffix.lower() != ".npz":
+        raise ToolkitError("--outputs writes an .npz archive", where=str(a.outputs),
+                           fix=f"give it an .npz name, e.g. {a.outputs.with_suffix('.npz')}")
     want_trace = a.trace is not None or a.csv is not None
     res = run(a.model, read_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
               warmup=a.warmup)  # an artifact's folder runs natively
@@ -174,18 +239,53 @@ def cmd_run(argv: Sequence[str]) -> int:
         buf = io.BytesIO()
         np.savez(buf, **outputs)  # type: ignore[arg-type]
         atomic_write(a.outputs, buf.getvalue())
+        print(f"wrote {a.outputs} ({len(outputs)} output array(s))")
     if want_trace:
-        from toolkit.formats.chrome_trace import write_chrome_trace
         from toolkit.formats.trace_csv import write_trace_csv
 
         frame = res.trace.to_frame()  # the runtime's own events
         if a.trace:
-            write_chrome_trace(frame, a.trace, process_name=str(a.model.name))
-            print(f"trace: {len(frame)} events -> {a.trace}")
+            write_trace(frame, a.trace, process_name=str(a.model.name))
+            print(f"wrote {a.trace} ({len(frame)} events, {trace_format(a.trace)})")
         if a.csv:
             write_trace_csv(frame, a.csv)
-            print(f"trace: {len(frame)} events -> {a.csv}")
+            print(f"wrote {a.csv} ({len(frame)} events, csv)")
     return 0
+
+
+_TRACE_SUFFIXES = {".json": "chrome", ".json.gz": "chrome", ".csv": "csv",
+                   ".parquet": "parquet"}
+
+
+def trace_format(path: Path) -> str:
+    """Return the trace format the name of ``path`` asks for (``chrome``, ``csv`` or
+    ``parquet``); ToolkitError for any other suffix."""
+    name = path.name.lower()
+    for suffix, fmt in _TRACE_SUFFIXES.items():
+        if name.endswith(suffix):
+            return fmt
+    raise ToolkitError(f"--trace cannot tell the format from the name {path.name!r}",
+                       where=str(path),
+                       fix="end the name with .json (Chrome trace, .json.gz compressed), .csv "
+                           "or .parquet")
+
+
+def write_trace(frame: pd.DataFrame, path: Path, process_name: str) -> None:
+    """Write the event ``frame`` to ``path`` in the format its suffix names
+    (:func:`trace_format`), atomically."""
+    fmt = trace_format(path)
+    if fmt == "chrome":
+        from toolkit.formats.chrome_trace import write_chrome_trace
+
+        write_chrome_trace(frame, path, process_name=process_name)
+    elif fmt == "csv":
+        from toolkit.formats.trace_csv import write_trace_csv
+
+        write_trace_csv(frame, path)
+    else:
+        from toolkit.formats.trace_parquet import write_trace_parquet
+
+        write_trace_parquet(frame, path)
 
 
 def compile_parser() -> argparse.ArgumentParser:
@@ -402,14 +502,34 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     }
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null after the reader closed the pipe, so that the interpreter's
+    final flush does not complain again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``toolkit`` console script; returns the exit status.
 
     0 on success; 2 on a bad input, a bad flag or an OS error (``error: <where>: <what>.
-    Fix: <how>``, no traceback unless ``--debug`` comes first); 3 on an internal error (one
-    such line naming the exception); 130 on Ctrl-C.
+    Fix: <how>``; ``--debug`` first prints the traceback before that line); 3 on an internal
+    error (one such line naming the exception); 130 on Ctrl-C; 141 when the reader of stdout
+    closed the pipe (``toolkit inspect M | head``), quietly, as Unix tools do.
     """
-    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        status = _main(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
+
+
+def _main(args: list[str]) -> int:
     debug = bool(args) and args[0] == "--debug"
     if debug:
         args = args[1:]
@@ -427,24 +547,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     cmd = COMMANDS.get(args[0])
     if cmd is None:
-        print(f"error: toolkit: unknown command {args[0]!r}. Fix: use one of "
-              f"{', '.join(COMMANDS)} (toolkit --help describes them)", file=sys.stderr)
+        from toolkit.util.suggest import closest
+
+        near = closest(args[0], [*COMMANDS, "--debug", "--help", "--version"])
+        fix = (f"did you mean toolkit {near}?" if near else
+               f"use one of {', '.join(COMMANDS)} (toolkit --help describes them)")
+        print(f"error: toolkit: unknown command {args[0]!r}. Fix: {fix}", file=sys.stderr)
         return 2
+
+    def shown(status: int) -> int:  # --debug: the traceback first, then the same one line
+        if debug:
+            traceback.print_exc()
+        return status
+
     try:
         return cmd(args[1:])
+    except BrokenPipeError:
+        raise
     except ToolkitError as e:
-        if debug:
-            raise
+        status = shown(2)
         print(error_line(e, args[0]), file=sys.stderr)
-        return 2
+        return status
     except OSError as e:
-        if debug:
-            raise
+        status = shown(2)
         where = e.filename if e.filename is not None else f"toolkit {args[0]}"
         what = str(e.strerror or e).rstrip(".")
         print(f"error: {where}: {what}. Fix: check the path and its permissions",
               file=sys.stderr)
-        return 2
+        return status
     except SystemExit as e:  # argparse after --help (0), or a verb's own exit status
         return 2 if e.code not in (0, None) else 0
     except KeyboardInterrupt:
@@ -452,13 +582,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     except Exception as e:  # a defect, not bad input: one line, the traceback with --debug
-        if debug:
-            raise
+        status = shown(3)
         what = " ".join(str(e).split())[:300] or "no message"
         print(f"error: toolkit {args[0]}: internal error ({type(e).__name__}: {what}). "
               f"Fix: run toolkit --debug {args[0]} ... for the traceback and report it",
               file=sys.stderr)
-        return 3
+        return status
 
 
 if __name__ == "__main__":

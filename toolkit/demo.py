@@ -48,9 +48,24 @@ def _table(df: pd.DataFrame, title: str, by: str | None, n: int = 12,
            columns: list[str] | None = None) -> str:
     """The ``n`` rows with the largest ``by`` (the first ``n`` when None) under a title
     line that says how many of how many rows are shown and their share of the total."""
-    from toolkit.reprs import format_top
+    from toolkit.reprs import top_rows
+    from toolkit.util.textable import Column, fit_table, fmt_ms, fmt_ns, fmt_share, wrap
 
-    return format_top(df, by, n, title=title, columns=columns)
+    cut = top_rows(df, by, n)
+    names = list(columns or cut.frame.columns)
+
+    def column(i: int, name: str) -> Column:
+        if name.endswith("_ns"):
+            return Column(name, name[:-3], fmt_ns, right=True)
+        if name.endswith("_ms"):
+            return Column(name, name[:-3], fmt_ms, right=True)
+        if name == "share":
+            return Column(name, name, fmt_share, right=True)
+        numeric = pd.api.types.is_numeric_dtype(cut.frame[name])
+        return Column(name, name, right=numeric, flex=i == 0 and not numeric)
+
+    return wrap(f"== {title}: {cut.note}") + "\n" + fit_table(cut.frame, [column(i, c) for i, c in
+                                                              enumerate(names)])
 
 
 def compile_run_join(out: Path) -> None:
@@ -87,8 +102,8 @@ def compile_run_join(out: Path) -> None:
     to_chrome_trace(att, d / "trace_with_layers.json")
     to_model_explorer(att, d / "model_explorer_node_data.json")
     s = att.summary()
-    _say(f"[run]     {len(events)} trace events over {s['runs']} runs -> "
-         f"{d / 'runtime_trace.json'}")
+    _say(f"[run]     {len(events)} trace events over {s['runs']} runs (after 5 warm-up runs)")
+    _say(f"          wrote {d / 'runtime_trace.json'}")
     _say(f"[join]    {s['attributed_ns']} of {s['total_ns']} ns attributed, "
          f"{s['unattributed_ns']} ns unattributed (policy {s['policy']}, key {s['key_used']})")
     _say(_table(by_layer, "time per original layer", "total_ns", 12,
@@ -142,30 +157,32 @@ def vela_example(out: Path) -> None:
     att = read_vela(d, model=SAMPLES / "cnn_int8.tflite").attribution()
     by_layer = att.by_layer()
     by_layer.to_csv(d / "vela_by_layer.csv", index=False)
-    _say(f"[vela]    Vela's estimates per original layer -> {d / 'vela_by_layer.csv'}")
-    _say(_table(by_layer, f"Vela's estimates per original layer ({att.metric})", att.metric,
-                12))
+    _say("[vela]    Vela's estimates per original layer")
+    _say(f"          wrote {d / 'vela_by_layer.csv'}")
+    _say(_table(by_layer, "Vela's estimates by layer", att.metric,
+                12, [c for c in ("layer", att.metric, "mac_count", "share")
+                     if c in by_layer.columns]))
 
 
 def render_notebooks(out: Path) -> None:
     """Step 6: execute every notebook and write it as HTML into ``out/notebooks``."""
     try:
         import nbformat
-        from nbclient import NotebookClient
         from nbconvert import HTMLExporter
     except ImportError as e:  # pragma: no cover
         _say(f"[notebooks] skipped: {e}")
         return
+    from toolkit.util.nbrun import execute_notebook
+
     d = out / "notebooks"
     d.mkdir(parents=True, exist_ok=True)
     for nb_path in sorted(NOTEBOOKS.glob("*.ipynb")):
-        nb = nbformat.read(nb_path, as_version=4)
-        NotebookClient(nb, timeout=600, kernel_name="python3",
-                       resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+        _say(f"[notebooks] executing {nb_path.name} ...")
+        nb = execute_notebook(nbformat.read(nb_path, as_version=4), NOTEBOOKS)
         html, _ = HTMLExporter().from_notebook_node(nb)
         target = d / (nb_path.stem + ".html")
         target.write_text(html, encoding="utf-8")
-        _say(f"[notebooks] {nb_path.name} -> {target}")
+        _say(f"            wrote {target}")
 
 
 def demo_parser() -> argparse.ArgumentParser:

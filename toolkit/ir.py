@@ -517,10 +517,14 @@ class Graph:
         self._names = None
 
     def remove_unused_tensors(self) -> int:
-        """Remove tensors that nothing produces, consumes or exposes; return how many."""
+        """Remove tensors that nothing produces, consumes or exposes (an op's
+        ``extra["intermediates"]``, the scales an int8 LSTM reads, count as used); return how
+        many."""
         io = set(self.inputs) | set(self.outputs)
+        held = {id(t) for op in self.ops for t in op.extra.get("intermediates") or ()
+                if t is not None}
         dead = [t for t in self._tensors if t.producer is None and not t.consumers
-                and t not in io]
+                and t not in io and id(t) not in held]
         for t in dead:
             self._tensors.pop(t, None)
             t.graph = None

@@ -133,7 +133,12 @@ def _resolve_path(p: Path, purpose: str, accept: tuple[Kind, ...]) -> ModelArg:
 
         return ModelArg("compiled", load_compiled(p), where)
     if mode is None:
-        raise ToolkitError("no such file or folder", where=where, fix=f"pass {_accepted(accept)}")
+        from toolkit.util.suggest import path_suggestion
+
+        near = path_suggestion(p)
+        raise ToolkitError("no such file or folder", where=where,
+                           fix=f"did you mean {near}?" if near else
+                           f"check the path; pass {_accepted(accept)}")
     if p.suffix.lower() not in MODEL_SUFFIXES:
         raise _refuse(f"a {p.suffix or 'suffix-less'} file", where, purpose, accept)
     if "compiled" in accept and _is_file(p.parent / f"{p.stem}_debug.xml"):

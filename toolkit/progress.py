@@ -59,8 +59,23 @@ def progress(iterable: Iterable[T], *, total: int | float | None = None, desc: s
         return iter(iterable)
     from tqdm.auto import tqdm
 
+    kw.update({k: v for k, v in _fallback_size().items() if k not in kw})
     return iter(tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr,
                      delay=_delay() if delay is None else delay, leave=False, **kw))
+
+
+def _fallback_size() -> dict[str, int]:
+    """``{}`` (tqdm measures the terminal) unless stderr is a terminal that reports no size (a
+    pseudo-terminal nobody sized, as under some CI runners and ``docker exec``): then 80
+    columns and 24 rows, since tqdm would otherwise draw nothing at all."""
+    try:
+        if sys.stderr.isatty():
+            size = os.get_terminal_size(sys.stderr.fileno())
+            if size.columns <= 0 or size.lines <= 0:
+                return {"ncols": size.columns or 80, "nrows": size.lines or 24}
+    except (AttributeError, ValueError, OSError):
+        pass
+    return {}
 
 
 def _delay() -> float:
@@ -84,7 +99,8 @@ class ByteProgress:
             from tqdm.auto import tqdm
 
             self._bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True,
-                             unit_divisor=1024, file=sys.stderr, delay=_delay(), leave=False)
+                             unit_divisor=1024, file=sys.stderr, delay=_delay(), leave=False,
+                             **_fallback_size())
 
     def read(self, n: int = -1) -> bytes:
         """Read ``n`` bytes (all when negative), advancing the bar."""

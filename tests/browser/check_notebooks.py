@@ -14,7 +14,12 @@
    half-drawn figure), and, in the partition explorer, on
    a control change that does not re-run the experiment exactly once or shows an incomplete
    figure (each compared with the same experiment's figure rendered off-screen);
-5. writes ``toolkit report`` of the sample model (cnn.tflite, compiled with and without the
+5. in a 1280x900 window, fails when the explorer's controls and its figure are not visible
+   together, or when any table of a notebook scrolls sideways (wider than its output area).
+
+Every wait is on a condition (a cell's state, the kernel idle, an element's box), with a
+generous time limit, never a fixed sleep: a slow machine takes longer, it does not fail.
+6. writes ``toolkit report`` of the sample model (cnn.tflite, compiled with and without the
    default passes, the second trace diffed against the first) and opens the HTML file in
    Chromium with every network request refused: no console error, every figure decoded, the
    top layer's name visible.
@@ -52,6 +57,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 EXPLORER_NOTEBOOK = "03_partition_experiments.ipynb"
+VIEWPORT = {"width": 1280, "height": 900}
+"""The window every notebook is checked in: a laptop's, where controls and figure must fit."""
 SIZE_TOLERANCE = 0.03
 """Pixel sizes may differ by 3 %: a tight bounding box follows tick labels that measured
 data change (a missing or empty figure is off by far more)."""
@@ -74,11 +81,13 @@ def ensure_chromium(path: str = CHROMIUM) -> str:
     if os.geteuid() != 0:
         raise SetupError(f"{path} is missing. Fix: run `sudo apt-get install chromium` "
                          "(Debian's package), then `make browser-check` again")
-    print("browser-check: installing Debian's chromium with apt-get", flush=True)
+    print("browser-check: installing Debian's chromium with apt-get (once; apt shows its "
+          "progress)", flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends",
-                                        "chromium"]):
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    for cmd in (["apt-get", "-q", "update"], ["apt-get", "-q", "install", "-y",
+                                              "--no-install-recommends", "chromium"]):
+        print(f"browser-check: {' '.join(cmd)}", flush=True)
+        r = subprocess.run(cmd, env=env, stdout=sys.stdout, stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
             raise SetupError(f"`{' '.join(cmd)}` failed:\n{r.stderr[-2000:]}\nFix: install "
                              "Debian's chromium package by hand")
@@ -164,13 +173,13 @@ def _environ(env: dict[str, str]) -> Iterator[None]:
 def execute_offscreen(ws: Workspace, path: Path) -> dict[str, list[dict[str, Any]]]:
     """Execute a notebook with nbclient; return the logged figures per cell key (in order)."""
     import nbformat
-    from nbclient import NotebookClient
+
+    from toolkit.util.nbrun import execute_notebook
 
     start = len(ws.read_log())
     nb = nbformat.read(path, as_version=4)
     with _environ(ws.env):
-        NotebookClient(nb, timeout=600, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        execute_notebook(nb, path.parent)
     by_cell: dict[str, list[dict[str, Any]]] = {}
     for row in ws.read_log()[start:]:
         by_cell.setdefault(row["cell"] or "(callback)", []).append(row)
@@ -407,6 +416,84 @@ def check_notebook(page: Any, report: Report, name: str, reference: dict[str, An
     report.note(f"{stem}: {cells.count()} code cells ran, {n_figures} figure(s) checked")
 
 
+_WIDE_TABLES_JS = """panel => {
+  const out = [];
+  panel.querySelectorAll('.jp-CodeCell').forEach((cell, i) => {
+    cell.querySelectorAll('.jp-OutputArea-output').forEach(area => {
+      area.querySelectorAll('table').forEach(t => {
+        // the table, or a box around it inside the output area, scrolls sideways
+        let e = t;
+        while (e && e !== area.parentElement) {
+          if (e.scrollWidth > e.clientWidth + 2 &&
+              getComputedStyle(e).overflowX !== 'visible') {
+            out.push({cell: i, scroll: e.scrollWidth, client: e.clientWidth});
+            return;
+          }
+          e = e.parentElement;
+        }
+        if (t.getBoundingClientRect().right > area.getBoundingClientRect().right + 2) {
+          out.push({cell: i, scroll: t.scrollWidth, client: area.clientWidth});
+        }
+      });
+    });
+  });
+  return out;
+}"""
+
+
+def check_tables_fit(page: Any, report: Report, name: str) -> None:
+    """Fail for each table of the notebook that is wider than its output area (it would
+    scroll sideways) in the checked window."""
+    panel = page.locator(".jp-NotebookPanel").first
+    wide = panel.evaluate(_WIDE_TABLES_JS)
+    stem = Path(name).stem
+    for row in wide:
+        report.fail(f"{stem} cell {row['cell']}: a table scrolls sideways ({row['scroll']} px "
+                    f"wide in {row['client']} px at {VIEWPORT['width']}x{VIEWPORT['height']})")
+    n = panel.locator(".jp-OutputArea-output table").count()
+    report.note(f"{stem}: {n} table(s), none scrolls sideways" if not wide else
+                f"{stem}: {len(wide)} of {n} table(s) scroll sideways")
+
+
+def _inside(box: dict[str, float] | None, width: int, height: int) -> bool:
+    return (box is not None and box["width"] > 0 and box["height"] > 0 and box["x"] >= -1
+            and box["y"] >= -1 and box["x"] + box["width"] <= width + 1
+            and box["y"] + box["height"] <= height + 1)
+
+
+def check_explorer_layout(page: Any, report: Report, shots: Path,
+                          timeout_s: float = 60) -> None:
+    """The explorer's controls and its figure are visible together in the window: scrolled
+    to the explorer's top, both boxes lie inside the viewport (waited for, not assumed)."""
+    cell = page.locator(".jp-NotebookPanel .jp-CodeCell").filter(
+        has=page.locator(".widget-vbox")).last
+    box = cell.locator(".jp-OutputArea-output .widget-vbox").first
+    controls = box.locator(".widget-text").filter(
+        has=page.locator("label", has_text=re.compile("^backends$"))).first
+    rules = box.locator(".widget-dropdown").last
+    figure = box.locator("img").first
+    figure.wait_for(state="visible", timeout=timeout_s * 1000)
+    w, h = VIEWPORT["width"], VIEWPORT["height"]
+    deadline = time.monotonic() + timeout_s
+    boxes: list[Any] = []
+    while time.monotonic() < deadline:
+        box.evaluate("e => e.scrollIntoView({block: 'start'})")
+        boxes = [controls.bounding_box(), figure.bounding_box()]
+        if all(_inside(b, w, h) for b in boxes):
+            break
+        page.wait_for_timeout(250)  # let the scroll and the image layout settle, then re-read
+    page.screenshot(path=str(shots / "explorer_layout.png"))
+    if not all(_inside(b, w, h) for b in boxes):
+        report.fail(f"explorer: controls {boxes[0]} and figure {boxes[1]} are not visible "
+                    f"together in a {w}x{h} window")
+        return
+    rb = rules.bounding_box()
+    fb = boxes[1]
+    if rb is not None and fb is not None and rb["x"] + rb["width"] > fb["x"] + 1:
+        report.fail(f"explorer: the rules {rb} are not beside the figure {fb}")
+    report.note(f"explorer: controls and figure visible together in {w}x{h}")
+
+
 @dataclass
 class Step:
     """One explorer interaction: a description, what it does in the page, the state after."""
@@ -432,12 +519,6 @@ def explorer_steps() -> tuple[ExplorerState, list[Step]]:
                 f"^{value}$")).first.click()
         return act
 
-    def tab_then(tab: str, inner: Callable[[Any], None]) -> Callable[[Any], None]:
-        def act(box: Any) -> None:
-            box.locator(".lm-TabBar-tab", has_text=tab).first.click()
-            inner(box)
-        return act
-
     def type_backends(value: str) -> Callable[[Any], None]:
         def act(box: Any) -> None:
             field_ = box.locator(".widget-text").filter(
@@ -449,9 +530,9 @@ def explorer_steps() -> tuple[ExplorerState, list[Step]]:
             field_.press("Enter")
         return act
 
-    s0 = ExplorerState(opcode={"ADD": "cpu"})
+    s0 = ExplorerState()  # the notebook shows the explorer as it opens, no state forced
     s1 = s0.copy(default="cpu")
-    s2 = s1.copy(opcode={"ADD": "cpu", "CONV_2D": "npu"})
+    s2 = s1.copy(opcode={"CONV_2D": "npu"})
     s3 = s2.copy(comply="opname")
     s4 = s3.copy(opname={"cnn/stem_conv/Conv2D": "npu"})
     s5 = s4.copy(comply="opcode")
@@ -460,8 +541,8 @@ def explorer_steps() -> tuple[ExplorerState, list[Step]]:
         Step("default backend -> cpu", dropdown("default", "cpu"), s1),
         Step("CONV_2D -> npu", dropdown("CONV_2D", "npu"), s2),
         Step("comply -> opname", toggle("opname"), s3),
-        Step("op cnn/stem_conv/Conv2D -> npu", tab_then(
-            "[OPNAME]", dropdown("cnn/stem_conv/Conv2D", "npu")), s4),
+        # comply=opname put the per-op rules on screen: no tab to pick
+        Step("op cnn/stem_conv/Conv2D -> npu", dropdown("cnn/stem_conv/Conv2D", "npu"), s4),
         Step("comply -> opcode", toggle("opcode"), s5),
         Step("type 'npu,cpu' in backends, Enter", type_backends("npu,cpu"), s6),
     ]
@@ -626,14 +707,16 @@ def run_check(out: Path, only: list[str] | None = None, timeout_s: float = 240,
             try:
                 for name in names:
                     print(f"browser-check: {name} in JupyterLab", flush=True)
-                    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                    page = browser.new_page(viewport=VIEWPORT)
                     t = time.monotonic()
                     try:
                         open_and_run_all(page, base, token, name, timeout_s)
                         report.note(f"{name}: Run All finished in {time.monotonic() - t:.0f} s")
                         logged = {r["sha1"]: r for r in ws.read_log()}
                         check_notebook(page, report, name, references[name], logged, out)
+                        check_tables_fit(page, report, name)
                         if name == EXPLORER_NOTEBOOK:
+                            check_explorer_layout(page, report, out)
                             check_explorer(page, report, ws, out)
                     except Exception as e:  # a page that cannot be driven is a failure
                         report.fail(f"{name}: {type(e).__name__}: {e}")

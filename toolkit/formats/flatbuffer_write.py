@@ -332,6 +332,13 @@ class _Writer:
         mvi = op.extra.get("mutating_variable_inputs")
         mvi_vec = self._int_vector(mvi, np.bool_) if mvi else None
         inter = op.extra.get("intermediates")
+        lost = [t.name for t in inter or () if t is not None and t not in index]
+        if lost:
+            raise self._err(f"op {op.kind} {op.name!r} has intermediate tensor(s) {lost} that "
+                            "are not in its graph (removed by hand?)",
+                            fix="keep the op's intermediates in the graph: remove tensors with "
+                                "Graph.remove_unused_tensors(), which keeps them, or reload "
+                                "the model")
         inter_vec = self._int_vector([-1 if t is None else index[t] for t in inter]) \
             if inter else None
         opt2 = op.extra.get("options2")

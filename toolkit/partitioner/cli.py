@@ -98,10 +98,10 @@ def main_partition(argv: Sequence[str] | None = None) -> int:
         print(error_line(e, "partition"), file=sys.stderr)
         return 2
     for p, path in zip(result.parts, paths):
-        print(f"{path}: {p.backend}, {len(p.op_indices)} op(s), inputs {p.inputs}, "
+        print(f"wrote {path}: {p.backend}, {len(p.op_indices)} op(s), inputs {p.inputs}, "
               f"outputs {p.outputs}")
     for path in paths[len(result.parts):]:
-        print(path)
+        print(f"wrote {path}")
     return 0
 
 

@@ -213,7 +213,7 @@ def run_connection(conn: Any, inputs: Any = None, *, run: Runner | None = None,
         return _run_reference(stages, c, env0, trace, repeat, warmup, tracer, where)
     rows: list[dict[str, Any]] = []
     env: dict[str, np.ndarray] = {}
-    for _ in range(warmup):
+    for _ in progress(range(warmup), desc="chained warm-up inferences", unit="run"):
         env = dict(env0)
         for s in stages:
             _take(s, run(s.model, _feed(s, env, where)), env, where)
@@ -250,7 +250,7 @@ def _run_reference(stages: list[_Stage], c: Connection, env0: dict[str, np.ndarr
         tracer = EventTracer()
     part_tracers = [None if tracer is None else _PartTracer(tracer, s) for s in stages]
     env: dict[str, np.ndarray] = {}
-    for _ in range(warmup):
+    for _ in progress(range(warmup), desc="chained warm-up inferences", unit="run"):
         env = dict(env0)
         for s, it in zip(stages, interps):
             _take(s, it.invoke(_feed(s, env, where)), env, where)

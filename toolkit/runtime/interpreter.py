@@ -520,7 +520,7 @@ def run_model(model: Any, inputs: Any = None, *, trace: bool = False, repeat: in
     out: dict[str, np.ndarray] = {}
     from toolkit.progress import progress
 
-    for _ in range(warmup):
+    for _ in progress(range(warmup), desc="warm-up inferences", unit="run"):
         out = it.invoke(inputs)
     for _ in progress(range(repeat), desc="inferences", unit="run"):
         out = it.invoke(inputs, tracer, new_run=True)

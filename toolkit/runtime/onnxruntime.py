@@ -198,12 +198,14 @@ def run_onnxruntime(model: str | os.PathLike[str] | Any, inputs: Any = None, *,
         raise ToolkitError(f"ONNX Runtime refused the model ({exc})", where=str(path),
                            fix="pass an .onnx model file (torch.onnx.export writes one)"
                            ) from None
+    from toolkit.progress import progress
+
     feeds = _feeds(session, inputs)
     unprofiled: list[int] = []
     result: list[Any] = []
     try:
-        for k in range(warmup + repeat):
-            t = time.perf_counter_ns()
+        for k in progress(range(warmup + repeat), desc="ONNX Runtime inferences", unit="run"):
+            t = time.perf_counter_ns()  # after the bar's step: its time is not measured
             result = session.run(None, feeds)
             if k >= warmup:
                 unprofiled.append(time.perf_counter_ns() - t)
@@ -223,7 +225,7 @@ def run_onnxruntime(model: str | os.PathLike[str] | Any, inputs: Any = None, *,
         po.enable_profiling = True
         po.profile_file_prefix = str(out_dir / f"{stem}.{optimization}.opt.prof")
         psession = ort.InferenceSession(str(optimized), po, providers=providers)
-        for k in range(warmup + repeat):
+        for k in progress(range(warmup + repeat), desc="profiled inferences", unit="run"):
             t = time.perf_counter_ns()
             psession.run(None, feeds)
             if k >= warmup:

@@ -273,9 +273,33 @@ class _Options:
 # Files
 
 
-def _from_path(path: Path, format: str | None, opts: _Options) -> Trace:
+def _not_a_trace(path: Path) -> TraceError | None:
+    """The error for a path that names a model, a compiled folder or another non-trace the
+    toolkit recognises (an argument given in the wrong place), or a missing file."""
+    from toolkit.util.sniff import KIND_NAMES, path_kind
+    from toolkit.util.suggest import path_suggestion
+
+    kind = path_kind(path)
+    if kind in ("model", "compiled", "connection", "part", "npz", "npy"):
+        return TraceError(f"this is {KIND_NAMES[kind]}, not a trace (arguments swapped?)",
+                          where=str(path),
+                          fix="pass the trace file first (a Chrome .json, .csv, .parquet or "
+                              ".etdp written by the runtime) and the model with --compiled "
+                              "(CLI) or as the second argument")
+    if kind == "folder":
+        return TraceError("this is a folder, not a trace file", where=str(path),
+                          fix="pass the trace file itself (e.g. toolkit run M --trace t.json)")
     if not path.is_file():
-        raise TraceError("no such trace file", where=str(path), fix="check the path")
+        near = path_suggestion(path)
+        return TraceError("no such trace file", where=str(path),
+                          fix=f"did you mean {near}?" if near else "check the path")
+    return None
+
+
+def _from_path(path: Path, format: str | None, opts: _Options) -> Trace:
+    wrong = _not_a_trace(path)
+    if wrong is not None:
+        raise wrong
     name = path.name.lower()
     executorch = _executorch_kind(path) if format is None else None
     if executorch == "etdump":
@@ -494,8 +518,13 @@ def _read_csv(path: Path, opts: _Options) -> tuple[pd.DataFrame, _Options]:
         raise ToolkitError(f"the time columns {time_columns} have different units {units}",
                            where=str(path), fix="pass unit= explicitly")
     unit = units.pop()
-    key = opts.key_column or ("name" if "name" in header else
-                              next(c for c in header if c not in time_columns))
+    others = [c for c in header if c not in time_columns]
+    if opts.key_column is None and "name" not in header and not others:
+        raise TraceError(f"the CSV has only time columns {time_columns}: no column names the "
+                         "op each event ran", where=f"{path} (columns: {header})",
+                         fix="add a name column (the op or debug handle of each event), or "
+                             "pass key_column= (--key-column) naming the column that holds it")
+    key = opts.key_column or ("name" if "name" in header else others[0])
     frame = read_trace_csv(path, key_column=key, start_column=start,
                            duration_column=duration, end_column=end, unit=unit,
                            clock_hz=opts.clock_hz)

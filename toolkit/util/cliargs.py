@@ -77,20 +77,34 @@ def read_inputs(path: Path | None, flag: str = "--inputs") -> dict[str, np.ndarr
     ToolkitError naming ``flag`` when it is missing or not an array archive."""
     if path is None:
         return None
-    if not path.is_file():
+    from toolkit.util.sniff import KIND_NAMES, path_kind
+    from toolkit.util.suggest import path_suggestion
+
+    fix = f"pass an .npz written by numpy.savez(path, input_name=array, ...) with {flag}"
+    kind = path_kind(path)
+    if kind is None and not path.is_file():
+        near = path_suggestion(path)
         raise ToolkitError(f"no such inputs file (given with {flag})", where=str(path),
-                           fix=f"check the {flag} path (an .npz with one array per input "
-                               "name)")
+                           fix=f"did you mean {near}?" if near else f"check the {flag} path "
+                               "(an .npz with one array per input name)")
+    if kind == "npy":
+        raise ToolkitError(f"this is a single .npy array; {flag} takes an .npz archive with "
+                           "one array per input name", where=str(path),
+                           fix="write it with numpy.savez(path, input_name=array) (the model's "
+                               "input names: toolkit inspect MODEL --tensors)")
+    if kind not in (None, "npz"):
+        raise ToolkitError(f"this is {KIND_NAMES[kind]}, not an inputs archive "
+                           "(arguments swapped?)", where=str(path), fix=fix)
+    if kind is None:
+        raise ToolkitError("the file is not an .npz (zip) archive", where=str(path), fix=fix)
+    import zipfile
+
     try:
         with np.load(path, allow_pickle=False) as z:
-            if not hasattr(z, "files"):
-                raise ValueError("a single array, not an archive")
             return {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise ToolkitError(f"cannot read inputs ({type(e).__name__}: {e})"[:200],
-                           where=str(path),
-                           fix="pass an .npz written by numpy.savez with one array per "
-                               "input name") from None
+                           where=str(path), fix=fix) from None
 
 
 def _plain(text: str) -> str:
@@ -125,6 +139,20 @@ class ToolkitParser(argparse.ArgumentParser):
                 return action
         return None
 
+    def _suggest_flags(self, extra: list[str]) -> str:
+        """``"did you mean --x? "`` for the unknown flags among ``extra`` that are close to a
+        known flag (``""`` when none is)."""
+        from toolkit.util.suggest import closest
+
+        known = [f for f in self._option_string_actions if f.startswith("--")]
+        hints = []
+        for tok in extra:
+            if tok.startswith("--"):
+                near = closest(tok.split("=", 1)[0], known)
+                if near:
+                    hints.append(near)
+        return f"did you mean {', '.join(hints)}? " if hints else ""
+
     def error(self, message: str) -> NoReturn:
         """Raise :class:`~toolkit.errors.UsageError` for argparse's ``message``: where is
         ``<prog> <flag>``, the fix says what the flag takes or which flags are missing."""
@@ -137,9 +165,13 @@ class ToolkitParser(argparse.ArgumentParser):
             choice = re.search(r"invalid choice: (.*) \(choose from (.*)\)", what)
             if choice:
                 options = choice.group(2).replace("'", "")
+                from toolkit.util.suggest import closest
+
+                near = closest(choice.group(1).strip("'"), options.split(", "))
                 raise UsageError(f"{choice.group(1)} is not a choice of {shown}",
                                  where=f"{self.prog} {shown}",
-                                 fix=f"use one of: {options}")
+                                 fix=(f"did you mean {shown} {near}? " if near else "")
+                                 + f"use one of: {options}")
             if "expected one argument" in what or "expected at least one" in what:
                 what_it_is = _plain(action.help) if action is not None and action.help \
                     else "a value"
@@ -158,7 +190,8 @@ class ToolkitParser(argparse.ArgumentParser):
         if message.startswith("unrecognized arguments:"):
             extra = message.split(":", 1)[1].strip()
             raise UsageError(f"unknown argument(s) {extra}", where=self.prog,
-                             fix=f"drop them or correct the spelling ({helps})")
+                             fix=self._suggest_flags(extra.split())
+                             + f"drop them or correct the spelling ({helps})")
         if message.startswith("ambiguous option:"):
             raise UsageError(message.split(":", 1)[1].strip(), where=self.prog,
                              fix="spell the flag out in full")

@@ -71,6 +71,13 @@ def os_error(path: str | os.PathLike[str], exc: OSError, *, what: str = "file",
     """Return the ``error`` that stands for ``exc`` raised on ``path``: what happened (in words,
     by errno), the path, and a fix (``fix`` when the errno has none of its own)."""
     known = _BY_ERRNO.get(exc.errno or -1)
+    if exc.errno == errno.ENOENT:
+        from toolkit.util.suggest import path_suggestion
+
+        near = path_suggestion(path)
+        how = f"did you mean {near}?" if near else "check the path"
+        return error(f"cannot read the {what}: not found (it does not exist)",
+                     where=os.fspath(path), fix=f"{how} ({fix})" if fix else how)
     if known is not None:
         text, how = known
         return error(f"cannot read the {what}: {text}", where=os.fspath(path),

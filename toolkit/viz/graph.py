@@ -18,22 +18,34 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyBboxPatch, Patch, Rectangle
 
 from toolkit.ir import Graph, Model, Op
+from toolkit.viz.style import PALETTE
 
 __all__ = ["layout", "draw_graph", "origin_colors", "palette", "SKIP_COLOR", "LABEL_SIZE"]
 
 SKIP_COLOR = "#7b3294"
 """Colour of edges that skip levels (residual connections)."""
-LABEL_SIZE = 9
-"""Font size (points) of the text in each op's box: legible at notebook width."""
+LABEL_SIZE = 10
+"""Font size (points) of the text in each op's box: legible at notebook width (figures are
+at least 1 inch per column of ops, so a box's label is never scaled below it)."""
 
 
 def palette(n: int) -> list[Any]:
-    """Return ``n`` distinct colours (tab10 up to 10, else tab20, then tab20b/tab20c)."""
-    if n <= 10:
-        return list(plt.get_cmap("tab10").colors)[:n]  # type: ignore[attr-defined]
-    cmaps = [plt.get_cmap("tab20"), plt.get_cmap("tab20b"), plt.get_cmap("tab20c")]
-    cols = [c for cm in cmaps for c in cm.colors]  # type: ignore[attr-defined]
-    return [cols[i % len(cols)] for i in range(n)]
+    """Return ``n`` colours: the 20 of :data:`toolkit.viz.style.PALETTE`, which stay distinct
+    from one another, then the same hues lightened and darkened in turn (a legend of more than
+    20 entries is read by its labels)."""
+    from matplotlib.colors import to_rgb
+
+    base = [to_rgb(c) for c in PALETTE]
+    out: list[Any] = []
+    for i in range(n):
+        r, g, b = base[i % len(base)]
+        round_ = i // len(base)
+        if round_ == 0:
+            out.append((r, g, b))
+        else:  # alternate lighter and darker versions of the hue
+            f = 0.45 if round_ % 2 else -0.35
+            out.append(tuple(c + (1 - c) * f if f > 0 else c * (1 + f) for c in (r, g, b)))
+    return out
 
 
 def origin_colors(origin_ids: list[int] | set[int]) -> dict[int, Any]:
@@ -192,5 +204,5 @@ def draw_graph(graph: Graph | Model, *, color_by: str | Mapping[Op, Any] |
                               label=f"edge skipping levels ({skips})"))
     if legend and handles:
         ax.legend(handles=handles[:31], loc="upper left", bbox_to_anchor=(1.0, 1.0),
-                  fontsize=8, frameon=False, title=what)
+                  fontsize=9, frameon=False, title=what)
     return ax

@@ -80,32 +80,37 @@ class PartitionExperiment:
         return self.attribution.by_layer() if self.attribution is not None else pd.DataFrame()
 
     def figure(self) -> Figure:
-        """Graph coloured by backend, bytes crossing each cut, and time per backend.
+        """Graph coloured by backend, bytes crossing each cut (when something is cut: no empty
+        axes), and time per backend (when the experiment ran).
 
         A plain Figure (not registered with pyplot): a notebook shows it when it is a cell's
         value; :func:`figure_png` renders it."""
-        fig = Figure(figsize=(13, 7), layout="constrained")
-        gs = fig.add_gridspec(2, 2, width_ratios=[1.1, 1])
+        cuts = self.cuts()
+        side = [k for k, present in (("cuts", len(cuts) > 0),
+                                      ("time", self.attribution is not None)) if present]
+        fig = Figure(figsize=(8, 5.6) if side else (5.5, 5.6), layout="constrained")
+        gs = fig.add_gridspec(max(len(side), 1), 2 if side else 1,
+                              width_ratios=[1.1, 1] if side else [1])
         ax_g = fig.add_subplot(gs[:, 0])
         backend_of = {op: row for op, row in _backend_by_op(self.result, self.model).items()}
+        one = "" if len(cuts) else "; nothing is cut (one part)"
         draw_graph(self.model, color_by=lambda op: backend_of.get(op, "?"), ax=ax_g,
                    colors=self.backend_colors, legend_title="backend",
-                   title=f"{len(self.model.graph.ops)} ops by backend, [part]",
+                   title=f"{len(self.model.graph.ops)} ops by backend, [part]{one}",
                    label=lambda op: f"{op.kind} [{_part_of(self.result, self.model, op)}]")
-        ax_c = fig.add_subplot(gs[0, 1])
-        cuts = self.cuts()
-        if len(cuts):
+        if "cuts" in side:
+            ax_c = fig.add_subplot(gs[side.index("cuts"), 1])
             labels = [f"{r.tensor} ({r.from_part}→{r.to_part})" for r in cuts.itertuples()]
             ax_c.barh(range(len(cuts)), cuts["bytes"] / 1024,
                       color=[self.backend_colors.get(b, "0.6") for b in cuts["from_backend"]])
-            ax_c.set_yticks(range(len(cuts)), labels, fontsize=8)
+            ax_c.set_yticks(range(len(cuts)), labels, fontsize=9)
             ax_c.invert_yaxis()
-        ax_c.set_xlabel("KiB crossing the cut (per inference)")
-        ax_c.set_ylabel("tensor (from part → to part)")
-        ax_c.set_title(f"{len(cuts)} tensor(s) cross a cut; outputs "
-                       f"{'identical' if self.verified else 'DIFFER'}")
-        ax_t = fig.add_subplot(gs[1, 1])
-        if self.attribution is not None:
+            ax_c.set_xlabel("KiB crossing the cut (per inference)")
+            ax_c.set_ylabel("tensor (from part → to part)")
+            ax_c.set_title(f"{len(cuts)} tensor(s) cross a cut; outputs "
+                           f"{'identical' if self.verified else 'DIFFER'}")
+        if "time" in side:
+            ax_t = fig.add_subplot(gs[side.index("time"), 1])
             bb = self.by_backend()
             plot_layer_bars(bb, label="backend", ax=ax_t, per_run=True,
                             colors=self.backend_colors, title="time per backend (reference run)")
@@ -188,40 +193,63 @@ def experiment(model: Model, *, backends: list[str], default: str, comply: str =
 
 
 def explorer(model: Model, *, backends: tuple[str, ...] = ("cpu", "npu"),
-             default: str | None = None, repeat: int = 3) -> Any:
+             default: str | None = None, repeat: int = 3,
+             export_dir: str | Path | None = None) -> Any:
     """Return an ipywidgets box that re-runs :func:`experiment` whenever a control changes.
 
-    Controls: the backend list (applied on Enter or when the field loses focus), the default
-    backend, ``comply`` (opcode/opname), one dropdown per op type (opcode) and per op name
-    (opname), and a button that writes the ``.part`` file. Each change runs the experiment
-    once; while it runs the status line says so (with the run number) and the controls are
-    disabled. The parts table is an ``HTML`` widget and the figure PNG bytes in an ``Image``
-    widget. The box's ``.experiment`` attribute holds the latest result and ``.refresh()``
-    runs it again.
+    Laid out side by side to fit a 1280x900 window: the controls on the left (the backend
+    list, applied on Enter or when the field loses focus; the default backend; ``comply``,
+    which also decides which rules are shown and live: one dropdown per op type for
+    ``opcode``, per op name for ``opname``; the export of the ``.part`` file), the status
+    line and the figure on the right; the parts table below both. Each change runs the
+    experiment once; while it runs the status line says so (with the run number) and the
+    controls are disabled. ``.part`` files are written into ``export_dir`` (default: a new
+    scratch folder under the system's temporary folder, never the working folder).
+
+    The box's ``.experiment`` holds the latest result, ``.refresh()`` runs it again,
+    ``.controls`` names the controls (``backends``, ``default``, ``comply``, ``opcode`` and
+    ``opname``: dicts of dropdowns by op type and op name, ``export_name``, ``export``), and
+    ``.status``, ``.figure``, ``.table`` the outputs.
     """
+    import tempfile
+
     import ipywidgets as w
 
     ops = model.graph.ops
     types = sorted({op.kind for op in ops})
     names = [op.name for op in ops]
+    scratch = Path(export_dir) if export_dir is not None else \
+        Path(tempfile.mkdtemp(prefix="toolkit-parts-"))
+    narrow = {"description_width": "initial"}
     # continuous_update=False: the experiment runs on Enter (or leaving the field), not per key
     backends_box = w.Text(value=",".join(backends), description="backends",
-                          continuous_update=False,
+                          continuous_update=False, style=narrow,
+                          layout=w.Layout(width="320px"),
                           placeholder="comma-separated; press Enter to apply")
     default_dd = w.Dropdown(options=list(backends), value=default or backends[0],
-                            description="default")
+                            description="default", style=narrow,
+                            layout=w.Layout(width="320px"))
     comply_dd = w.ToggleButtons(options=["opcode", "opname"], value="opcode",
-                                description="comply")
+                                description="comply", style=narrow,
+                                tooltips=["rules by op type: [OPCODE]",
+                                          "rules by op name: [OPNAME]"])
     type_dd = {t: w.Dropdown(options=["(default)", *backends], value="(default)",
-                             description=t, style={"description_width": "160px"},
-                             layout=w.Layout(width="330px")) for t in types}
+                             description=t, style={"description_width": "150px"},
+                             layout=w.Layout(width="300px")) for t in types}
     name_dd = {n: w.Dropdown(options=["(default)", *backends], value="(default)",
-                             description=n[-28:], style={"description_width": "220px"},
-                             layout=w.Layout(width="390px")) for n in names}
-    table = w.HTML()
+                             description=n if len(n) <= 24 else "…" + n[-23:],
+                             description_allow_html=False,
+                             style={"description_width": "180px"},
+                             layout=w.Layout(width="300px")) for n in names}
+    for n, dd in name_dd.items():
+        dd.tooltip = n
+    rules_title = w.HTML()
+    rules = w.VBox(layout=w.Layout(max_height="420px", overflow="auto", width="320px"))
+    table = w.HTML(layout=w.Layout(max_width="100%", overflow="auto"))
     picture = w.Image(format="png", layout=w.Layout(max_width="100%", height="auto"))
-    export_path = w.Text(value="experiment.part", description="file")
-    export_btn = w.Button(description="export .part")
+    export_path = w.Text(value="experiment.part", description="file", style=narrow,
+                         layout=w.Layout(width="200px"))
+    export_btn = w.Button(description="export .part", layout=w.Layout(width="110px"))
     status = w.HTML()
     box = w.VBox()
     controls: list[Any] = [backends_box, default_dd, comply_dd, *type_dd.values(),
@@ -231,6 +259,13 @@ def explorer(model: Model, *, backends: tuple[str, ...] = ("cpu", "npu"),
 
     def current_backends() -> list[str]:
         return [b.strip() for b in backends_box.value.split(",") if b.strip()]
+
+    def show_rules() -> None:
+        """Show the rules ``comply`` makes live; the others are kept but not shown."""
+        opcode = comply_dd.value == "opcode"
+        rules.children = list((type_dd if opcode else name_dd).values())
+        rules_title.value = ("<b>[OPCODE]</b> a backend per op type" if opcode else
+                             "<b>[OPNAME]</b> a backend per op (by name)")
 
     def sync_options(bs: list[str]) -> None:
         """Give every dropdown the current backends without re-running per dropdown."""
@@ -249,14 +284,15 @@ def explorer(model: Model, *, backends: tuple[str, ...] = ("cpu", "npu"),
         if state["syncing"]:
             return
         with lock:
+            show_rules()
             bs = current_backends()
             if not bs:
                 status.value = ("<b>no backend</b>: type at least one backend name, "
                                 "comma-separated, then press Enter")
                 return
             sync_options(bs)
-            rules = type_dd if comply_dd.value == "opcode" else name_dd
-            chosen = {k: dd.value for k, dd in rules.items() if dd.value != "(default)"}
+            live = type_dd if comply_dd.value == "opcode" else name_dd
+            chosen = {k: dd.value for k, dd in live.items() if dd.value != "(default)"}
             state["runs"] += 1
             run_no = state["runs"]
             status.value = f"<i>⏳ running experiment (run {run_no})…</i>"
@@ -284,18 +320,24 @@ def explorer(model: Model, *, backends: tuple[str, ...] = ("cpu", "npu"),
     def export(_: Any) -> None:
         exp = getattr(box, "experiment", None)
         if exp is not None:
-            p = exp.export_part(export_path.value)
+            name = Path(export_path.value or "experiment.part").name
+            p = exp.export_part(scratch / name)
             status.value = f"wrote {html.escape(str(p))}"
 
     for c in controls:
         c.observe(refresh, names="value")
     export_btn.on_click(export)
-    rules_tabs = w.Tab(children=[w.VBox(list(type_dd.values())),
-                                 w.VBox(list(name_dd.values()))])
-    rules_tabs.set_title(0, "[OPCODE]")
-    rules_tabs.set_title(1, "[OPNAME]")
-    box.children = [w.HBox([backends_box, default_dd]), comply_dd, rules_tabs,
-                    w.HBox([export_path, export_btn]), status, table, picture]
+    left = w.VBox([backends_box, default_dd, comply_dd, rules_title, rules,
+                   w.HBox([export_path, export_btn])],
+                  layout=w.Layout(width="330px", flex="0 0 330px"))
+    right = w.VBox([status, picture], layout=w.Layout(flex="1 1 auto", min_width="0"))
+    box.children = [w.HBox([left, right], layout=w.Layout(width="100%",
+                                                          align_items="flex-start")), table]
+    box.controls = {"backends": backends_box, "default": default_dd, "comply": comply_dd,
+                    "opcode": type_dd, "opname": name_dd, "export_name": export_path,
+                    "export": export_btn}
+    box.status, box.figure, box.table = status, picture, table
+    box.export_dir = scratch
     box.refresh = refresh
     refresh()
     return box

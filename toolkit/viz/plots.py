@@ -19,7 +19,8 @@ from matplotlib.patches import Patch
 from toolkit.viz.graph import palette
 
 __all__ = ["plot_layer_bars", "plot_timeline", "timeline_segments", "plot_policy_split",
-           "layer_colors", "timeline_stats", "plot_timeline_stats"]
+           "layer_colors", "timeline_stats", "plot_timeline_stats", "layer_run_stats",
+           "plot_layer_median", "OUTLIER_FACTOR"]
 
 
 def layer_colors(layers: Sequence[str]) -> dict[str, Any]:
@@ -233,4 +234,77 @@ def plot_policy_split(splits: Mapping[str, pd.Series], *, ax: Axes | None = None
     ax.legend(handles=[Patch(facecolor=cmap[n], label=n) for n in names], fontsize=7,
               loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
+    return ax
+
+
+OUTLIER_FACTOR = 3.0
+"""A run of a layer is flagged as an outlier when it took more than this many times the
+layer's median run."""
+
+
+def layer_run_stats(att: Any, *, skip_runs: int = 0) -> pd.DataFrame:
+    """Robust per-layer statistics over runs, from ``att.per_run("layer")``.
+
+    Every run counts (a run in which a layer has no time counts 0 ns); the first
+    ``skip_runs`` runs of the attribution are left out as warm-up. Returns one row per layer:
+    ``layer`` (str), ``median_ms`` (median time per run), ``p25_ms``, ``p75_ms``,
+    ``runs`` (int, runs counted), ``outlier_runs`` (int, runs over :data:`OUTLIER_FACTOR`
+    times the median), ``max_ms``; sorted by ``median_ms``, largest first.
+    """
+    import numpy as np
+
+    per = att.per_run("layer")
+    runs = [int(r) for r in att.run_values()][skip_runs:]
+    cols = ["layer", "median_ms", "p25_ms", "p75_ms", "runs", "outlier_runs", "max_ms"]
+    if not runs or not len(per):
+        return pd.DataFrame(columns=cols)
+    per = per[per["run"].isin(runs)]
+    grid = per.pivot_table(index="layer", columns="run", values="ns", aggfunc="sum",
+                           fill_value=0).reindex(columns=runs, fill_value=0)
+    ms = grid.to_numpy(dtype=np.float64) / 1e6
+    median = np.median(ms, axis=1)
+    out = pd.DataFrame({
+        "layer": grid.index.astype(str), "median_ms": median,
+        "p25_ms": np.percentile(ms, 25, axis=1), "p75_ms": np.percentile(ms, 75, axis=1),
+        "runs": len(runs),
+        "outlier_runs": (ms > OUTLIER_FACTOR * median[:, None]).sum(axis=1).astype(int),
+        "max_ms": ms.max(axis=1)})
+    return out.sort_values("median_ms", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def plot_layer_median(att: Any, *, skip_runs: int = 0, top: int = 15, ax: Axes | None = None,
+                      title: str | None = None) -> Axes:
+    """The headline figure: each layer's median time per run (robust to a slow run), with a
+    whisker from the 25th to the 75th percentile of its runs; layers with outlier runs (over
+    :data:`OUTLIER_FACTOR` times their median) are marked ``▲`` and counted. The subtitle says
+    which statistic is drawn, over how many runs, and how many were skipped as warm-up.
+    Returns the Axes."""
+    from toolkit.viz.style import layer_label
+
+    stats = layer_run_stats(att, skip_runs=skip_runs).head(top)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 0.34 * len(stats) + 1.6))
+    names = [layer_label(n) for n in stats["layer"]]
+    colors = layer_colors(names)
+    y = range(len(stats))
+    ax.barh(y, stats["median_ms"], color=[colors[n] for n in names])
+    ax.errorbar(stats["median_ms"], y, xerr=[stats["median_ms"] - stats["p25_ms"],
+                                              stats["p75_ms"] - stats["median_ms"]],
+                fmt="none", ecolor="0.25", elinewidth=1, capsize=2)
+    labels = [(n if len(n) < 40 else n[:19] + "…" + n[-19:]) +
+              (f" ▲{k}" if k else "") for n, k in zip(names, stats["outlier_runs"])]
+    ax.set_yticks(list(y), labels)
+    ax.invert_yaxis()
+    top_median = float(stats["median_ms"].max()) if len(stats) else 0.0
+    if top_median > 0:  # scaled to the medians: a noisy layer's whisker runs off the edge
+        ax.set_xlim(0, 1.6 * top_median)
+    ax.set_xlabel("time per inference (ms): median over runs, whisker p25-p75 (clipped)")
+    ax.set_ylabel("original layer")
+    runs = int(stats["runs"].iloc[0]) if len(stats) else 0
+    skipped = f", first {skip_runs} skipped as warm-up" if skip_runs else ""
+    flagged = int((stats["outlier_runs"] > 0).sum())
+    ax.set_title(title or "time per original layer", pad=20)
+    ax.text(0, 1.01, f"median of {runs} runs{skipped}; ▲k: k runs over "
+            f"{OUTLIER_FACTOR:g}x the layer's median ({flagged} layer(s))",
+            transform=ax.transAxes, fontsize=9, color="0.3", va="bottom")
     return ax
