@@ -563,3 +563,47 @@ def test_if_with_a_branch_that_does_not_lower_runs_whole_in_onnx_reference(
         assert tk.trace_join(run.trace, m).summary()["unattributed_ns"] == 0
         low = tk.lower_onnx(m, shapes={"x": (n,)})
         assert [r["node"] for r in low.extra["reference_only"]] == ["branch"]
+
+
+# ------------------------------------------------------------- If from a real exporter
+def test_scripted_branch_exported_as_if_runs_both_ways_and_names_its_modules() -> None:
+    """``gated.ts.onnx``: a scripted module branching on its data (``pos`` or ``neg`` after
+    ``stem``), the TorchScript exporter's ``If`` with the branches as subgraphs."""
+    import json
+
+    from toolkit.layer_names import NO_LAYER
+
+    path = D / "gated.ts.onnx"
+    proto = onnx.load(str(path))
+    assert [n.op_type for n in proto.graph.node].count("If") == 1
+    modules = dict(json.loads((D / "MANIFEST.json").read_text())["named_modules"]["gated"])
+    leaves = {p for p in modules if not any(q.startswith(p + ".") for q in modules)}
+    m = tk.load(path)
+    low = lower_onnx(m)
+    assert reference_only_ops(low) == []
+    feeds = dict(np.load(D / "inputs_gated.npz"))
+    outs = {}
+    for branch in ("pos", "neg"):
+        x = {"input": feeds[f"gated_{branch}"]}
+        (want,) = _ort(path, x)
+        outs[branch] = tk.run(m, x).outputs["output"]
+        _close(outs[branch], want)
+        for model in (m, tk.compile(m)):
+            run = tk.run(model, x, trace=True, repeat=2)
+            att = tk.trace_join(run.trace, model)
+            s = att.summary()
+            assert s["unattributed_ns"] == 0 and s["attributed_ns"] == s["total_ns"] > 0
+            by_layer = att.by_layer()
+            timed = set(by_layer[by_layer["total_ns"] > 0]["layer"])
+            # every module that runs an op, the branches' included; the rest is the top
+            # module's own code (the sum, the comparison, the If's select)
+            assert timed - {NO_LAYER} == leaves
+            src = att.by_source_op()
+            top = set(src[(src["layers"] == NO_LAYER) & (src["total_ns"] > 0)]["name"])
+            assert top and all(n.count("/") == 1 for n in top)
+    # each input takes its branch: the stem's output sums above zero for ``pos`` only
+    inits = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    for branch, sign in (("pos", 1), ("neg", -1)):
+        y = feeds[f"gated_{branch}"] @ inits["stem.weight"].T + inits["stem.bias"]
+        assert np.sign(y.sum()) == sign
+    assert not np.allclose(outs["pos"], outs["neg"])

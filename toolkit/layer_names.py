@@ -349,14 +349,21 @@ def onnx_layers(model: Model) -> None:
     else no layer (``none``, the reason in ``Origin.why``).
     """
     exporter = _onnx_exporter(model)
-    for gi, g in enumerate(model.subgraphs):
-        ops = sorted(g.ops, key=lambda o: o.extra.get("node_index", 0))
-        node_names = [str(o.extra.get("node_name") or "") for o in ops]
-        values = [t.name for op in ops for t in op.outputs]
-        scoped = scope_layers(node_names + values) if gi == 0 else [None] * (
-            len(ops) + len(values))
+    graphs = [sorted(g.ops, key=lambda o: o.extra.get("node_index", 0))
+              for g in model.subgraphs]
+    # scopes are read file-wide: a branch of an If (``/pos/0/Gemm`` inside a scripted
+    # module's ``If``) is named as the main graph is, and a module called again in a branch
+    # folds onto the same known scopes
+    names = [[str(o.extra.get("node_name") or "") for o in ops] for ops in graphs]
+    values_of = [[t.name for op in ops for t in op.outputs] for ops in graphs]
+    flat = scope_layers([x for nn_, vs in zip(names, values_of) for x in (*nn_, *vs)])
+    tf_s, tf_strip = tf_scope(names[0]) if graphs else (None, False)
+    at = 0
+    for gi, ops in enumerate(graphs):
+        node_names, values = names[gi], values_of[gi]
+        scoped = flat[at:at + len(ops) + len(values)]
+        at += len(ops) + len(values)
         value_layer = dict(zip(values, scoped[len(ops):]))
-        tf_s, tf_strip = tf_scope(node_names) if gi == 0 else (None, False)
         any_scope = any(s is not None for s in scoped) or tf_s is not None
         multi: dict[int, tuple[str, ...]] = {}
         for op, sl, nn in zip(ops, scoped, node_names):
