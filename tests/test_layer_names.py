@@ -218,3 +218,20 @@ def test_pytorch_layers_are_the_named_modules(name: str, exporter: str) -> None:
                 {"features.1.conv.0.0", "features.2.conv.1.0", "layer1.0.downsample.0"})
         assert want <= node_layers
         assert not any(".conv.conv" in x or "features.features" in x for x in node_layers)
+
+
+def test_tf2onnx_nodes_are_their_keras_layers() -> None:
+    """tf2onnx's export of the zoo's DS-CNN (``make_tf2onnx.py``): every node's layer is a
+    Keras layer of the recorded list; a node tf2onnx made anew (``Conv__43``, no scope in
+    its name, its kernel const-folded) takes the layer of the bias it reads, not that of the
+    norm reading its output."""
+    rec = json.loads((ONNX_DIR / "tf2onnx.json").read_text())
+    keras = {name for name, _cls in rec["keras_layers"]}
+    model = tk.load(ONNX_DIR / rec["file"])
+    got = {op.extra["node_name"]: model.origin(min(op.origins)) for op in model.graph.ops}
+    assert all(len(o.layers) == 1 and o.layers[0] in keras for o in got.values()), got
+    assert got["ds_cnn_1/block_0_pw_1/BiasAdd"].layers == ("block_0_pw",)
+    assert got["ds_cnn_1/block_0_dw_bn_1/batchnorm/mul_1"].layers == ("block_0_dw_bn",)
+    made = {n: o for n, o in got.items() if n.startswith("Conv__")}
+    assert sorted(o.layers[0] for o in made.values()) == [f"block_{i}_dw" for i in range(4)]
+    assert all(o.main == o.layers[0] and "parameters" in o.why for o in made.values())

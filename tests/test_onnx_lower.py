@@ -607,3 +607,47 @@ def test_scripted_branch_exported_as_if_runs_both_ways_and_names_its_modules() -
         y = feeds[f"gated_{branch}"] @ inits["stem.weight"].T + inits["stem.bias"]
         assert np.sign(y.sum()) == sign
     assert not np.allclose(outs["pos"], outs["neg"])
+
+
+# ------------------------------------------------------------------- a tf2onnx export
+def test_tf2onnx_export_of_a_zoo_model_runs_and_names_its_keras_layers() -> None:
+    """``ds_cnn_b1.tf2onnx.onnx``: the zoo's DS-CNN (``make_zoo.py``'s build, its weights)
+    exported by tf2onnx (``make_tf2onnx.py``), against ONNX Runtime, Keras's own output and the
+    zoo's ``.tflite`` of the same model; each layer the join reports is a Keras layer."""
+    import json
+
+    from toolkit.layer_names import NO_LAYER
+
+    path = D / "ds_cnn_b1.tf2onnx.onnx"
+    rec = json.loads((D / "tf2onnx.json").read_text())
+    x = {"mfcc": np.load(D / "inputs_tf2onnx.npz")["mfcc"]}
+    m = tk.load(path)
+    assert {m.origin(o).exporter for op in m.graph.ops for o in op.origins} == {"tf2onnx"}
+    low = lower_onnx(m)
+    assert reference_only_ops(low) == []
+    (want,) = _ort(path, x)
+    got = tk.run(m, x).outputs
+    (out,) = got.values()
+    _close(out, want)
+    np.testing.assert_allclose(out, np.float32(rec["keras_output"]), rtol=1e-5, atol=1e-6)
+    tfl = tk.run(tk.load(SAMPLES / "zoo" / "ds_cnn_b1.tflite"), [x["mfcc"]]).outputs
+    np.testing.assert_allclose(next(iter(tfl.values())), out, rtol=1e-5, atol=1e-6)
+    # the Keras layers that own an op: all but the input and the Flatten of a [1, 16] (an
+    # identity tf2onnx writes no node for)
+    keras = dict(map(tuple, rec["keras_layers"]))
+    owning = {name for name, cls in keras.items() if cls not in ("InputLayer", "Flatten")}
+    for model in (m, tk.compile(m)):
+        run = tk.run(model, x, trace=True, repeat=2)
+        att = tk.trace_join(run.trace, model)
+        s = att.summary()
+        assert s["unattributed_ns"] == 0 and s["attributed_ns"] == s["total_ns"] > 0
+        by_layer = att.by_layer()
+        assert set(by_layer[by_layer["total_ns"] > 0]["layer"]) == owning
+        assert NO_LAYER not in set(by_layer["layer"])
+    # tf2onnx rebuilds the depthwise convolutions NCHW under new names (Conv__N): the layer
+    # of the bias they read (``ds_cnn_1/block_0_dw_1/Squeeze:0``)
+    dw = [op for op in m.graph.ops if op.type == "Conv" and op.extra["node_name"].startswith(
+        "Conv__")]
+    assert len(dw) == 4
+    assert sorted(m.origin(min(op.origins)).layers for op in dw) == [
+        (f"block_{i}_dw",) for i in range(4)]

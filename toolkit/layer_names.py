@@ -327,6 +327,8 @@ _WHY = {"name_scopes": "the dynamo exporter's name_scopes",
         "tensors": ("a node an exporter or optimizer made: the modules of the parameters it "
                     "reads and of the scoped values it writes"),
         "tf_scope": "tf2onnx: TensorFlow scope, model scope and op path stripped",
+        "tf_params": ("tf2onnx: a node it made anew, the TensorFlow layer of the parameters "
+                      "it reads"),
         "producers": "no scope: the layer of the nodes writing its inputs",
         "consumers": "no scope: the layer of the nodes reading its outputs",
         "node": "no scope in the file: the node's own name"}
@@ -385,6 +387,13 @@ def onnx_layers(model: Model) -> None:
             elif tf_s is not None and tf_layers(nn, tf_s, tf_strip)[0]:
                 op.extra["layer"] = tf_layers(nn, tf_s, tf_strip)[0][0]
                 op.extra["layer_from"] = "tf_scope"
+            elif tf_s is not None and _tf_param_layers(op, tf_s, tf_strip):
+                # a node tf2onnx made anew (``Conv__43``, a depthwise Conv rebuilt NCHW, its
+                # kernel now ``const_fold_opt__116``) reading a TF-scoped parameter (the
+                # bias ``ds_cnn_1/block_0_dw_1/Squeeze:0``): that parameter's layer
+                layers = _tf_param_layers(op, tf_s, tf_strip)
+                op.extra["layer"], op.extra["layer_from"] = layers[0], "tf_params"
+                multi[id(op)] = layers
             else:
                 op.extra["layer"], op.extra["layer_from"] = None, "none"
         _onnx_neighbours(ops)
@@ -406,6 +415,20 @@ def onnx_layers(model: Model) -> None:
                 model.origins.setdefault(oid, Origin(
                     oid, model.source_table.get(oid, op.name), layers, "onnx", exporter, why,
                     layers[0] if layers and op.type in _MAIN_ONNX_OPS else ""))
+
+
+def _tf_param_layers(op: Op, scope: str, strip: bool) -> tuple[str, ...]:
+    """The TF layers (:func:`tf_layers`) of the constants a computing node reads (tf2onnx
+    names a parameter after the TF op that made it); none for a node reading no activation."""
+    if not any(t is not None and not t.is_const for t in op.inputs):
+        return ()
+    out: list[str] = []
+    for t in op.inputs:
+        if t is not None and t.is_const:
+            for layer in tf_layers(t.name, scope, strip)[0]:
+                if layer not in out:
+                    out.append(layer)
+    return tuple(out)
 
 
 def _tensor_layers(op: Op, value_layer: dict[str, str | None]) -> tuple[str, ...]:
