@@ -17,6 +17,8 @@ from support import SAMPLES
 import toolkit as tk
 from toolkit.errors import PartitionError, ToolkitError, UnsupportedOpError
 from toolkit.importers.onnx_lower import REFERENCE_OP, lower_onnx, reference_only_ops
+from toolkit.ir import Model
+from toolkit.layer_names import NO_LAYER
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -159,6 +161,11 @@ def test_layers_of_nested_sequentials_are_pytorch_modules(exporter: str) -> None
     assert {"features.2.conv.1.2", "classifier.1"} <= layers  # a ReLU6 deep inside, the head
 
 
+def _origin_layers(m: Model) -> set[str]:
+    """Every layer the Origin records of the model's ONNX nodes name."""
+    return {x for op in m.graph.ops for o in op.origins for x in m.origin(o).layers}
+
+
 @pytest.mark.parametrize(("name", "exporter"), [("cnn", "ts"), ("transformer", "dynamo")])
 def test_reference_trace_joins_every_nanosecond_to_onnx_nodes(name: str,
                                                               exporter: str) -> None:
@@ -169,9 +176,8 @@ def test_reference_trace_joins_every_nanosecond_to_onnx_nodes(name: str,
         att = tk.trace_join(run.trace, model)
         s = att.summary()
         assert s["unattributed_ns"] == 0 and s["attributed_ns"] == s["total_ns"] > 0
-        # each layer is an ONNX node's name or its module (as the naming rules give it)
-        known = ({op.extra["node_name"] for op in m.graph.ops}
-                 | {op.extra["layer"] for op in m.graph.ops})
+        # each layer is one of the ONNX nodes' layers (their Origin records), or none
+        known = _origin_layers(m) | {NO_LAYER}
         layers = set(att.by_layer()["layer"])
         assert layers and layers <= known
 
@@ -296,12 +302,11 @@ def test_native_artifact_matches_and_its_trace_joins_to_onnx_nodes(
     att = tk.trace_join(run.trace, art)
     s = att.summary()
     assert s["unattributed_ns"] == 0 and s["attributed_ns"] == s["total_ns"] > 0
-    known = ({op.extra["node_name"] for op in m.graph.ops}
-             | {op.extra["layer"] for op in m.graph.ops})
+    known = _origin_layers(m) | {NO_LAYER}
     layers = set(att.by_layer()["layer"])
-    weighted = {op.extra["node_name"] for op in m.graph.ops if op.type in ("Conv", "Gemm")}
-    assert layers <= known and (weighted <= layers or {op.extra["layer"] for op in m.graph.ops
-                                                       if op.type in ("Conv", "Gemm")} <= layers)
+    weighted = {m.origin(o).layers[0] for op in m.graph.ops if op.type in ("Conv", "Gemm")
+                for o in op.origins}
+    assert layers <= known and weighted <= layers  # every Conv and Gemm's module ran
 
 
 # ---------------------------------------------------------------------------- quantized models
@@ -571,8 +576,6 @@ def test_scripted_branch_exported_as_if_runs_both_ways_and_names_its_modules() -
     ``stem``), the TorchScript exporter's ``If`` with the branches as subgraphs."""
     import json
 
-    from toolkit.layer_names import NO_LAYER
-
     path = D / "gated.ts.onnx"
     proto = onnx.load(str(path))
     assert [n.op_type for n in proto.graph.node].count("If") == 1
@@ -615,8 +618,6 @@ def test_tf2onnx_export_of_a_zoo_model_runs_and_names_its_keras_layers() -> None
     exported by tf2onnx (``make_tf2onnx.py``), against ONNX Runtime, Keras's own output and the
     zoo's ``.tflite`` of the same model; each layer the join reports is a Keras layer."""
     import json
-
-    from toolkit.layer_names import NO_LAYER
 
     path = D / "ds_cnn_b1.tf2onnx.onnx"
     rec = json.loads((D / "tf2onnx.json").read_text())
