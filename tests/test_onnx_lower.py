@@ -17,6 +17,8 @@ from support import SAMPLES
 import toolkit as tk
 from toolkit.errors import PartitionError, ToolkitError, UnsupportedOpError
 from toolkit.importers.onnx_lower import REFERENCE_OP, lower_onnx, reference_only_ops
+from toolkit.ir import Model
+from toolkit.layer_names import NO_LAYER
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -159,6 +161,11 @@ def test_layers_of_nested_sequentials_are_pytorch_modules(exporter: str) -> None
     assert {"features.2.conv.1.2", "classifier.1"} <= layers  # a ReLU6 deep inside, the head
 
 
+def _origin_layers(m: Model) -> set[str]:
+    """Every layer the Origin records of the model's ONNX nodes name."""
+    return {x for op in m.graph.ops for o in op.origins for x in m.origin(o).layers}
+
+
 @pytest.mark.parametrize(("name", "exporter"), [("cnn", "ts"), ("transformer", "dynamo")])
 def test_reference_trace_joins_every_nanosecond_to_onnx_nodes(name: str,
                                                               exporter: str) -> None:
@@ -169,9 +176,8 @@ def test_reference_trace_joins_every_nanosecond_to_onnx_nodes(name: str,
         att = tk.trace_join(run.trace, model)
         s = att.summary()
         assert s["unattributed_ns"] == 0 and s["attributed_ns"] == s["total_ns"] > 0
-        # each layer is an ONNX node's name or its module (as the naming rules give it)
-        known = ({op.extra["node_name"] for op in m.graph.ops}
-                 | {op.extra["layer"] for op in m.graph.ops})
+        # each layer is one of the ONNX nodes' layers (their Origin records), or none
+        known = _origin_layers(m) | {NO_LAYER}
         layers = set(att.by_layer()["layer"])
         assert layers and layers <= known
 
@@ -296,12 +302,11 @@ def test_native_artifact_matches_and_its_trace_joins_to_onnx_nodes(
     att = tk.trace_join(run.trace, art)
     s = att.summary()
     assert s["unattributed_ns"] == 0 and s["attributed_ns"] == s["total_ns"] > 0
-    known = ({op.extra["node_name"] for op in m.graph.ops}
-             | {op.extra["layer"] for op in m.graph.ops})
+    known = _origin_layers(m) | {NO_LAYER}
     layers = set(att.by_layer()["layer"])
-    weighted = {op.extra["node_name"] for op in m.graph.ops if op.type in ("Conv", "Gemm")}
-    assert layers <= known and (weighted <= layers or {op.extra["layer"] for op in m.graph.ops
-                                                       if op.type in ("Conv", "Gemm")} <= layers)
+    weighted = {m.origin(o).layers[0] for op in m.graph.ops if op.type in ("Conv", "Gemm")
+                for o in op.origins}
+    assert layers <= known and weighted <= layers  # every Conv and Gemm's module ran
 
 
 # ---------------------------------------------------------------------------- quantized models
@@ -563,3 +568,87 @@ def test_if_with_a_branch_that_does_not_lower_runs_whole_in_onnx_reference(
         assert tk.trace_join(run.trace, m).summary()["unattributed_ns"] == 0
         low = tk.lower_onnx(m, shapes={"x": (n,)})
         assert [r["node"] for r in low.extra["reference_only"]] == ["branch"]
+
+
+# ------------------------------------------------------------- If from a real exporter
+def test_scripted_branch_exported_as_if_runs_both_ways_and_names_its_modules() -> None:
+    """``gated.ts.onnx``: a scripted module branching on its data (``pos`` or ``neg`` after
+    ``stem``), the TorchScript exporter's ``If`` with the branches as subgraphs."""
+    import json
+
+    path = D / "gated.ts.onnx"
+    proto = onnx.load(str(path))
+    assert [n.op_type for n in proto.graph.node].count("If") == 1
+    modules = dict(json.loads((D / "MANIFEST.json").read_text())["named_modules"]["gated"])
+    leaves = {p for p in modules if not any(q.startswith(p + ".") for q in modules)}
+    m = tk.load(path)
+    low = lower_onnx(m)
+    assert reference_only_ops(low) == []
+    feeds = dict(np.load(D / "inputs_gated.npz"))
+    outs = {}
+    for branch in ("pos", "neg"):
+        x = {"input": feeds[f"gated_{branch}"]}
+        (want,) = _ort(path, x)
+        outs[branch] = tk.run(m, x).outputs["output"]
+        _close(outs[branch], want)
+        for model in (m, tk.compile(m)):
+            run = tk.run(model, x, trace=True, repeat=2)
+            att = tk.trace_join(run.trace, model)
+            s = att.summary()
+            assert s["unattributed_ns"] == 0 and s["attributed_ns"] == s["total_ns"] > 0
+            by_layer = att.by_layer()
+            timed = set(by_layer[by_layer["total_ns"] > 0]["layer"])
+            # every module that runs an op, the branches' included; the rest is the top
+            # module's own code (the sum, the comparison, the If's select)
+            assert timed - {NO_LAYER} == leaves
+            src = att.by_source_op()
+            top = set(src[(src["layers"] == NO_LAYER) & (src["total_ns"] > 0)]["name"])
+            assert top and all(n.count("/") == 1 for n in top)
+    # each input takes its branch: the stem's output sums above zero for ``pos`` only
+    inits = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    for branch, sign in (("pos", 1), ("neg", -1)):
+        y = feeds[f"gated_{branch}"] @ inits["stem.weight"].T + inits["stem.bias"]
+        assert np.sign(y.sum()) == sign
+    assert not np.allclose(outs["pos"], outs["neg"])
+
+
+# ------------------------------------------------------------------- a tf2onnx export
+def test_tf2onnx_export_of_a_zoo_model_runs_and_names_its_keras_layers() -> None:
+    """``ds_cnn_b1.tf2onnx.onnx``: the zoo's DS-CNN (``make_zoo.py``'s build, its weights)
+    exported by tf2onnx (``make_tf2onnx.py``), against ONNX Runtime, Keras's own output and the
+    zoo's ``.tflite`` of the same model; each layer the join reports is a Keras layer."""
+    import json
+
+    path = D / "ds_cnn_b1.tf2onnx.onnx"
+    rec = json.loads((D / "tf2onnx.json").read_text())
+    x = {"mfcc": np.load(D / "inputs_tf2onnx.npz")["mfcc"]}
+    m = tk.load(path)
+    assert {m.origin(o).exporter for op in m.graph.ops for o in op.origins} == {"tf2onnx"}
+    low = lower_onnx(m)
+    assert reference_only_ops(low) == []
+    (want,) = _ort(path, x)
+    got = tk.run(m, x).outputs
+    (out,) = got.values()
+    _close(out, want)
+    np.testing.assert_allclose(out, np.float32(rec["keras_output"]), rtol=1e-5, atol=1e-6)
+    tfl = tk.run(tk.load(SAMPLES / "zoo" / "ds_cnn_b1.tflite"), [x["mfcc"]]).outputs
+    np.testing.assert_allclose(next(iter(tfl.values())), out, rtol=1e-5, atol=1e-6)
+    # the Keras layers that own an op: all but the input and the Flatten of a [1, 16] (an
+    # identity tf2onnx writes no node for)
+    keras = dict(map(tuple, rec["keras_layers"]))
+    owning = {name for name, cls in keras.items() if cls not in ("InputLayer", "Flatten")}
+    for model in (m, tk.compile(m)):
+        run = tk.run(model, x, trace=True, repeat=2)
+        att = tk.trace_join(run.trace, model)
+        s = att.summary()
+        assert s["unattributed_ns"] == 0 and s["attributed_ns"] == s["total_ns"] > 0
+        by_layer = att.by_layer()
+        assert set(by_layer[by_layer["total_ns"] > 0]["layer"]) == owning
+        assert NO_LAYER not in set(by_layer["layer"])
+    # tf2onnx rebuilds the depthwise convolutions NCHW under new names (Conv__N): the layer
+    # of the bias they read (``ds_cnn_1/block_0_dw_1/Squeeze:0``)
+    dw = [op for op in m.graph.ops if op.type == "Conv" and op.extra["node_name"].startswith(
+        "Conv__")]
+    assert len(dw) == 4
+    assert sorted(m.origin(min(op.origins)).layers for op in dw) == [
+        (f"block_{i}_dw",) for i in range(4)]

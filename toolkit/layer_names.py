@@ -327,6 +327,8 @@ _WHY = {"name_scopes": "the dynamo exporter's name_scopes",
         "tensors": ("a node an exporter or optimizer made: the modules of the parameters it "
                     "reads and of the scoped values it writes"),
         "tf_scope": "tf2onnx: TensorFlow scope, model scope and op path stripped",
+        "tf_params": ("tf2onnx: a node it made anew, the TensorFlow layer of the parameters "
+                      "it reads"),
         "producers": "no scope: the layer of the nodes writing its inputs",
         "consumers": "no scope: the layer of the nodes reading its outputs",
         "node": "no scope in the file: the node's own name"}
@@ -349,14 +351,21 @@ def onnx_layers(model: Model) -> None:
     else no layer (``none``, the reason in ``Origin.why``).
     """
     exporter = _onnx_exporter(model)
-    for gi, g in enumerate(model.subgraphs):
-        ops = sorted(g.ops, key=lambda o: o.extra.get("node_index", 0))
-        node_names = [str(o.extra.get("node_name") or "") for o in ops]
-        values = [t.name for op in ops for t in op.outputs]
-        scoped = scope_layers(node_names + values) if gi == 0 else [None] * (
-            len(ops) + len(values))
+    graphs = [sorted(g.ops, key=lambda o: o.extra.get("node_index", 0))
+              for g in model.subgraphs]
+    # scopes are read file-wide: a branch of an If (``/pos/0/Gemm`` inside a scripted
+    # module's ``If``) is named as the main graph is, and a module called again in a branch
+    # folds onto the same known scopes
+    names = [[str(o.extra.get("node_name") or "") for o in ops] for ops in graphs]
+    values_of = [[t.name for op in ops for t in op.outputs] for ops in graphs]
+    flat = scope_layers([x for nn_, vs in zip(names, values_of) for x in (*nn_, *vs)])
+    tf_s, tf_strip = tf_scope(names[0]) if graphs else (None, False)
+    at = 0
+    for gi, ops in enumerate(graphs):
+        node_names, values = names[gi], values_of[gi]
+        scoped = flat[at:at + len(ops) + len(values)]
+        at += len(ops) + len(values)
         value_layer = dict(zip(values, scoped[len(ops):]))
-        tf_s, tf_strip = tf_scope(node_names) if gi == 0 else (None, False)
         any_scope = any(s is not None for s in scoped) or tf_s is not None
         multi: dict[int, tuple[str, ...]] = {}
         for op, sl, nn in zip(ops, scoped, node_names):
@@ -378,6 +387,13 @@ def onnx_layers(model: Model) -> None:
             elif tf_s is not None and tf_layers(nn, tf_s, tf_strip)[0]:
                 op.extra["layer"] = tf_layers(nn, tf_s, tf_strip)[0][0]
                 op.extra["layer_from"] = "tf_scope"
+            elif tf_s is not None and _tf_param_layers(op, tf_s, tf_strip):
+                # a node tf2onnx made anew (``Conv__43``, a depthwise Conv rebuilt NCHW, its
+                # kernel now ``const_fold_opt__116``) reading a TF-scoped parameter (the
+                # bias ``ds_cnn_1/block_0_dw_1/Squeeze:0``): that parameter's layer
+                layers = _tf_param_layers(op, tf_s, tf_strip)
+                op.extra["layer"], op.extra["layer_from"] = layers[0], "tf_params"
+                multi[id(op)] = layers
             else:
                 op.extra["layer"], op.extra["layer_from"] = None, "none"
         _onnx_neighbours(ops)
@@ -399,6 +415,20 @@ def onnx_layers(model: Model) -> None:
                 model.origins.setdefault(oid, Origin(
                     oid, model.source_table.get(oid, op.name), layers, "onnx", exporter, why,
                     layers[0] if layers and op.type in _MAIN_ONNX_OPS else ""))
+
+
+def _tf_param_layers(op: Op, scope: str, strip: bool) -> tuple[str, ...]:
+    """The TF layers (:func:`tf_layers`) of the constants a computing node reads (tf2onnx
+    names a parameter after the TF op that made it); none for a node reading no activation."""
+    if not any(t is not None and not t.is_const for t in op.inputs):
+        return ()
+    out: list[str] = []
+    for t in op.inputs:
+        if t is not None and t.is_const:
+            for layer in tf_layers(t.name, scope, strip)[0]:
+                if layer not in out:
+                    out.append(layer)
+    return tuple(out)
 
 
 def _tensor_layers(op: Op, value_layer: dict[str, str | None]) -> tuple[str, ...]:

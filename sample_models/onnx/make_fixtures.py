@@ -27,6 +27,11 @@ torchvision's nested ``Sequential``s: MobileNetV2 inverted residual blocks and a
 with ``downsample``; ``nested.ts.onnx``, ``nested.dynamo.onnx``, inputs in
 ``inputs_nested.npz``) and records ``named_modules`` for every model, leaving the other files.
 
+``python sample_models/onnx/make_fixtures.py --control`` exports only ``gated`` (a module
+whose ``forward`` branches on its data, ``torch.jit.script``-ed so that the TorchScript
+exporter writes an ONNX ``If`` with one subgraph per branch; ``gated.ts.onnx``, one input per
+branch in ``inputs_gated.npz``) and records ``named_modules`` as ``--modules`` does.
+
 ``EXTRA_MODELS`` (``mnv2_like``: a MobileNetV2-like CNN with nested Sequentials) are exported
 with both exporters, without profiles: ``python make_fixtures.py mnv2_like`` adds them alone.
 
@@ -272,6 +277,26 @@ class MobileNetV2Like(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
+class Gated(nn.Module):
+    """Data-dependent control flow: the ``pos`` or the ``neg`` Sequential runs after the stem,
+    as the stem's output sums above zero or not (an ONNX ``If`` once scripted)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Linear(8, 16)
+        self.pos = nn.Sequential(nn.Linear(16, 16), nn.ReLU())
+        self.neg = nn.Sequential(nn.Linear(16, 16), nn.Tanh())
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        if bool(y.sum() > 0):
+            y = self.pos(y)
+        else:
+            y = self.neg(y)
+        return self.head(y)
+
+
 MODELS = {
     "cnn": (CNN, (1, 3, 16, 16)),
     "transformer": (Transformer, (1, 8, 32)),
@@ -287,12 +312,14 @@ EXTRA_MODELS = {
 
 #: models exported by both exporters without ORT runs (``--nested``)
 EXPORT_ONLY = {"nested": (NestedCNN, (1, 3, 32, 32))}
+#: scripted models with control flow, exported by TorchScript only (``--control``)
+CONTROL = {"gated": (Gated, (2, 8))}
 
 
 def named_modules(name: str) -> list[list[str]]:
     """``[path, class name]`` of every module of model ``name`` (``named_modules()``, the top
     module left out), as PyTorch lists them."""
-    cls, _shape = {**MODELS, **EXTRA_MODELS, **EXPORT_ONLY}[name]
+    cls, _shape = {**MODELS, **EXTRA_MODELS, **EXPORT_ONLY, **CONTROL}[name]
     torch.manual_seed(0)
     return [[path, type(m).__name__] for path, m in cls().named_modules() if path]
 
@@ -309,8 +336,38 @@ def record_modules() -> None:
         for exporter in ("ts", "dynamo"):
             export(name, exporter, extra[name])
     np.savez(HERE / "inputs_nested.npz", **extra)
-    every = {**MODELS, **EXTRA_MODELS, **EXPORT_ONLY}
+    every = {**MODELS, **EXTRA_MODELS, **EXPORT_ONLY, **CONTROL}
     manifest["named_modules"] = {name: named_modules(name) for name in every}
+    (HERE / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    shutil.rmtree(HERE / "__pycache__", ignore_errors=True)
+
+
+def make_control() -> None:
+    """Export the ``CONTROL`` models, scripted, with the TorchScript exporter; save one input
+    per branch (``<name>_pos``: the stem's output sums above zero; ``<name>_neg``: below) in
+    ``inputs_gated.npz``, checked to take that branch in PyTorch; record ``named_modules``."""
+    rng = np.random.default_rng(28)
+    feeds: dict[str, np.ndarray] = {}
+    for name, (cls, shape) in CONTROL.items():
+        torch.manual_seed(0)
+        model = cls().eval()
+        scripted = torch.jit.script(model)
+        path = HERE / f"{name}.ts.onnx"
+        x = torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+        with torch.no_grad():
+            torch.onnx.export(scripted, (x,), str(path), dynamo=False, input_names=["input"],
+                              output_names=["output"], opset_version=17)
+            onnx.checker.check_model(str(path))
+            assert any(n.op_type == "If" for n in onnx.load(str(path)).graph.node), name
+            for branch, want in (("pos", True), ("neg", False)):
+                while True:  # draw until the stem's output sums on this branch's side
+                    x = rng.standard_normal(shape).astype(np.float32)
+                    if bool(model.stem(torch.from_numpy(x)).sum() > 0) == want:
+                        break
+                feeds[f"{name}_{branch}"] = x
+    np.savez(HERE / "inputs_gated.npz", **feeds)
+    manifest = json.loads((HERE / "MANIFEST.json").read_text())
+    manifest["named_modules"].update({name: named_modules(name) for name in CONTROL})
     (HERE / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     shutil.rmtree(HERE / "__pycache__", ignore_errors=True)
 
@@ -423,6 +480,9 @@ if __name__ == "__main__":
 
     if "--modules" in sys.argv:
         record_modules()
+        make_control()
+    elif "--control" in sys.argv:
+        make_control()
     elif len(sys.argv) > 1:
         for extra in sys.argv[1:]:
             make_extra(extra)
