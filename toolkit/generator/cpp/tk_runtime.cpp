@@ -1,6 +1,7 @@
 // Runtime support of the toolkit's C++ artifacts: see tk_runtime.h.
 #include "tk_runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -81,6 +82,97 @@ Params::Params(const std::string& path, const char* model_hash, uint64_t expecte
   if (std::memcmp(data_ + 24, model_hash, 32) != 0)
     fail(path, "parameters file is for model " + std::string(reinterpret_cast<const char*>(data_ + 24), 32) +
                    ", this code is model " + std::string(model_hash, 32), regen);
+}
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// how long a worker spins for the next part before it sleeps, and the main thread for the
+// workers' parts before it yields its core
+constexpr int64_t kSpinNs = 50000;
+
+}  // namespace
+
+void Pool::set_threads(int n) {
+  if (n < 1) n = 1;
+  if (n == threads()) return;
+  stop();
+  stopping_.store(false);
+  // each worker waits for the generation after this one (a worker starting late must not
+  // take a task published before it ran as the one it waited for)
+  const uint64_t seen = generation_.load();
+  for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, seen] { work(i, seen); });
+}
+
+void Pool::stop() {
+  if (workers_.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_.store(true);
+    generation_.fetch_add(1);
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+  workers_.clear();
+}
+
+void Pool::run(int r0, int r1, Task task, void* ctx) {
+  const int n = threads();
+  task_ = task;
+  ctx_ = ctx;
+  r0_ = r0;
+  r1_ = r1;
+  parts_ = std::min(n, r1 - r0);
+  pending_.store(n - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1);  // seq_cst: publishes the task; ordered before sleeping_'s read
+  if (sleeping_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    wake_.notify_all();
+  }
+  task(ctx, bound(r0, r1, parts_, 0), bound(r0, r1, parts_, 1));
+  int64_t start = 0;
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < 256) {
+      cpu_relax();
+      continue;
+    }
+    if (start == 0) start = Tracer::now();
+    if (Tracer::now() - start < kSpinNs) cpu_relax();
+    else std::this_thread::yield();
+  }
+}
+
+void Pool::work(int index, uint64_t seen) {
+  for (;;) {
+    int64_t start = 0;
+    for (int spin = 0; generation_.load(std::memory_order_acquire) == seen; ++spin) {
+      if (spin < 256) {
+        cpu_relax();
+        continue;
+      }
+      if (start == 0) start = Tracer::now();
+      if (Tracer::now() - start < kSpinNs) {
+        cpu_relax();
+        continue;
+      }
+      std::unique_lock<std::mutex> lock(mutex_);
+      sleeping_.fetch_add(1);
+      while (generation_.load() == seen) wake_.wait(lock);
+      sleeping_.fetch_sub(1);
+      break;
+    }
+    seen = generation_.load(std::memory_order_acquire);
+    if (stopping_.load()) return;
+    if (index < parts_) task_(ctx_, bound(r0_, r1_, parts_, index), bound(r0_, r1_, parts_, index + 1));
+    pending_.fetch_sub(1, std::memory_order_release);
+  }
 }
 
 Params::~Params() {
