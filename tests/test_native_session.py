@@ -141,3 +141,21 @@ def test_threads_give_the_same_bits(arts: dict[str, Artifact]) -> None:
     assert e.value.fix
     with pytest.raises(ToolkitError, match="threads"):
         codegen(SAMPLES / "cnn.tflite", Path(two.out_dir).parent / "bad", threads=0)
+
+
+def test_cli_run_threads(arts: dict[str, Artifact], tmp_path: Path) -> None:
+    from toolkit.cli import main
+
+    art = arts["mobilenet"]
+    x = NativeModel(art).random_inputs(seed=7)
+    np.savez(tmp_path / "in.npz", **x)
+    outs = {}
+    for threads in ("1", "2"):
+        f = tmp_path / f"out{threads}.npz"
+        assert main(["run", str(art.out_dir), "--inputs", str(tmp_path / "in.npz"),
+                     "--threads", threads, "--outputs", str(f)]) == 0
+        outs[threads] = dict(np.load(f))
+    _same(run_model(art.model, x).outputs, outs["1"])
+    for k, v in outs["1"].items():
+        np.testing.assert_array_equal(outs["2"][k], v, err_msg=k)
+    assert main(["run", str(SAMPLES / "cnn.tflite"), "--threads", "1"]) == 0

@@ -235,13 +235,15 @@ _run_native: Any = None
 
 def _artifact_type() -> type:
     """:class:`toolkit.generator.Artifact` (imported at the first call)."""
-    global _ARTIFACT
-    if _ARTIFACT is None:
-        from toolkit.generator import Artifact as _ARTIFACT
-    return _ARTIFACT
+    global _artifact_cls
+    if _artifact_cls is None:
+        from toolkit import generator
+
+        _artifact_cls = generator.Artifact
+    return _artifact_cls
 
 
-_ARTIFACT: Any = None
+_artifact_cls: Any = None
 
 
 def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray | None

@@ -141,6 +141,9 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", type=Path, help="file to write the trace to as CSV")
     p.add_argument("--outputs", type=Path,
                    help="file to write the outputs to (.npz, one array per output name)")
+    p.add_argument("--threads", type=positive_int,
+                   help="threads: a C++ artifact splits its large ops across them (default: "
+                        "the artifact's own); the reference runtime's BLAS limit (default 1)")
     return p
 
 
@@ -163,10 +166,10 @@ def cmd_run(argv: Sequence[str]) -> int:
         from toolkit.runtime.native import run_native
 
         res = run_native(a.model, read_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
-                         warmup=a.warmup)
+                         warmup=a.warmup, threads=a.threads)
     else:
         res = run(a.model, read_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
-                  warmup=a.warmup)
+                  warmup=a.warmup, threads=a.threads or 1)
     outputs = res.outputs
     for name, arr in outputs.items():
         print(f"{name}: {arr.dtype} {list(arr.shape)} mean={float(np.mean(arr)):.6g}")

@@ -456,13 +456,9 @@ class Session:
         if len(inputs) != self._count or (inputs and type(inputs[0]) is not np.ndarray):
             inputs = tuple(self._ordered(inputs))
         last = self._last
-        k = 0
-        for a, (dt, shape, strides) in zip(inputs, self._specs):
-            if a is not last[k]:
+        for k, (a, (dt, shape, strides)) in enumerate(zip(inputs, self._specs)):
+            if a is not last[k] or a.shape != shape:  # a new array, or reshaped in place
                 self._point(k, a, dt, shape, strides)
-            elif a.shape != shape:  # the same array, reshaped in place since
-                self._point(k, a, dt, shape, strides)
-            k += 1
         m = self.model
         if self._call(m._handle_arg, self._in, self._out, m._err, self._errlen):
             raise ToolkitError(f"the native inference failed: {m._message()}",
