@@ -159,3 +159,40 @@ def test_cli_run_threads(arts: dict[str, Artifact], tmp_path: Path) -> None:
     for k, v in outs["1"].items():
         np.testing.assert_array_equal(outs["2"][k], v, err_msg=k)
     assert main(["run", str(SAMPLES / "cnn.tflite"), "--threads", "1"]) == 0
+
+
+def test_convolutions_of_few_output_channels(tmp_path: Path) -> None:
+    """Float convolutions of at most 8 output channels (tk::conv2d_f32_few): strided, dilated,
+    SAME and VALID, one to eight channels, against the reference runtime and LiteRT, on one
+    thread and two (the same bits)."""
+    from support import litert_run
+
+    from toolkit.builder import ModelBuilder
+
+    rng = np.random.default_rng(0)
+    mb = ModelBuilder("few")
+    x = mb.input("x", [2, 21, 19, 3])
+
+    def conv(t: tk.Tensor, o: int, k: int, **kw: object) -> tk.Tensor:
+        w = mb.const(f"w{o}_{k}", rng.standard_normal((o, k, k, t.shape[3])).astype(np.float32))
+        b = mb.const(f"b{o}_{k}", rng.standard_normal(o).astype(np.float32))
+        return mb.conv2d(t, w, b, name=f"conv{o}_{k}", **kw)  # type: ignore[arg-type]
+
+    y = conv(x, 8, 3, stride=2, activation="RELU6")
+    y = conv(y, 5, 3, padding="VALID", dilation=2)
+    y = conv(y, 1, 3, activation="RELU")
+    mb.output(y)
+    mb.output(conv(x, 3, 1))
+    model = mb.build()
+    path = tmp_path / "few.tflite"
+    tk.save(model, path)
+    art = codegen(tk.load(path), tmp_path / "art", name="few")
+    assert art.source.read_text().count("tk::conv2d_f32_few(") == 3  # not the pointwise one
+    art.build(opt="-O1")
+    inputs = {"x": rng.uniform(-1, 1, (2, 21, 19, 3)).astype(np.float32)}
+    one = tk.run(art, inputs, threads=1).outputs
+    _same(run_model(tk.load(path), inputs).outputs, one)
+    _same(litert_run(path, [inputs["x"]]), one)
+    two = tk.run(art, inputs, threads=2).outputs
+    for k, v in one.items():
+        np.testing.assert_array_equal(two[k], v, err_msg=k)

@@ -321,9 +321,23 @@ def _conv(e: Emitter, step: Step) -> str:
         return _row_call(f"tk::depthwise_f32({geom}, {e.ptr(x)}, "
                          f"{e.param(np.ascontiguousarray(wf.reshape(kh, kw, o)), 'float')}, "
                          f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
+    if o <= FEW_CHANNELS and (kh * kw > 1 or o <= 2):
+        # the GEMM's panels of 16 channels would be mostly empty (a pointwise GEMM reads its
+        # pixels in place, which beats gathering them unless nearly every lane is empty)
+        k = kh * kw * c
+        packed = np.zeros((o, -(-k // 8) * 8), np.float32)
+        packed[:, :k] = wf.reshape(o, k)
+        return _row_call(f"tk::conv2d_f32_few({geom}, {e.ptr(x)}, {e.param(packed, 'float')}, "
+                         f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
     nr, panels = gemm_panels(wf.transpose(1, 2, 3, 0).reshape(kh * kw * c, o))
     return _row_call(f"tk::conv2d_f32_packed({geom}, {e.ptr(x)}, {e.param(panels, 'float')}, "
                      f"{nr}, {b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
+
+
+#: float convolutions with at most this many output channels (pointwise ones: 2) dot each
+#: pixel's gathered taps with each filter (tk::conv2d_f32_few) instead of going through the
+#: GEMM's channel panels
+FEW_CHANNELS = 8
 
 
 def gemm_panels(w: np.ndarray) -> tuple[int, np.ndarray]:
