@@ -108,7 +108,7 @@ void Pool::set_threads(int n) {
   // each worker waits for the generation after this one (a worker starting late must not
   // take a task published before it ran as the one it waited for)
   const uint64_t seen = generation_.load();
-  for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, seen] { work(i, seen); });
+  for (int i = 1; i < n; ++i) workers_.emplace_back([this, seen] { work(seen); });
 }
 
 void Pool::stop() {
@@ -123,22 +123,40 @@ void Pool::stop() {
   workers_.clear();
 }
 
+void Pool::drain(uint64_t gen) {
+  const uint64_t tag = (gen & 0xffffffffu) << 32;
+  uint64_t t = ticket_.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t chunks = (t >> 16) & 0xffffu, next = t & 0xffffu;
+    if ((t & ~uint64_t(0xffffffffu)) != tag || next >= chunks) return;
+    // the chunk is this thread's once the ticket moves past it; the task's fields stay as
+    // they are until every chunk of it is done
+    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
+    const int c = static_cast<int>(chunks), k = static_cast<int>(next);
+    task_(ctx_, bound(r0_, r1_, c, k), bound(r0_, r1_, c, k + 1));
+    done_.fetch_add(1, std::memory_order_release);
+    t = ticket_.load(std::memory_order_acquire);
+  }
+}
+
 void Pool::run(int r0, int r1, Task task, void* ctx) {
   const int n = threads();
+  const int chunks = std::min({r1 - r0, 4 * n, 0xffff});
   task_ = task;
   ctx_ = ctx;
   r0_ = r0;
   r1_ = r1;
-  parts_ = std::min(n, r1 - r0);
-  pending_.store(n - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1);  // seq_cst: publishes the task; ordered before sleeping_'s read
+  done_.store(0, std::memory_order_relaxed);
+  const uint64_t gen = generation_.load() + 1;
+  ticket_.store(((gen & 0xffffffffu) << 32) | (uint64_t(chunks) << 16), std::memory_order_release);
+  generation_.store(gen);  // seq_cst: publishes the task; ordered before sleeping_'s read
   if (sleeping_.load() > 0) {
     { std::lock_guard<std::mutex> lock(mutex_); }
     wake_.notify_all();
   }
-  task(ctx, bound(r0, r1, parts_, 0), bound(r0, r1, parts_, 1));
+  drain(gen);
   int64_t start = 0;
-  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+  for (int spin = 0; done_.load(std::memory_order_acquire) != chunks; ++spin) {
     if (spin < 256) {
       cpu_relax();
       continue;
@@ -149,7 +167,7 @@ void Pool::run(int r0, int r1, Task task, void* ctx) {
   }
 }
 
-void Pool::work(int index, uint64_t seen) {
+void Pool::work(uint64_t seen) {
   for (;;) {
     int64_t start = 0;
     for (int spin = 0; generation_.load(std::memory_order_acquire) == seen; ++spin) {
@@ -170,8 +188,7 @@ void Pool::work(int index, uint64_t seen) {
     }
     seen = generation_.load(std::memory_order_acquire);
     if (stopping_.load()) return;
-    if (index < parts_) task_(ctx_, bound(r0_, r1_, parts_, index), bound(r0_, r1_, parts_, index + 1));
-    pending_.fetch_sub(1, std::memory_order_release);
+    drain(seen);
   }
 }
 

@@ -113,11 +113,13 @@ class Buffer {
 };
 
 // ---------------------------------------------------------------- thread pool
-// A pool of `threads() - 1` workers kept for the model's life; rows(r0, r1, f) splits the
-// rows [r0, r1) into one contiguous part per thread (the calling thread computes the first)
-// and returns when every part is done. Each output row is computed by one thread with the
-// same code as on one thread, so results do not depend on the number of threads. Workers
-// wait for work spinning for a short while, then sleeping on a condition variable.
+// A pool of `threads() - 1` workers kept for the model's life; rows(r0, r1, f) cuts the rows
+// [r0, r1) into contiguous chunks (up to 4 per thread) which the calling thread and the
+// workers claim one at a time, and returns when every chunk is done: a worker the system
+// has not scheduled yet leaves its chunks to the others instead of holding them up. Each
+// output row is computed by one thread with the same code as on one thread, so results do
+// not depend on the number of threads. Workers wait for work spinning for a short while,
+// then sleeping on a condition variable.
 class Pool {
  public:
   Pool() = default;
@@ -141,7 +143,9 @@ class Pool {
  private:
   using Task = void (*)(void*, int, int);
   void run(int r0, int r1, Task task, void* ctx);
-  void work(int index, uint64_t seen);
+  void work(uint64_t seen);
+  // claims and runs the chunks of the task of generation `gen` until none is left
+  void drain(uint64_t gen);
   void stop();
   // the part `index` of `parts` of [r0, r1)
   static int bound(int r0, int r1, int parts, int index) {
@@ -150,9 +154,11 @@ class Pool {
   std::vector<std::thread> workers_;
   Task task_ = nullptr;
   void* ctx_ = nullptr;
-  int r0_ = 0, r1_ = 0, parts_ = 1;
+  int r0_ = 0, r1_ = 0;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // the next chunk to claim: generation (high 32 bits), chunk count (16), next chunk (16)
+  std::atomic<uint64_t> ticket_{0};
+  std::atomic<int> done_{0};
   std::atomic<int> sleeping_{0};
   std::atomic<bool> stopping_{false};
   std::mutex mutex_;
