@@ -1,20 +1,34 @@
-"""Native artifacts (toolkit.generator) vs LiteRT and the NumPy reference runtime, one thread.
+"""Native artifacts (toolkit.generator) against LiteRT, through the calls users make, on one
+thread and on two.
 
-Models: the CNN sample, a MobileNet-v1-sized model (float32, and int8 quantized with the
-sample models' calibration and quantizer), the transformer-block sample and the zoo's Keras
-LSTM (two WHILE loops of 10 steps: control flow and small tensors). Runtimes, all in
-this process and taking turns within each round (see ``bench_runtime.interleaved``):
+Models: the CNN samples (float32, int8), the transformer-block sample, the zoo's Keras LSTM
+(two WHILE loops: control flow and small tensors), a MobileNet-v1-sized model (224x224, float32
+and int8), and every ``.tflite`` under ``sample_models/production/`` when that folder exists
+(plus those of ``--models DIR``). A model the generator cannot take as it is, is compiled first
+(``compile_model``: weight DEQUANTIZE ops folded into float32 constants); a model that cannot
+be read or generated is listed as skipped with the reason. LiteRT runs the original file.
 
-* ``native``: the generated C++ artifact (built with -O3 -march=native), inputs in, outputs out
-  in one call of its C ABI (``NativeModel.invoke``); ``traced``: the same with its tracer on;
-* LiteRT with ``BUILTIN_WITHOUT_DEFAULT_DELEGATES`` (its optimized kernels, no XNNPACK),
-  ``BUILTIN_REF`` (its reference kernels) and ``BUILTIN`` (with the XNNPACK delegate);
-* the NumPy reference runtime.
+Runtimes, all in this process, taking turns within each round (``bench_runtime.interleaved``):
 
-Ratios are medians of the per-round ratios (other / native: above 1 means native is faster);
-times are 10th percentiles. CPU-time ratios (process_time, best of a few rounds) are printed
-beside them, for a loaded machine. Generation and build times are wall-clock, the op library
-compiled once into a fresh cache first. Run: python bench/bench_native.py [--quick]
+* ``session``: ``artifact.session()`` called on the input array (preallocated outputs), one
+  thread; ``session2``: the same on two threads (the rows of the large ops split);
+* ``tk.run``: ``tk.run(artifact, inputs)`` (the opened model kept per artifact and thread,
+  outputs copied out);
+* ``traced``: the session of a model with its tracer on;
+* LiteRT ``builtin`` (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``: its optimized kernels) and
+  ``xnnpack`` (``BUILTIN``: the XNNPACK delegate), ``num_threads`` 1 and 2, and ``ref``
+  (``BUILTIN_REF``, its reference kernels, one thread).
+
+The C entry point alone is timed as one bare ctypes call of the artifact's run function on
+inputs set before (``NativeModel.run(1)``): the overheads of the session call and of
+``tk.run`` are their times less it (10th percentiles, microseconds; samples of the same
+length, since on a loaded machine long samples are preempted more often). Ratios are
+medians of per-round ratios (other / native: above 1 means native is faster). Thread
+scaling (one thread / two) is printed for the native session and for XNNPACK; it needs an
+idle second core, so the load average is printed at the start and the end. Generation and
+build times are wall-clock (the op library compiled once into a fresh cache first).
+
+Run: python bench/bench_native.py [--quick] [--models DIR] [--only NAME ...] [--warm-cache]
 """
 
 from __future__ import annotations
@@ -24,12 +38,15 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import argparse
 import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,31 +56,46 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sample_models")
 from bench_runtime import interleaved, mobilenet_v1
 
 import toolkit as tk
+from toolkit.errors import ToolkitError, UnsupportedOpError
 from toolkit.formats.flatbuffer_write import write_model
-from toolkit.generator import codegen
-from toolkit.runtime.interpreter import Interpreter
+from toolkit.generator import Artifact, codegen
 from toolkit.runtime.native import NativeModel
 
 ROOT = Path(__file__).resolve().parent.parent
-RESOLVERS = {"lite": "BUILTIN_WITHOUT_DEFAULT_DELEGATES", "lite_ref": "BUILTIN_REF",
-             "xnnpack": "BUILTIN"}
+PRODUCTION = ROOT / "sample_models" / "production"
+RESOLVERS = {"builtin": "BUILTIN_WITHOUT_DEFAULT_DELEGATES", "xnnpack": "BUILTIN",
+             "ref": "BUILTIN_REF"}
+
+
+@dataclass
+class Result:
+    """One model's figures: p10 times (seconds) and median ratios (other / native)."""
+
+    name: str
+    p10: dict[str, float] = field(default_factory=dict)
+    ratio: dict[str, float] = field(default_factory=dict)
+    overhead_us: dict[str, float] = field(default_factory=dict)
+    generate_s: float = 0.0
+    build_s: float = 0.0
 
 
 def _fmt(seconds: float) -> str:
     return f"{seconds * 1e6:8.1f} us" if seconds < 1e-3 else f"{seconds * 1e3:8.2f} ms"
 
 
-def _litert(model: tk.Model, resolver: str, inputs: dict[str, np.ndarray]
+def _litert(content: bytes, resolver: str, threads: int, inputs: dict[str, np.ndarray]
             ) -> Callable[[], None]:
     from ai_edge_litert.interpreter import Interpreter as LiteRT
     from ai_edge_litert.interpreter import OpResolverType
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lite = LiteRT(model_content=bytes(write_model(model, "tflite")), num_threads=1,
+        lite = LiteRT(model_content=content, num_threads=threads,
                       experimental_op_resolver_type=getattr(OpResolverType, resolver))
     lite.allocate_tensors()
-    det = [(d["index"], inputs[d["name"]]) for d in lite.get_input_details()]
+    values = list(inputs.values())
+    det = [(d["index"], inputs.get(d["name"], values[k]))
+           for k, d in enumerate(lite.get_input_details())]
     outs = [d["index"] for d in lite.get_output_details()]
 
     def run() -> None:
@@ -76,80 +108,95 @@ def _litert(model: tk.Model, resolver: str, inputs: dict[str, np.ndarray]
     return run
 
 
-def bench(name: str, model: tk.Model, rounds: int, batch: int, work: Path) -> None:
+def generate(name: str, model: Any, work: Path) -> tuple[Artifact, float, float]:
+    """The built artifact of ``model`` (compiled first when the generator refuses it as it
+    is), with the generation and build seconds."""
+    from toolkit.compiler import compile_model
+
     t0 = time.perf_counter()
-    art = codegen(model, work / name, name=name)
+    try:
+        art = codegen(model, work / name, name=name)
+    except UnsupportedOpError:
+        art = codegen(compile_model(model), work / name, name=name)
     t1 = time.perf_counter()
     art.build(opt="-O3", native=True)
-    t2 = time.perf_counter()
-    native = NativeModel(art)
-    inputs = native.random_inputs(0)
-    traced = NativeModel(art)
-    traced.enable_trace(len(traced.keys) * (rounds * batch + 2))
-    ours = Interpreter(model)
+    return art, t1 - t0, time.perf_counter() - t1
 
-    def run_native() -> None:
-        native.invoke(inputs)
 
-    def run_traced() -> None:
-        traced.invoke(inputs)
+def bench(name: str, model: Any, content: bytes, rounds: int, batch: int, work: Path
+          ) -> Result:
+    """Time ``model``'s artifact against LiteRT on ``content`` (the .tflite bytes)."""
+    art, gen_s, build_s = generate(name, model, work)
+    res = Result(name, generate_s=gen_s, build_s=build_s)
+    one = NativeModel(art, threads=1)
+    inputs = one.random_inputs(0)
+    arrays = list(inputs.values())
+    session = one.session()
+    two = NativeModel(art, threads=2)
+    session2 = two.session()
+    traced = NativeModel(art, threads=1)
+    calls = rounds * batch * 2 + 8
+    traced.enable_trace(len(traced.keys) * calls)
+    session_traced = traced.session()
+    tk.run(art, inputs, threads=1)  # opened and kept
 
-    fns: dict[str, Callable[[], object]] = {"native": run_native, "traced": run_traced}
+    fns: dict[str, Callable[[], object]] = {
+        "session": lambda: session(*arrays),
+        "session2": lambda: session2(*arrays),
+        "tk.run": lambda: tk.run(art, inputs, threads=1),
+        "traced": lambda: session_traced(*arrays),
+    }
     for key, resolver in RESOLVERS.items():
-        fns[key] = _litert(model, resolver, inputs)
-    fns["numpy"] = lambda: ours.invoke(inputs)
+        for threads in ((1,) if key == "ref" else (1, 2)):
+            fns[f"{key}{threads if threads > 1 else ''}"] = _litert(content, resolver, threads,
+                                                                     inputs)
+    one.set_inputs(inputs)
+    fns["c_entry"] = lambda: one.run(1)
     t = interleaved(fns, rounds, batch)
-    p10 = {k: float(np.percentile(v, 10)) for k, v in t.items()}
-    ratio = {k: float(np.median(t[k] / t["native"])) for k in t}
-    cpu = cpu_seconds(fns, max(3, rounds // 10), batch)
-    cpu_ratio = {k: cpu[k] / cpu["native"] for k in cpu}
-    overhead = ratio["traced"] - 1
-    print(f"{name:16s} generate {t1 - t0:5.2f} s  build {t2 - t1:5.2f} s  "
-          f"arena {art.arena_bytes / 1024:8.1f} KiB of {art.temporaries_bytes / 1024:8.1f} KiB")
-    print(f"  native {_fmt(p10['native'])}   traced {_fmt(p10['traced'])} "
-          f"(overhead {100 * overhead:+5.2f}%, target < 2%)")
-    for key, label, target in (("lite", "LiteRT no-delegate", ">= 1x"),
-                               ("lite_ref", "LiteRT BUILTIN_REF", ">= 5x"),
-                               ("xnnpack", "LiteRT XNNPACK", "-"),
-                               ("numpy", "NumPy runtime", ">= 5x")):
-        print(f"  {label:20s} {_fmt(p10[key])}   / native {ratio[key]:7.2f}x  "
-              f"(CPU time {cpu_ratio[key]:7.2f}x)  (target {target})")
-    # tracing cost inside the native loop alone (no Python call per inference)
-    loop = max(1, batch * 5)
-    native.set_inputs(inputs)
-    traced.set_inputs(inputs)
-    traced.enable_trace(len(traced.keys) * loop)
-    off, on = [], []
-    for _ in range(rounds):
-        a = time.perf_counter_ns()
-        native.run(loop)
-        b = time.perf_counter_ns()
-        traced.enable_trace(len(traced.keys) * loop)  # keeps the buffer, count back to 0
-        c = time.perf_counter_ns()
-        traced.run(loop)
-        d = time.perf_counter_ns()
-        off.append(b - a)
-        on.append(d - c)
-    loop_overhead = float(np.median(np.array(on) / np.array(off))) - 1
-    print(f"  tracing in the native loop: {100 * loop_overhead:+5.2f}% "
-          f"({len(traced.keys)} events per inference)")
-    traced.close()
-    native.close()
+    res.p10 = {k: float(np.percentile(v, 10)) for k, v in t.items()}
+    res.ratio = {k: float(np.median(t[k] / t["session"])) for k in t}
+    res.ratio["scaling_native"] = float(np.median(t["session"] / t["session2"]))
+    res.ratio["scaling_xnnpack"] = float(np.median(t["xnnpack"] / t["xnnpack2"]))
+    res.ratio["builtin_vs_tk.run"] = float(np.median(t["builtin"] / t["tk.run"]))
+    res.ratio["xnnpack2_vs_native2"] = float(np.median(t["xnnpack2"] / t["session2"]))
+    res.ratio["builtin2_vs_native2"] = float(np.median(t["builtin2"] / t["session2"]))
+    res.overhead_us = {k: 1e6 * (res.p10[k] - res.p10["c_entry"]) for k in ("session", "tk.run")}
+    _print(res, art)
+    for m in (one, two, traced):
+        m.close()
+    return res
 
 
-def cpu_seconds(fns: dict[str, Callable[[], object]], rounds: int, batch: int
-                ) -> dict[str, float]:
-    """CPU seconds (``time.process_time``) per call of each function: the smallest mean of
-    ``batch`` calls over ``rounds`` rounds, the functions taking turns. CPU time leaves out
-    the time other processes of a loaded machine take from this one."""
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(rounds):
-        for key, fn in fns.items():
-            t0 = time.process_time()
-            for _ in range(batch):
-                fn()
-            best[key] = min(best[key], (time.process_time() - t0) / batch)
-    return best
+def _print(r: Result, art: Artifact) -> None:
+    p, q = r.p10, r.ratio
+    print(f"{r.name:34s} generate {r.generate_s:5.2f} s  build {r.build_s:5.2f} s  "
+          f"{len(art.manifest['steps'])} steps", flush=True)
+    print(f"  session {_fmt(p['session'])}  (over the C entry {r.overhead_us['session']:+6.1f} us)"
+          f"  tk.run {_fmt(p['tk.run'])}  (over the C entry {r.overhead_us['tk.run']:+6.1f} us)"
+          f"  tracing on {100 * (q['traced'] - 1):+5.2f}%")
+    print(f"  one thread:  xnnpack/native {q['xnnpack']:5.2f}x  builtin/native {q['builtin']:5.2f}x"
+          f"  ref/native {q['ref']:6.2f}x  builtin/tk.run {q['builtin_vs_tk.run']:5.2f}x")
+    print(f"  two threads: xnnpack/native {q['xnnpack2_vs_native2']:5.2f}x  builtin/native "
+          f"{q['builtin2_vs_native2']:5.2f}x  scaling native {q['scaling_native']:4.2f}x  "
+          f"xnnpack {q['scaling_xnnpack']:4.2f}x", flush=True)
+
+
+def summary(results: list[Result], title: str) -> None:
+    """Per-model ratios of ``results`` and their medians."""
+    if not results:
+        return
+    cols = [("xnnpack", "XNN/nat"), ("builtin", "blt/nat"), ("ref", "REF/nat"),
+            ("builtin_vs_tk.run", "blt/tk.run"), ("xnnpack2_vs_native2", "XNN2/nat2"),
+            ("builtin2_vs_native2", "blt2/nat2"), ("scaling_native", "nat 1/2"),
+            ("scaling_xnnpack", "XNN 1/2"), ("traced", "traced")]
+    print(f"\n{title}")
+    print(f"  {'model':34s}" + "".join(f"{label:>11s}" for _, label in cols))
+    for r in results:
+        print(f"  {r.name:34s}" + "".join(f"{r.ratio[k]:11.2f}" for k, _ in cols))
+    print(f"  {'median':34s}" + "".join(
+        f"{float(np.median([r.ratio[k] for r in results])):11.2f}" for k, _ in cols))
+    print(f"  {'lowest':34s}" + "".join(
+        f"{min(r.ratio[k] for r in results):11.2f}" for k, _ in cols))
 
 
 def mobilenet_int8() -> tk.Model:
@@ -160,20 +207,67 @@ def mobilenet_int8() -> tk.Model:
     return quantize_int8(mobilenet_v1(), ranges)
 
 
+def _models(extra: list[Path]) -> list[tuple[str, Callable[[], Any], Callable[[Any], bytes],
+                                             str]]:
+    """(name, load, .tflite bytes of the loaded model, group) of every bench model."""
+    samples = ROOT / "sample_models"
+
+    def from_file(path: Path) -> tuple[Callable[[], Any], Callable[[Any], bytes]]:
+        return (lambda: tk.load(path)), (lambda _m: path.read_bytes())
+
+    def written(m: Any) -> bytes:
+        return bytes(write_model(m, "tflite"))
+
+    out: list[tuple[str, Callable[[], Any], Callable[[Any], bytes], str]] = []
+    for name, path in (("cnn", samples / "cnn.tflite"), ("cnn_int8", samples / "cnn_int8.tflite"),
+                       ("transformer", samples / "transformer.tflite"),
+                       ("lstm_loops", samples / "zoo" / "lstm.tflite")):
+        out.append((name, *from_file(path), "small"))
+    out.append(("mobilenet_v1", mobilenet_v1, written, "large"))
+    out.append(("mobilenet_v1_int8", mobilenet_int8, written, "large"))
+    folders = ([PRODUCTION] if PRODUCTION.is_dir() else []) + extra
+    for folder in folders:
+        for path in sorted(folder.glob("*.tflite")):
+            out.append((path.stem, *from_file(path), "production"))
+    return out
+
+
 def main() -> None:
-    quick = "--quick" in sys.argv
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--models", type=Path, action="append", default=[],
+                   help="another folder of .tflite files to bench as production models")
+    p.add_argument("--only", nargs="*", help="bench only these model names")
+    p.add_argument("--warm-cache", action="store_true",
+                   help="build with the usual object cache (build times then leave out the "
+                        "op library's compilation)")
+    ns = p.parse_args()
+    print(f"load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    results: dict[str, list[Result]] = {"small": [], "large": [], "production": []}
+    skipped = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        os.environ["TOOLKIT_CODEGEN_CACHE"] = str(work / "cache")
-        samples = ROOT / "sample_models"
-        bench("cnn", tk.load(samples / "cnn.tflite"), 50 if quick else 500, 20, work)
-        bench("cnn_int8", tk.load(samples / "cnn_int8.tflite"), 50 if quick else 500, 20, work)
-        bench("transformer", tk.load(samples / "transformer.tflite"), 50 if quick else 500, 20,
-              work)
-        bench("lstm_loops", tk.load(samples / "zoo" / "lstm.tflite"), 50 if quick else 500, 20,
-              work)
-        bench("mobilenet_v1", mobilenet_v1(), 3 if quick else 10, 1, work)
-        bench("mobilenet_v1_int8", mobilenet_int8(), 3 if quick else 10, 1, work)
+        if not ns.warm_cache:
+            os.environ["TOOLKIT_CODEGEN_CACHE"] = str(work / "cache")
+        for name, load, content, group in _models(ns.models):
+            if ns.only and name not in ns.only:
+                continue
+            rounds, batch = {"small": (100, 20), "large": (6, 1), "production": (20, 2)}[group]
+            if ns.quick:
+                rounds = max(3, rounds // 10)
+            try:  # a model this branch cannot read or generate is listed, not fatal
+                model = load()
+                results[group].append(bench(name, model, content(model), rounds, batch, work))
+            except ToolkitError as e:
+                skipped.append((name, str(e).split(". Fix:")[0][:120]))
+                print(f"{name}: skipped ({skipped[-1][1]})", flush=True)
+    summary(results["small"], "Small models (ratios other / native session, one thread unless "
+                              "said)")
+    summary(results["large"] + results["production"],
+            "MobileNet-sized and production models (the issue's set)")
+    for name, why in skipped:
+        print(f"  skipped {name}: {why}")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@ own tracers (one thread): for each model, the ops' median native time over the r
 first, with each op's share of the inference and its GFLOP/s where the op is a convolution
 or a matrix product (2 multiply-adds counted per MAC).
 
-Run: python bench/profile_native.py [MODEL ...] [--runs N] [--top K]
-MODEL among cnn, cnn_int8, transformer, mobilenet_v1, mobilenet_v1_int8 (default: all).
+Run: python bench/profile_native.py [MODEL ...] [--runs N] [--top K] [--threads N]
+MODEL among cnn, cnn_int8, transformer, mobilenet_v1, mobilenet_v1_int8, the stems of
+``sample_models/production/*.tflite``, or a path to a .tflite file (default: the named ones).
+A model the generator refuses as it is, is compiled first (as in bench_native).
 """
 
 from __future__ import annotations
@@ -25,11 +27,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sample_models"))
 
-from bench_native import mobilenet_int8
+from bench_native import PRODUCTION, generate, mobilenet_int8
 from bench_runtime import mobilenet_v1
 
 import toolkit as tk
-from toolkit.generator import codegen
 from toolkit.ir import Op
 from toolkit.runtime.native import NativeModel
 
@@ -65,11 +66,11 @@ def op_macs(op: Op) -> int:
     return 0
 
 
-def profile(name: str, model: tk.Model, runs: int, top: int, work: Path) -> None:
+def profile(name: str, model: tk.Model, runs: int, top: int, work: Path, threads: int = 1
+            ) -> None:
     """Print the per-op profile of ``model``'s artifact (``runs`` traced inferences)."""
-    art = codegen(model, work / name, name=name)
-    art.build(opt="-O3", native=True)
-    nm = NativeModel(art)
+    art, _, _ = generate(name, model, work)
+    nm = NativeModel(art, threads=threads)
     inputs = nm.random_inputs(0)
     nm.invoke(inputs)
     nm.enable_trace(len(nm.keys) * runs)
@@ -81,11 +82,12 @@ def profile(name: str, model: tk.Model, runs: int, top: int, work: Path) -> None
     dur = (ends - begins).reshape(runs, -1)
     med = np.median(dur, axis=0)
     total = float(np.median(dur.sum(axis=1)))
-    ops = list(model.graph.ops)
+    graph = getattr(art.model, "model", art.model).graph  # the compiled model's own graph
+    ops = list(graph.ops)
     print(f"{name}: {total / 1e6:.3f} ms per inference ({steps} steps, median of {runs})")
     for i in np.argsort(-med)[:top]:
         a = nm.args[i]
-        idx = a.get("op_index")
+        idx = a.get("op_index", a.get("optimised_id"))
         op = ops[idx] if isinstance(idx, int) and idx < len(ops) else None
         macs = op_macs(op) if op is not None else 0
         gf = f"{2 * macs / med[i]:6.1f} GFLOP/s" if macs else ""
@@ -98,12 +100,20 @@ def main() -> None:
     p.add_argument("models", nargs="*", default=list(MODELS))
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--top", type=int, default=12)
+    p.add_argument("--threads", type=int, default=1)
     ns = p.parse_args()
+    if PRODUCTION.is_dir():
+        for path in sorted(PRODUCTION.glob("*.tflite")):
+            MODELS.setdefault(path.stem, lambda path=path: tk.load(path))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         os.environ["TOOLKIT_CODEGEN_CACHE"] = str(work / "cache")
         for name in ns.models:
-            profile(name, MODELS[name](), ns.runs, ns.top, work)
+            if name in MODELS:
+                model = MODELS[name]()
+            else:
+                model, name = tk.load(Path(name)), Path(name).stem
+            profile(name, model, ns.runs, ns.top, work, ns.threads)
 
 
 if __name__ == "__main__":

@@ -207,7 +207,7 @@ def partition(model: Model | PathLike, part: PathLike | PartSpec | Mapping[str, 
 
 def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
             name: str | None = None, *, debug: bool = False,
-            shapes: Mapping[str, Sequence[int]] | None = None) -> Artifact:
+            shapes: Mapping[str, Sequence[int]] | None = None, threads: int = 1) -> Artifact:
     """Generate a C++ artifact of a model (nnc's soft backend) into ``out_dir``.
 
     Args:
@@ -226,10 +226,14 @@ def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
             free dimensions not named take the file's ``shape`` (batch 1 for a default
             TensorFlow conversion), as LiteRT does (see :func:`fix_free_dims`). Shapes are
             fixed at generation time; a compiled model keeps the shapes it was compiled with.
+        threads: the threads a model of the artifact starts with: the rows of its large
+            convolutions and pools are split across a pool of them (``tk.run(...,
+            threads=)`` changes it; results do not depend on it).
 
     Returns:
         A :class:`~toolkit.generator.Artifact`: ``.build()`` compiles a shared library with the
         system C++ compiler; ``tk.run(artifact, inputs, trace=True)`` runs it natively;
+        ``artifact.session()`` gives a callable with preallocated outputs for loops;
         ``.arena_bytes`` against ``.temporaries_bytes`` is what the arena saves.
 
     Raises:
@@ -270,7 +274,25 @@ def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
             name = os.path.splitext(os.path.basename(onnx_path))[0].replace(".", "_")
     from toolkit.runtime.static_shapes import static_for_generation
 
-    return _codegen(static_for_generation(obj, shapes), out_dir, name, debug=debug)
+    return _codegen(static_for_generation(obj, shapes), out_dir, name, debug=debug,
+                    threads=threads)
+
+
+
+_run_native: Any = None
+
+
+def _artifact_type() -> type:
+    """:class:`toolkit.generator.Artifact` (imported at the first call)."""
+    global _artifact_cls
+    if _artifact_cls is None:
+        from toolkit import generator
+
+        _artifact_cls = generator.Artifact
+    return _artifact_cls
+
+
+_artifact_cls: Any = None
 
 
 def _ir_model(model: Model, purpose: str) -> Model:
@@ -415,7 +437,10 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
         threads: limit NumPy's BLAS libraries to this many threads (process-wide, with
             ``threadpoolctl``); default 1, so timings are reproducible on a busy machine;
             ``None`` leaves the limit as it is (the parts of a partition chain run with 1).
-            For ONNX Runtime: its intra-op threads (``None`` means 1).
+            For ONNX Runtime: its intra-op threads (``None`` means 1). For a C++ artifact:
+            the threads splitting its large ops (``None``: the artifact's own, see
+            :func:`codegen`); results do not depend on it. The artifact is opened once per
+            thread and kept, so that a call costs little more than its inference.
         runtime: ``None`` picks by the model (native for an artifact, else the reference
             runtime); ``"reference"``, ``"native"`` (the model must be an artifact) or
             ``"onnxruntime"`` (an ``.onnx`` model; needs ``pip install
@@ -436,6 +461,14 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
         ToolkitError: a model argument of another kind, bad ``repeat``/``warmup``, inputs of
             the wrong names or shapes, an op the runtime lacks.
     """
+    global _run_native
+    if (type(model) is _artifact_type() and inputs is not None and not trace and repeat == 1
+            and not warmup and tracer is None and runtime in (None, "native")
+            and optimization == "all" and (threads is None or type(threads) is int)):
+        # the loop case: a loaded artifact, one untraced inference (inputs checked there)
+        if _run_native is None:
+            from toolkit.runtime.native import run_native as _run_native
+        return _run_native(model, inputs, threads=threads)
     from toolkit.errors import ToolkitError
     from toolkit.model_arg import resolve_model
     from toolkit.util.args import check_bool, check_inputs, check_int
@@ -484,7 +517,7 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
         from toolkit.runtime.native import run_native
 
         return _as_traced(run_native(model, inputs, trace=trace, repeat=repeat,
-                                     warmup=warmup, tracer=tracer))
+                                     warmup=warmup, tracer=tracer, threads=threads))
     arg = resolve_model(model, purpose="tk.run")
     if arg.kind in ("connection", "partition"):
         from toolkit.runtime.chain import run_connection

@@ -205,6 +205,9 @@ def run_parser() -> argparse.ArgumentParser:
                                             "T.csv)")
     p.add_argument("--outputs", type=Path,
                    help="file to write the outputs to (.npz, one array per output name)")
+    p.add_argument("--threads", type=positive_int,
+                   help="threads: a C++ artifact splits its large ops across them (default: "
+                        "the artifact's own); the reference runtime's BLAS limit (default 1)")
     return p
 
 
@@ -226,8 +229,11 @@ def cmd_run(argv: Sequence[str]) -> int:
         raise ToolkitError("--outputs writes an .npz archive", where=str(a.outputs),
                            fix=f"give it an .npz name, e.g. {a.outputs.with_suffix('.npz')}")
     want_trace = a.trace is not None or a.csv is not None
+    from toolkit.generator import is_artifact_dir
+
+    native = a.model.is_dir() and is_artifact_dir(a.model)
     res = run(a.model, read_inputs(a.inputs), trace=want_trace, repeat=a.repeat,
-              warmup=a.warmup)  # an artifact's folder runs natively
+              warmup=a.warmup, threads=a.threads if native else (a.threads or 1))
     outputs = res.outputs
     for name, arr in outputs.items():
         print(f"{name}: {arr.dtype} {list(arr.shape)} mean={float(np.mean(arr)):.6g}")

@@ -15,6 +15,7 @@ run time, and compiled out with ``-DTK_TRACE_DISABLE``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -36,12 +37,15 @@ __all__ = ["Artifact", "BuildError", "codegen", "is_artifact_dir", "load_artifac
 class Artifact:
     """A generated C++ artifact in ``out_dir``; ``manifest`` is its ``<name>.json``;
     ``model`` is the Model or CompiledModel it was generated from (None for an artifact
-    loaded from its folder), which ``tk.trace_join(trace, artifact)`` joins against."""
+    loaded from its folder), which ``tk.trace_join(trace, artifact)`` joins against.
+    ``opened`` keeps the runtime's loaded model of the artifact per thread (by thread
+    ident), which ``tk.run`` reuses; :meth:`build` empties it."""
 
     out_dir: Path
     name: str
     manifest: dict[str, Any]
     model: Any = field(default=None, compare=False)
+    opened: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __repr__(self) -> str:
         return (f"Artifact({self.name!r} in {str(self.out_dir)!r}: "
@@ -114,12 +118,21 @@ class Artifact:
         :func:`toolkit.generator.build.build_library`). Raises
         :class:`BuildError` (a ToolkitError) naming what to install when no compiler is
         found, or with the compiler's message when it fails (no library is left then)."""
+        self.opened.clear()
         return build_library(self.out_dir, self.name, self.library.name, opt=opt,
                              native=native, cache=cache)
 
+    def session(self, threads: int | None = None) -> Any:
+        """A :class:`toolkit.runtime.native.Session` of this artifact (built first when
+        needed): ``outputs = s(x)`` with preallocated outputs, for loops; ``threads`` as for
+        ``tk.run`` (None: the artifact's own)."""
+        # the runtime is a higher layer, imported by name where it is needed
+        native = importlib.import_module("toolkit.runtime.native")
+        return native.session(self, threads=threads)
+
     def compiler_command(self) -> str:
         """The plain compiler command building the stand-alone runner in ``out_dir``."""
-        return (f"c++ -std=c++17 -O2 -o {self.name}_main main.cpp {self.name}.cpp "
+        return (f"c++ -std=c++17 -O2 -pthread -o {self.name}_main main.cpp {self.name}.cpp "
                 "tk_ops.cpp tk_runtime.cpp")
 
 
@@ -131,7 +144,7 @@ def _model_name(obj: Any) -> str:
 
 
 def codegen(model_or_compiled: Any, out_dir: str | os.PathLike[str],
-            name: str | None = None, *, debug: bool = False) -> Artifact:
+            name: str | None = None, *, debug: bool = False, threads: int = 1) -> Artifact:
     """Generate the C++ artifact of a model into ``out_dir`` and return it.
 
     ``model_or_compiled`` is a Model, a CompiledModel (run command by command, stripes
@@ -141,7 +154,10 @@ def codegen(model_or_compiled: Any, out_dir: str | os.PathLike[str],
     the model file's stem, else ``model``) names the files; the class name is its C++
     identifier. ``debug`` makes a debug build that copies every step's output tensors into
     buffers the caller sets (``<cname>_debug_buffers``; the manifest's ``debug_tensors`` lists
-    them), as ``tk.capture(..., runtime="native")`` uses.
+    them), as ``tk.capture(..., runtime="native")`` uses. ``threads`` is the number of threads
+    a model of the artifact starts with (the rows of its large windowed ops split across them;
+    ``set_threads`` of the C++ class and ``threads=`` of ``tk.run`` change it; results do not
+    depend on it).
 
     Raises:
         UnsupportedOpError: an op the generator has no kernel for (named, with the list).
@@ -158,11 +174,14 @@ def codegen(model_or_compiled: Any, out_dir: str | os.PathLike[str],
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise ToolkitError(f"artifact name {name!r} cannot name files",
                            fix="use letters, digits, '_', '-' and '.'")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 256:
+        raise ToolkitError(f"threads must be an int from 1 to 256, got {threads!r}",
+                           where="codegen", fix="pass threads=1 (one core) or the cores to use")
     if isinstance(obj, Model):
         obj = prepare_weights(obj)
     analysis = analyse(obj)
     out = Path(out_dir)
-    manifest = write_artifact(analysis, out, name, debug=debug)
+    manifest = write_artifact(analysis, out, name, threads, debug=debug)
     return Artifact(out, name, manifest, model=obj)
 
 

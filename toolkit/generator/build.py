@@ -59,7 +59,7 @@ def find_compiler() -> str:
 def compile_flags(opt: str, native: bool) -> list[str]:
     """Compiler flags of a build: C++17, position-independent, ``opt`` (e.g. ``-O2``), and
     ``-march=native`` when ``native``."""
-    flags = ["-std=c++17", "-fPIC", opt]
+    flags = ["-std=c++17", "-fPIC", "-pthread", opt]
     if native:
         flags.append("-march=native")
     return flags

@@ -33,7 +33,7 @@ import numpy as np
 
 from toolkit.errors import UnsupportedOpError
 from toolkit.generator.analysis import Analysis, c_identifier, nbytes
-from toolkit.generator.control import emit, make_emitter
+from toolkit.generator.control import CONTROL_OPS, emit, make_emitter
 from toolkit.generator.ops import Emitter, ctype
 from toolkit.generator.params import ParamsBuilder
 from toolkit.ir import Tensor
@@ -99,6 +99,9 @@ def _header(cls: str, a: Analysis, ins: list[dict[str, Any]], outs: list[dict[st
         "",
         "  // Runs one inference on the inputs set.",
         "  void doInference();",
+        "  // Threads splitting the rows of the large windowed ops (1: this thread alone).",
+        "  void set_threads(int n) { pool_.set_threads(n); }",
+        "  int threads() const { return pool_.threads(); }",
         "  // Events of doInference: one per step, keyed by the step's integer key.",
         "  tk::Tracer& tracer() { return tracer_; }",
         f"  static constexpr size_t arena_bytes = {a.arena_bytes};",
@@ -113,11 +116,15 @@ def _header(cls: str, a: Analysis, ins: list[dict[str, Any]], outs: list[dict[st
         "  std::vector<unsigned char> arena_storage_;",
         "  unsigned char* arena_ = nullptr;",
         "  tk::Tracer tracer_;",
+        "  tk::Pool pool_;",
+        "",
+        " public:  // the buffers, which the C ABI's borrowed inference points elsewhere",
     ]
     for i in ins:
-        lines.append(f"  std::vector<{ctype(_dt(i), i['name'])}> {_buf('in', i)};")
+        lines.append(f"  tk::Buffer<{ctype(_dt(i), i['name'])}> {_buf('in', i)};")
     for o in outs:
-        lines.append(f"  std::vector<{ctype(_dt(o), o['name'])}> {_buf('out', o)};")
+        lines.append(f"  tk::Buffer<{ctype(_dt(o), o['name'])}> {_buf('out', o)};")
+    lines += ["", " private:"]
     lines += [f"  {m}" for m in members]
     if debug:
         lines += [" public:",
@@ -137,6 +144,12 @@ def _header(cls: str, a: Analysis, ins: list[dict[str, Any]], outs: list[dict[st
               "// outputs[i] (buffers of the sizes above).",
               f"int {cls}_invoke(void* model, const void* const* inputs, void* const* outputs, "
               "char* err, int errlen);",
+              "// The same reading the inputs from, and writing the outputs to, the given",
+              "// arrays themselves (inputs copied first when a step writes an input buffer).",
+              f"int {cls}_invoke_borrowed(void* model, const void* const* inputs, "
+              "void* const* outputs, char* err, int errlen);",
+              "// Threads splitting the large windowed ops' rows (the results do not change).",
+              f"int {cls}_set_threads(void* model, int threads);",
               f"int {cls}_trace_enable(void* model, int64_t capacity);",
               f"int64_t {cls}_trace_count(void* model);",
               f"int64_t {cls}_trace_dropped(void* model);",
@@ -159,7 +172,7 @@ def _buf(kind: str, info: dict[str, Any]) -> str:
 
 
 def _code(cls: str, name: str, a: Analysis, e: Emitter, ins: list[dict[str, Any]],
-          outs: list[dict[str, Any]], body: list[str],
+          outs: list[dict[str, Any]], body: list[str], threads: int, borrow: bool,
           debug: list[tuple[Tensor, int]] | None = None) -> str:
     init = [f"params_(parametersPath, {cls}_kModelHash, {cls}_kParamsBytes)"]
     init += [f"{_buf('in', i)}({i['bytes'] // _dt(i).itemsize})" for i in ins]
@@ -188,6 +201,7 @@ def _code(cls: str, name: str, a: Analysis, e: Emitter, ins: list[dict[str, Any]
         "  const uintptr_t tk_at = reinterpret_cast<uintptr_t>(arena_storage_.data());",
         "  arena_ = arena_storage_.data() + ((64 - tk_at % 64) % 64);",
         *[f"  {c}" for c in e.ctor],
+        *([f"  pool_.set_threads({threads});"] if threads > 1 else []),
         "}",
         "",
     ]
@@ -213,7 +227,7 @@ def _code(cls: str, name: str, a: Analysis, e: Emitter, ins: list[dict[str, Any]
         lines.append("  }")
     lines += _tail(a, e, outs)
     lines += ["}", ""]
-    lines += _c_abi(cls, ins, outs)
+    lines += _c_abi(cls, ins, outs, borrow)
     if debug is not None:
         lines += [f'extern "C" int {cls}_debug_buffers(void* model, void* const* buffers) {{',
                   f"  static_cast<{cls}*>(model)->debug_buffers = buffers;",
@@ -250,7 +264,8 @@ def _comment(text: str) -> str:
     return repr(text.replace("*/", "* /").replace("\n", " "))[:80]
 
 
-def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]]) -> list[str]:
+def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]],
+           borrow: bool) -> list[str]:
     lines = [
         f"static void {cls}_put_error(char* err, int errlen, const std::string& msg) {{",
         "  if (err && errlen > 0) {",
@@ -323,6 +338,30 @@ def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]]) -> l
         "  }",
         *[f"  std::memcpy(outputs[{k}], tk_self->get_{o['cname']}(), {o['bytes']});"
           for k, o in enumerate(outs)],
+        "  return 0;",
+        "}",
+        f"int {cls}_invoke_borrowed(void* model, const void* const* inputs, "
+        "void* const* outputs, char* err, int errlen) {",
+        f"  auto* tk_self = static_cast<{cls}*>(model);",
+        *[(f"  tk_self->{_buf('in', i)}.borrow(const_cast<{ctype(_dt(i), i['name'])}*>("
+           f"static_cast<const {ctype(_dt(i), i['name'])}*>(inputs[{k}])));") if borrow else
+          (f"  tk_self->set_{i['cname']}(static_cast<const {ctype(_dt(i), i['name'])}*>("
+           f"inputs[{k}]), {cls}::{i['cname']}_count);") for k, i in enumerate(ins)],
+        *[f"  tk_self->{_buf('out', o)}.borrow(static_cast<{ctype(_dt(o), o['name'])}*>("
+          f"outputs[{k}]));" for k, o in enumerate(outs)],
+        "  int tk_rc = 0;",
+        "  try {",
+        "    tk_self->doInference();",
+        "  } catch (const std::exception& ex) {",
+        f"    {cls}_put_error(err, errlen, ex.what());",
+        "    tk_rc = 1;",
+        "  }",
+        *([f"  tk_self->{_buf('in', i)}.restore();" for i in ins] if borrow else []),
+        *[f"  tk_self->{_buf('out', o)}.restore();" for o in outs],
+        "  return tk_rc;",
+        "}",
+        f"int {cls}_set_threads(void* model, int threads) {{",
+        f"  static_cast<{cls}*>(model)->set_threads(threads);",
         "  return 0;",
         "}",
         f"int {cls}_run(void* model, int repeat, char* err, int errlen) {{",
@@ -484,18 +523,29 @@ def _cmake(name: str) -> str:
         "if(NOT CMAKE_BUILD_TYPE)",
         "  set(CMAKE_BUILD_TYPE Release)",
         "endif()",
+        "find_package(Threads REQUIRED)",
         f"add_library({name} SHARED {name}.cpp tk_ops.cpp tk_runtime.cpp)",
         f"set_target_properties({name} PROPERTIES POSITION_INDEPENDENT_CODE ON)",
+        f"target_link_libraries({name} Threads::Threads)",
         f"add_executable({name}_main main.cpp {name}.cpp tk_ops.cpp tk_runtime.cpp)",
+        f"target_link_libraries({name}_main Threads::Threads)",
         "",
     ])
 
 
-def write_artifact(a: Analysis, out_dir: Path, name: str, debug: bool = False
-                   ) -> dict[str, Any]:
+def _borrows_inputs(a: Analysis) -> bool:
+    """Whether an inference may read the inputs from the caller's arrays: no step writes an
+    input tensor (control flow, whose loops carry values, copies them in)."""
+    written = {t for s in a.steps for t in s.op.outputs}
+    return not (written & set(a.inputs)) and not any(s.op.type in CONTROL_OPS for s in a.steps)
+
+
+def write_artifact(a: Analysis, out_dir: Path, name: str, threads: int = 1,
+                   debug: bool = False) -> dict[str, Any]:
     """Write every file of the artifact into ``out_dir`` (each through a temporary file and
-    a rename) and return the manifest. ``debug``: a debug build, which copies every step's
-    output tensors out (see the module docstring)."""
+    a rename) and return the manifest. ``threads`` is the model's thread count when it is
+    created (the C ABI's ``set_threads`` changes it). ``debug``: a debug build, which copies
+    every step's output tensors out (see the module docstring)."""
     cls = c_identifier(name, set(_CODE_NAMES))
     params = ParamsBuilder()
     e = make_emitter(a, params)
@@ -521,7 +571,8 @@ def write_artifact(a: Analysis, out_dir: Path, name: str, debug: bool = False
     body = [emit(e, s) for s in a.steps]
     dbg = debug_tensors(a) if debug else None
     header = _header(cls, a, ins, outs, e.members, debug)
-    code = _code(cls, name, a, e, ins, outs, body, dbg)
+    borrow = _borrows_inputs(a)
+    code = _code(cls, name, a, e, ins, outs, body, threads, borrow, dbg)
     model_hash = params.model_hash(header + code)
     code = code.replace("@MODEL_HASH@", model_hash).replace("@PARAMS_BYTES@", str(params.size))
     manifest: dict[str, Any] = {
@@ -531,6 +582,7 @@ def write_artifact(a: Analysis, out_dir: Path, name: str, debug: bool = False
         "steps": [{"key": s.key, "args": s.args,
                    "rows": list(s.rows) if s.rows else None} for s in a.steps],
         "arena_bytes": a.arena_bytes, "temporaries_bytes": a.temporaries_bytes,
+        "threads": threads, "borrows_inputs": borrow,
     }
     if dbg is not None:
         manifest["debug_tensors"] = [{**_tensor_info(t, ""), "step": last}

@@ -183,6 +183,20 @@ def _rows(step: Step, full: int) -> tuple[int, int]:
     return step.rows if step.rows is not None else (0, full)
 
 
+#: work (multiply-adds, or values read by a window) from which a windowed op's rows are split
+#: across the model's threads; below it the split would cost more than it saves
+PARALLEL_WORK = 1 << 17
+
+
+def _row_call(call: str, r0: int, r1: int, work: int) -> str:
+    """The statement calling ``call`` (a call missing its last two arguments, the rows) on
+    rows ``[r0, r1)``: through the model's thread pool (``pool_.rows``, one contiguous part
+    of the rows per thread) when ``work`` reaches :data:`PARALLEL_WORK`, else directly."""
+    if work < PARALLEL_WORK or r1 - r0 < 2:
+        return f"{call}, {r0}, {r1});"
+    return f"pool_.rows({r0}, {r1}, [&](int tk_r0, int tk_r1) {{ {call}, tk_r0, tk_r1); }});"
+
+
 def _act(op: Op) -> int:
     a = op.activation
     if a not in (0, 1, 2, 3, 4):
@@ -270,6 +284,7 @@ def _conv(e: Emitter, step: Step) -> str:
         raise _unsupported(op, f"output shape {list(out.shape)} is not the convolution's "
                                f"{[n, oh, ow, o]}")
     r0, r1 = _rows(step, oh)
+    work = n * (r1 - r0) * ow * o * kh * kw * (1 if depthwise else c)
     geom = f"tk::ConvGeom{{{n}, {h}, {wd}, {c}, {kh}, {kw}, {oh}, {ow}, {o}, {sh}, {sw}, " \
            f"{dh}, {dw}, {pt}, {pl}, {mult}}}"
     if is_quantized(x):
@@ -287,7 +302,7 @@ def _conv(e: Emitter, step: Step) -> str:
             if w_eff.size and int(w_eff.min()) >= -128 and int(w_eff.max()) <= 127:
                 return _conv_q8x4(e, op, geom, w_eff, bias, iq.zp,
                                   channel_multipliers(iq, wq, oq, o, float_product=False),
-                                  r0, r1)
+                                  r0, r1, work)
             if c % 2:
                 w_eff = np.concatenate([w_eff, np.zeros((kh, kw, 1, o), np.int64)], axis=2)
             # pairs of input channels side by side: [KH, KW, C/2, O, 2]
@@ -298,20 +313,34 @@ def _conv(e: Emitter, step: Step) -> str:
         b = "nullptr" if bias is None else e.param(bias, "int32_t")
         fn = "depthwise_q8" if depthwise else "conv2d_q8"
         return (f"const tk::QuantOut q = {_quant_out(e, op, mults, upward)};\n"
-                f"tk::{fn}({geom}, {e.ptr(x)}, {iq.zp}, {wq_p}, {b}, q, {e.ptr(out)}, "
-                f"{r0}, {r1});")
+                + _row_call(f"tk::{fn}({geom}, {e.ptr(x)}, {iq.zp}, {wq_p}, {b}, q, "
+                            f"{e.ptr(out)}", r0, r1, work))
     if x.dtype != _F32 or out.dtype != _F32:
         raise _unsupported(op, f"convolution of {x.dtype} input without quantization")
     wf = _float_filter(op, w, 3 if depthwise else 0)
     bias = _bias(op, o, _F32)
     b = "nullptr" if bias is None else e.param(bias, "float")
     if depthwise:
-        return (f"tk::depthwise_f32({geom}, {e.ptr(x)}, "
-                f"{e.param(np.ascontiguousarray(wf.reshape(kh, kw, o)), 'float')}, "
-                f"{b}, {_act(op)}, {e.ptr(out)}, {r0}, {r1});")
+        return _row_call(f"tk::depthwise_f32({geom}, {e.ptr(x)}, "
+                         f"{e.param(np.ascontiguousarray(wf.reshape(kh, kw, o)), 'float')}, "
+                         f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
+    if o <= FEW_CHANNELS and (kh * kw > 1 or o <= 2):
+        # the GEMM's panels of 16 channels would be mostly empty (a pointwise GEMM reads its
+        # pixels in place, which beats gathering them unless nearly every lane is empty)
+        k = kh * kw * c
+        packed = np.zeros((o, -(-k // 8) * 8), np.float32)
+        packed[:, :k] = wf.reshape(o, k)
+        return _row_call(f"tk::conv2d_f32_few({geom}, {e.ptr(x)}, {e.param(packed, 'float')}, "
+                         f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
     nr, panels = gemm_panels(wf.transpose(1, 2, 3, 0).reshape(kh * kw * c, o))
-    return (f"tk::conv2d_f32_packed({geom}, {e.ptr(x)}, {e.param(panels, 'float')}, {nr}, "
-            f"{b}, {_act(op)}, {e.ptr(out)}, {r0}, {r1});")
+    return _row_call(f"tk::conv2d_f32_packed({geom}, {e.ptr(x)}, {e.param(panels, 'float')}, "
+                     f"{nr}, {b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
+
+
+#: float convolutions with at most this many output channels (pointwise ones: 2) dot each
+#: pixel's gathered taps with each filter (tk::conv2d_f32_few) instead of going through the
+#: GEMM's channel panels
+FEW_CHANNELS = 8
 
 
 def gemm_panels(w: np.ndarray) -> tuple[int, np.ndarray]:
@@ -707,7 +736,7 @@ def _resize_bilinear(e: Emitter, step: Step) -> str:
 
 
 def _conv_q8x4(e: Emitter, op: Op, geom: str, w_eff: np.ndarray, bias: np.ndarray | None,
-               zp_in: int, mults: np.ndarray, r0: int, r1: int) -> str:
+               zp_in: int, mults: np.ndarray, r0: int, r1: int, work: int = 0) -> str:
     """CONV_2D int8 through ``tk::conv2d_q8x4``: the filter ``w_eff`` ([KH, KW, C, O], zero
     point removed, within int8) in quads of input channels [KH, KW, C/4, O16, 4], and the
     bias less ``(128 + zp_in)`` times each channel's filter sum (int32 wrap-around, as the
@@ -722,9 +751,9 @@ def _conv_q8x4(e: Emitter, op: Op, geom: str, w_eff: np.ndarray, bias: np.ndarra
     folded = ((total + 2**31) % 2**32 - 2**31).astype(np.int32)
     out = op.outputs[0]
     return (f"const tk::QuantOut q = {_quant_out(e, op, mults, o)};\n"
-            f"tk::conv2d_q8x4({geom}, {e.ptr(op.inputs[0])}, {zp_in}, "
-            f"{e.param(np.ascontiguousarray(packed.astype(np.int8)), 'int8_t')}, "
-            f"{e.param(folded, 'int32_t')}, q, {e.ptr(out)}, {r0}, {r1});")
+            + _row_call(f"tk::conv2d_q8x4({geom}, {e.ptr(op.inputs[0])}, {zp_in}, "
+                        f"{e.param(np.ascontiguousarray(packed.astype(np.int8)), 'int8_t')}, "
+                        f"{e.param(folded, 'int32_t')}, q, {e.ptr(out)}", r0, r1, work))
 
 
 def _pool(e: Emitter, step: Step) -> str:
@@ -742,14 +771,17 @@ def _pool(e: Emitter, step: Step) -> str:
     r0, r1 = _rows(step, oh)
     geom = f"tk::PoolGeom{{{n}, {h}, {w}, {c}, {fh}, {fw}, {sh}, {sw}, {oh}, {ow}, {pt}, {pl}}}"
     kind = "max" if op.type == "MAX_POOL_2D" else "avg"
+    work = n * (r1 - r0) * ow * c * fh * fw
     if x.dtype == _F32:
-        return f"tk::{kind}_pool_f32({geom}, {e.ptr(x)}, {_act(op)}, {e.ptr(out)}, {r0}, {r1});"
+        return _row_call(f"tk::{kind}_pool_f32({geom}, {e.ptr(x)}, {_act(op)}, {e.ptr(out)}",
+                         r0, r1, work)
     _check_int8(op, x, out)
     if is_quantized(out):
         lo, hi = activation_range(op, out)
     else:
         lo, hi = -128, 127
-    return f"tk::{kind}_pool_q8({geom}, {e.ptr(x)}, {lo}, {hi}, {e.ptr(out)}, {r0}, {r1});"
+    return _row_call(f"tk::{kind}_pool_q8({geom}, {e.ptr(x)}, {lo}, {hi}, {e.ptr(out)}", r0, r1,
+                     work)
 
 
 # ------------------------------------------------------------------ matmul

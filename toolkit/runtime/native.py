@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from toolkit.generator import Artifact, load_artifact
 from toolkit.runtime.result import RunResult
 from toolkit.runtime.tracer import EventTracer
 
-__all__ = ["NativeModel", "native_runner", "run_native"]
+__all__ = ["NativeModel", "Session", "native_runner", "open_native", "run_native", "session"]
 
 _ERR = 2048
 _I64P = ctypes.POINTER(ctypes.c_int64)
@@ -57,6 +58,19 @@ def _loadable(a: Artifact) -> Path:
     return unique
 
 
+def _check_input(name: str, dt: np.dtype, shape: tuple[int, ...], a: np.ndarray) -> None:
+    """RuntimeInputError when ``a`` has another dtype or shape than input ``name``."""
+    if a.dtype != dt:
+        raise RuntimeInputError(f"input {name!r} has dtype {a.dtype}, the model expects "
+                                f"{dt}", where=f"input {name!r}",
+                                fix=f"cast with .astype(np.{dt})")
+    if a.shape != shape:
+        raise RuntimeInputError(f"input {name!r} has shape {list(a.shape)}, the model "
+                                f"expects {list(shape)}", where=f"input {name!r}",
+                                fix="shapes are fixed when the artifact is generated: "
+                                    "pass that shape, or generate it again for this one")
+
+
 #: what to do when the artifact's inference reports an error (its message says which step)
 _FAILED_FIX = ("the message names the step that failed; check the inputs, generate and build "
                "the artifact again from the model (tk.codegen, artifact.build()), and run the "
@@ -68,15 +82,18 @@ class NativeModel:
     Args:
         artifact: an :class:`~toolkit.generator.Artifact` or its directory.
         params: another parameters file to load (default: the artifact's).
+        threads: threads splitting the rows of the large windowed ops (default: the
+            artifact's, ``codegen(..., threads=)``); results do not depend on it.
 
     A NativeModel must not run in two threads at once (its buffers and tracer are its own;
     two NativeModels of one artifact may).
     """
 
     def __init__(self, artifact: Artifact | str | os.PathLike[str],
-                 params: str | os.PathLike[str] | None = None
+                 params: str | os.PathLike[str] | None = None, threads: int | None = None
                  ) -> None:
         self._handle: int | None = None
+        self._session: Session | None = None
         self.artifact = a = _as_artifact(artifact)
         if not a.built:
             a.build()
@@ -95,6 +112,10 @@ class NativeModel:
         self._invoke = getattr(lib, f"{p}_invoke")
         self._invoke.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                  ctypes.c_char_p, ctypes.c_int]
+        # the borrowed inference: arguments passed as ready ctypes objects (no conversion)
+        self._borrowed = getattr(lib, f"{p}_invoke_borrowed")
+        self._set_threads = getattr(lib, f"{p}_set_threads")
+        self._set_threads.argtypes = [ctypes.c_void_p, ctypes.c_int]
         self._run = getattr(lib, f"{p}_run")
         self._run.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         self._trace_enable = getattr(lib, f"{p}_trace_enable")
@@ -116,6 +137,10 @@ class NativeModel:
                                where=str(path),
                                fix="use the .params file generated with this code")
         self._handle = handle
+        self._handle_arg = ctypes.c_void_p(handle)
+        self.threads = int(a.manifest.get("threads", 1))
+        if threads is not None:
+            self.set_threads(threads)
         m = a.manifest
         self._inputs = [(i["name"], np.dtype(i["dtype"]), tuple(i["shape"]))
                         for i in m["inputs"]]
@@ -133,6 +158,24 @@ class NativeModel:
 
     def _message(self) -> str:
         return self._err.value.decode(errors="replace")
+
+    def set_threads(self, threads: int) -> None:
+        """Split the rows of the large windowed ops across ``threads`` threads (a pool kept
+        until the next change; 1: the calling thread alone). Results do not change."""
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 256:
+            raise ToolkitError(f"threads must be an int from 1 to 256, got {threads!r}",
+                               where="NativeModel.set_threads",
+                               fix="pass 1 (one core) or the number of cores to use")
+        if threads != self.threads:
+            self._set_threads(self._alive(), threads)
+            self.threads = threads
+
+    def session(self) -> Session:
+        """The :class:`Session` of this model (preallocated outputs, for loops), made at the
+        first call and kept."""
+        if self._session is None:
+            self._session = Session(self)
+        return self._session
 
     def close(self) -> None:
         """Free the native model (also done when the object is collected)."""
@@ -162,10 +205,15 @@ class NativeModel:
                                          endpoint=False).astype(dt)
         return out
 
-    def set_inputs(self, inputs: Any) -> None:
-        """Check and copy the inputs (dict by name, list in order, or one array) in."""
-        h = self._alive()
+    def _ordered(self, inputs: Any) -> list[Any]:
+        """The inputs (dict by name, list in order, or one array) as a list in input order;
+        RuntimeInputError for unknown, missing or extra inputs."""
         specs = self._inputs
+        if type(inputs) is dict and len(inputs) == len(specs):
+            try:
+                return [inputs[n] for n, _, _ in specs]
+            except KeyError:
+                pass  # named below
         if isinstance(inputs, np.ndarray):
             inputs = [inputs]
         if isinstance(inputs, Mapping):
@@ -178,25 +226,20 @@ class NativeModel:
                 raise RuntimeInputError(f"missing input(s) {missing}", where="inputs",
                                         fix="pass one array per input of the artifact, by name "
                                             "(its manifest lists them)")
-            arrays = [inputs[n] for n, _, _ in specs]
-        else:
-            arrays = list(inputs)
-            if len(arrays) != len(specs):
-                raise RuntimeInputError(f"got {len(arrays)} input(s), the model has "
-                                        f"{len(specs)}",
-                                        fix=f"inputs are {[n for n, _, _ in specs]}")
-        for k, ((name, dt, shape), a) in enumerate(zip(specs, arrays)):
+            return [inputs[n] for n, _, _ in specs]
+        arrays = list(inputs)
+        if len(arrays) != len(specs):
+            raise RuntimeInputError(f"got {len(arrays)} input(s), the model has "
+                                    f"{len(specs)}",
+                                    fix=f"inputs are {[n for n, _, _ in specs]}")
+        return arrays
+
+    def set_inputs(self, inputs: Any) -> None:
+        """Check and copy the inputs (dict by name, list in order, or one array) in."""
+        h = self._alive()
+        for k, ((name, dt, shape), a) in enumerate(zip(self._inputs, self._ordered(inputs))):
             a = np.asarray(a)
-            if a.dtype != dt:
-                raise RuntimeInputError(f"input {name!r} has dtype {a.dtype}, the model expects "
-                                        f"{dt}", where=f"input {name!r}",
-                                        fix=f"cast with .astype(np.{dt})")
-            if a.shape != shape:
-                raise RuntimeInputError(f"input {name!r} has shape {list(a.shape)}, the model "
-                                        f"expects {list(shape)}", where=f"input {name!r}",
-                                        fix="shapes are fixed when the artifact is generated: "
-                                            "pass that shape, or generate it again for this "
-                                            "one")
+            _check_input(name, dt, shape, a)
             a = np.ascontiguousarray(a)
             self.set_raw(k, a.ctypes.data, a.nbytes, h)
 
@@ -293,35 +336,161 @@ class NativeModel:
 
 def run_native(artifact: Artifact | str | os.PathLike[str], inputs: Any = None, *,
                trace: bool = False, repeat: int = 1, warmup: int = 0,
-               tracer: EventTracer | None = None) -> RunResult:
+               tracer: EventTracer | None = None, threads: int | None = None) -> RunResult:
     """Run a generated artifact natively.
 
     ``artifact`` is an :class:`~toolkit.generator.Artifact` or its directory (built first when
-    needed). ``inputs`` as for ``tk.run`` (None: the same random inputs, seed 0). ``warmup``
-    inferences run untraced first; then ``repeat`` inferences run in one native loop. A
-    ``tracer`` (implies ``trace``) receives the events, one run per inference.
+    needed), opened once per thread and kept (see :func:`open_native`). ``inputs`` as for
+    ``tk.run`` (None: the same random inputs, seed 0). ``warmup`` inferences run untraced
+    first; then ``repeat`` inferences run in one native loop. A ``tracer`` (implies
+    ``trace``) receives the events, one run per inference. ``threads``: threads splitting the
+    large windowed ops (None: the artifact's own, set by ``codegen(..., threads=)``).
 
     Returns:
         A :class:`~toolkit.runtime.result.RunResult` ``(outputs, trace)``: outputs by name
-        (of the last inference); with ``trace=True`` an EventTracer holding one event per
-        step per inference (key: op index, or command id of a compiled model, with the
-        reference runtime's event arguments), timed by the artifact itself; else None."""
+        (of the last inference; arrays of their own); with ``trace=True`` an EventTracer
+        holding one event per step per inference (key: op index, or command id of a compiled
+        model, with the reference runtime's event arguments), timed by the artifact itself;
+        else None."""
     if repeat < 1 or warmup < 0:
         raise ToolkitError(f"repeat must be >= 1 and warmup >= 0, got {repeat} and {warmup}",
                            where="run_native", fix="pass repeat >= 1 and warmup >= 0")
+    model = open_native(artifact, threads)
     trace = trace or tracer is not None
-    model = NativeModel(artifact)
+    if not trace and repeat == 1 and warmup == 0 and inputs is not None:
+        outs = model.session()(inputs)
+        return RunResult({k: v.copy() for k, v in outs.items()}, None)
+    model.set_inputs(model.random_inputs() if inputs is None else inputs)
+    if warmup:
+        model.run(warmup)
+    if not trace:
+        model.run(repeat)
+        return RunResult(model.outputs(), None)
+    model.enable_trace(len(model.keys) * repeat)
     try:
-        model.set_inputs(model.random_inputs() if inputs is None else inputs)
-        if warmup:
-            model.run(warmup)
-        if trace:
-            model.enable_trace(len(model.keys) * repeat)
         model.run(repeat)
         out = model.outputs()
-        return RunResult(out, model.to_tracer(tracer) if trace else None)
+        return RunResult(out, model.to_tracer(tracer))
     finally:
-        model.close()
+        model.enable_trace(0)
+
+
+#: models opened by open_native for a directory: (path, thread) -> (model, library stamp)
+_BY_PATH: dict[tuple[str, int], tuple[NativeModel, tuple[int, int]]] = {}
+
+
+def _stamp(a: Artifact) -> tuple[int, int]:
+    """The library's and the code's modification times (which change when either is
+    written again)."""
+    try:
+        return a.library.stat().st_mtime_ns, a.source.stat().st_mtime_ns
+    except OSError:
+        return 0, 0
+
+
+def open_native(artifact: Artifact | str | os.PathLike[str],
+                threads: int | None = None) -> NativeModel:
+    """The :class:`NativeModel` of ``artifact`` for the calling thread, opened (library
+    loaded, parameters mapped, arena allocated) at its first use in the thread and kept:
+    on the Artifact object until it is built again, or, for a directory, until its library
+    or code changes. ``threads`` as for :func:`run_native` (the kept model is set to it)."""
+    ident = threading.get_ident()
+    if isinstance(artifact, Artifact):
+        kept = artifact.opened
+        model = kept.get(ident)
+        if model is None:
+            model = kept[ident] = NativeModel(artifact)
+    else:
+        key = (os.fspath(artifact), ident)
+        hit = _BY_PATH.get(key)
+        a = hit[0].artifact if hit is not None else load_artifact(artifact)
+        stamp = _stamp(a)
+        if hit is not None and hit[1] == stamp and a.built:
+            model = hit[0]
+        else:
+            if hit is not None:
+                a = load_artifact(artifact)
+            model = NativeModel(a)
+            _BY_PATH[key] = (model, _stamp(a))
+    if threads is not None and threads != model.threads:
+        model.set_threads(threads)
+    return model
+
+
+def session(artifact: Artifact | str | os.PathLike[str], threads: int | None = None
+            ) -> Session:
+    """A :class:`Session` of ``artifact`` on a model of its own (not shared with
+    ``tk.run``), with ``threads`` threads (None: the artifact's own)."""
+    return Session(NativeModel(artifact, threads=threads))
+
+
+class Session:
+    """A loaded model called in a loop: ``outputs = s(x)``, or ``s(x1, x2)`` (arrays in input
+    order), or ``s({"name": x})``.
+
+    Inputs are checked (dtype and shape; RuntimeInputError as
+    :meth:`NativeModel.set_inputs`) and read in place when they are C-contiguous arrays of
+    the input's dtype (others are copied first). The outputs are arrays allocated once:
+    every call returns the same dict :attr:`outputs` of the same arrays, overwritten by the
+    next call (copy what must outlive it). Like its model, a session must not run in two
+    threads at once.
+    """
+
+    def __init__(self, model: NativeModel) -> None:
+        self.model = model
+        self._names = [n for n, _, _ in model._inputs]
+        self._specs = [(dt, shape, np.empty(shape, dt).strides) for _, dt, shape in model._inputs]
+        self.outputs: dict[str, np.ndarray] = {n: np.empty(shape, dt)
+                                               for n, dt, shape in model._outputs}
+        arrays = list(self.outputs.values())
+        self._out_addrs = frozenset(a.ctypes.data for a in arrays)
+        self._in = (ctypes.c_void_p * max(len(self._specs), 1))()
+        self._out = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        self._last: list[Any] = [None] * len(self._specs)  # the arrays _in points to
+        self._count = len(self._specs)
+        self._call = model._borrowed
+        self._errlen = ctypes.c_int(_ERR)
+
+    def __call__(self, *inputs: Any) -> dict[str, np.ndarray]:
+        """One inference; returns :attr:`outputs`."""
+        if len(inputs) != self._count or (inputs and type(inputs[0]) is not np.ndarray):
+            inputs = tuple(self._ordered(inputs))
+        last = self._last
+        for k, (a, (dt, shape, strides)) in enumerate(zip(inputs, self._specs)):
+            if a is not last[k] or a.shape != shape:  # a new array, or reshaped in place
+                self._point(k, a, dt, shape, strides)
+        m = self.model
+        if self._call(m._handle_arg, self._in, self._out, m._err, self._errlen):
+            raise ToolkitError(f"the native inference failed: {m._message()}",
+                               where=str(m.artifact.library), fix=_FAILED_FIX)
+        return self.outputs
+
+    def _ordered(self, inputs: tuple[Any, ...]) -> list[Any]:
+        """The inputs in order from one dict by name (or one list), checked by name and
+        count."""
+        if len(inputs) == 1 and not isinstance(inputs[0], np.ndarray):
+            inputs = inputs[0]
+        return self.model._ordered(inputs)
+
+    def _point(self, k: int, a: Any, dt: np.dtype, shape: tuple[int, ...],
+               strides: tuple[int, ...]) -> None:
+        """Check input ``k`` and point the C ABI's input ``k`` at it (at a C-contiguous copy
+        when its layout differs or it is one of the outputs)."""
+        name = self._names[k]
+        if not isinstance(a, np.ndarray) or a.dtype != dt or a.shape != shape:
+            a = np.asarray(a)
+            _check_input(name, dt, shape, a)
+        if a.strides != strides and not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a)
+        try:
+            address = ctypes.addressof(ctypes.c_char.from_buffer(a)) if a.nbytes else 0
+        except (TypeError, ValueError):  # read-only
+            address = a.ctypes.data
+        if address in self._out_addrs:  # read while the outputs are written: copy it
+            a = a.copy()
+            address = a.ctypes.data
+        self._in[k] = address
+        self._last[k] = a if a.strides == strides or a.flags.c_contiguous else None
 
 
 def _on_backend(model: Any, backends: tuple[str, ...] | list[str]) -> bool:

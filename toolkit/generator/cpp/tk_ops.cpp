@@ -532,6 +532,47 @@ void conv_packed_run(const ConvGeom& g, const float* x, const float* zero, const
 
 }  // namespace
 
+void conv2d_f32_few(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                    int act, float* y, int row0, int row1) {
+  const int k = g.kh * g.kw * g.c;
+  const int kp = (k + 7) / 8 * 8;
+  float* patch = scratch<float, 9>(static_cast<size_t>(kp));
+  for (int i = k; i < kp; ++i) patch[i] = 0.f;
+  const int64_t row = static_cast<int64_t>(g.w) * g.c;
+  for (int b = 0; b < g.n; ++b) {
+    const float* xb = x + static_cast<int64_t>(b) * g.h * row;
+    for (int oy = row0; oy < row1; ++oy) {
+      float* yrow = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * g.o;
+      for (int ox = 0; ox < g.ow; ++ox) {
+        // the pixel's taps in filter order [KH][KW][C], zeros outside the image
+        float* p = patch;
+        for (int ky = 0; ky < g.kh; ++ky) {
+          const int iy = oy * g.sh - g.pt + ky * g.dh;
+          for (int kx = 0; kx < g.kw; ++kx, p += g.c) {
+            const int ix = ox * g.sw - g.pl + kx * g.dw;
+            if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) {
+              for (int c = 0; c < g.c; ++c) p[c] = 0.f;
+            } else {
+              const float* src = xb + iy * row + static_cast<int64_t>(ix) * g.c;
+              for (int c = 0; c < g.c; ++c) p[c] = src[c];
+            }
+          }
+        }
+        float* out = yrow + static_cast<int64_t>(ox) * g.o;
+        for (int o = 0; o < g.o; ++o) {
+          const float* wo = w + static_cast<int64_t>(o) * kp;
+          float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+          for (int i = 0; i < kp; i += 8)
+            for (int j = 0; j < 8; ++j) acc[j] += patch[i + j] * wo[i + j];
+          float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+          if (bias) sum += bias[o];
+          out[o] = act1(sum, act);
+        }
+      }
+    }
+  }
+}
+
 void conv2d_f32_packed(const ConvGeom& g, const float* x, const float* wp, int nr,
                        const float* bias, int act, float* y, int row0, int row1) {
   float* zero = scratch<float, 3>(static_cast<size_t>(g.c));
@@ -1632,6 +1673,33 @@ void batch_matmul_q8(const MatmulGeom& g, const int8_t* a, int zp_a, const int8_
 // ---------------------------------------------------------------- element-wise
 namespace {
 
+// Whether a broadcast is a contiguous `a` with a `b` of one value per channel (the last dim,
+// of at most 256 values) repeated over every other dim; then `first` and `pixels` are the
+// pixels (runs of the last dim) of the rows [row0, row1) of row_dim (all when row_dim < 0).
+inline bool channel_operand(const Bcast& g, int row0, int row1, int64_t* first,
+                            int64_t* pixels) {
+  const int64_t c = g.shape[5];
+  if (c < 2 || c > 256 || g.sa[5] != 1 || g.sb[5] != 1) return false;
+  int64_t stride = c;
+  for (int d = 4; d >= 0; --d) {
+    if (g.shape[d] > 1 && (g.sb[d] != 0 || g.sa[d] != stride)) return false;
+    stride *= g.shape[d];
+  }
+  if (g.row_dim == 5) return false;
+  if (g.row_dim < 0) {
+    *first = 0;
+    *pixels = stride / c;
+    return *pixels > 1;
+  }
+  int64_t inner = 1;  // pixels per row of row_dim
+  for (int d = g.row_dim + 1; d < 5; ++d) inner *= g.shape[d];
+  for (int d = 0; d < g.row_dim; ++d)
+    if (g.shape[d] > 1) return false;  // rows of a leading dim: left to the general loop
+  *first = int64_t(row0) * inner;
+  *pixels = int64_t(row1 - row0) * inner;
+  return *pixels > 1;
+}
+
 template <typename F>
 void bcast_loop(const Bcast& g, int row0, int row1, F&& f) {
   // the rows [row0, row1) of row_dim as a base offset and a count; dims of one element
@@ -1685,6 +1753,21 @@ void bcast_loop(const Bcast& g, int row0, int row1, F&& f) {
 template <typename Op>
 void binary_run(const Bcast& g, const float* a, const float* b, int act, float* y, int row0,
                 int row1, Op op) {
+  int64_t first = 0, pixels = 0;
+  const int64_t c = g.shape[5];
+  if (channel_operand(g, row0, row1, &first, &pixels)) {
+    // a contiguous, b one value per channel: pixel by pixel over the channels (the runs of
+    // the general loop would be one pixel's channels each)
+    const float* __restrict__ pb = b;
+    for (int64_t p = first; p < first + pixels; ++p) {
+      const float* __restrict__ pa = a + p * c;
+      float* __restrict__ py = y + p * c;
+      for (int64_t i = 0; i < c; ++i) py[i] = op(pa[i], pb[i]);
+      if (act != ACT_NONE)
+        for (int64_t i = 0; i < c; ++i) py[i] = act1(py[i], act);
+    }
+    return;
+  }
   bcast_loop(g, row0, row1, [&](int64_t ia, int64_t sa, int64_t ib, int64_t sb, int64_t iy,
                                 int64_t n) {
     const float* pa = a + ia;
@@ -2760,7 +2843,21 @@ void pad(const void* x, void* y, size_t elem, const int64_t* in_shape,
   ostride[5] = 1;
   for (int d = 4; d >= 0; --d) ostride[d] = ostride[d + 1] * out_shape[d + 1];
   for (int d = 0; d < 6; ++d) total *= out_shape[d];
-  for (int64_t i = 0; i < total; ++i) std::memcpy(dst + i * elem, fill, elem);
+  const unsigned char* f = static_cast<const unsigned char*>(fill);
+  bool zero = true;
+  for (size_t k = 0; k < elem; ++k) zero = zero && f[k] == 0;
+  if (zero) {
+    std::memset(dst, 0, static_cast<size_t>(total) * elem);
+  } else if (elem == 4) {
+    uint32_t v;
+    std::memcpy(&v, fill, 4);
+    uint32_t* d = reinterpret_cast<uint32_t*>(dst);
+    for (int64_t i = 0; i < total; ++i) d[i] = v;
+  } else if (elem == 1) {
+    std::memset(dst, f[0], static_cast<size_t>(total));
+  } else {
+    for (int64_t i = 0; i < total; ++i) std::memcpy(dst + i * elem, fill, elem);
+  }
   const int64_t* s = in_shape;
   const int64_t row = s[5] * static_cast<int64_t>(elem);
   for (int64_t i0 = 0; i0 < s[0]; ++i0)

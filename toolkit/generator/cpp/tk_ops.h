@@ -73,6 +73,12 @@ struct ConvGeom {
 // and the activation (NaN stays NaN through the clamps).
 void conv2d_f32_packed(const ConvGeom& g, const float* x, const float* wp, int nr,
                        const float* bias, int act, float* y, int row0, int row1);
+// CONV_2D float with few output channels (the GEMM's channel panels would be mostly empty):
+// each output pixel's taps gathered once ([KH][KW][C], zeros outside the image, then zeros
+// up to K' = KH*KW*C rounded up to 8) and dotted with each channel's filter, packed as
+// [O][K'], in eight interleaved partial sums; then the bias and the activation.
+void conv2d_f32_few(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                    int act, float* y, int row0, int row1);
 // FULLY_CONNECTED float on weights packed as conv2d_f32_packed's ([ceil(O / nr)][K][nr]).
 void fully_connected_f32_packed(const float* x, const float* wp, int nr, const float* bias,
                                 int batch, int k, int o, int act, float* y);

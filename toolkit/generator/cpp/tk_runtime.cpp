@@ -1,6 +1,7 @@
 // Runtime support of the toolkit's C++ artifacts: see tk_runtime.h.
 #include "tk_runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -81,6 +82,114 @@ Params::Params(const std::string& path, const char* model_hash, uint64_t expecte
   if (std::memcmp(data_ + 24, model_hash, 32) != 0)
     fail(path, "parameters file is for model " + std::string(reinterpret_cast<const char*>(data_ + 24), 32) +
                    ", this code is model " + std::string(model_hash, 32), regen);
+}
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// how long a worker spins for the next part before it sleeps, and the main thread for the
+// workers' parts before it yields its core
+constexpr int64_t kSpinNs = 50000;
+
+}  // namespace
+
+void Pool::set_threads(int n) {
+  if (n < 1) n = 1;
+  if (n == threads()) return;
+  stop();
+  stopping_.store(false);
+  // each worker waits for the generation after this one (a worker starting late must not
+  // take a task published before it ran as the one it waited for)
+  const uint64_t seen = generation_.load();
+  for (int i = 1; i < n; ++i) workers_.emplace_back([this, seen] { work(seen); });
+}
+
+void Pool::stop() {
+  if (workers_.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_.store(true);
+    generation_.fetch_add(1);
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+  workers_.clear();
+}
+
+void Pool::drain(uint64_t gen) {
+  const uint64_t tag = (gen & 0xffffffffu) << 32;
+  uint64_t t = ticket_.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t chunks = (t >> 16) & 0xffffu, next = t & 0xffffu;
+    if ((t & ~uint64_t(0xffffffffu)) != tag || next >= chunks) return;
+    // the chunk is this thread's once the ticket moves past it; the task's fields stay as
+    // they are until every chunk of it is done
+    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
+    const int c = static_cast<int>(chunks), k = static_cast<int>(next);
+    task_(ctx_, bound(r0_, r1_, c, k), bound(r0_, r1_, c, k + 1));
+    done_.fetch_add(1, std::memory_order_release);
+    t = ticket_.load(std::memory_order_acquire);
+  }
+}
+
+void Pool::run(int r0, int r1, Task task, void* ctx) {
+  const int n = threads();
+  const int chunks = std::min({r1 - r0, 4 * n, 0xffff});
+  task_ = task;
+  ctx_ = ctx;
+  r0_ = r0;
+  r1_ = r1;
+  done_.store(0, std::memory_order_relaxed);
+  const uint64_t gen = generation_.load() + 1;
+  ticket_.store(((gen & 0xffffffffu) << 32) | (uint64_t(chunks) << 16), std::memory_order_release);
+  generation_.store(gen);  // seq_cst: publishes the task; ordered before sleeping_'s read
+  if (sleeping_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    wake_.notify_all();
+  }
+  drain(gen);
+  int64_t start = 0;
+  for (int spin = 0; done_.load(std::memory_order_acquire) != chunks; ++spin) {
+    if (spin < 256) {
+      cpu_relax();
+      continue;
+    }
+    if (start == 0) start = Tracer::now();
+    if (Tracer::now() - start < kSpinNs) cpu_relax();
+    else std::this_thread::yield();
+  }
+}
+
+void Pool::work(uint64_t seen) {
+  for (;;) {
+    int64_t start = 0;
+    for (int spin = 0; generation_.load(std::memory_order_acquire) == seen; ++spin) {
+      if (spin < 256) {
+        cpu_relax();
+        continue;
+      }
+      if (start == 0) start = Tracer::now();
+      if (Tracer::now() - start < kSpinNs) {
+        cpu_relax();
+        continue;
+      }
+      std::unique_lock<std::mutex> lock(mutex_);
+      sleeping_.fetch_add(1);
+      while (generation_.load() == seen) wake_.wait(lock);
+      sleeping_.fetch_sub(1);
+      break;
+    }
+    seen = generation_.load(std::memory_order_acquire);
+    if (stopping_.load()) return;
+    drain(seen);
+  }
 }
 
 Params::~Params() {

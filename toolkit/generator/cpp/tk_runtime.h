@@ -2,10 +2,15 @@
 #ifndef TK_RUNTIME_H_
 #define TK_RUNTIME_H_
 
-#include <cstddef>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace tk {
@@ -87,6 +92,77 @@ class Tracer {
   size_t count_ = 0, dropped_ = 0;
   std::vector<int32_t> ids_;
   std::vector<int64_t> begins_, ends_;
+};
+
+// ---------------------------------------------------------------- model buffers
+// An input or output buffer of a model: storage of its own, and the pointer the inference
+// reads or writes (its own storage, or the caller's array for one borrowed inference).
+template <typename T>
+class Buffer {
+ public:
+  explicit Buffer(size_t count) : own_(count), p_(own_.data()) {}
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  size_t size() const { return own_.size(); }
+  void borrow(T* p) { p_ = p; }
+  void restore() { p_ = own_.data(); }
+
+ private:
+  std::vector<T> own_;
+  T* p_;
+};
+
+// ---------------------------------------------------------------- thread pool
+// A pool of `threads() - 1` workers kept for the model's life; rows(r0, r1, f) cuts the rows
+// [r0, r1) into contiguous chunks (up to 4 per thread) which the calling thread and the
+// workers claim one at a time, and returns when every chunk is done: a worker the system
+// has not scheduled yet leaves its chunks to the others instead of holding them up. Each
+// output row is computed by one thread with the same code as on one thread, so results do
+// not depend on the number of threads. Workers wait for work spinning for a short while,
+// then sleeping on a condition variable.
+class Pool {
+ public:
+  Pool() = default;
+  ~Pool() { stop(); }
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  // Starts n - 1 workers (n >= 1; the previous workers are stopped first).
+  void set_threads(int n);
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+  template <typename F>
+  void rows(int r0, int r1, F&& f) {
+    if (workers_.empty() || r1 - r0 < 2) {
+      f(r0, r1);
+      return;
+    }
+    using Fn = typename std::remove_reference<F>::type;
+    run(r0, r1, [](void* ctx, int a, int b) { (*static_cast<Fn*>(ctx))(a, b); },
+        static_cast<void*>(&f));
+  }
+
+ private:
+  using Task = void (*)(void*, int, int);
+  void run(int r0, int r1, Task task, void* ctx);
+  void work(uint64_t seen);
+  // claims and runs the chunks of the task of generation `gen` until none is left
+  void drain(uint64_t gen);
+  void stop();
+  // the part `index` of `parts` of [r0, r1)
+  static int bound(int r0, int r1, int parts, int index) {
+    return r0 + static_cast<int>(static_cast<int64_t>(r1 - r0) * index / parts);
+  }
+  std::vector<std::thread> workers_;
+  Task task_ = nullptr;
+  void* ctx_ = nullptr;
+  int r0_ = 0, r1_ = 0;
+  std::atomic<uint64_t> generation_{0};
+  // the next chunk to claim: generation (high 32 bits), chunk count (16), next chunk (16)
+  std::atomic<uint64_t> ticket_{0};
+  std::atomic<int> done_{0};
+  std::atomic<int> sleeping_{0};
+  std::atomic<bool> stopping_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_;
 };
 
 }  // namespace tk
