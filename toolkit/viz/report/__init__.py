@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import html
 import importlib
+import logging
 import mmap
 import os
 import pickle
@@ -153,7 +154,15 @@ def _html(nb: Any, title: str) -> bytes:
     exporter = HTMLExporter(template_name="basic", exclude_input=True,
                             exclude_input_prompt=True, exclude_output_prompt=True,
                             anchor_link_text="")
-    body, _ = exporter.from_notebook_node(nb)
+    # nbconvert gives every figure without alt text a generic one and logs a warning for it;
+    # each figure of the report follows a heading that says what it shows, so the warning is
+    # only noise on the user's terminal (and in a notebook that writes a report)
+    level = exporter.log.level
+    exporter.log.setLevel(logging.ERROR)
+    try:
+        body, _ = exporter.from_notebook_node(nb)
+    finally:
+        exporter.log.setLevel(level)
     return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{html.escape(title)}</title>\n<style>{_STYLE}</style>\n</head>\n"
             f"<body>\n{body}\n</body>\n</html>\n").encode()
