@@ -5,10 +5,17 @@ BIN    := $(VENV)/bin
 OUT    := out
 
 .PHONY: fuzz demo test lint lab bench samples browser-check clean
+SHELL := /bin/bash
 
 # Every step says what it does on one line; the tools print only on trouble (or, for pip, its
 # progress: the first install downloads a few hundred MB).
 PIP := $(BIN)/python -m pip --disable-pip-version-check --no-input
+# pip's whole log goes to .venv/pip.log; the terminal gets what it fetches and installs (its
+# "already satisfied" lines, build-backend notices and the package indexes a machine is set up
+# with are left there), and the whole log when it fails
+PIP_SHOWN := grep --line-buffered -E '^(Collecting|  Downloading|Installing collected|Successfully installed)'
+PIP_LOGGED = 2>&1 | tee $(VENV)/pip.log | { $(PIP_SHOWN) || true; }; \
+	status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || { cat $(VENV)/pip.log; exit $$status; }
 
 $(BIN)/python:
 	@echo "== creating $(VENV) with $(PYTHON)"
@@ -17,12 +24,12 @@ $(BIN)/python:
 
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 	@echo "== installing toolkit and its runtime and notebook dependencies into $(VENV)"
-	@$(PIP) install --progress-bar on -e ".[runtime,notebooks]"
+	@$(PIP) install --progress-bar on -e ".[runtime,notebooks]" $(PIP_LOGGED)
 	@touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 	@echo "== installing toolkit and its development dependencies into $(VENV)"
-	@$(PIP) install --progress-bar on -e ".[dev]"
+	@$(PIP) install --progress-bar on -e ".[dev]" $(PIP_LOGGED)
 	@touch $@ $(VENV)/.demo-installed
 
 ## demo: compile, run, trace-join and partition the sample models; results under out/
