@@ -17,6 +17,7 @@ from support import SAMPLES
 
 import toolkit as tk
 from toolkit.errors import NumericsError, RuntimeInputError, ToolkitError
+from toolkit.layer_names import NO_LAYER
 from toolkit.numerics.capture import dequantize_array
 from toolkit.numerics.compare import LAYER_COLUMNS
 from toolkit.numerics.metrics import metrics
@@ -46,10 +47,12 @@ def test_a_model_compared_with_itself_has_no_error(path: Path) -> None:
     assert (df["mpeir"] == 0).all() and (df["cosine"] > 1 - 1e-12).all()
     assert comp.unmatched().empty
     assert comp.first_divergence(sqnr_db=1000) is None
-    # every layer of the model is a row, named through model.origin(oid).layers
+    # every layer of the model is a row, named through model.origin(oid).layers; the ops of
+    # no layer (the converter's output op named after its tensor) one row "(no layer)"
     model = tk.load(path)
-    layers = {layer for op in model.graph.ops for o in op.origins
-              for layer in model.origin(o).layers}
+    layers = {layer for op in model.graph.ops
+              for layer in [x for o in op.origins for x in model.origin(o).layers]
+              or [NO_LAYER]}
     assert set(df["layer"]) == layers
 
 
