@@ -144,6 +144,13 @@ def _wrong_main(verb: str, w: dict[str, Path], rng: random.Random) -> list[str]:
         return ["--part-file", part, "--input-file", model, "--work-path", work_path]
     if verb == "demo":
         return ["--out", str(rng.choice([w["txt"], w["model"]]))]
+    if verb == "report":
+        return [_bad_trace(w, rng), "--compiled",
+                rng.choice([str(w["compiled"]), str(w["model"]), _bad_model(w, rng)])]
+    if verb == "compare":
+        good = rng.choice([str(w["model"]), str(w["circle"]), str(w["compiled"])])
+        pair = [_bad_model(w, rng), rng.choice([good, _bad_model(w, rng)])]
+        return pair if rng.random() < 0.5 else pair[::-1]
     raise AssertionError(verb)
 
 

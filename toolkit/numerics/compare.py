@@ -50,7 +50,9 @@ LAYER_COLUMNS = [
     "nonfinite_cand", "isolated_sqnr_db", "isolated_mse", "isolated_max_abs_error", "note"]
 """Columns of :meth:`NumericsComparison.by_layer`, in order (a stable list):
 
-``layer`` (str, an original layer of the reference, read through ``model.origin(oid).layers``),
+``layer`` (str, an original layer of the reference, read through ``model.origin(oid).layers``;
+``"(no layer)"``, :data:`~toolkit.layer_names.NO_LAYER`, for the ops of no layer, at the last
+of them),
 ``position`` (int, the rank of its boundary in the reference's execution order, from 0),
 ``ref_tensor`` / ``cand_tensor`` (str, the boundary tensor on each side; ``cand_tensor`` is
 None when unmatched), ``match`` (str, the matching rule: ``"graph input"``,

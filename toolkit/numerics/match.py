@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from toolkit.layer_names import NO_LAYER
 from toolkit.numerics.capture import Capture, TensorRecord
 
 __all__ = ["Match", "Matching", "match_captures", "layer_boundaries"]
@@ -72,18 +73,20 @@ def _computes_past(r: TensorRecord, c: TensorRecord, first_at: dict[str, int]) -
 
 def layer_boundaries(cap: Capture) -> dict[str, TensorRecord]:
     """Each layer's boundary tensor: the last op output (execution order) whose op carries
-    the layer; layers in the order their boundaries come."""
+    the layer; layers in the order their boundaries come. Ops that belong to no layer (a
+    converter's last op named after the output tensor: ``docs/layers.md``) are listed under
+    :data:`~toolkit.layer_names.NO_LAYER`, at the last of them."""
     last: dict[str, TensorRecord] = {}
     for rec in cap.records.values():
         if rec.op is None:
             continue
-        for layer in rec.layers:
+        for layer in rec.layers or (NO_LAYER,):
             last[layer] = rec
     return dict(sorted(last.items(), key=lambda kv: (kv[1].order, _pos(kv[1], kv[0]))))
 
 
 def _pos(rec: TensorRecord, layer: str) -> int:
-    return rec.layers.index(layer)
+    return rec.layers.index(layer) if layer in rec.layers else 0
 
 
 def match_captures(ref: Capture, cand: Capture) -> Matching:
@@ -154,7 +157,7 @@ def match_captures(ref: Capture, cand: Capture) -> Matching:
     # 4. layer boundaries
     cb = layer_boundaries(cand)
     for layer, r in layer_boundaries(ref).items():
-        edge = cb.get(layer)
+        edge = cb.get(layer) if layer != NO_LAYER else None  # ops of no layer: no evidence
         if edge is None or r.name in out.by_ref or edge.name in out.by_cand \
                 or _size(r) != _size(edge):
             continue
