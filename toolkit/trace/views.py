@@ -12,9 +12,10 @@ this order, whatever the source; a source's own columns come after them.
 ================== ===========================================================================
 view               leading columns
 ================== ===========================================================================
-``by_layer()``     :data:`LAYER_COLUMNS`: ``layer`` (str: an original layer; a source op
-                   without one is a row named after it), ``inclusive_ns`` (int64: the layer's
-                   events counted whole), ``first_ms`` (float64: its time in the first run),
+``by_layer()``     :data:`LAYER_COLUMNS`: ``layer`` (str: an original layer, from the
+                   ``Origin`` records; ``(no layer)`` for source ops of none),
+                   ``inclusive_ns`` (int64: the layer's events counted whole), ``first_ms``
+                   (float64: its time in the first run),
                    ``first_run_outlier`` (bool), ``p50_share`` (float64: the median run's
                    share), ``outlier_runs`` (int64: runs over twice the layer's median run),
                    then :data:`~toolkit.trace.stats.STAT_COLUMNS`
