@@ -264,9 +264,12 @@ def test_trace_join_fits_100_columns(mobilenet_trace: Path, capsys: pytest.Captu
     header = out.split(f"== by {by}:", 1)[1].splitlines()[1]
     words = header.split()
     assert words[words.index("time"):][:4] == ["time", "share", "p50/event", "events"]
-    if by == "layer":
-        assert "…" in out  # long TensorFlow names are elided in the middle
+    if by == "layer":  # the Keras layers (short names, whole), not the converter's op names
+        table = out.split("== by layer:", 1)[1]
+        assert re.search(r"^Conv1 ", table, re.M) and "mobilenetv2_0.35_64_1/" not in table
         assert re.search(r"\d+(\.\d+)? (µs|ms|s)\s+\d+\.\d %", out)
+    if by == "source_op":
+        assert "…" in out  # long TensorFlow names are elided in the middle
 
 
 def test_trace_join_wide_and_machine_formats(mobilenet_trace: Path,

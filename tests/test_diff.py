@@ -12,6 +12,7 @@ import pytest
 from support import SAMPLES
 
 import toolkit as tk
+from toolkit.layer_names import NO_LAYER
 from toolkit.trace.ranktest import _u_cdf, bh_reject, mann_whitney_p, min_p_value
 from toolkit.trace.synthetic import synthetic_model, synthetic_session
 
@@ -198,17 +199,20 @@ def test_executorch_and_onnx_runtime_profiles_of_one_module_match_by_name() -> N
                             PAIR / "cnn_xnnpack.pte").attribution()
     ort = tk.join_ort(PAIR / "cnn.all.prof.json.gz", PAIR / "cnn.onnx",
                       PAIR / "cnn.all.opt.onnx")
-    modules = set(json.loads((PAIR / "layers.json").read_text())["layers"]) | {""}
-    et_layers = set(et.by_layer().query("kind == 'layer'")["layer"])
-    ort_layers = set(ort.by_layer()["layer"])
-    assert et_layers <= modules and ort_layers <= modules
+    modules = set(json.loads((PAIR / "layers.json").read_text())["layers"])
+    et_rows = et.by_layer()
+    # the one join names a root-module node's row after the node (no module type)
+    et_layers = set(et_rows.loc[et_rows["module_type"] != "", "layer"])
+    et_nodes = set(et_rows["layer"]) - et_layers
+    ort_layers = set(ort.by_layer()["layer"]) - {NO_LAYER}  # the top module's nodes
+    assert et_layers <= modules and ort_layers <= modules and not et_nodes & modules
     # the TorchScript exporter folds every BatchNorm into its convolution
     assert et_layers - ort_layers == {"bn1", "bn2", "stem.1"}
     with pytest.raises(tk.ToolkitError, match="different source models"):
         tk.diff(et, ort)
     d = tk.diff(et, ort, match="name", labels=("executorch", "onnxruntime"))
     t = d.by_layer().set_index("layer")
-    assert set(t.index) == et_layers | ort_layers
+    assert set(t.index) == et_layers | ort_layers | et_nodes | {NO_LAYER}
     both = sorted(et_layers & ort_layers)
     assert len(both) >= 7
     for layer in both:
@@ -218,10 +222,13 @@ def test_executorch_and_onnx_runtime_profiles_of_one_module_match_by_name() -> N
         assert row["b_mean_ms"] == pytest.approx(
             ort.by_layer().set_index("layer").loc[layer, "avg_ms"])
         assert row["verdict"] in ("slower in b", "faster in b", "within noise")
-    assert set(d.unmatched()["layer"]) == {"bn1", "bn2", "stem.1"}
+    assert set(d.unmatched()["layer"]) == {"bn1", "bn2", "stem.1", NO_LAYER} | et_nodes
     assert t.loc[["bn1", "bn2", "stem.1"], "present"].eq("a only").all()
-    # no backend table on either side: the whole runtime is one row
-    assert d.by_backend()["backend"].tolist() == ["(all)"]
+    # each runtime's backends (the one join's by_backend): no name in common
+    backends = d.by_backend().set_index("backend")["present"]
+    assert backends.to_dict() == {
+        **{b: "a only" for b in et.by_backend()["backend"] if b},
+        **{b: "b only" for b in ort.by_backend()["backend"] if b}}
     summary = d.summary()
     assert summary["runs_a"] == summary["runs_b"] == 20 and not summary["same_model"]
 
@@ -238,10 +245,12 @@ def test_per_run_tables_sum_to_the_views() -> None:
             sums = pr.groupby("row")["ns"].sum().reindex(range(len(view)), fill_value=0)
             assert np.array_equal(sums.to_numpy(), view["total_ns"].to_numpy())
             assert pr["run"].between(0, att.runs - 1).all()
-        with pytest.raises(tk.ToolkitError, match="per_run"):
-            att.per_run("command")
+        # no command queue: the one join's per-run table of commands is empty
+        assert att.per_run("command").empty and att.by_command().empty
+        with pytest.raises(tk.ToolkitError, match="per-run view"):
+            att.per_run("layers")
     assert isinstance(et.per_run()["layer"].iloc[0], str)
-    assert pd.api.types.is_integer_dtype(ort.per_run("op")["node_index"])
+    assert pd.api.types.is_integer_dtype(ort.per_run("op")["optimised_id"])
 
 
 # ------------------------------------------------------------------ other sources

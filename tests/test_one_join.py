@@ -90,11 +90,18 @@ def test_if_branch_nodes_are_counted_once() -> None:
     # the If keeps its own time only: its spans minus its branches'
     if_dur = 1000 * sum(e["dur"] for e in plain if e["name"] == "/gate/If_kernel_time")
     assert int(ops.loc["/gate/If", "total_ns"]) == if_dur - branch
-    # the branch nodes belong to the If's layer (their own scope is in no module)
+    # the branch nodes have the layers of their own scopes (the importer's Origin records:
+    # /gate/then/ reads gate.then.weight), the If its own
+    model = tk.load(GATE)
+    recorded = {x for g in model.subgraphs for op in g.ops for oid in op.origins
+                for x in model.origin(oid).layers}
     layers = att.by_layer().set_index("layer")
-    assert set(layers.index) == {"pre.fc", "pre.act", "gate", "post.fc"}
+    assert set(layers.index) == recorded == {"pre.fc", "pre.act", "gate", "gate.then",
+                                             "gate.else", "post.fc"}
     body = att.by_source_op().set_index("name")
-    assert body.loc["/gate/then/Relu", "layers"] == "gate"
+    assert body.loc["/gate/then/Relu", "layers"] == "gate.then"
+    assert body.loc["/gate/If", "layers"] == "gate"
+    assert layers.loc["gate.then", "total_ns"] > 0 and layers.loc["gate.else", "total_ns"] > 0
 
 
 def test_if_options_mean_what_they_mean_for_every_trace() -> None:
@@ -133,9 +140,10 @@ def test_if_strict_false_gives_a_partial_answer_with_reasons(tmp_path: Path) -> 
     assert len(un) == renamed > 0
     assert set(un["reason"].astype(str)) == {"unknown name"}
     assert un["name"].astype(str).str.startswith("/other/").all()
-    # what matches is attributed: the If and its branches, to the If's layer
+    # what matches is attributed: the If and its branches, to the If's and the branches'
     layers = att.by_layer().set_index("layer")
-    assert layers.loc["gate", "total_ns"] == att.attributed_ns > 0
+    gate = layers.loc[["gate", "gate.then", "gate.else"], "total_ns"]
+    assert int(gate.sum()) == att.attributed_ns > 0 and (gate > 0).all()
     assert att.attributed_ns + att.unattributed_ns == att.total_ns
     assert 0 < att.match_score < 0.5
 

@@ -20,8 +20,9 @@ from support import SAMPLES
 
 from toolkit.errors import ModelFormatError, ToolkitError
 from toolkit.importers.onnx import load_onnx, scope_layers
+from toolkit.layer_names import NO_LAYER
 from toolkit.trace.ort import OUTSIDE_RUN_TRUNCATED, read_ort_profile
-from toolkit.trace.ort_join import group_mapping, join_ort, node_label
+from toolkit.trace.ort_join import group_mapping, join_ort
 from toolkit.trace.read import read_trace
 
 D = SAMPLES / "onnx"
@@ -355,13 +356,13 @@ def test_fused_conv_owns_its_conv_add_and_activation() -> None:
 @pytest.mark.parametrize(("name", "exporter"), CASES)
 def test_attribution_at_every_level(name: str, exporter: str) -> None:
     model = _load(D / f"{name}.{exporter}.onnx")
-    # a node of the top module (layer "") is a row of its own, named by the node: the one
-    # join names a source op without a layer by its name (before, they shared one "" row)
-    def row(o: object) -> str:
-        return o.extra["layer"] or node_label(o)
+    # the rows are the importer's Origin records' layers (a Conv with its folded norm has
+    # both); the nodes of the top module share the one "(no layer)" row
+    def rows(o: object) -> set[str]:
+        return {x for oid in o.origins for x in model.origin(oid).layers} or {NO_LAYER}
 
-    compute_layers = {row(o) for o in model.graph.ops if o.type != "Constant"}
-    all_layers = {row(o) for o in model.graph.ops}
+    compute_layers = set().union(*(rows(o) for o in model.graph.ops if o.type != "Constant"))
+    all_layers = set().union(*(rows(o) for o in model.graph.ops))
     for level in LEVELS:
         optimized = _load(D / f"{name}.{exporter}.{level}.opt.onnx")
         for suffix in ("prof", "opt.prof"):

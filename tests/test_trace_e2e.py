@@ -137,7 +137,7 @@ def test_cli_trace_join(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
                           "--chrome", str(tmp_path / "joined.json"),
                           "--model-explorer", str(tmp_path / "me.json")])
     assert rc == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # the headline wraps at 100 columns
     assert "key command_id" in out and "policy bytes" in out
     assert (tmp_path / "ops.csv").read_text().startswith("optimised_id,")
     joined = json.loads((tmp_path / "joined.json").read_text())

@@ -378,26 +378,27 @@ class OrtAttribution(Attribution):
     def __repr__(self) -> str:
         return "<Ort" + super().__repr__()[1:]
 
+    def _layers_of(self, j: int) -> tuple[str, ...]:
+        """Source op ``j``'s layers, from ``model.origin(oid).layers`` as ``layers()`` lists
+        them (``(no layer)`` for a node of none)."""
+        return self.provenance.layers_of(j)
+
     def _layer_of(self, j: int) -> str:
-        """The original node's layer: the first of its origin's layers (the module whose
-        parameters it reads when the exporter folded a norm into it), ``""`` when none."""
-        op = self.mapping.original[j]
-        layers = [x for o in sorted(op.origins) for x in self.model.origin(o).layers]
-        return layers[0] if layers else ""
+        """Source op ``j``'s main layer (the one the ``macs`` policy gives its time), else
+        its first."""
+        return self.provenance.main_layer_of(j)
 
     def by_node(self) -> pd.DataFrame:
         """One row per original node (file order, then the nodes of ``If``/``Loop`` bodies):
         the columns of :meth:`by_source_op` (``source_id`` = ``op_index`` = the node's
-        position) with ``layer`` (str: the importer's layer, ``""`` the top module) after
+        position) with ``layer`` (str: its main layer, ``(no layer)`` when none) after
         ``layers``, then ``groups`` (object: tuple of the groups holding it) and ``unmapped``
         (str: why no group holds it, ``""`` when one does)."""
         table = self.by_source_op()
         n0 = len(self.mapping.original)
         ids = table["source_id"].to_numpy(dtype=np.int64)
-        body = [op for op, _ in self.provenance.body_original]
-        table.insert(5, "layer", pd.Series(
-            [self._layer_of(j) if j < n0 else str(body[j - n0].extra.get("layer", ""))
-             for j in ids.tolist()], dtype=_STR))
+        table.insert(5, "layer", pd.Series([self._layer_of(j) for j in ids.tolist()],
+                                           dtype=_STR))
         table["groups"] = pd.Series([tuple(self.mapping.owners[j]) if j < n0 else ()
                                      for j in ids.tolist()], dtype=object)
         table["unmapped"] = pd.Series([self.mapping.unmapped.get(j, "") if j < n0 else ""
@@ -421,7 +422,7 @@ class OrtAttribution(Attribution):
                 "group_size": len(self.mapping.groups[g]),
                 "original": tuple(node_label(o0[j]) for j in members),
                 "original_ops": tuple(o0[j].type for j in members),
-                "layers": tuple(dict.fromkeys(self._layer_of(j) for j in members)),
+                "layers": tuple(dict.fromkeys(x for j in members for x in self._layers_of(j))),
                 "owned": tuple(node_label(o0[j]) for j in self.mapping.owned[i]),
                 "fused": not (len(members) == 1 and len(self.mapping.groups[g]) == 1
                               and o0[members[0]].type == op.type),
@@ -438,8 +439,8 @@ class OrtAttribution(Attribution):
         o0, o1 = self.mapping.original, self.mapping.optimized
         rows = [{"group": g, "optimized": tuple(node_label(o1[i]) for i in nodes),
                  "original": tuple(node_label(o0[j]) for j in self.mapping.members[g]),
-                 "layers": tuple(dict.fromkeys(self._layer_of(j)
-                                               for j in self.mapping.members[g]))}
+                 "layers": tuple(dict.fromkeys(x for j in self.mapping.members[g]
+                                               for x in self._layers_of(j)))}
                 for g, nodes in enumerate(self.mapping.groups)]
         return pd.DataFrame(rows, columns=["group", "optimized", "original", "layers"]).astype(
             {"group": np.int64})

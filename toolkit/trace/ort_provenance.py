@@ -9,9 +9,9 @@
 
 - source ops: the nodes of the exported model in file order (``source_id`` = ``op_index`` =
   the position), then the nodes of its ``If``/``Loop``/``Scan`` bodies (``op_index`` -1);
-- layers: the importer's record of each node (``model.origins``) when there is one, else
-  the importer's layer (``op.extra["layer"]``, the PyTorch module path); a body node without
-  one has its enclosing node's layer;
+- layers: each node's ``model.origin(oid).layers`` with its ``main`` layer, as every table
+  reads them (``(no layer)`` for a node of none); a body node whose origins name no layer
+  has its enclosing node's;
 - compiled ops: the nodes ORT ran (the optimized graph's, in file order, ``optimised_id`` =
   the position), then the nodes of their bodies;
 - origins: an optimized node -> the original nodes it owns (the exact groups and second tier
@@ -40,7 +40,9 @@ import pandas as pd
 
 from toolkit.errors import ToolkitError
 from toolkit.ir import Model, Op
+from toolkit.layer_names import NO_LAYER
 from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS
+from toolkit.source_table import layers_table
 from toolkit.trace.keys import KEY_KINDS
 from toolkit.trace.ort_join import OrtGroups, group_mapping, node_label, ort_generated
 from toolkit.trace.read import Trace
@@ -134,14 +136,42 @@ class OrtProvenance:
     def _sources(self) -> list[Op]:
         return [*self.mapping.original, *(op for op, _ in self.body_original)]
 
-    def _layers_of(self, op: Op) -> tuple[str, ...]:
-        """The node's layers: the importer's origin record, else its ``layer``."""
-        for oid in sorted(op.origins):
-            origin = self.model.origins.get(oid)
-            if origin is not None and origin.layers:
-                return tuple(origin.layers)
-        layer = str(op.extra.get("layer") or "")
-        return (layer,) if layer else ()
+    @cached_property
+    def _source_origins(self) -> dict[int, tuple[int, ...]]:
+        """Origin ids of each source op (``source_id``): the node's own, else (a body node
+        whose origins name no layer) its enclosing node's."""
+        n0 = len(self.mapping.original)
+        out: dict[int, tuple[int, ...]] = {}
+        for k, op in enumerate(self._sources):
+            own = tuple(sorted(op.origins))
+            if k >= n0 and not any(self.model.origin(o).layers for o in own):
+                enclosing = self.mapping.original[self.body_original[k - n0][1]]
+                own = tuple(sorted(enclosing.origins)) or own
+            out[k] = own
+        return out
+
+    @cached_property
+    def _layers(self) -> pd.DataFrame:
+        return layers_table(self.model, range(len(self._sources)), self._source_origins)
+
+    @cached_property
+    def _by_source(self) -> dict[int, tuple[tuple[str, ...], str]]:
+        out: dict[int, tuple[tuple[str, ...], str]] = {}
+        for sid, layer, main in self._layers.itertuples(index=False):
+            layers, first_main = out.get(int(sid), ((), ""))
+            out[int(sid)] = ((*layers, str(layer)), first_main or (str(layer) if main else ""))
+        return out
+
+    def layers_of(self, source_id: int) -> tuple[str, ...]:
+        """The layers of source op ``source_id`` as :meth:`layers` lists them (in the order
+        the importer recorded them; ``(no layer)`` when none)."""
+        return self._by_source.get(int(source_id), ((), ""))[0]
+
+    def main_layer_of(self, source_id: int) -> str:
+        """The main layer of source op ``source_id`` (the one the ``macs`` policy gives its
+        time), else its first layer (``(no layer)`` when none)."""
+        layers, main = self._by_source.get(int(source_id), ((), ""))
+        return main or (layers[0] if layers else NO_LAYER)
 
     # ------------------------------------------------------------------ Provenance protocol
     def source_ops(self) -> pd.DataFrame:
@@ -155,19 +185,11 @@ class OrtProvenance:
                           for c in SOURCE_COLUMNS})
 
     def layers(self) -> pd.DataFrame:
-        """One row per (original node, layer): ``source_id`` (int64), ``layer`` (str)."""
-        n0 = len(self.mapping.original)
-        ids: list[int] = []
-        names: list[str] = []
-        for k, op in enumerate(self._sources):
-            own = self._layers_of(op)
-            if not own and k >= n0:  # a body node: its enclosing node's layer
-                own = self._layers_of(self.mapping.original[self.body_original[k - n0][1]])
-            for layer in own:
-                ids.append(k)
-                names.append(layer)
-        return pd.DataFrame({"source_id": np.array(ids, dtype=_I64),
-                             "layer": pd.Series(names, dtype=_STR)})
+        """One row per (original node, layer), read from ``model.origin(oid).layers`` like
+        every table (:func:`~toolkit.source_table.layers_table`): ``source_id`` (int64),
+        ``layer`` (str, :data:`~toolkit.layer_names.NO_LAYER` for a node of no layer),
+        ``main`` (bool: the layer the ``macs`` policy gives the node's time)."""
+        return self._layers.copy()
 
     def optimised_ops(self) -> pd.DataFrame:
         """One row per node ORT ran (main graph, then bodies):

@@ -12,10 +12,13 @@ this order, whatever the source; a source's own columns come after them.
 ================== ===========================================================================
 view               leading columns
 ================== ===========================================================================
-``by_layer()``     :data:`LAYER_COLUMNS`: ``layer`` (str: an original layer; a source op
-                   without one is a row named after it), ``inclusive_ns`` (int64: the layer's
-                   events counted whole), ``first_ms`` (float64: its time in the first run),
-                   ``first_run_outlier`` (bool), then :data:`~toolkit.trace.stats.STAT_COLUMNS`
+``by_layer()``     :data:`LAYER_COLUMNS`: ``layer`` (str: an original layer, from the
+                   ``Origin`` records; ``(no layer)`` for source ops of none),
+                   ``inclusive_ns`` (int64: the layer's events counted whole), ``first_ms``
+                   (float64: its time in the first run),
+                   ``first_run_outlier`` (bool), ``p50_share`` (float64: the median run's
+                   share), ``outlier_runs`` (int64: runs over twice the layer's median run),
+                   then :data:`~toolkit.trace.stats.STAT_COLUMNS`
                    (``total_ns`` int64 exclusive ns, ``share`` of all time, ``events``,
                    per-run ``avg_ms``, ``min_ms``, ``p10_ms``, ``p50_ms``, ``p90_ms``,
                    ``max_ms``); ExecuTorch adds ``module_type``, ``nodes``, ``kernel_ns``,
@@ -47,7 +50,7 @@ __all__ = ["LayerAttribution", "LAYER_COLUMNS", "OP_COLUMNS", "UNATTRIBUTED_COLU
 
 #: the leading columns of every ``by_layer()``, in order
 LAYER_COLUMNS: tuple[str, ...] = ("layer", "inclusive_ns", "first_ms", "first_run_outlier",
-                                  *STAT_COLUMNS)
+                                  "p50_share", "outlier_runs", *STAT_COLUMNS)
 #: the leading columns of every ``by_op()``, in order
 OP_COLUMNS: tuple[str, ...] = ("optimised_id", "operator", "name", "backend", "source_ids",
                                *STAT_COLUMNS)
