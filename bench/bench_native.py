@@ -42,7 +42,6 @@ import argparse
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sample_models"))
 
 from bench_runtime import interleaved, mobilenet_v1
+from timing import fmt_time, litert_runner
 
 import toolkit as tk
 from toolkit.errors import ToolkitError, UnsupportedOpError
@@ -77,35 +77,6 @@ class Result:
     overhead_us: dict[str, float] = field(default_factory=dict)
     generate_s: float = 0.0
     build_s: float = 0.0
-
-
-def _fmt(seconds: float) -> str:
-    return f"{seconds * 1e6:8.1f} us" if seconds < 1e-3 else f"{seconds * 1e3:8.2f} ms"
-
-
-def _litert(content: bytes, resolver: str, threads: int, inputs: dict[str, np.ndarray]
-            ) -> Callable[[], None]:
-    from ai_edge_litert.interpreter import Interpreter as LiteRT
-    from ai_edge_litert.interpreter import OpResolverType
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lite = LiteRT(model_content=content, num_threads=threads,
-                      experimental_op_resolver_type=getattr(OpResolverType, resolver))
-    lite.allocate_tensors()
-    values = list(inputs.values())
-    det = [(d["index"], inputs.get(d["name"], values[k]))
-           for k, d in enumerate(lite.get_input_details())]
-    outs = [d["index"] for d in lite.get_output_details()]
-
-    def run() -> None:
-        for index, value in det:
-            lite.set_tensor(index, value)
-        lite.invoke()
-        for index in outs:
-            lite.get_tensor(index)
-
-    return run
 
 
 def generate(name: str, model: Any, work: Path) -> tuple[Artifact, float, float]:
@@ -148,8 +119,8 @@ def bench(name: str, model: Any, content: bytes, rounds: int, batch: int, work: 
     }
     for key, resolver in RESOLVERS.items():
         for threads in ((1,) if key == "ref" else (1, 2)):
-            fns[f"{key}{threads if threads > 1 else ''}"] = _litert(content, resolver, threads,
-                                                                     inputs)
+            fns[f"{key}{threads if threads > 1 else ''}"] = litert_runner(
+                content, resolver, threads, inputs)
     one.set_inputs(inputs)
     fns["c_entry"] = lambda: one.run(1)
     t = interleaved(fns, rounds, batch)
@@ -171,8 +142,10 @@ def _print(r: Result, art: Artifact) -> None:
     p, q = r.p10, r.ratio
     print(f"{r.name:34s} generate {r.generate_s:5.2f} s  build {r.build_s:5.2f} s  "
           f"{len(art.manifest['steps'])} steps", flush=True)
-    print(f"  session {_fmt(p['session'])}  (over the C entry {r.overhead_us['session']:+6.1f} us)"
-          f"  tk.run {_fmt(p['tk.run'])}  (over the C entry {r.overhead_us['tk.run']:+6.1f} us)"
+    print(f"  session {fmt_time(p['session'])}  "
+          f"(over the C entry {r.overhead_us['session']:+6.1f} us)"
+          f"  tk.run {fmt_time(p['tk.run'])}  "
+          f"(over the C entry {r.overhead_us['tk.run']:+6.1f} us)"
           f"  tracing on {100 * (q['traced'] - 1):+5.2f}%")
     print(f"  one thread:  xnnpack/native {q['xnnpack']:5.2f}x  builtin/native {q['builtin']:5.2f}x"
           f"  ref/native {q['ref']:6.2f}x  builtin/tk.run {q['builtin_vs_tk.run']:5.2f}x")

@@ -26,7 +26,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import sys
 import tempfile
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,6 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_runtime import interleaved
+from timing import fmt_time, litert_runner
 
 import toolkit as tk
 from toolkit.runtime.interpreter import Interpreter
@@ -42,37 +42,6 @@ from toolkit.runtime.native import NativeModel
 
 PROD = Path(__file__).resolve().parent.parent / "sample_models" / "production"
 RESOLVERS = {"lite": "BUILTIN_WITHOUT_DEFAULT_DELEGATES", "xnnpack": "BUILTIN"}
-
-
-def _fmt(seconds: float) -> str:
-    return f"{seconds * 1e6:8.1f} us" if seconds < 1e-3 else f"{seconds * 1e3:8.2f} ms"
-
-
-def _litert(path: Path, resolver: str, inputs: dict[str, np.ndarray]
-            ) -> Callable[[], None] | None:
-    """One LiteRT inference of the file, or None when LiteRT cannot prepare it."""
-    from ai_edge_litert.interpreter import Interpreter as LiteRT
-    from ai_edge_litert.interpreter import OpResolverType
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lite = LiteRT(model_path=str(path), num_threads=1,
-                      experimental_op_resolver_type=getattr(OpResolverType, resolver))
-    try:
-        lite.allocate_tensors()
-    except RuntimeError:
-        return None
-    det = [(d["index"], inputs[d["name"]]) for d in lite.get_input_details()]
-    outs = [d["index"] for d in lite.get_output_details()]
-
-    def run() -> None:
-        for index, value in det:
-            lite.set_tensor(index, value)
-        lite.invoke()
-        for index in outs:
-            lite.get_tensor(index)
-
-    return run
 
 
 def bench(path: Path, rounds: int, batch: int, work: Path) -> None:
@@ -88,7 +57,10 @@ def bench(path: Path, rounds: int, batch: int, work: Path) -> None:
     fns: dict[str, Callable[[], object]] = {"native": lambda: native.invoke(inputs),
                                             "numpy": lambda: ours.invoke(inputs)}
     for key, resolver in RESOLVERS.items():
-        fn = _litert(path, resolver, inputs)
+        try:
+            fn: Callable[[], None] | None = litert_runner(path.read_bytes(), resolver, 1, inputs)
+        except RuntimeError:  # an op LiteRT lacks (MediaPipe's custom ops)
+            fn = None
         if fn is not None:
             fns[key] = fn
     t = interleaved(fns, rounds, batch)
@@ -102,7 +74,7 @@ def bench(path: Path, rounds: int, batch: int, work: Path) -> None:
         for base in ("native", "lite", "xnnpack") if key == "numpy" else ("lite", "xnnpack"):
             if base in t and base != key:
                 ratios.append(f"/ {base} {float(np.median(t[key] / t[base])):7.2f}x")
-        print(f"  {key:8s} {_fmt(p10[key])}   {'   '.join(ratios)}")
+        print(f"  {key:8s} {fmt_time(p10[key])}   {'   '.join(ratios)}")
     native.close()
 
 
