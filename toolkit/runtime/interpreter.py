@@ -318,6 +318,26 @@ class Interpreter:
                 self._arg_specs = [(a.dtype, a.shape) for a in arrays]
         return [out[n] for n in names]
 
+    def _step(self, s: _Step, vals: list[Any]) -> Line:
+        """Run one step on the values by slot, checking its outputs (the step-by-step runs:
+        the first inference and the observed one; later inferences run generated code).
+        Returns the step's bound line; a kernel's failure is raised located at the step."""
+        args = [None if i < 0 else vals[i] for i in s.ins]
+        try:
+            line = self._line(s, args)
+            if line.mode == "stripe":
+                vals[s.outs[0]] = line.fn(vals[s.outs[0]], *args)
+            else:
+                res = [line.fn(*args)] if line.mode == "one" else line.fn(*args)
+                self._check(s, res)
+                for i, r in zip(s.outs, res):
+                    vals[i] = r
+        except ToolkitError as e:
+            raise self._located(s, e) from e
+        except Exception as e:  # a kernel bug or an input the kernel cannot take
+            raise self._step_error(s, e) from e
+        return line
+
     def _first_invoke(self, arrays: list[np.ndarray],
                       tracer: EventTracer | None) -> dict[str, np.ndarray]:
         """Run step by step, checking output shapes and binding kernels, and keep the
@@ -333,23 +353,7 @@ class Interpreter:
             clock = tracer.clock
             t0 = clock()
         for s in plan.steps:
-            args = [None if i < 0 else vals[i] for i in s.ins]
-            try:
-                line = self._line(s, args)
-                if line.mode == "stripe":
-                    o = s.outs[0]
-                    vals[o] = line.fn(vals[o], *args)
-                else:
-                    res = line.fn(*args)
-                    if line.mode == "one":
-                        res = [res]
-                    self._check(s, res)
-                    for i, r in zip(s.outs, res):
-                        vals[i] = r
-            except ToolkitError as e:
-                raise self._located(s, e) from e
-            except Exception as e:  # a kernel bug or an input the kernel cannot take
-                raise self._step_error(s, e) from e
+            line = self._step(s, vals)
             lines.append(line)
             if tracer is not None:
                 t1 = clock()
@@ -392,20 +396,7 @@ class Interpreter:
             vals[plan.slot[t]] = a
             observe(t, a)
         for k, s in enumerate(plan.steps):
-            args = [None if i < 0 else vals[i] for i in s.ins]
-            try:
-                line = self._line(s, args)
-                if line.mode == "stripe":
-                    vals[s.outs[0]] = line.fn(vals[s.outs[0]], *args)
-                else:
-                    res = [line.fn(*args)] if line.mode == "one" else line.fn(*args)
-                    self._check(s, res)
-                    for i, r in zip(s.outs, res):
-                        vals[i] = r
-            except ToolkitError as e:
-                raise self._located(s, e) from e
-            except Exception as e:  # a kernel bug or an input the kernel cannot take
-                raise self._step_error(s, e) from e
+            self._step(s, vals)
             for o in s.outs:
                 if last_write[o] == k:
                     observe(tensor_of[o], vals[o])
