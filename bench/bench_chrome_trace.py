@@ -4,7 +4,7 @@ Run: ``python bench/bench_chrome_trace.py [--events N]``. Prints two small table
 
 1. writing a trace of N complete events (default 1,000,000), then reading it with
    :func:`toolkit.formats.chrome_trace.read_chrome_trace`, with
-   :func:`toolkit.trace.read.read_trace` (the reader plus the :class:`Trace` a join takes) and
+   :func:`toolkit.trace.readers.read.read_trace` (the reader plus the :class:`Trace` a join takes) and
    with the plain way
    (``json.load`` + a per-event Python loop into the same columns), in this process; with the peak
    extra resident memory of each (Linux) and whether ``start_ns``/``dur_ns`` came back exactly;
@@ -202,7 +202,7 @@ def main() -> None:
         rows.append(("read_chrome_trace", seconds_ours, extra, "yes" if exact else "NO"))
         del frame
 
-        from toolkit.trace.read import read_trace
+        from toolkit.trace.readers.read import read_trace
 
         seconds_trace, extra, trace = timed(lambda: read_trace(path))
         rows.append(("read_trace (the Trace a join takes)", seconds_trace, extra,

@@ -215,7 +215,7 @@ _CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
 from toolkit.formats.etdump import read_etdump
-from toolkit.trace.executorch import read_executorch
+from toolkit.trace.readers.executorch.profile import read_executorch
 path, stem, stage = sys.argv[1], sys.argv[2], sys.argv[3]
 fx = {fixtures!r}
 t0 = time.perf_counter()

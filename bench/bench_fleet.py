@@ -1,6 +1,6 @@
 """Fleet joins: ``trace_join_many`` on a process pool and on Dask against one file at a time.
 
-Generates a fleet of synthetic device sessions (:mod:`toolkit.trace.synthetic`: Parquet files,
+Generates a fleet of synthetic device sessions (:mod:`toolkit.trace.fleet.synthetic`: Parquet files,
 one session per file, every anomaly kind) in a temporary folder that is deleted afterwards
 (never committed), then times:
 
@@ -46,10 +46,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from toolkit.trace.fleet import FleetAttribution, trace_join_many
-from toolkit.trace.fleet_merge import merge_partials
-from toolkit.trace.fleet_partial import join_partition, provenance_digest
-from toolkit.trace.synthetic import synthetic_model, synthetic_session
+from toolkit.trace.fleet.join_many import FleetAttribution, trace_join_many
+from toolkit.trace.fleet.merge import merge_partials
+from toolkit.trace.fleet.partial import join_partition, provenance_digest
+from toolkit.trace.fleet.synthetic import synthetic_model, synthetic_session
 
 VIEWS = ("by_layer", "by_op", "by_command")
 SCALES = {"small": (8, 500_000), "full": (64, 2_000_000)}
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"(1.0 = linear, target >= 0.9)", flush=True)
             rows[-1]["linearity"] = round(ratio, 2)
         if not a.no_dask:
-            from toolkit.trace.fleet_engines import start_cluster, worker_malloc_trim
+            from toolkit.trace.fleet.engines import start_cluster, worker_malloc_trim
 
             cluster, client = start_cluster(a.workers)
             try:

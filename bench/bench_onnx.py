@@ -6,7 +6,7 @@ saved ORT_ENABLE_ALL graph of a small transformer) repeated run after run in ORT
 with every ``args`` field ORT 1.32 writes, until it holds N events (ORT's cap is 1,000,000,
 so the last run is cut as ORT would cut it). Then, in this process:
 
-1. the toolkit: :func:`toolkit.trace.ort.read_ort_profile` + :func:`toolkit.trace.ort_join.
+1. the toolkit: :func:`toolkit.trace.readers.ort.profile.read_ort_profile` + :func:`toolkit.trace.readers.ort.attribution.
    join_ort` (groups, second tier; the one join: nesting, exact split) + ``by_layer()``;
 2. the plain way: ``json.load`` + one Python loop that maps each kernel event to its layers
    through the same node -> layers table and splits its time equally.
@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 from toolkit.importers.onnx import load_onnx
-from toolkit.trace.ort import read_ort_profile
-from toolkit.trace.ort_join import join_ort
+from toolkit.trace.readers.ort.attribution import join_ort
+from toolkit.trace.readers.ort.profile import read_ort_profile
 
 D = Path(__file__).resolve().parents[1] / "sample_models" / "onnx"
 SOURCE = D / "transformer.ts.all.opt.prof.json.gz"

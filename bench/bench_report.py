@@ -1,6 +1,6 @@
 """The profiling report of a 1M-event trace: ``tk.report`` from the trace file to the HTML file.
 
-Writes a synthetic device session (:mod:`toolkit.trace.synthetic`: a 60-op model's command
+Writes a synthetic device session (:mod:`toolkit.trace.fleet.synthetic`: a 60-op model's command
 queue run after run, every anomaly kind) of about ``--events`` events to Parquet in a
 temporary folder (deleted afterwards), and a second one that differs by noise and by one
 layer made 2x slower, then times in this process:
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import toolkit as tk
 from toolkit.formats.trace_parquet import write_trace_parquet
-from toolkit.trace.synthetic import synthetic_model, synthetic_session
+from toolkit.trace.fleet.synthetic import synthetic_model, synthetic_session
 
 
 def _cpu() -> tuple[float, float]:

@@ -50,9 +50,9 @@ import numpy as np
 import pandas as pd
 
 from toolkit.trace import read_trace, trace_join
-from toolkit.trace.catalog import catalog_of
-from toolkit.trace.join import member_weights
-from toolkit.trace.tables import ProvenanceTables
+from toolkit.trace.join.catalog import catalog_of
+from toolkit.trace.join.join import member_weights
+from toolkit.trace.join.tables import ProvenanceTables
 
 BASELINE_EVENTS = 200_000
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import toolkit as tk
-from toolkit.trace.views import LAYER_COLUMNS, SUMMARY_KEYS, UNATTRIBUTED_COLUMNS
+from toolkit.trace.join.layer_views import LAYER_COLUMNS, SUMMARY_KEYS, UNATTRIBUTED_COLUMNS
 
 S = Path(__file__).resolve().parent.parent / "sample_models"
 

@@ -13,8 +13,8 @@ from support import SAMPLES
 
 import toolkit as tk
 from toolkit.layer_names import NO_LAYER
-from toolkit.trace.ranktest import _u_cdf, bh_reject, mann_whitney_p, min_p_value
-from toolkit.trace.synthetic import synthetic_model, synthetic_session
+from toolkit.trace.fleet.synthetic import synthetic_model, synthetic_session
+from toolkit.trace.views.ranktest import _u_cdf, bh_reject, mann_whitney_p, min_p_value
 
 PAIR = SAMPLES / "pair"
 
@@ -255,7 +255,7 @@ def test_per_run_tables_sum_to_the_views() -> None:
 
 # ------------------------------------------------------------------ other sources
 def test_a_fleet_against_the_one_join_of_its_traces_differs_by_nothing(tmp_path) -> None:
-    from toolkit.trace.synthetic import write_synthetic_fleet
+    from toolkit.trace.fleet.synthetic import write_synthetic_fleet
 
     model = synthetic_model(ops=10)
     paths = write_synthetic_fleet(tmp_path, model, files=3, runs_per_file=6)

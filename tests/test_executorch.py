@@ -18,9 +18,9 @@ from toolkit.errors import ToolkitError
 from toolkit.formats.etdump import read_etdump
 from toolkit.formats.etrecord import parse_module_stack, read_etrecord
 from toolkit.formats.executorch_program import read_program, read_xnnpack_blob
-from toolkit.trace.et_xnnpack import FAMILIES, family
-from toolkit.trace.executorch import read_executorch
-from toolkit.trace.read import read_trace
+from toolkit.trace.readers.executorch.profile import read_executorch
+from toolkit.trace.readers.executorch.xnnpack import FAMILIES, family
+from toolkit.trace.readers.read import read_trace
 
 DIR = Path(__file__).resolve().parent.parent / "sample_models" / "executorch"
 STEMS = sorted(p.name[:-5] for p in DIR.glob("*.etdp"))
@@ -111,7 +111,7 @@ def test_inspector_table_equals_the_inspectors_csv(stem: str) -> None:
 
 @pytest.mark.parametrize("stem", STEMS)
 def test_inspector_module_totals_match_find_total_for_module(stem: str) -> None:
-    from toolkit.trace.et_inspector import inspector_total_for_module
+    from toolkit.trace.readers.executorch.inspector import inspector_total_for_module
 
     etdp, etrecord, _ = files(stem)
     table = read_executorch(etdp, etrecord).inspector_table()
@@ -467,7 +467,7 @@ def test_negative_duration_counts_zero_and_takes_nothing_from_its_parent() -> No
     still sums to its Method::execute time."""
     import dataclasses
 
-    from toolkit.trace.executorch import ExecutorchProfile, etdump_events
+    from toolkit.trace.readers.executorch.profile import ExecutorchProfile, etdump_events
 
     good = read_executorch(*files("cnn_portable"))
     ev = good.dump.events.copy()
@@ -582,7 +582,7 @@ def test_allocation_and_debug_events_and_a_32_bit_wrap() -> None:
 
 def test_align_skips_silent_nodes_and_lists_unmatched_events() -> None:
     from toolkit.formats.executorch_program import XnnNode
-    from toolkit.trace.et_xnnpack import align
+    from toolkit.trace.readers.executorch.xnnpack import align
 
     nodes = [XnnNode("XNNConv2d", 1, True), XnnNode("XNNStaticReshape", 2, False),
              XnnNode("XNNAdd", 3, True), XnnNode("XNNConcatenate2", 4, False),
@@ -612,7 +612,7 @@ def test_limits_bound_what_a_file_claims() -> None:
 
 
 def test_executorch_join_pairs_the_files() -> None:
-    from toolkit.trace.executorch import executorch_join
+    from toolkit.trace.readers.executorch.profile import executorch_join
 
     etdp, etrecord, pte = files("cnn_portable")
     att = executorch_join(str(etdp), str(etrecord))

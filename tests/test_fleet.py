@@ -16,12 +16,12 @@ from support import SAMPLES
 from toolkit.errors import ToolkitError, TraceError
 from toolkit.formats.trace_parquet import read_trace_parquet, write_trace_parquet
 from toolkit.trace import read_trace, trace_join
-from toolkit.trace.catalog import catalog_of
-from toolkit.trace.fleet import FleetAttribution, trace_join_many
-from toolkit.trace.fleet_merge import merge_partials
-from toolkit.trace.fleet_partial import PER_RUN_VIEWS, join_partition, provenance_snapshot
-from toolkit.trace.run_cells import view_cells
-from toolkit.trace.synthetic import synthetic_model, synthetic_session, write_synthetic_fleet
+from toolkit.trace.fleet.join_many import FleetAttribution, trace_join_many
+from toolkit.trace.fleet.merge import merge_partials
+from toolkit.trace.fleet.partial import PER_RUN_VIEWS, join_partition, provenance_snapshot
+from toolkit.trace.fleet.synthetic import synthetic_model, synthetic_session, write_synthetic_fleet
+from toolkit.trace.join.catalog import catalog_of
+from toolkit.trace.join.run_cells import view_cells
 
 FILES = 8
 RUNS = 12
@@ -127,7 +127,7 @@ def test_in_process_and_in_memory_sources(model, frames, reference) -> None:
 
 def test_dask_local_cluster_processes(model, fleet, reference) -> None:
     pytest.importorskip("distributed")
-    from toolkit.trace.fleet_engines import start_cluster, worker_malloc_trim
+    from toolkit.trace.fleet.engines import start_cluster, worker_malloc_trim
 
     cluster, client = start_cluster(2)
     try:
@@ -145,7 +145,7 @@ def test_dask_local_cluster_processes(model, fleet, reference) -> None:
 
 def test_dask_threads_one_and_two_workers_shuffled(model, fleet, reference) -> None:
     pytest.importorskip("distributed")
-    from toolkit.trace.fleet_engines import start_cluster
+    from toolkit.trace.fleet.engines import start_cluster
 
     shuffled = list(fleet)
     random.Random(3).shuffle(shuffled)
@@ -376,7 +376,7 @@ def test_sessions_numbering_runs_from_zero_merge_per_partition(model, frames) ->
 @pytest.mark.parametrize("n_runs", [1, 40])
 def test_duckdb_order_statistics_equal_the_in_memory_figures(n_runs: int) -> None:
     pytest.importorskip("duckdb")
-    from toolkit.trace.fleet_stats import fleet_stats_frame
+    from toolkit.trace.fleet.stats import fleet_stats_frame
 
     rng = np.random.default_rng(n_runs)
     n_rows = 30
@@ -397,7 +397,7 @@ def test_duckdb_order_statistics_equal_the_in_memory_figures(n_runs: int) -> Non
 
 def test_per_run_table_sparse_equals_dense(model, frames, reference,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    import toolkit.trace.attribution as attribution
+    import toolkit.trace.join.attribution as attribution
 
     monkeypatch.setattr(attribution, "_DENSE_CELLS", 0)  # every table built sparse
     sparse = trace_join(read_trace(pd.concat(frames, ignore_index=True)), model)

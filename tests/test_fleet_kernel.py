@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from toolkit.trace import read_trace, trace_join
-from toolkit.trace.catalog import catalog_of
-from toolkit.trace.nesting import _before, span_tree
-from toolkit.trace.read import Trace
-from toolkit.trace.run_cells import view_cells
-from toolkit.trace.synthetic import synthetic_model, synthetic_session
+from toolkit.trace.fleet.synthetic import synthetic_model, synthetic_session
+from toolkit.trace.join.catalog import catalog_of
+from toolkit.trace.join.nesting import _before, span_tree
+from toolkit.trace.join.run_cells import view_cells
+from toolkit.trace.readers.read import Trace
 
 VIEWS = ("by_layer", "by_source_op", "by_op", "by_command", "by_backend")
 

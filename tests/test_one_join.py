@@ -1,5 +1,5 @@
 """One join for every runtime: the toolkit's own traces, ExecuTorch files, ONNX Runtime
-profiles and fleets go through the same engine (toolkit.trace.join), with the same options and
+profiles and fleets go through the same engine (toolkit.trace.join.join), with the same options and
 the same leading columns; ORT's If runs its branch inside its own kernel span, counted once.
 
 Fixtures: ``sample_models/onnx/gate.*`` (an ONNX model with an ``If``, profiled by ONNX
@@ -20,8 +20,8 @@ from support import SAMPLES
 
 import toolkit as tk
 from toolkit.errors import ToolkitError
-from toolkit.trace.fleet import FleetAttribution
-from toolkit.trace.views import (
+from toolkit.trace.fleet.join_many import FleetAttribution
+from toolkit.trace.join.layer_views import (
     LAYER_COLUMNS,
     OP_COLUMNS,
     OVERHEAD_COLUMNS,

@@ -21,9 +21,9 @@ from support import SAMPLES
 from toolkit.errors import ModelFormatError, ToolkitError
 from toolkit.importers.onnx import load_onnx, scope_layers
 from toolkit.layer_names import NO_LAYER
-from toolkit.trace.ort import OUTSIDE_RUN_TRUNCATED, read_ort_profile
-from toolkit.trace.ort_join import group_mapping, join_ort
-from toolkit.trace.read import read_trace
+from toolkit.trace.readers.ort.attribution import group_mapping, join_ort
+from toolkit.trace.readers.ort.profile import OUTSIDE_RUN_TRUNCATED, read_ort_profile
+from toolkit.trace.readers.read import read_trace
 
 D = SAMPLES / "onnx"
 MODELS = ("cnn", "transformer", "mlp", "lstm")
@@ -242,7 +242,7 @@ def test_truncated_profile_is_flagged(tmp_path: Path, monkeypatch: pytest.Monkey
     cut = plain[:-1]  # the last model_run span is lost, as when ORT hits its cap
     path = tmp_path / "cut.json"
     path.write_text("[\n" + ",\n".join(json.dumps(e) for e in cut) + "\n]\n")
-    import toolkit.trace.ort as ort_module
+    import toolkit.trace.readers.ort.profile as ort_module
 
     monkeypatch.setattr(ort_module, "ORT_EVENT_CAP", len(cut))
     trace = read_ort_profile(path)

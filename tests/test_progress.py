@@ -64,7 +64,7 @@ def test_partition_write_and_trace_read_show_bars(bars_on: None, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     from toolkit.formats.chrome_trace import write_chrome_trace
     from toolkit.formats.part_file import PartSpec
-    from toolkit.trace import read as read_mod
+    from toolkit.trace.readers import read as read_mod
 
     res = tk.partition(tk.load(CNN), PartSpec(backends=["cpu", "npu"], default="npu",
                                               opcode={"SOFTMAX": "cpu"}).validate())

@@ -11,12 +11,12 @@ from support import ALL_TFLITE, SAMPLES
 
 import toolkit as tk
 from toolkit import run
+from toolkit.cli.trace_join import main_trace_join
 from toolkit.compiler import compile_model
 from toolkit.formats.chrome_trace import write_chrome_trace
 from toolkit.formats.trace_csv import write_trace_csv
 from toolkit.runtime.chain import run_connection
 from toolkit.trace import POLICIES, read_trace, trace_join
-from toolkit.trace.cli import main_trace_join
 
 REPEAT = 3
 

@@ -12,8 +12,8 @@ import pytest
 
 from toolkit.errors import ToolkitError
 from toolkit.trace import STAT_COLUMNS, read_trace, to_chrome_trace, to_model_explorer, trace_join
-from toolkit.trace.split import split_by_weights
-from toolkit.trace.tables import ProvenanceTables
+from toolkit.trace.join.split import split_by_weights
+from toolkit.trace.join.tables import ProvenanceTables
 
 
 def fused_provenance() -> ProvenanceTables:
@@ -365,8 +365,8 @@ def test_model_explorer_node_data(tmp_path: Path) -> None:
 
 
 def test_sparse_sums_give_the_same_views(monkeypatch: pytest.MonkeyPatch) -> None:
-    import toolkit.trace.accumulate as accumulate
-    import toolkit.trace.attribution as attribution
+    import toolkit.trace.join.accumulate as accumulate
+    import toolkit.trace.join.attribution as attribution
 
     rng = np.random.default_rng(0)
     n = 3000

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_trace_join import fused_provenance
 
 from toolkit.trace import read_trace, trace_join
-from toolkit.trace.nesting import span_tree
+from toolkit.trace.join.nesting import span_tree
 
 US = 1000
 

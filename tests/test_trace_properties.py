@@ -13,13 +13,13 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import toolkit.trace.attribution as attribution_mod
-import toolkit.trace.join as join_mod
-import toolkit.trace.overlaps as overlaps_mod
-import toolkit.trace.resolve as resolve_mod
+import toolkit.trace.join.attribution as attribution_mod
+import toolkit.trace.join.join as join_mod
+import toolkit.trace.join.overlaps as overlaps_mod
+import toolkit.trace.join.resolve as resolve_mod
 from toolkit.trace import POLICIES, trace_join
-from toolkit.trace.split import split_by_weights
-from toolkit.trace.tables import ProvenanceTables
+from toolkit.trace.join.split import split_by_weights
+from toolkit.trace.join.tables import ProvenanceTables
 
 LAYER_POOL = ["l/a", "l/b", "l/c", "l/d", "l/e", "l/f"]
 

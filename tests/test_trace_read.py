@@ -13,7 +13,7 @@ import pytest
 from toolkit.errors import ToolkitError, TraceError
 from toolkit.runtime.tracer import EventTracer
 from toolkit.trace import Trace, read_trace
-from toolkit.trace.read import EVENT_COLUMNS
+from toolkit.trace.readers.read import EVENT_COLUMNS
 
 
 def _dtypes_ok(t: Trace) -> None:

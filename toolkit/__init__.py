@@ -54,9 +54,9 @@ if TYPE_CHECKING:
     from toolkit.partitioner import PartitionResult
     from toolkit.runtime.result import RunResult
     from toolkit.runtime.tracer import EventTracer
-    from toolkit.trace.attribution import Attribution
-    from toolkit.trace.read import Trace
-    from toolkit.trace.views import LayerAttribution
+    from toolkit.trace.join.attribution import Attribution
+    from toolkit.trace.join.layer_views import LayerAttribution
+    from toolkit.trace.readers.read import Trace
 
 __all__ = [
     "load", "save", "compile", "partition", "codegen", "fix_free_dims", "register_custom_op",
@@ -78,10 +78,10 @@ _LAZY = {
     "PartitionResult": "toolkit.partitioner",
     "RunResult": "toolkit.runtime.result",
     "EventTracer": "toolkit.runtime.tracer",
-    "Trace": "toolkit.trace.read",
-    "Attribution": "toolkit.trace.attribution",
-    "LayerAttribution": "toolkit.trace.views",
-    "LayerDiff": "toolkit.trace.diff",
+    "Trace": "toolkit.trace.readers.read",
+    "Attribution": "toolkit.trace.join.attribution",
+    "LayerAttribution": "toolkit.trace.join.layer_views",
+    "LayerDiff": "toolkit.trace.views.diff",
     "ModelBuilder": "toolkit.builder",
     "Capture": "toolkit.numerics.capture",
     "NumericsComparison": "toolkit.numerics.compare",

@@ -29,13 +29,13 @@ if TYPE_CHECKING:
     from toolkit.runtime.onnxruntime import OrtRun
     from toolkit.runtime.result import RunResult
     from toolkit.runtime.tracer import EventTracer
-    from toolkit.trace.attribution import Attribution
-    from toolkit.trace.diff import LayerDiff
-    from toolkit.trace.et_attribution import ExecutorchAttribution
-    from toolkit.trace.executorch import ExecutorchProfile
-    from toolkit.trace.fleet import FleetAttribution
-    from toolkit.trace.ort_join import OrtAttribution
-    from toolkit.trace.read import Trace
+    from toolkit.trace.fleet.join_many import FleetAttribution
+    from toolkit.trace.join.attribution import Attribution
+    from toolkit.trace.readers.executorch.attribution import ExecutorchAttribution
+    from toolkit.trace.readers.executorch.profile import ExecutorchProfile
+    from toolkit.trace.readers.ort.attribution import OrtAttribution
+    from toolkit.trace.readers.read import Trace
+    from toolkit.trace.views.diff import LayerDiff
     from toolkit.vela.run import VelaResult
 
 __all__ = ["load", "save", "compile", "partition", "codegen", "fix_free_dims",
@@ -450,7 +450,7 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
 
     Returns:
         A :class:`~toolkit.runtime.result.RunResult` ``(outputs, trace)``, traced or not:
-        ``outputs`` by name, ``trace`` a :class:`~toolkit.trace.read.Trace` (every runtime;
+        ``outputs`` by name, ``trace`` a :class:`~toolkit.trace.readers.read.Trace` (every runtime;
         ``None`` when not traced), which :func:`trace_join` takes as it is. The runtime's own
         record is ``trace.runtime`` (the ``EventTracer``, or ONNX Runtime's
         :class:`~toolkit.runtime.onnxruntime.OrtRun`); an ONNX Runtime trace also has
@@ -531,9 +531,9 @@ def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np
 
 
 def _as_traced(result: RunResult) -> RunResult:
-    """``result`` with its trace as a :class:`~toolkit.trace.read.Trace` (the runtime's own
+    """``result`` with its trace as a :class:`~toolkit.trace.readers.read.Trace` (the runtime's own
     record is ``trace.runtime``)."""
-    from toolkit.trace.inputs import run_trace
+    from toolkit.trace.readers.inputs import run_trace
 
     return result._replace(trace=run_trace(result.trace))
 
@@ -560,14 +560,14 @@ def read_trace(source: Any, *, format: str | None = None, key_column: str | None
         clock_hz: clock frequency for ``unit="cycles"``.
 
     Returns:
-        A :class:`~toolkit.trace.read.Trace`; ``.events`` has one row per event: ``start_ns``,
+        A :class:`~toolkit.trace.readers.read.Trace`; ``.events`` has one row per event: ``start_ns``,
         ``dur_ns`` (int64), ``run``, ``track``, the key columns and ``problem``.
 
     Raises:
         TraceError: a file that cannot be opened or parsed.
         ToolkitError: no start or duration column, an unknown unit or format.
     """
-    from toolkit.trace.read import read_trace as _read
+    from toolkit.trace.readers.read import read_trace as _read
     from toolkit.util.args import check_number, check_optional_str
 
     for arg, value in (("format", format), ("key_column", key_column), ("key_kind", key_kind),
@@ -589,7 +589,7 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
     """Join a trace with the model it measured and attribute its time to the original layers.
 
     Args:
-        trace: a :class:`~toolkit.trace.read.Trace` or anything :func:`read_trace` reads.
+        trace: a :class:`~toolkit.trace.readers.read.Trace` or anything :func:`read_trace` reads.
         model: the model the trace measured: a ``CompiledModel``, a ``PartitionResult``, a
             C++ artifact of :func:`codegen` (joined against what it was generated from), a
             :class:`~toolkit.ir.Model` (joined as compiled with no passes), a compiled output
@@ -617,11 +617,11 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
             :func:`join_ort`'s adapter of the same join.
 
     Returns:
-        An :class:`~toolkit.trace.attribution.Attribution`: ``.by_layer()``, ``.by_op()``,
+        An :class:`~toolkit.trace.join.attribution.Attribution`: ``.by_layer()``, ``.by_op()``,
         ``.by_command()``, ``.unattributed()``, ``.overhead()``, ``.summary()``,
         ``.check()``, ``.match_score`` (for an ONNX model, :func:`join_ort`'s
         ``OrtAttribution`` with the same views; for an ExecuTorch ETDump and its ETRecord, an
-        :class:`~toolkit.trace.et_attribution.ExecutorchAttribution` with ``by_layer()``,
+        :class:`~toolkit.trace.readers.executorch.attribution.ExecutorchAttribution` with ``by_layer()``,
         ``by_op()``, ``unattributed()``, ``summary()``, ``check()``).
 
     Raises:
@@ -633,7 +633,7 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
     check_model_arg(optimized, "optimized", "tk.trace_join", optional=True)
     check_int(skip_runs, "skip_runs", "tk.trace_join")
     check_bool(strict, "strict", "tk.trace_join")
-    from toolkit.trace.inputs import resolve_join
+    from toolkit.trace.readers.inputs import resolve_join
 
     route = resolve_join(trace, model, optimized)
     if route.route == "onnxruntime" and route.optimized is None:
@@ -641,7 +641,7 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
         if not is_ort:  # the reference or native runtime's trace of the lowered model
             from toolkit.importers.onnx_lower import lowered_for
             from toolkit.model_arg import as_model
-            from toolkit.trace.inputs import JoinRoute
+            from toolkit.trace.readers.inputs import JoinRoute
 
             model = lowered_for(as_model(model, purpose="tk.trace_join"), "tk.trace_join",
                                 allow_reference=True, latest_run=True)
@@ -663,12 +663,12 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
                                    "folder")
         model = model.model
     if route.route == "executorch":
-        from toolkit.trace.executorch import executorch_join
+        from toolkit.trace.readers.executorch.profile import executorch_join
 
         result: ExecutorchAttribution = executorch_join(
             trace, model, policy, key, overlaps=overlaps, strict=strict, skip_runs=skip_runs)
         return result
-    from toolkit.trace.join import trace_join as _join
+    from toolkit.trace.join.join import trace_join as _join
 
     return _join(trace, model, policy=policy, key=key, overlaps=overlaps, strict=strict,
                  skip_runs=skip_runs)
@@ -695,7 +695,7 @@ def trace_join_many(sources: Any, model: Any, *, engine: str = "local", client: 
 
     Args:
         sources: trace paths, a glob (``"nightly/*.parquet"``), a folder, or a list of traces
-            (Chrome JSON/.gz, CSV, Parquet, :class:`~toolkit.trace.read.Trace`, DataFrame).
+            (Chrome JSON/.gz, CSV, Parquet, :class:`~toolkit.trace.readers.read.Trace`, DataFrame).
             A file holds whole tracks and whole runs.
         model: the model the traces measured, as for :func:`trace_join`.
         engine: ``"local"`` (a pool of ``workers`` spawned processes; ``workers=0`` joins in
@@ -711,7 +711,7 @@ def trace_join_many(sources: Any, model: Any, *, engine: str = "local", client: 
         memory_budget: bytes of per-run matrix kept in memory; above, DuckDB ranks the cells.
 
     Returns:
-        A :class:`~toolkit.trace.fleet.FleetAttribution`: the views of :func:`trace_join`'s
+        A :class:`~toolkit.trace.fleet.join_many.FleetAttribution`: the views of :func:`trace_join`'s
         result over every run of the fleet (``.by_layer()``, ``.by_op()``,
         ``.unattributed()``, ``.check()`` ...) plus ``.by_partition()`` and
         ``.layer_by_partition(layer)``; equal to one join over the concatenated fleet.
@@ -720,7 +720,7 @@ def trace_join_many(sources: Any, model: Any, *, engine: str = "local", client: 
         ToolkitError: an unknown engine, no sources, a file that cannot be joined (named),
             partitions of different models or a run in two partitions.
     """
-    from toolkit.trace.fleet import trace_join_many as _many
+    from toolkit.trace.fleet.join_many import trace_join_many as _many
     from toolkit.util.args import check_bool, check_int, check_optional_str
 
     if workers is not None:
@@ -801,11 +801,11 @@ def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | 
             ``ORT_DISABLE_ALL``.
         policy: how an optimized node's time is split over the original nodes it owns:
             ``"equal"``, ``"macs"`` (by compute weight: see
-            :func:`~toolkit.trace.ort_provenance.compute_weight`) or ``"bytes"``.
+            :func:`~toolkit.trace.readers.ort.provenance.compute_weight`) or ``"bytes"``.
         key, overlaps, strict, skip_runs: as :func:`trace_join` (it is the same join).
 
     Returns:
-        An :class:`~toolkit.trace.ort_join.OrtAttribution`: every view of
+        An :class:`~toolkit.trace.readers.ort.attribution.OrtAttribution`: every view of
         :func:`trace_join`'s result (``.by_layer()``, ``.by_op()``, ``.unattributed()``,
         ``.overhead()``, ``.summary()``, ``.check()``) plus ``.by_node()``, ``.origins()``
         (optimized node -> original nodes), ``.groups()``, ``.unmapped()``.
@@ -815,9 +815,9 @@ def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | 
             most of whose nodes are not in the graph, a trace that is not an ORT profile, an
             unknown policy.
     """
-    from toolkit.trace.inputs import resolve_join
-    from toolkit.trace.ort_join import join_ort as _join_ort
-    from toolkit.trace.read import Trace as _Trace
+    from toolkit.trace.readers.inputs import resolve_join
+    from toolkit.trace.readers.ort.attribution import join_ort as _join_ort
+    from toolkit.trace.readers.read import Trace as _Trace
     from toolkit.util.args import check_bool, check_int, check_model_arg, check_path_arg
 
     route = resolve_join(trace, model, optimized, where="tk.join_ort")
@@ -921,7 +921,7 @@ def read_executorch(etdump: Any, etrecord: Any = None, program: Any = None, *,
         method: the method profiled.
 
     Returns:
-        An :class:`~toolkit.trace.executorch.ExecutorchProfile`: ``.events`` (every event,
+        An :class:`~toolkit.trace.readers.executorch.profile.ExecutorchProfile`: ``.events`` (every event,
         nested, integer ticks), ``.nodes()`` (the edge nodes: handle, op, module path and
         type, stack trace, torch.export node), ``.inspector_table()`` (the Inspector's own
         table) and ``.attribution(policy)`` (every tick of ``Method::execute`` to a layer or a
@@ -933,7 +933,7 @@ def read_executorch(etdump: Any, etrecord: Any = None, program: Any = None, *,
             file it is and where it goes), or a corrupt one.
     """
     from toolkit.errors import ToolkitError
-    from toolkit.trace.executorch import read_executorch as _read
+    from toolkit.trace.readers.executorch.profile import read_executorch as _read
     from toolkit.util.args import check_optional_str
 
     if etdump is None:
@@ -1038,7 +1038,7 @@ def diff(a: Any, b: Any, *, match: str = "model", alpha: float = 0.05,
         labels: names of a and b in views and figures.
 
     Returns:
-        A :class:`~toolkit.trace.diff.LayerDiff`: ``by_layer()``, ``by_op()``,
+        A :class:`~toolkit.trace.views.diff.LayerDiff`: ``by_layer()``, ``by_op()``,
         ``by_backend()`` (per row: mean and p50 ms per run on each side, ``delta_ns``,
         ``delta_pct``, ``delta_share``, ``p_value``, ``beyond_noise``, ``verdict``,
         ``reason``), ``moved_ops()`` (ops fused in one compile and not the other, with their
@@ -1049,7 +1049,7 @@ def diff(a: Any, b: Any, *, match: str = "model", alpha: float = 0.05,
         ToolkitError: a or b is not an attribution; two different source models without
             ``match="name"``; an unknown ``match`` or an ``alpha`` outside (0, 1).
     """
-    from toolkit.trace.diff import diff as _diff
+    from toolkit.trace.views.diff import diff as _diff
 
     return _diff(a, b, match=match, alpha=alpha, labels=labels)
 
@@ -1071,7 +1071,7 @@ def report(out: PathLike, trace: Any = None, model: Any = None, *, trace_b: Any 
 
     Args:
         out: the file to write (atomically).
-        trace, model: a trace (path or :class:`~toolkit.trace.read.Trace`) and the model it
+        trace, model: a trace (path or :class:`~toolkit.trace.readers.read.Trace`) and the model it
             measured (compiled folder, model file, ``.conn.json`` of a partition, or a
             ``CompiledModel``/``PartitionResult``), joined with ``policy`` and
             ``skip_runs``; or give ``attribution`` (any attribution) instead.

@@ -73,7 +73,7 @@ def compile_run_join(out: Path) -> None:
     from toolkit.compiler import Target, compile_model
     from toolkit.formats.chrome_trace import write_chrome_trace
     from toolkit.trace import trace_join
-    from toolkit.trace.export import to_chrome_trace, to_model_explorer
+    from toolkit.trace.views.export import to_chrome_trace, to_model_explorer
 
     d = out / "cnn"
     model = tk.load(SAMPLES / "cnn.tflite")

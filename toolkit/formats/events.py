@@ -3,7 +3,7 @@
 The event tracer (:meth:`toolkit.runtime.tracer.EventTracer.to_frame`), the Chrome trace and
 CSV readers (:mod:`toolkit.formats.chrome_trace`, :mod:`toolkit.formats.trace_csv`), the
 chained runtime's per-part table (:mod:`toolkit.runtime.chain`) and
-:attr:`toolkit.trace.read.Trace.events` all speak these columns; each table has the ones that
+:attr:`toolkit.trace.readers.read.Trace.events` all speak these columns; each table has the ones that
 apply to it, with these dtypes, and may add its own (``arg_<key>`` arguments, ``part``,
 ``file`` ...). Times are integer nanoseconds everywhere.
 
@@ -14,7 +14,7 @@ event_id    ``int64``                   row identity (position in the source)
 run         ``int64``                   inference index
 key         ``int64`` or ``object``     the event's key (int or str; ``None`` when none)
 key_kind    categorical or ``str``      what the key is: a kind of
-                                        :data:`toolkit.trace.keys.KEY_KINDS`, ``""`` if unsaid
+                                        :data:`toolkit.trace.join.keys.KEY_KINDS`, ``""`` if unsaid
 name        categorical or ``str``      event name
 cat         categorical or ``str``      event category (Chrome ``cat``)
 pid, tid    ``int64`` (``object``)      process and thread ids (Chrome)

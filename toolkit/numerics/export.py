@@ -1,7 +1,7 @@
 """Write a numerics comparison for viewers: Model Explorer node data, visq JSON.
 
 **Model Explorer node data** (:func:`model_explorer_data`): the same JSON as the time overlay
-(:mod:`toolkit.trace.export`), keyed by the output tensor name of each reference op (Model
+(:mod:`toolkit.trace.views.export`), keyed by the output tensor name of each reference op (Model
 Explorer attaches a key to the node whose output has that ``tensor_name``), graph id the
 reference subgraph's name (``"main"`` when it has none)::
 

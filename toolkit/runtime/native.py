@@ -7,7 +7,7 @@ tracer: steady-clock nanoseconds, the same clock as :func:`time.perf_counter_ns`
 an :class:`~toolkit.runtime.tracer.EventTracer`, with the keys and arguments of the reference
 runtime's events (``op_index``, ``op_type``, ``op_name`` for a plain model; ``command_id``,
 ``optimised_id``, ``stripe``, ``op_type``, ``op_name`` for a compiled one), so
-:func:`toolkit.trace.join.trace_join` attributes native time to the original layers.
+:func:`toolkit.trace.join.join.trace_join` attributes native time to the original layers.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Run an ONNX model in ONNX Runtime at an optimization level, with an exact profile.
 
     r = run_onnxruntime("m.onnx", optimization="all", trace=True, repeat=20, warmup=3)
-    r.optimized_path, r.profile_path      # join with toolkit.trace.ort_join.join_ort
+    r.optimized_path, r.profile_path      # join with toolkit.trace.readers.ort.attribution.join_ort
     r.timings                             # unprofiled vs profiled run time, kernel time
 
 Steps: a session at the level saves ORT's optimized graph (``optimized_model_filepath``) and

@@ -15,7 +15,7 @@ class RunResult(NamedTuple):
     Attributes:
         outputs: the model's outputs by name (those of the last inference).
         trace: ``None`` when the run was not traced. ``tk.run`` gives a
-            :class:`~toolkit.trace.read.Trace` for every runtime (with the runtime's own
+            :class:`~toolkit.trace.readers.read.Trace` for every runtime (with the runtime's own
             record as ``trace.runtime``); the runtimes themselves record the reference
             runtime's :class:`~toolkit.runtime.tracer.EventTracer` (one event per op, or per
             command of a compiled model, per inference), a partition chain's DataFrame of

@@ -52,7 +52,7 @@ import pandas as pd
 
 from toolkit.errors import VelaError
 from toolkit.formats.vela_db import VelaDebugDB
-from toolkit.trace.split import split_grouped
+from toolkit.trace.join.split import split_grouped
 
 if TYPE_CHECKING:
     from toolkit.trace import Attribution
@@ -378,7 +378,7 @@ def read_estimates(db: VelaDebugDB, per_layer: pd.DataFrame | None = None
 
 def split_int(totals: np.ndarray, unit: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Split integer ``totals[u]`` over the rows of each unit ``u`` in proportion to weights:
-    :func:`toolkit.trace.split.split_grouped`, the one exact largest-remainder splitter."""
+    :func:`toolkit.trace.join.split.split_grouped`, the one exact largest-remainder splitter."""
     return split_grouped(totals, unit, weights)
 
 

@@ -1,4 +1,4 @@
-"""The figure of a :class:`~toolkit.trace.diff.LayerDiff`: a waterfall of the largest deltas.
+"""The figure of a :class:`~toolkit.trace.views.diff.LayerDiff`: a waterfall of the largest deltas.
 
 From a's time per run (top bar) to b's (bottom bar), each of the ``top`` layers with the
 largest ``|delta|`` moves the running total by its delta; the other layers are one bar. Red:

@@ -48,8 +48,8 @@ def _format_of(out: Path, fmt: str | None) -> str:
 
 
 def _join(trace: Any, model: Any, policy: str, skip_runs: int, side: str) -> Any:
-    from toolkit.trace.join import trace_join
-    from toolkit.trace.read import read_trace
+    from toolkit.trace.join.join import trace_join
+    from toolkit.trace.readers.read import read_trace
 
     if trace is None or model is None:
         raise ToolkitError(f"the report needs {side}'s trace and its model (or an "
@@ -182,7 +182,7 @@ def write_report(out: str | os.PathLike[str], *, trace: Any = None, model: Any =
             when the two traces measured different models; an unknown format; a numerics
             object without ``by_layer()``. Nothing is written then.
     """
-    from toolkit.trace.diff import LayerDiff
+    from toolkit.trace.views.diff import LayerDiff
     from toolkit.util.atomic import atomic_write
     from toolkit.viz.report.sections import generic_by_layer
 

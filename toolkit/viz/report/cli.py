@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from toolkit.errors import ToolkitError
-from toolkit.trace.diff import MATCH_MODES
-from toolkit.trace.join import POLICIES
+from toolkit.trace.join.join import POLICIES
+from toolkit.trace.views.diff import MATCH_MODES
 from toolkit.util.cliargs import ToolkitParser, count_arg
 
 __all__ = ["report_parser", "main_report"]

@@ -1,7 +1,7 @@
 """The tables of the profiling report, one function per section, from any attribution.
 
 Every function takes what the report notebook holds (attributions read through the views all
-of them share, a :class:`~toolkit.trace.diff.LayerDiff`, any object with ``by_layer()``) and
+of them share, a :class:`~toolkit.trace.views.diff.LayerDiff`, any object with ``by_layer()``) and
 returns a DataFrame or a line of text, so that the notebook's cells stay one call each and a
 reader of the executed notebook can call them again.
 """

@@ -1,0 +1,1 @@
+"""Fleets: many device sessions joined partition by partition and merged exactly."""
