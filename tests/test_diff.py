@@ -14,7 +14,7 @@ from support import SAMPLES
 import toolkit as tk
 from toolkit.layer_names import NO_LAYER
 from toolkit.trace.fleet.synthetic import synthetic_model, synthetic_session
-from toolkit.trace.views.ranktest import _u_cdf, bh_reject, mann_whitney_p, min_p_value
+from toolkit.trace.views._ranktest import _u_cdf, bh_reject, mann_whitney_p, min_p_value
 
 PAIR = SAMPLES / "pair"
 

@@ -18,8 +18,8 @@ from toolkit.errors import ToolkitError
 from toolkit.formats.etdump import read_etdump
 from toolkit.formats.etrecord import parse_module_stack, read_etrecord
 from toolkit.formats.executorch_program import read_program, read_xnnpack_blob
+from toolkit.trace.readers.executorch._xnnpack import FAMILIES, family
 from toolkit.trace.readers.executorch.profile import read_executorch
-from toolkit.trace.readers.executorch.xnnpack import FAMILIES, family
 from toolkit.trace.readers.read import read_trace
 
 DIR = Path(__file__).resolve().parent.parent / "sample_models" / "executorch"
@@ -582,7 +582,7 @@ def test_allocation_and_debug_events_and_a_32_bit_wrap() -> None:
 
 def test_align_skips_silent_nodes_and_lists_unmatched_events() -> None:
     from toolkit.formats.executorch_program import XnnNode
-    from toolkit.trace.readers.executorch.xnnpack import align
+    from toolkit.trace.readers.executorch._xnnpack import align
 
     nodes = [XnnNode("XNNConv2d", 1, True), XnnNode("XNNStaticReshape", 2, False),
              XnnNode("XNNAdd", 3, True), XnnNode("XNNConcatenate2", 4, False),

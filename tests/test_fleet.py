@@ -376,7 +376,7 @@ def test_sessions_numbering_runs_from_zero_merge_per_partition(model, frames) ->
 @pytest.mark.parametrize("n_runs", [1, 40])
 def test_duckdb_order_statistics_equal_the_in_memory_figures(n_runs: int) -> None:
     pytest.importorskip("duckdb")
-    from toolkit.trace.fleet.stats import fleet_stats_frame
+    from toolkit.trace.fleet._stats import fleet_stats_frame
 
     rng = np.random.default_rng(n_runs)
     n_rows = 30

@@ -11,7 +11,7 @@ from support import ALL_TFLITE, SAMPLES
 
 import toolkit as tk
 from toolkit import run
-from toolkit.cli.trace_join import main_trace_join
+from toolkit.cli._trace_join import main_trace_join
 from toolkit.compiler import compile_model
 from toolkit.formats.chrome_trace import write_chrome_trace
 from toolkit.formats.trace_csv import write_trace_csv

@@ -365,7 +365,7 @@ def test_model_explorer_node_data(tmp_path: Path) -> None:
 
 
 def test_sparse_sums_give_the_same_views(monkeypatch: pytest.MonkeyPatch) -> None:
-    import toolkit.trace.join.accumulate as accumulate
+    import toolkit.trace.join._accumulate as accumulate
     import toolkit.trace.join.attribution as attribution
 
     rng = np.random.default_rng(0)

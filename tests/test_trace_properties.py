@@ -13,10 +13,10 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import toolkit.trace.join._resolve as resolve_mod
 import toolkit.trace.join.attribution as attribution_mod
 import toolkit.trace.join.join as join_mod
 import toolkit.trace.join.overlaps as overlaps_mod
-import toolkit.trace.join.resolve as resolve_mod
 from toolkit.trace import POLICIES, trace_join
 from toolkit.trace.join.split import split_by_weights
 from toolkit.trace.join.tables import ProvenanceTables

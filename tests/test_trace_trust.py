@@ -16,7 +16,7 @@ from toolkit import run
 from toolkit.cli import main
 from toolkit.compiler import compile_model
 from toolkit.trace import read_trace, trace_join
-from toolkit.trace.join.partitioned import load_partitioned
+from toolkit.trace.join._partitioned import load_partitioned
 
 
 @pytest.fixture(scope="module")

@@ -801,7 +801,7 @@ def join_ort(trace: Any, model: Model | PathLike, optimized: Model | PathLike | 
             ``ORT_DISABLE_ALL``.
         policy: how an optimized node's time is split over the original nodes it owns:
             ``"equal"``, ``"macs"`` (by compute weight: see
-            :func:`~toolkit.trace.readers.ort.provenance.compute_weight`) or ``"bytes"``.
+            :func:`~toolkit.trace.readers.ort._provenance.compute_weight`) or ``"bytes"``.
         key, overlaps, strict, skip_runs: as :func:`trace_join` (it is the same join).
 
     Returns:

@@ -214,7 +214,7 @@ def run_parser() -> argparse.ArgumentParser:
 def cmd_run(argv: Sequence[str]) -> int:
     """Run ``toolkit run`` (``--runtime onnxruntime``: ONNX Runtime); return the exit status."""
     if _routing_option(argv, "--runtime") is not None:
-        from toolkit.cli.ort import main_ort_run
+        from toolkit.cli._ort import main_ort_run
 
         return main_ort_run(list(argv))
     a = run_parser().parse_args(argv)
@@ -426,10 +426,10 @@ def _routing_option(argv: Sequence[str], option: str) -> str | None:
 
 def _trace_join(argv: Sequence[str]) -> int:
     if _routing_option(argv, "--model") is not None:
-        from toolkit.cli.ort import main_ort_join
+        from toolkit.cli._ort import main_ort_join
 
         return main_ort_join(list(argv))
-    from toolkit.cli.trace_join import main_trace_join
+    from toolkit.cli._trace_join import main_trace_join
 
     return main_trace_join(list(argv))
 
@@ -441,7 +441,7 @@ def _nnc(argv: Sequence[str]) -> int:
 
 
 def _trace_join_many(argv: Sequence[str]) -> int:
-    from toolkit.cli.fleet import main_trace_join_many
+    from toolkit.cli._fleet import main_trace_join_many
 
     return main_trace_join_many(list(argv))
 
@@ -482,9 +482,9 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
 def parsers() -> dict[str, argparse.ArgumentParser]:
     """Every argument parser of the command line, by the command line that selects it
     (``"run --runtime onnxruntime"`` and ``"trace-join --model"`` are the ONNX Runtime ones)."""
-    from toolkit.cli.fleet import trace_join_many_parser
-    from toolkit.cli.ort import ort_join_parser, ort_run_parser
-    from toolkit.cli.trace_join import trace_join_parser
+    from toolkit.cli._fleet import trace_join_many_parser
+    from toolkit.cli._ort import ort_join_parser, ort_run_parser
+    from toolkit.cli._trace_join import trace_join_parser
     from toolkit.demo import demo_parser
     from toolkit.nnc_cli import parser as nnc_parser
     from toolkit.numerics.cli import compare_parser

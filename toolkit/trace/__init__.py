@@ -9,18 +9,18 @@
 
 Modules, one job each: :mod:`~toolkit.trace.readers.read` (any source -> :class:`Trace`),
 :mod:`~toolkit.trace.join.keys` (which column names what), :mod:`~toolkit.trace.join.catalog`
-(provenance tables -> arrays and key lookups), :mod:`~toolkit.trace.join.resolve` (key -> target),
+(provenance tables -> arrays and key lookups), :mod:`~toolkit.trace.join._resolve` (key -> target),
 :mod:`~toolkit.trace.join.overlaps`, :mod:`~toolkit.trace.join.policies` (split weights),
-:mod:`~toolkit.trace.join.split` (exact integer split), :mod:`~toolkit.trace.join.accumulate` (sums per
+:mod:`~toolkit.trace.join.split` (exact integer split), :mod:`~toolkit.trace.join._accumulate` (sums per
 run), :mod:`~toolkit.trace.join.join` (the pipeline), :mod:`~toolkit.trace.join.attribution` and
 :mod:`~toolkit.trace.join.stats` (the DataFrame views), :mod:`~toolkit.trace.views.export`,
-:mod:`~toolkit.trace.join.tables` (provenance from DataFrames) and :mod:`~toolkit.cli.trace_join`.
+:mod:`~toolkit.trace.join.tables` (provenance from DataFrames) and :mod:`~toolkit.cli._trace_join`.
 
 Other runtimes are adapters of the same join: their reader yields a :class:`Trace` and a
 provenance, and :mod:`~toolkit.trace.join.join` does the rest. ExecuTorch:
-:mod:`~toolkit.trace.readers.executorch.profile` (ETDump events), :mod:`~toolkit.trace.readers.executorch.provenance` (keys
+:mod:`~toolkit.trace.readers.executorch.profile` (ETDump events), :mod:`~toolkit.trace.readers.executorch._provenance` (keys
 and the ETRecord/``.pte`` provenance), :mod:`~toolkit.trace.readers.executorch.attribution` (its extra
-views); ONNX Runtime: :mod:`~toolkit.trace.readers.ort.profile` (profiles), :mod:`~toolkit.trace.readers.ort.provenance`
+views); ONNX Runtime: :mod:`~toolkit.trace.readers.ort.profile` (profiles), :mod:`~toolkit.trace.readers.ort._provenance`
 (keys and the model pair's provenance), :mod:`~toolkit.trace.readers.ort.attribution` (ORT's groups and its
 extra views); Vela: :mod:`toolkit.vela.provenance`. :mod:`~toolkit.trace.readers.inputs` decides which
 one a user's arguments go to; :mod:`~toolkit.trace.join.layer_views` lists the columns every

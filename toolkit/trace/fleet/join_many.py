@@ -8,7 +8,7 @@
 Each partition (a file, or one device of a file with ``partition_by``) is joined on a worker
 by :func:`~toolkit.trace.fleet.partial.join_partition` (the toolkit's own join kernel); the
 small partial results are merged exactly (:mod:`toolkit.trace.fleet.merge`) and the per-run
-statistics are computed once over the merged per-run table (:mod:`toolkit.trace.fleet.stats`).
+statistics are computed once over the merged per-run table (:mod:`toolkit.trace.fleet._stats`).
 The result equals one :func:`~toolkit.trace.join.join.trace_join` over the concatenated fleet:
 the same integer nanoseconds and counts, the same per-run statistics to the bit.
 
@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import ToolkitError
+from toolkit.trace.fleet._stats import DEFAULT_MEMORY_BUDGET, fleet_stats_frame
 from toolkit.trace.fleet.merge import MergedJoin, merge_partials
 from toolkit.trace.fleet.partial import (
     PER_RUN_VIEWS,
@@ -39,7 +40,6 @@ from toolkit.trace.fleet.partial import (
     provenance_snapshot,
     raise_at,
 )
-from toolkit.trace.fleet.stats import DEFAULT_MEMORY_BUDGET, fleet_stats_frame
 from toolkit.trace.join.catalog import catalog_of
 from toolkit.trace.join.layer_views import LayerAttribution
 from toolkit.trace.join.run_cells import view_total

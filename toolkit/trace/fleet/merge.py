@@ -2,7 +2,7 @@
 
 Integer sums add in any order; the per-run tables of the partitions are concatenated (a run
 lives in one partition); percentiles are computed once over the merged per-run table
-(:mod:`toolkit.trace.fleet.stats`). Guards: every partial must come from the same compiled
+(:mod:`toolkit.trace.fleet._stats`). Guards: every partial must come from the same compiled
 model (:func:`~toolkit.trace.fleet.partial.provenance_digest`) and the same join options, and
 no run may appear in two partitions (a partition holds whole runs; a run split over two files
 would have its statistics computed from halves).

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import ToolkitError
-from toolkit.trace.join.accumulate import CellSums
+from toolkit.trace.join._accumulate import CellSums
 from toolkit.trace.join.catalog import Catalog
 from toolkit.trace.join.keys import KEY_KINDS
 from toolkit.trace.join.layer_views import LayerAttribution

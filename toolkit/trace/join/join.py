@@ -54,16 +54,16 @@ import pandas as pd
 
 from toolkit.errors import ToolkitError
 from toolkit.provenance import Provenance
-from toolkit.trace.join.accumulate import CellSums
+from toolkit.trace.join._accumulate import CellSums
+from toolkit.trace.join._consistency import describe, find_mismatches
+from toolkit.trace.join._resolve import NO_KIND, reads_as_source_index, resolve_keys
 from toolkit.trace.join.attribution import Attribution, JoinResult
 from toolkit.trace.join.catalog import Catalog, catalog_of
 from toolkit.trace.join.codes import TextCodes
-from toolkit.trace.join.consistency import describe, find_mismatches
 from toolkit.trace.join.keys import KEY_COLUMNS, KEY_KINDS, kind_values
 from toolkit.trace.join.nesting import span_tree, structural_tree
 from toolkit.trace.join.overlaps import find_overlaps, track_codes
 from toolkit.trace.join.policies import POLICIES, member_weights
-from toolkit.trace.join.resolve import NO_KIND, reads_as_source_index, resolve_keys
 from toolkit.trace.join.split import TargetWeights, exact_int, split_targets
 from toolkit.trace.readers.read import Trace, read_trace
 
@@ -122,7 +122,7 @@ def as_provenance(obj: Any) -> Provenance:
     arg = resolve_model(obj, purpose="trace_join",
                         accept=("model", "compiled", "partition", "connection"))
     if arg.kind == "connection":
-        from toolkit.trace.join.partitioned import load_partitioned
+        from toolkit.trace.join._partitioned import load_partitioned
 
         return load_partitioned(arg.value)
     if arg.kind == "model":

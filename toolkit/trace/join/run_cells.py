@@ -1,6 +1,6 @@
 """The per-run table of a join as compact dense arrays, and every view's cells derived from it.
 
-A join sums each piece of split time per (run, member) (:class:`~toolkit.trace.join.accumulate.
+A join sums each piece of split time per (run, member) (:class:`~toolkit.trace.join._accumulate.
 CellSums`); every view (layer, source op, compiled op, backend) is those member columns added
 into the view's rows, and its per-run event counts are the matched events per (target, run)
 fanned out to the rows each target covers. :class:`RunCells` keeps just these bases: the
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from toolkit.errors import ToolkitError
-from toolkit.trace.join.accumulate import CellSums
+from toolkit.trace.join._accumulate import CellSums
 from toolkit.trace.join.catalog import Catalog
 from toolkit.trace.join.split import group_sum
 

@@ -9,7 +9,7 @@ Every side is read through the views all attributions share (``by_layer()``, ``b
 ``row``, id, ``run``, ``ns``), so a diff works on every source the join reads.
 
 **Noise.** A row's per-run times in ``a`` and in ``b`` are compared with the Mann–Whitney U
-rank test (two-sided; :mod:`toolkit.trace.views.ranktest`), and the rows of one view are corrected
+rank test (two-sided; :mod:`toolkit.trace.views._ranktest`), and the rows of one view are corrected
 together with Benjamini–Hochberg at ``alpha`` (a false discovery rate, so that a view of 200
 layers does not mark ten of them by chance). A rank test, not a t-test or a bootstrap: per-run
 times are skewed and have outliers (a preempted run, a cache miss, a warm-up run left in),
@@ -31,7 +31,7 @@ import pandas as pd
 
 from toolkit.errors import ToolkitError
 from toolkit.trace.join.layer_views import LayerAttribution
-from toolkit.trace.views.ranktest import bh_reject, mann_whitney_p, min_p_value
+from toolkit.trace.views._ranktest import bh_reject, mann_whitney_p, min_p_value
 
 __all__ = ["LayerDiff", "diff", "DIFF_COLUMNS", "MATCH_MODES"]
 

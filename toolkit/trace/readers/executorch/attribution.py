@@ -1,7 +1,7 @@
 """An ExecuTorch profile joined by the one join, with ExecuTorch's own views.
 
 :func:`attribute` keys the profile's events and builds its provenance
-(:mod:`toolkit.trace.readers.executorch.provenance`), then runs :func:`toolkit.trace.join.join.run_join`: each event
+(:mod:`toolkit.trace.readers.executorch._provenance`), then runs :func:`toolkit.trace.join.join.run_join`: each event
 counts its exclusive time (the runtime's nesting), ``Method::execute`` and a delegate call
 whose per-op events are mapped are wrappers (their own time is
 :meth:`~toolkit.trace.join.attribution.Attribution.overhead`: the runtime between instructions,
@@ -22,7 +22,7 @@ from toolkit.formats.etrecord import ETRecord
 from toolkit.trace.join.attribution import Attribution, JoinResult
 from toolkit.trace.join.split import group_sum
 from toolkit.trace.join.stats import STAT_COLUMNS, matrix_stats_frame
-from toolkit.trace.readers.executorch.provenance import (
+from toolkit.trace.readers.executorch._provenance import (
     COMPONENTS,
     ExecutorchProvenance,
     edge_layers,

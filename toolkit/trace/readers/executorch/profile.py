@@ -242,8 +242,8 @@ class ExecutorchProfile:
 
     def trace(self) -> Trace:
         """The ``Execute`` events as a nested :class:`~toolkit.trace.readers.read.Trace`, not keyed
-        (see :func:`toolkit.trace.readers.executorch.provenance.etdump_trace`)."""
-        from toolkit.trace.readers.executorch.provenance import etdump_trace
+        (see :func:`toolkit.trace.readers.executorch._provenance.etdump_trace`)."""
+        from toolkit.trace.readers.executorch._provenance import etdump_trace
 
         return etdump_trace(self)
 

@@ -46,7 +46,7 @@ from toolkit.formats.etrecord import EdgeNode, ETRecord
 from toolkit.formats.executorch_program import read_xnnpack_blob
 from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS
 from toolkit.trace.join.keys import KEY_KINDS
-from toolkit.trace.readers.executorch.xnnpack import INSERTED_HANDLE, align, fused_handles
+from toolkit.trace.readers.executorch._xnnpack import INSERTED_HANDLE, align, fused_handles
 from toolkit.trace.readers.read import Trace
 
 if TYPE_CHECKING:
