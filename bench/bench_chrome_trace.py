@@ -4,8 +4,8 @@ Run: ``python bench/bench_chrome_trace.py [--events N]``. Prints two small table
 
 1. writing a trace of N complete events (default 1,000,000), then reading it with
    :func:`toolkit.formats.chrome_trace.read_chrome_trace`, with
-   :func:`toolkit.trace.readers.read.read_trace` (the reader plus the :class:`Trace` a join takes) and
-   with the plain way
+   :func:`toolkit.trace.readers.read.read_trace` (the reader plus the :class:`Trace` a join takes)
+   and with the plain way
    (``json.load`` + a per-event Python loop into the same columns), in this process; with the peak
    extra resident memory of each (Linux) and whether ``start_ns``/``dur_ns`` came back exactly;
 2. nanoseconds per event of :class:`toolkit.runtime.tracer.EventTracer` ``begin``/``end``, the

@@ -6,8 +6,9 @@ saved ORT_ENABLE_ALL graph of a small transformer) repeated run after run in ORT
 with every ``args`` field ORT 1.32 writes, until it holds N events (ORT's cap is 1,000,000,
 so the last run is cut as ORT would cut it). Then, in this process:
 
-1. the toolkit: :func:`toolkit.trace.readers.ort.profile.read_ort_profile` + :func:`toolkit.trace.readers.ort.attribution.
-   join_ort` (groups, second tier; the one join: nesting, exact split) + ``by_layer()``;
+1. the toolkit: :func:`toolkit.trace.readers.ort.profile.read_ort_profile` +
+   :func:`toolkit.trace.readers.ort.attribution.join_ort` (groups, second tier; the one join:
+   nesting, exact split) + ``by_layer()``;
 2. the plain way: ``json.load`` + one Python loop that maps each kernel event to its layers
    through the same node -> layers table and splits its time equally.
 

@@ -560,8 +560,8 @@ def read_trace(source: Any, *, format: str | None = None, key_column: str | None
         clock_hz: clock frequency for ``unit="cycles"``.
 
     Returns:
-        A :class:`~toolkit.trace.readers.read.Trace`; ``.events`` has one row per event: ``start_ns``,
-        ``dur_ns`` (int64), ``run``, ``track``, the key columns and ``problem``.
+        A :class:`~toolkit.trace.readers.read.Trace`; ``.events`` has one row per event:
+        ``start_ns``, ``dur_ns`` (int64), ``run``, ``track``, the key columns and ``problem``.
 
     Raises:
         TraceError: a file that cannot be opened or parsed.
@@ -621,8 +621,8 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
         ``.by_command()``, ``.unattributed()``, ``.overhead()``, ``.summary()``,
         ``.check()``, ``.match_score`` (for an ONNX model, :func:`join_ort`'s
         ``OrtAttribution`` with the same views; for an ExecuTorch ETDump and its ETRecord, an
-        :class:`~toolkit.trace.readers.executorch.attribution.ExecutorchAttribution` with ``by_layer()``,
-        ``by_op()``, ``unattributed()``, ``summary()``, ``check()``).
+        :class:`~toolkit.trace.readers.executorch.attribution.ExecutorchAttribution` with
+        ``by_layer()``, ``by_op()``, ``unattributed()``, ``summary()``, ``check()``).
 
     Raises:
         ToolkitError: an unknown policy, key kind or overlaps mode; a model argument of
@@ -711,8 +711,8 @@ def trace_join_many(sources: Any, model: Any, *, engine: str = "local", client: 
         memory_budget: bytes of per-run matrix kept in memory; above, DuckDB ranks the cells.
 
     Returns:
-        A :class:`~toolkit.trace.fleet.join_many.FleetAttribution`: the views of :func:`trace_join`'s
-        result over every run of the fleet (``.by_layer()``, ``.by_op()``,
+        A :class:`~toolkit.trace.fleet.join_many.FleetAttribution`: the views of
+        :func:`trace_join`'s result over every run of the fleet (``.by_layer()``, ``.by_op()``,
         ``.unattributed()``, ``.check()`` ...) plus ``.by_partition()`` and
         ``.layer_by_partition(layer)``; equal to one join over the concatenated fleet.
 
@@ -921,8 +921,8 @@ def read_executorch(etdump: Any, etrecord: Any = None, program: Any = None, *,
         method: the method profiled.
 
     Returns:
-        An :class:`~toolkit.trace.readers.executorch.profile.ExecutorchProfile`: ``.events`` (every event,
-        nested, integer ticks), ``.nodes()`` (the edge nodes: handle, op, module path and
+        An :class:`~toolkit.trace.readers.executorch.profile.ExecutorchProfile`: ``.events`` (every
+        event, nested, integer ticks), ``.nodes()`` (the edge nodes: handle, op, module path and
         type, stack trace, torch.export node), ``.inspector_table()`` (the Inspector's own
         table) and ``.attribution(policy)`` (every tick of ``Method::execute`` to a layer or a
         named bucket: ``by_layer()``, ``by_op()``, ``rollup()``, ``unattributed()``,

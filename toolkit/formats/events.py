@@ -3,8 +3,8 @@
 The event tracer (:meth:`toolkit.runtime.tracer.EventTracer.to_frame`), the Chrome trace and
 CSV readers (:mod:`toolkit.formats.chrome_trace`, :mod:`toolkit.formats.trace_csv`), the
 chained runtime's per-part table (:mod:`toolkit.runtime.chain`) and
-:attr:`toolkit.trace.readers.read.Trace.events` all speak these columns; each table has the ones that
-apply to it, with these dtypes, and may add its own (``arg_<key>`` arguments, ``part``,
+:attr:`toolkit.trace.readers.read.Trace.events` all speak these columns; each table has the ones
+that apply to it, with these dtypes, and may add its own (``arg_<key>`` arguments, ``part``,
 ``file`` ...). Times are integer nanoseconds everywhere.
 
 =========== =========================== =====================================================

@@ -7,24 +7,29 @@
     to_chrome_trace(att, "joined.json")               # Perfetto, layers in each event's args
     to_model_explorer(att, "node_data.json")          # Model Explorer per-node values
 
-Modules, one job each: :mod:`~toolkit.trace.readers.read` (any source -> :class:`Trace`),
-:mod:`~toolkit.trace.join.keys` (which column names what), :mod:`~toolkit.trace.join.catalog`
-(provenance tables -> arrays and key lookups), :mod:`~toolkit.trace.join._resolve` (key -> target),
-:mod:`~toolkit.trace.join.overlaps`, :mod:`~toolkit.trace.join.policies` (split weights),
-:mod:`~toolkit.trace.join.split` (exact integer split), :mod:`~toolkit.trace.join._accumulate` (sums per
-run), :mod:`~toolkit.trace.join.join` (the pipeline), :mod:`~toolkit.trace.join.attribution` and
-:mod:`~toolkit.trace.join.stats` (the DataFrame views), :mod:`~toolkit.trace.views.export`,
-:mod:`~toolkit.trace.join.tables` (provenance from DataFrames) and :mod:`~toolkit.cli._trace_join`.
+Rooms, one job each (a lower room never imports a higher one; import-linter checks it):
 
-Other runtimes are adapters of the same join: their reader yields a :class:`Trace` and a
-provenance, and :mod:`~toolkit.trace.join.join` does the rest. ExecuTorch:
-:mod:`~toolkit.trace.readers.executorch.profile` (ETDump events), :mod:`~toolkit.trace.readers.executorch._provenance` (keys
-and the ETRecord/``.pte`` provenance), :mod:`~toolkit.trace.readers.executorch.attribution` (its extra
-views); ONNX Runtime: :mod:`~toolkit.trace.readers.ort.profile` (profiles), :mod:`~toolkit.trace.readers.ort._provenance`
-(keys and the model pair's provenance), :mod:`~toolkit.trace.readers.ort.attribution` (ORT's groups and its
-extra views); Vela: :mod:`toolkit.vela.provenance`. :mod:`~toolkit.trace.readers.inputs` decides which
-one a user's arguments go to; :mod:`~toolkit.trace.join.layer_views` lists the columns every
-attribution's views start with.
+``join/``     the one engine: :mod:`~toolkit.trace.join.keys` (which column names what),
+              :mod:`~toolkit.trace.join.catalog` (provenance -> arrays and key lookups),
+              :mod:`~toolkit.trace.join.nesting` and :mod:`~toolkit.trace.join.overlaps`
+              (exclusive time per span), :mod:`~toolkit.trace.join.policies` and
+              :mod:`~toolkit.trace.join.split` (exact integer split),
+              :mod:`~toolkit.trace.join.join` (the pipeline, :func:`trace_join`),
+              :mod:`~toolkit.trace.join.attribution` and :mod:`~toolkit.trace.join.stats`
+              (the DataFrame views), :mod:`~toolkit.trace.join.tables` (provenance from
+              DataFrames).
+``readers/``  any source -> :class:`Trace`: :mod:`~toolkit.trace.readers.read` (Chrome JSON,
+              CSV, records, Parquet, the EventTracer), and one subpackage per runtime that is an
+              adapter of the join (its reader yields a trace and a provenance, the join does
+              the rest): :mod:`~toolkit.trace.readers.executorch` (ETDump + ETRecord + ``.pte``),
+              :mod:`~toolkit.trace.readers.ort` (ONNX Runtime profile + optimized graph); Vela's
+              is :mod:`toolkit.vela.provenance`. :mod:`~toolkit.trace.readers.inputs` decides
+              which one a user's arguments go to.
+``views/``    what is made of attributions: :mod:`~toolkit.trace.views.export` (Perfetto, Model
+              Explorer), :mod:`~toolkit.trace.views.diff` (two attributions compared).
+``fleet/``    many device sessions joined partition by partition and merged exactly.
+
+The command lines (``toolkit trace-join``, ``trace-join-many``) live in :mod:`toolkit.cli`.
 """
 
 from toolkit.trace.join.attribution import STAT_COLUMNS, Attribution

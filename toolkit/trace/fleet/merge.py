@@ -33,8 +33,8 @@ __all__ = ["MergedJoin", "merge_partials", "check_partials", "RUN_MODES"]
 
 @dataclass
 class MergedJoin:
-    """The exact merge of a fleet's partials (see :class:`~toolkit.trace.fleet.join_many.FleetAttribution`
-    for the views built on it).
+    """The exact merge of a fleet's partials (see
+    :class:`~toolkit.trace.fleet.join_many.FleetAttribution` for the views built on it).
 
     ``partials``: the partials, in source order (``order``, then ``device``), each with its
     compact per-run table (:class:`~toolkit.trace.join.run_cells.RunCells`); ``runs``: every run

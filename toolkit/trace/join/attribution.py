@@ -20,7 +20,7 @@ Tables are computed on first use and cached; empty results keep their columns an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -40,7 +40,9 @@ from toolkit.trace.join.stats import (
     p50_share,
     stats_frame,
 )
-from toolkit.trace.readers.read import Trace
+
+if TYPE_CHECKING:  # the join takes a Trace; its class lives with the reader
+    from toolkit.trace.readers.read import Trace
 
 __all__ = ["Attribution", "JoinResult", "STAT_COLUMNS"]
 

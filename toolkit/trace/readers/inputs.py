@@ -10,8 +10,8 @@ Every decision is made on the object's type (``isinstance``) or, for a file, on 
 route           when
 =============== ===================================================================================
 ``executorch``  the trace is an ETDump (a ``.etdp`` file, a decoded ``ETDump``, the
-                :class:`~toolkit.trace.readers.read.Trace` ``read_trace`` made of one) or the model an
-                ETRecord
+                :class:`~toolkit.trace.readers.read.Trace` ``read_trace`` made of one) or the model
+                an ETRecord
 ``onnxruntime`` the trace is an ORT profile (``Trace.meta["format"] == "ort"``, or a
                 :class:`~toolkit.runtime.onnxruntime.OrtRun`), the model an ONNX model (a
                 ``.onnx`` path or a Model whose format is ``onnx``), or ``optimized`` is given

@@ -6,8 +6,8 @@
 
 **Trace** (:func:`etdump_trace`): one row per event of an ``Execute`` block (``run``: its
 ordinal), with its parent span as the runtime nests them (``parent_id``; see
-:func:`toolkit.trace.readers.executorch.profile.etdump_events`), so each span counts its exclusive time.
-Load-time events (``Method::init``, ``Program::load_method``) are no run: they are kept in
+:func:`toolkit.trace.readers.executorch.profile.etdump_events`), so each span counts its exclusive
+time. Load-time events (``Method::init``, ``Program::load_method``) are no run: they are kept in
 ``meta["load_events"]``.
 
 **Provenance** (:class:`ExecutorchProvenance`): the source ops are the edge nodes of the
@@ -193,8 +193,8 @@ class ExecutorchProvenance:
 def etdump_trace(profile: ExecutorchProfile) -> Trace:
     """The profile's ``Execute`` events as a :class:`Trace` with their nesting, not keyed
     (see the module docstring): the columns of
-    :func:`~toolkit.trace.readers.executorch.profile.etdump_events` (``parent`` as ``parent_id``), ``key``
-    None and ``key_kind`` ``""``. ``meta``: ``source``, ``format`` (``etdump``),
+    :func:`~toolkit.trace.readers.executorch.profile.etdump_events` (``parent`` as ``parent_id``),
+    ``key`` None and ``key_kind`` ``""``. ``meta``: ``source``, ``format`` (``etdump``),
     ``run_from``, ``load_events`` (``event_id``, ``name``, ``dur_ns``), ``etdump`` (the
     decoded file, so that a join with the ETRecord can key the events)."""
     ev = profile.events

@@ -1,12 +1,12 @@
 """An ExecuTorch profile joined by the one join, with ExecuTorch's own views.
 
 :func:`attribute` keys the profile's events and builds its provenance
-(:mod:`toolkit.trace.readers.executorch._provenance`), then runs :func:`toolkit.trace.join.join.run_join`: each event
-counts its exclusive time (the runtime's nesting), ``Method::execute`` and a delegate call
-whose per-op events are mapped are wrappers (their own time is
-:meth:`~toolkit.trace.join.attribution.Attribution.overhead`: the runtime between instructions,
-the delegate's time not covered by its op events), every event that cannot be joined is in
-``unattributed()`` with its reason. ``total_ns`` is the sum of ``Method::execute`` durations
+(:mod:`toolkit.trace.readers.executorch._provenance`), then runs
+:func:`toolkit.trace.join.join.run_join`: each event counts its exclusive time (the runtime's
+nesting), ``Method::execute`` and a delegate call whose per-op events are mapped are wrappers (their
+own time is :meth:`~toolkit.trace.join.attribution.Attribution.overhead`: the runtime between
+instructions, the delegate's time not covered by its op events), every event that cannot be joined
+is in ``unattributed()`` with its reason. ``total_ns`` is the sum of ``Method::execute`` durations
 of the runs joined; attributed + overhead + unattributed adds up to it, to the tick.
 """
 

@@ -235,7 +235,8 @@ class ExecutorchProfile:
 
     def inspector_table(self) -> pd.DataFrame:
         """The ExecuTorch Inspector's ``to_dataframe()``, rebuilt by our readers (see
-        :func:`toolkit.trace.readers.executorch.inspector.inspector_table` for its columns and losses)."""
+        :func:`toolkit.trace.readers.executorch.inspector.inspector_table` for its columns and
+        losses)."""
         from toolkit.trace.readers.executorch.inspector import inspector_table
 
         return inspector_table(self.dump, self.record, self.method)
@@ -356,8 +357,8 @@ def executorch_join(trace: Any, model: Any, policy: str = "equal", key: str | No
                     *, overlaps: str = "self", strict: bool = True, skip_runs: int = 0,
                     program: Any = None) -> Any:
     """``trace_join`` for ExecuTorch: the attribution when ``trace`` is an ETDump (a path,
-    a decoded ``ETDump`` or the :class:`Trace` :func:`~toolkit.trace.readers.read.read_trace` made of
-    one) or ``model`` an ETRecord (path or decoded), else None (not an ExecuTorch join).
+    a decoded ``ETDump`` or the :class:`Trace` :func:`~toolkit.trace.readers.read.read_trace` made
+    of one) or ``model`` an ETRecord (path or decoded), else None (not an ExecuTorch join).
 
     The other arguments are :func:`toolkit.trace.join.join.trace_join`'s; the ETRecord carries no
     costs, so every policy splits equally.

@@ -15,8 +15,8 @@
 - compiled ops: the nodes ORT ran (the optimized graph's, in file order, ``optimised_id`` =
   the position), then the nodes of their bodies;
 - origins: an optimized node -> the original nodes it owns (the exact groups and second tier
-  of :func:`~toolkit.trace.readers.ort.attribution.group_mapping`); a body node -> the original body node of
-  the same name, else the original nodes its enclosing node owns;
+  of :func:`~toolkit.trace.readers.ort.attribution.group_mapping`); a body node -> the original body
+  node of the same name, else the original nodes its enclosing node owns;
 - ``macs`` of a source op is a relative compute weight (convolutions, matrix products,
   recurrent and normalisation ops 8, other arithmetic 1, data movement 0: an ONNX graph
   carries no MAC counts), ``output_bytes`` the bytes of its outputs whose shapes are known;
@@ -256,9 +256,10 @@ class OrtProvenance:
 
 
 def ort_trace(trace: Trace, prov: OrtProvenance) -> Trace:
-    """Return ``trace`` (an ORT profile read by :func:`~toolkit.trace.readers.ort.profile.read_ort_profile`)
-    keyed for the join against ``prov`` (see the module docstring): the same events and
-    meta, ``meta["index_exact"]`` True when unnamed nodes were placed by ``node_index``.
+    """Return ``trace`` (an ORT profile read by
+    :func:`~toolkit.trace.readers.ort.profile.read_ort_profile`) keyed for the join against ``prov``
+    (see the module docstring): the same events and meta, ``meta["index_exact"]`` True when unnamed
+    nodes were placed by ``node_index``.
 
     Raises:
         ToolkitError: the trace is not an ORT profile.

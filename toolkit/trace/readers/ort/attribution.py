@@ -19,8 +19,8 @@ outputs unused); one reached by several groups is listed there too (``shared``) 
 the time of each.
 
 **Events** are joined by the one join (:func:`toolkit.trace.join.join.trace_join`): ORT is an
-adapter (:mod:`toolkit.trace.readers.ort._provenance`) that turns the profile into a keyed trace and the
-model pair into a provenance, so ``policy``, ``key``, ``overlaps``, ``strict`` and
+adapter (:mod:`toolkit.trace.readers.ort._provenance`) that turns the profile into a keyed trace and
+the model pair into a provenance, so ``policy``, ``key``, ``overlaps``, ``strict`` and
 ``skip_runs`` mean what they mean for every trace. A kernel event names its optimized node;
 the name is looked up in the optimized graph (its op must agree); an event of a node saved
 without a name is placed by its ``node_index`` in a profile of the saved optimized model.
@@ -30,8 +30,8 @@ group's original nodes (:func:`owned_nodes`: anchored by the original node or va
 derives from, then the rest of the group by dataflow), so a fused Conv owns its Conv, the Add
 of its sum input and its activation. An event's time goes to its node's owned original nodes,
 split by the policy: ``equal`` (each the same), ``macs`` (each by its compute weight,
-:func:`~toolkit.trace.readers.ort._provenance.compute_weight`: convolutions, matrix products, recurrent
-and normalisation ops 8, other arithmetic 1, data movement 0; all 0 splits equally) or
+:func:`~toolkit.trace.readers.ort._provenance.compute_weight`: convolutions, matrix products,
+recurrent and normalisation ops 8, other arithmetic 1, data movement 0; all 0 splits equally) or
 ``bytes`` (by output bytes).
 """
 
