@@ -219,17 +219,28 @@ def _ids(df: pd.DataFrame, column: str, table: str) -> np.ndarray:
     return values.to_numpy(dtype=np.int64)
 
 
-def build_catalog(prov: Provenance) -> Catalog:
-    """Build the :class:`Catalog` of a provenance (see the module docstring)."""
-    src = prov.source_ops()
-    lay = prov.layers()
-    opt = prov.optimised_ops().reset_index(drop=True)
-    org = prov.origins()
-    cmd = prov.commands().reset_index(drop=True)
-    dh = prov.debug_handles()
-    rem = prov.removed()
+def _empty_lookup() -> IntLookup:
+    return IntLookup(np.zeros(0, np.int64), np.zeros(0, np.int64))
 
-    # ---- source ops: every id any table names
+
+@dataclass
+class _Sources:
+    """Every source op any table names, by position (``ids`` ascending), with its columns."""
+
+    ids: np.ndarray
+    name: np.ndarray
+    operator: np.ndarray
+    op_index: np.ndarray
+    macs: np.ndarray
+    bytes: np.ndarray
+    removed: np.ndarray
+
+
+def _source_ops(src: pd.DataFrame, lay: pd.DataFrame, org: pd.DataFrame, dh: pd.DataFrame,
+                rem: pd.DataFrame) -> _Sources:
+    """Return the source ops: the union of the ``source_id`` of every table, with the columns of
+    ``source_ops()`` (``""``/-1/0 for an id it lacks; ``macs`` and ``output_bytes`` at least 0)
+    and the ``removed()`` reason (``"removed"`` when it gives none, ``""`` when kept)."""
     src_ids = _ids(src, "source_id", "source_ops")
     all_ids = np.unique(np.concatenate([
         src_ids, _ids(org, "source_id", "origins"), _ids(lay, "source_id", "layers"),
@@ -246,19 +257,37 @@ def build_catalog(prov: Provenance) -> Catalog:
             out[have] = _column(src, name, default, dtype)[rows]
         return out
 
-    source_name = source_col("name", "", object)
-    source_operator = source_col("operator", "", object)
-    source_op_index = source_col("op_index", -1, np.int64)
-    source_macs = np.maximum(source_col("macs", 0, np.int64), 0)
-    source_bytes = np.maximum(source_col("output_bytes", 0, np.int64), 0)
     removed = np.full(s, "", dtype=object)
     if len(rem):
         pos = np.searchsorted(all_ids, _ids(rem, "source_id", "removed"))
         removed[pos] = _column(rem, "reason", "removed", object)
         removed[pos] = [r if r else "removed" for r in removed[pos].tolist()]
+    return _Sources(
+        ids=all_ids, name=source_col("name", "", object),
+        operator=source_col("operator", "", object),
+        op_index=source_col("op_index", -1, np.int64),
+        macs=np.maximum(source_col("macs", 0, np.int64), 0),
+        bytes=np.maximum(source_col("output_bytes", 0, np.int64), 0), removed=removed)
 
-    # ---- layers (CSR per source position), first-appearance order of layer names
-    lay_pos = np.searchsorted(all_ids, _ids(lay, "source_id", "layers"))
+
+@dataclass
+class _Layers:
+    """The layers of each source op in CSR form: ``codes[ptr[s]:ptr[s + 1]]`` (into ``names``)
+    and ``main`` (bool) per entry, ``counts`` (``int64``) the number of layers per source op."""
+
+    names: np.ndarray
+    ptr: np.ndarray
+    codes: np.ndarray
+    main: np.ndarray
+    counts: np.ndarray
+
+
+def _source_layers(lay: pd.DataFrame, sources: _Sources) -> _Layers:
+    """Return the layers of every source op from ``layers()`` (empty names dropped, duplicates
+    once), names in first-appearance order; a source op without one is its own layer (its
+    name, else ``#<source_id>``)."""
+    s = len(sources.ids)
+    lay_pos = np.searchsorted(sources.ids, _ids(lay, "source_id", "layers"))
     lay_text = _column(lay, "layer", "", object)
     keep = np.array([bool(t) for t in lay_text.tolist()], dtype=bool) if len(lay) else \
         np.zeros(0, bool)
@@ -269,154 +298,254 @@ def build_catalog(prov: Provenance) -> Catalog:
     pairs = pairs.drop_duplicates(["s", "l"])
     missing = np.setdiff1d(np.arange(s), pairs["s"].to_numpy(dtype=np.int64))
     if len(missing):
-        fallback = [n if n else f"#{i}" for n, i in zip(source_name[missing].tolist(),
-                                                         all_ids[missing].tolist())]
+        fallback = [n if n else f"#{i}" for n, i in zip(sources.name[missing].tolist(),
+                                                         sources.ids[missing].tolist())]
         pairs = pd.concat([pairs, pd.DataFrame({"s": missing, "l": pd.Series(
             fallback, dtype=object), "m": np.zeros(len(missing), bool)})], ignore_index=True)
     layer_codes, layer_names = pd.factorize(pairs["l"].to_numpy(dtype=object))
     order = np.argsort(pairs["s"].to_numpy(dtype=np.int64), kind="stable")
-    source_layers = np.asarray(layer_codes, dtype=np.int64)[order]
-    source_main = pairs["m"].to_numpy(dtype=bool)[order]
-    n_layers = np.bincount(pairs["s"].to_numpy(dtype=np.int64), minlength=s)
-    source_layers_ptr = np.zeros(s + 1, dtype=np.int64)
-    np.cumsum(n_layers, out=source_layers_ptr[1:])
+    counts = np.bincount(pairs["s"].to_numpy(dtype=np.int64), minlength=s)
+    ptr = np.zeros(s + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return _Layers(names=np.asarray(layer_names, dtype=object), ptr=ptr,
+                   codes=np.asarray(layer_codes, dtype=np.int64)[order],
+                   main=pairs["m"].to_numpy(dtype=bool)[order], counts=counts)
 
-    # ---- compiled ops
+
+@dataclass
+class _Ops:
+    """The compiled ops (``ids``, ``lookup`` id -> position, ``backend``), the origins as
+    (``org_op``, ``org_src``) position pairs, and ``carrier``: the one op that carries each
+    source op (-1 when none or several)."""
+
+    ids: np.ndarray
+    lookup: IntLookup
+    backend: np.ndarray
+    org_op: np.ndarray
+    org_src: np.ndarray
+    carrier: np.ndarray
+
+
+def _compiled_ops(opt: pd.DataFrame, org: pd.DataFrame, sources: _Sources) -> _Ops:
+    """Return the compiled ops of ``optimised_ops()`` and the origins between them and the
+    source ops (origins naming an unknown compiled op left out)."""
     op_ids = _ids(opt, "optimised_id", "optimised_ops")
-    o = len(op_ids)
-    op_lookup_pos = IntLookup(op_ids, np.arange(o))
-    op_backend = _column(opt, "backend", "", object)
-    org_op = op_lookup_pos.get(_ids(org, "optimised_id", "origins"))
-    org_src = np.searchsorted(all_ids, _ids(org, "source_id", "origins"))
+    lookup = IntLookup(op_ids, np.arange(len(op_ids)))
+    org_op = lookup.get(_ids(org, "optimised_id", "origins"))
+    org_src = np.searchsorted(sources.ids, _ids(org, "source_id", "origins"))
     good = org_op >= 0
     org_op, org_src = org_op[good], org_src[good]
-    # carrier op of each source op (-1 when none or several)
+    s = len(sources.ids)
     carrier = np.full(s, -1, dtype=np.int64)
     if len(org_src):
         uniq = pd.DataFrame({"s": org_src, "o": org_op}).drop_duplicates()
         counts = np.bincount(uniq["s"].to_numpy(), minlength=s)
         single = uniq[counts[uniq["s"].to_numpy()] == 1]
         carrier[single["s"].to_numpy()] = single["o"].to_numpy()
+    return _Ops(ids=op_ids, lookup=lookup, backend=_column(opt, "backend", "", object),
+                org_op=org_op, org_src=org_src, carrier=carrier)
 
-    # ---- targets: (target, op, source) triples per kind
-    t_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    kinds: list[np.ndarray] = []
-    next_target = 0
 
-    def add(kind: str, count: int, tgt: np.ndarray, op: np.ndarray, source: np.ndarray) -> int:
-        nonlocal next_target
-        base = next_target
-        t_parts.append((tgt + base, op, source))
-        kinds.append(np.full(count, TARGET_KINDS.index(kind), dtype=np.int8))
-        next_target += count
+class _Targets:
+    """The targets as (target, op, source) position triples, added kind by kind."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.kinds: list[np.ndarray] = []
+        self.count = 0
+
+    def add(self, kind: str, count: int, tgt: np.ndarray, op: np.ndarray,
+            source: np.ndarray) -> int:
+        """Add ``count`` targets of ``kind`` (``tgt`` numbers them from 0); return the number
+        of the first."""
+        base = self.count
+        self.parts.append((tgt + base, op, source))
+        self.kinds.append(np.full(count, TARGET_KINDS.index(kind), dtype=np.int8))
+        self.count += count
         return base
 
-    op_base = add("op", o, org_op, org_op, org_src)
+    def kind_codes(self) -> np.ndarray:
+        """Return the kind of every target (``int8`` codes into :data:`TARGET_KINDS`)."""
+        return np.concatenate(self.kinds) if self.kinds else np.zeros(0, np.int8)
 
-    handle_int_lookup = IntLookup(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    handle_text_lookup: dict[str, int] = {}
-    if len(dh):
-        handles = dh["handle"].astype(object).to_numpy()
-        h_codes, h_uniques = pd.factorize(pd.Series(
-            [h if isinstance(h, str) else int(h) for h in handles.tolist()], dtype=object))
-        h_op = op_lookup_pos.get(_ids(dh, "optimised_id", "debug_handles"))
-        h_src = np.searchsorted(all_ids, _ids(dh, "source_id", "debug_handles"))
-        h_base = add("handle", len(h_uniques), np.asarray(h_codes, np.int64), h_op, h_src)
-        uniq = list(h_uniques)
-        int_keys = [i for i, h in enumerate(uniq) if not isinstance(h, str)]
-        handle_int_lookup = IntLookup(np.array([uniq[i] for i in int_keys], dtype=np.int64),
-                                      np.array(int_keys, dtype=np.int64) + h_base)
-        handle_text_lookup = _text_lookup(np.array([str(h) for h in uniq], dtype=object),
-                                          np.arange(len(uniq), dtype=np.int64) + h_base)
 
-    valid_idx = source_op_index >= 0
-    si_codes, si_uniques = pd.factorize(source_op_index[valid_idx])
-    si_src = np.flatnonzero(valid_idx)
-    si_base = add("source_idx", len(si_uniques), np.asarray(si_codes, np.int64),
-                  carrier[si_src], si_src)
-    source_index_lookup = IntLookup(np.asarray(si_uniques, dtype=np.int64),
-                                    np.arange(len(si_uniques), dtype=np.int64) + si_base)
+def _handle_targets(dh: pd.DataFrame, sources: _Sources, ops: _Ops, targets: _Targets
+                    ) -> tuple[IntLookup, dict[str, int]]:
+    """Add one target per debug handle of ``debug_handles()``; return the lookups integer
+    handle -> target and handle text -> target."""
+    if not len(dh):
+        return _empty_lookup(), {}
+    handles = dh["handle"].astype(object).to_numpy()
+    h_codes, h_uniques = pd.factorize(pd.Series(
+        [h if isinstance(h, str) else int(h) for h in handles.tolist()], dtype=object))
+    h_op = ops.lookup.get(_ids(dh, "optimised_id", "debug_handles"))
+    h_src = np.searchsorted(sources.ids, _ids(dh, "source_id", "debug_handles"))
+    h_base = targets.add("handle", len(h_uniques), np.asarray(h_codes, np.int64), h_op, h_src)
+    uniq = list(h_uniques)
+    int_keys = [i for i, h in enumerate(uniq) if not isinstance(h, str)]
+    int_lookup = IntLookup(np.array([uniq[i] for i in int_keys], dtype=np.int64),
+                           np.array(int_keys, dtype=np.int64) + h_base)
+    text_lookup = _text_lookup(np.array([str(h) for h in uniq], dtype=object),
+                               np.arange(len(uniq), dtype=np.int64) + h_base)
+    return int_lookup, text_lookup
 
-    named = np.flatnonzero(np.array([bool(x) for x in source_name.tolist()], dtype=bool))
-    sn_codes, sn_uniques = pd.factorize(source_name[named].astype(object))
-    sn_base = add("source", len(sn_uniques), np.asarray(sn_codes, np.int64), carrier[named],
-                  named)
-    source_name_lookup = {str(n): i + sn_base for i, n in enumerate(list(sn_uniques))}
 
-    part_lookup = IntLookup(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    part_op_lookup = IntLookup(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    if "part" in opt.columns:
-        op_part = _column(opt, "part", -1, np.int64)
-        p_codes, p_uniques = pd.factorize(op_part[org_op])
-        p_base = add("part", len(p_uniques), np.asarray(p_codes, np.int64), org_op, org_src)
-        part_lookup = IntLookup(np.asarray(p_uniques, np.int64),
-                                np.arange(len(p_uniques), dtype=np.int64) + p_base)
-        if "part_op_index" in opt.columns:
-            part_op_lookup = IntLookup(
-                (op_part << _PART_SHIFT) + _column(opt, "part_op_index", -1, np.int64),
-                np.arange(o, dtype=np.int64) + op_base)
+def _source_index_targets(sources: _Sources, ops: _Ops, targets: _Targets) -> IntLookup:
+    """Add one target per source-model op index; return the lookup op index -> target."""
+    si_src = np.flatnonzero(sources.op_index >= 0)
+    si_codes, si_uniques = pd.factorize(sources.op_index[si_src])
+    si_base = targets.add("source_idx", len(si_uniques), np.asarray(si_codes, np.int64),
+                          ops.carrier[si_src], si_src)
+    return IntLookup(np.asarray(si_uniques, dtype=np.int64),
+                     np.arange(len(si_uniques), dtype=np.int64) + si_base)
 
-    # ---- members: sort triples by (target, source id, op), expand to layers
-    tgt = np.concatenate([p[0] for p in t_parts]).astype(np.int64)
-    mop = np.concatenate([p[1] for p in t_parts]).astype(np.int64)
-    msrc = np.concatenate([p[2] for p in t_parts]).astype(np.int64)
+
+def _source_name_targets(sources: _Sources, ops: _Ops, targets: _Targets) -> dict[str, int]:
+    """Add one target per source op name; return the lookup name -> target."""
+    named = np.flatnonzero(np.array([bool(x) for x in sources.name.tolist()], dtype=bool))
+    sn_codes, sn_uniques = pd.factorize(sources.name[named].astype(object))
+    sn_base = targets.add("source", len(sn_uniques), np.asarray(sn_codes, np.int64),
+                          ops.carrier[named], named)
+    return {str(n): i + sn_base for i, n in enumerate(list(sn_uniques))}
+
+
+def _part_targets(opt: pd.DataFrame, ops: _Ops, targets: _Targets, op_base: int
+                  ) -> tuple[IntLookup, IntLookup]:
+    """Add one target per part of a partitioned model (``optimised_ops().part``); return the
+    lookups part -> target and (part, op index in the part) key -> the op's target (both
+    empty without those columns)."""
+    if "part" not in opt.columns:
+        return _empty_lookup(), _empty_lookup()
+    op_part = _column(opt, "part", -1, np.int64)
+    p_codes, p_uniques = pd.factorize(op_part[ops.org_op])
+    p_base = targets.add("part", len(p_uniques), np.asarray(p_codes, np.int64), ops.org_op,
+                         ops.org_src)
+    part_lookup = IntLookup(np.asarray(p_uniques, np.int64),
+                            np.arange(len(p_uniques), dtype=np.int64) + p_base)
+    part_op_lookup = _empty_lookup()
+    if "part_op_index" in opt.columns:
+        part_op_lookup = IntLookup(
+            (op_part << _PART_SHIFT) + _column(opt, "part_op_index", -1, np.int64),
+            np.arange(len(ops.ids), dtype=np.int64) + op_base)
+    return part_lookup, part_op_lookup
+
+
+@dataclass
+class _Members:
+    """The members of every target in CSR form (``target_ptr``): ``op``, ``source``,
+    ``layer``, ``factor``, ``main`` per member; ``target_op`` the op all of a target's members
+    share, else -1."""
+
+    target_ptr: np.ndarray
+    target_op: np.ndarray
+    op: np.ndarray
+    source: np.ndarray
+    layer: np.ndarray
+    factor: np.ndarray
+    main: np.ndarray
+
+
+def _members(targets: _Targets, layers: _Layers, op_base: int, o: int) -> _Members:
+    """Return the members: the triples sorted by (target, source id, op), each source op
+    expanded to its layers with weight factor ``lcm(layer counts over the target's source ops)
+    / its layer count``; the ``op`` targets (from ``op_base``, ``o`` of them) name their op."""
+    tgt = np.concatenate([p[0] for p in targets.parts]).astype(np.int64)
+    mop = np.concatenate([p[1] for p in targets.parts]).astype(np.int64)
+    msrc = np.concatenate([p[2] for p in targets.parts]).astype(np.int64)
     order = np.lexsort((mop, msrc, tgt))
     tgt, mop, msrc = tgt[order], mop[order], msrc[order]
-    t_count = next_target
-    nl = n_layers[msrc]
+    t_count = targets.count
+    nl = layers.counts[msrc]
     rep = np.repeat(np.arange(len(tgt)), nl)
     starts = np.zeros(len(tgt) + 1, dtype=np.int64)
     np.cumsum(nl, out=starts[1:])
     within = np.arange(len(rep), dtype=np.int64) - starts[:-1][rep]
-    member_layer = source_layers[source_layers_ptr[msrc[rep]] + within]
-    member_main = source_main[source_layers_ptr[msrc[rep]] + within]
+    member_layer = layers.codes[layers.ptr[msrc[rep]] + within]
+    member_main = layers.main[layers.ptr[msrc[rep]] + within]
     member_target = tgt[rep]
     member_op = mop[rep]
     member_source = msrc[rep]
     per_target = np.bincount(member_target, minlength=t_count)
     target_ptr = np.zeros(t_count + 1, dtype=np.int64)
     np.cumsum(per_target, out=target_ptr[1:])
-    # weight factor lcm(n_layers over the target's sources) / n_layers(source)
-    member_nl = n_layers[member_source]
+    member_nl = layers.counts[member_source]
     lcm = np.ones(t_count, dtype=np.int64)
     nonempty = per_target > 0
     if len(member_nl):
         lcm[nonempty] = np.lcm.reduceat(member_nl, target_ptr[:-1][nonempty])
     member_factor = lcm[member_target] // np.maximum(member_nl, 1)
-    # target op: the op every member shares, else -1
     target_op = np.full(t_count, -1, dtype=np.int64)
     if len(member_op):
         lo = np.minimum.reduceat(member_op, target_ptr[:-1][nonempty])
         hi = np.maximum.reduceat(member_op, target_ptr[:-1][nonempty])
         target_op[nonempty] = np.where(lo == hi, lo, -1)
     target_op[op_base:op_base + o] = np.arange(o)
+    return _Members(target_ptr=target_ptr, target_op=target_op, op=member_op,
+                    source=member_source, layer=member_layer, factor=member_factor,
+                    main=member_main)
 
-    # ---- names: compiled op names first, then source op names
+
+def _name_lookup(opt: pd.DataFrame, op_base: int, source_names: dict[str, int]
+                 ) -> dict[str, int]:
+    """Return the lookup name -> target: compiled op names first (their ``op`` target), then
+    source op names not taken (their ``source`` target)."""
     op_names = _column(opt, "name", "", object)
-    name_lookup = _text_lookup(op_names, np.arange(o, dtype=np.int64) + op_base)
-    for text, t in source_name_lookup.items():
-        name_lookup.setdefault(text, t)
+    lookup = _text_lookup(op_names, np.arange(len(op_names), dtype=np.int64) + op_base)
+    for text, t in source_names.items():
+        lookup.setdefault(text, t)
+    return lookup
 
-    # ---- commands
-    command_op = op_lookup_pos.get(_ids(cmd, "optimised_id", "commands")) if len(cmd) else \
+
+def _command_lookups(cmd: pd.DataFrame, ops: _Ops, op_base: int
+                     ) -> tuple[np.ndarray, IntLookup, IntLookup]:
+    """Return the op position of every command (``int64``, -1 for an unknown op) and the
+    lookups command id -> command position and command id -> its op's target."""
+    command_op = ops.lookup.get(_ids(cmd, "optimised_id", "commands")) if len(cmd) else \
         np.zeros(0, np.int64)
     command_ids = _ids(cmd, "command_id", "commands") if len(cmd) else np.zeros(0, np.int64)
-    command_lookup = IntLookup(command_ids, np.arange(len(cmd), dtype=np.int64))
-    command_target_lookup = IntLookup(command_ids, command_op + op_base)
+    return (command_op, IntLookup(command_ids, np.arange(len(cmd), dtype=np.int64)),
+            IntLookup(command_ids, command_op + op_base))
+
+
+def build_catalog(prov: Provenance) -> Catalog:
+    """Build the :class:`Catalog` of a provenance (see the module docstring): source ops,
+    their layers, compiled ops, then the targets kind by kind (``op``, ``handle``,
+    ``source_idx``, ``source``, ``part``), their members, and the name and command lookups."""
+    src = prov.source_ops()
+    lay = prov.layers()
+    opt = prov.optimised_ops().reset_index(drop=True)
+    org = prov.origins()
+    cmd = prov.commands().reset_index(drop=True)
+    dh = prov.debug_handles()
+    rem = prov.removed()
+
+    sources = _source_ops(src, lay, org, dh, rem)
+    layers = _source_layers(lay, sources)
+    ops = _compiled_ops(opt, org, sources)
+    o = len(ops.ids)
+    targets = _Targets()
+    op_base = targets.add("op", o, ops.org_op, ops.org_op, ops.org_src)
+    handle_int_lookup, handle_text_lookup = _handle_targets(dh, sources, ops, targets)
+    source_index_lookup = _source_index_targets(sources, ops, targets)
+    source_name_lookup = _source_name_targets(sources, ops, targets)
+    part_lookup, part_op_lookup = _part_targets(opt, ops, targets, op_base)
+    members = _members(targets, layers, op_base, o)
+    command_op, command_lookup, command_target_lookup = _command_lookups(cmd, ops, op_base)
 
     return Catalog(
-        source_id=all_ids, source_name=source_name, source_operator=source_operator,
-        source_op_index=source_op_index, source_macs=source_macs, source_bytes=source_bytes,
-        removed=removed, layer_names=np.asarray(layer_names, dtype=object),
-        source_layers_ptr=source_layers_ptr, source_layers=source_layers, ops=opt,
-        op_ids=op_ids, op_backend=op_backend, commands=cmd, command_op=command_op,
-        target_ptr=target_ptr, target_kind=np.concatenate(kinds) if kinds else
-        np.zeros(0, np.int8), target_op=target_op, member_op=member_op,
-        member_source=member_source, member_layer=member_layer, member_factor=member_factor,
-        member_main=member_main, source_main=source_main,
+        source_id=sources.ids, source_name=sources.name, source_operator=sources.operator,
+        source_op_index=sources.op_index, source_macs=sources.macs,
+        source_bytes=sources.bytes, removed=sources.removed, layer_names=layers.names,
+        source_layers_ptr=layers.ptr, source_layers=layers.codes, ops=opt,
+        op_ids=ops.ids, op_backend=ops.backend, commands=cmd, command_op=command_op,
+        target_ptr=members.target_ptr, target_kind=targets.kind_codes(),
+        target_op=members.target_op, member_op=members.op, member_source=members.source,
+        member_layer=members.layer, member_factor=members.factor, member_main=members.main,
+        source_main=layers.main,
         command_lookup=command_lookup, command_target_lookup=command_target_lookup,
-        op_lookup=IntLookup(op_ids, np.arange(o) + op_base),
+        op_lookup=IntLookup(ops.ids, np.arange(o) + op_base),
         part_op_lookup=part_op_lookup, part_lookup=part_lookup,
         source_index_lookup=source_index_lookup, handle_int_lookup=handle_int_lookup,
-        handle_text_lookup=handle_text_lookup, name_lookup=name_lookup,
+        handle_text_lookup=handle_text_lookup,
+        name_lookup=_name_lookup(opt, op_base, source_name_lookup),
         source_name_lookup=source_name_lookup)
