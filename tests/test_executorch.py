@@ -18,6 +18,7 @@ from toolkit.errors import ToolkitError
 from toolkit.formats.etdump import read_etdump
 from toolkit.formats.etrecord import parse_module_stack, read_etrecord
 from toolkit.formats.executorch_program import read_program, read_xnnpack_blob
+from toolkit.layer_names import NO_LAYER
 from toolkit.trace.readers.executorch._xnnpack import FAMILIES, family
 from toolkit.trace.readers.executorch.profile import read_executorch
 from toolkit.trace.readers.read import read_trace
@@ -282,6 +283,12 @@ def test_mobile_block_maps_every_xnnpack_operator_to_its_nodes() -> None:
     # its Clamp; the mean, the reshape and both linears have their own events
     nodes = att.by_node().set_index("name")
     assert nodes.loc["aten_add_tensor", "events"] == 2 * runs
+    # the nodes of the root module (the residual add among them) share the one (no layer)
+    # row, as in the reference and ONNX Runtime joins: no row is named after a node
+    root = nodes[nodes["layer"] == NO_LAYER]
+    assert "aten_add_tensor" in root.index
+    assert layers.loc[NO_LAYER, "nodes"] == len(root)
+    assert not set(layers.index) & set(nodes.index)
     assert layers.loc["act", "events"] == 2 * runs
     for name in ("aten_mean_dim", "aten_view_copy_default"):
         assert nodes.loc[name, "events"] == runs, name

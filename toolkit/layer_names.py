@@ -35,8 +35,10 @@ __all__ = ["name_layers", "tf_layers", "tf_scope", "scope_layers", "onnx_layers"
            "module_stack_layer",
            "MAIN_TF_OPS", "NO_LAYER"]
 
-#: The ``layer`` under which :func:`toolkit.source_table.layers_table` lists source ops that
-#: belong to no layer (their ``Origin.why`` says why).
+#: The one ``layer`` row of the source ops that belong to no layer (their ``Origin.why`` says
+#: why), the nodes of the top (root) module included: every join lists them under it (the
+#: reference's :func:`toolkit.source_table.layers_table`, ONNX Runtime's and ExecuTorch's
+#: provenance) and the notebooks' tables and figures label the unnamed root layer with it.
 NO_LAYER = "(no layer)"
 
 _SUFFIX = re.compile(r"^(.*)_(\d+)$")

@@ -15,6 +15,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
+from toolkit.viz.style import layer_label
+
 __all__ = ["plot_diff", "SLOWER", "FASTER", "NOISE"]
 
 SLOWER, FASTER, NOISE, TOTAL = "#d62728", "#2ca02c", "#9a9a9a", "#4c78a8"
@@ -48,7 +50,7 @@ def plot_diff(diff: Any, *, view: str = "layer", top: int = 12, ax: Axes | None 
         widths.append(abs(d))
         colors.append((SLOWER if d > 0 else FASTER) if marked else NOISE)
         hatches.append("" if marked else "//")
-        name = str(row[label]) or "(no layer)"
+        name = layer_label(str(row[label]))
         names.append(name if len(name) < 40 else "…" + name[-39:])
         level += d
     if len(rest):

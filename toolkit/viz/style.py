@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolkit.layer_names import NO_LAYER
+
 __all__ = ["PALETTE", "STYLE", "use_style", "setup_notebook", "ROOT_LAYER", "layer_label",
            "TABLE_CSS"]
 
@@ -43,13 +45,14 @@ STYLE: dict[str, Any] = {
 }
 """The rcParams :func:`use_style` sets (plus the colour cycle of :data:`PALETTE`)."""
 
-ROOT_LAYER = "(root)"
-"""How tables and figures spell the unnamed root layer (a layer name ``""``)."""
+ROOT_LAYER = NO_LAYER
+"""How tables and figures spell the unnamed root layer (a layer name ``""``): the row every
+join lists the ops of no layer under, :data:`toolkit.layer_names.NO_LAYER`."""
 
 
 def layer_label(name: str) -> str:
-    """The label of a layer in a table or figure: :data:`ROOT_LAYER` for the unnamed root
-    layer (``""``), else the name."""
+    """The label of a layer in a table or figure: :data:`ROOT_LAYER` (``(no layer)``, the
+    joins' row) for the unnamed root layer (``""``), else the name."""
     return name if name else ROOT_LAYER
 
 

@@ -13,8 +13,8 @@ time. Load-time events (``Method::init``, ``Program::load_method``) are no run: 
 **Provenance** (:class:`ExecutorchProvenance`): the source ops are the edge nodes of the
 ETRecord (``source_id`` = the node's row of ``ExecutorchProfile.nodes()``), each with its
 ``nn.Module`` path as layer (a node of a control-flow body without one: its enclosing node's;
-the root module: none, so the join names the row after the node). The compiled units, each
-with the edge nodes it stands for, are:
+a node of the root module: :data:`~toolkit.layer_names.NO_LAYER`, as in every join). The
+compiled units, each with the edge nodes it stands for, are:
 
 - an instruction of the program (``optimised_id`` = the instruction id): the nodes of its
   debug handles; its ``native_call_*`` kernel and its ``OPERATOR_CALL`` span are keyed to it;
@@ -44,6 +44,7 @@ import pandas as pd
 
 from toolkit.formats.etrecord import EdgeNode, ETRecord
 from toolkit.formats.executorch_program import read_xnnpack_blob
+from toolkit.layer_names import NO_LAYER
 from toolkit.provenance import COMMAND_COLUMNS, OPTIMISED_COLUMNS, SOURCE_COLUMNS
 from toolkit.trace.join.keys import KEY_KINDS
 from toolkit.trace.readers.executorch._xnnpack import INSERTED_HANDLE, align, fused_handles
@@ -52,7 +53,7 @@ from toolkit.trace.readers.read import Trace
 if TYPE_CHECKING:
     from toolkit.trace.readers.executorch.profile import ExecutorchProfile
 
-__all__ = ["ExecutorchProvenance", "executorch_inputs", "etdump_trace", "edge_layers",
+__all__ = ["ExecutorchProvenance", "executorch_inputs", "etdump_trace", "edge_layers", "layer_row",
            "NO_ETRECORD", "COMPONENTS"]
 
 _I64 = np.int64
@@ -62,6 +63,12 @@ NO_ETRECORD = "no ETRecord given (events cannot be joined to layers)"
 #: how an event's time is spent: a kernel, an instruction's dispatch span, a delegate
 COMPONENTS: tuple[str, ...] = ("kernel", "dispatch", "delegate")
 _ROLE_ROOT, _ROLE_SPAN, _ROLE_KERNEL, _ROLE_DOP = 1, 3, 4, 5
+
+
+def layer_row(module_path: str) -> str:
+    """The ``by_layer()`` row of a node whose layer is ``module_path`` (``""``, the root
+    module: :data:`~toolkit.layer_names.NO_LAYER`)."""
+    return module_path or NO_LAYER
 
 
 def _usable(node: EdgeNode) -> bool:
@@ -148,10 +155,12 @@ class ExecutorchProvenance:
         return df[SOURCE_COLUMNS]
 
     def layers(self) -> pd.DataFrame:
-        """One row per edge node with a module path: ``source_id`` (int64), ``layer``."""
-        rows = [(i, layer) for i, layer in enumerate(self.node_layers) if layer]
-        return pd.DataFrame({"source_id": np.array([r[0] for r in rows], dtype=_I64),
-                             "layer": pd.Series([r[1] for r in rows], dtype=_STR)})
+        """One row per edge node: ``source_id`` (int64), ``layer`` (its module path;
+        :data:`~toolkit.layer_names.NO_LAYER` for a node of the root module, as in every
+        join)."""
+        return pd.DataFrame({"source_id": np.arange(len(self.node_layers), dtype=_I64),
+                             "layer": pd.Series([layer_row(x) for x in self.node_layers],
+                                                dtype=_STR)})
 
     def optimised_ops(self) -> pd.DataFrame:
         """One row per unit: :data:`~toolkit.provenance.OPTIMISED_COLUMNS` (``operator``: the

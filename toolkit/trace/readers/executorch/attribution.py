@@ -27,6 +27,7 @@ from toolkit.trace.readers.executorch._provenance import (
     ExecutorchProvenance,
     edge_layers,
     executorch_inputs,
+    layer_row,
 )
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def node_table(record: ETRecord, method: str) -> pd.DataFrame:
         "op": pd.Series([n.op for n in nodes], dtype=_STR),
         "module_path": pd.Series([n.module_path for n in nodes], dtype=object),
         "module_type": pd.Series([n.module_type for n in nodes], dtype=object),
-        "layer": pd.Series(layers, dtype=_STR),
+        "layer": pd.Series([layer_row(x) for x in layers], dtype=_STR),
         "layer_source": pd.Series(sources, dtype=_STR),
         "stack_trace": pd.Series([n.stack_trace for n in nodes], dtype=object),
         "torch_node": pd.Series([n.torch_node for n in nodes], dtype=object),
@@ -113,11 +114,11 @@ class ExecutorchAttribution(Attribution):
 
     # ----------------------------------------------------------------- views
     def by_layer(self) -> pd.DataFrame:
-        """:meth:`Attribution.by_layer` (one row per module path; a node of the root module
-        is a row named after the node), then ``module_type`` (str), ``nodes`` (int64 edge
-        nodes), ``kernel_ns``, ``dispatch_ns``, ``delegate_ns`` (int64: the layer's time by
-        component; they sum to ``total_ns``) and ``reason`` (why a layer has no time: its
-        nodes ran no instruction)."""
+        """:meth:`Attribution.by_layer` (one row per module path; the nodes of the root module
+        share the row :data:`~toolkit.layer_names.NO_LAYER`, as in every join), then
+        ``module_type`` (str), ``nodes`` (int64 edge nodes), ``kernel_ns``, ``dispatch_ns``,
+        ``delegate_ns`` (int64: the layer's time by component; they sum to ``total_ns``) and
+        ``reason`` (why a layer has no time: its nodes ran no instruction)."""
         table = super().by_layer()
         cat = self._r.catalog
         n_l = len(cat.layer_names)
@@ -155,9 +156,10 @@ class ExecutorchAttribution(Attribution):
 
     def by_node(self) -> pd.DataFrame:
         """One row per edge node (``getitem`` left out), in graph order: ``node`` (int64),
-        ``graph``, ``name``, ``op`` (str), ``handle`` (Int64), ``layer`` (str: the module
-        path, ``""`` the root module), ``kernel_ns``, ``dispatch_ns``, ``delegate_ns``, then
-        :data:`STAT_COLUMNS` (of :meth:`by_source_op`)."""
+        ``graph``, ``name``, ``op`` (str), ``handle`` (Int64), ``layer`` (str: the
+        :meth:`by_layer` row: the module path, ``(no layer)`` for the root module),
+        ``kernel_ns``, ``dispatch_ns``, ``delegate_ns``, then :data:`STAT_COLUMNS` (of
+        :meth:`by_source_op`)."""
         nodes = self._prov.nodes
         k = len(nodes)
         comp = self._components()
@@ -168,7 +170,7 @@ class ExecutorchAttribution(Attribution):
             "name": pd.Series([n.name for n in nodes], dtype=_STR),
             "op": pd.Series([n.op for n in nodes], dtype=_STR),
             "handle": pd.array([n.handle for n in nodes], dtype="Int64"),
-            "layer": pd.Series(self._prov.node_layers, dtype=_STR),
+            "layer": pd.Series([layer_row(x) for x in self._prov.node_layers], dtype=_STR),
             "kernel_ns": comp[0], "dispatch_ns": comp[1], "delegate_ns": comp[2],
         })
         return pd.concat([head, stats.reset_index(drop=True)], axis=1)

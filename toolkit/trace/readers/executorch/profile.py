@@ -219,9 +219,9 @@ class ExecutorchProfile:
         Columns: ``node`` (int64 id), ``graph`` (``""`` for the method's graph), ``name``,
         ``handle`` (Int64, NA without one), ``op``, ``module_path`` (the layer; None without
         an ``nn_module_stack``), ``module_type``, ``layer`` (the row used by
-        ``attribution().by_layer()``: ``module_path``, else the enclosing node's, else ``""``
-        (the root module)), ``stack_trace``, ``torch_node`` (the torch.export node name),
-        ``backend`` (for delegate call nodes).
+        ``attribution().by_layer()``: ``module_path``, else the enclosing node's, else
+        :data:`~toolkit.layer_names.NO_LAYER` (the root module)), ``stack_trace``,
+        ``torch_node`` (the torch.export node name), ``backend`` (for delegate call nodes).
         """
         from toolkit.trace.readers.executorch.attribution import node_table
 
