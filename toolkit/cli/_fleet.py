@@ -16,9 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.cli._join_args import add_join_options, add_table_options
 from toolkit.trace.fleet.join_many import ENGINES
-from toolkit.trace.join.join import POLICIES
-from toolkit.trace.join.keys import KEY_KINDS
 from toolkit.util.cliargs import ToolkitParser, count_arg
 
 __all__ = ["main_trace_join_many", "trace_join_many_parser"]
@@ -51,24 +50,11 @@ def trace_join_many_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", choices=("distinct", "per-partition"), default="distinct",
                    help="distinct: run values are unique across files (default); "
                         "per-partition: each file numbers its runs from 0 (a runtime's trace)")
-    p.add_argument("--policy", choices=POLICIES, default="macs",
-                   help="how an op's time is split over its source ops (default: macs)")
-    p.add_argument("--key", choices=KEY_KINDS,
-                   help="key kind of every event (default: each event's own)")
-    p.add_argument("--overlaps", choices=("self", "leaves", "keep"), default="self",
-                   help="self: nested spans count their exclusive time (default); leaves: "
-                        "enclosing spans are unattributed; keep: every span counts whole")
-    p.add_argument("--skip-runs", type=count_arg, default=0, metavar="N",
-                   help="drop the first N runs of every partition (warm-up; default 0)")
-    p.add_argument("--no-strict", action="store_true",
-                   help="attribute what matches even when most events do not match the model")
-    p.add_argument("--by", choices=_VIEWS, default="layer",
-                   help="table to print and write (default: layer)")
-    p.add_argument("--csv", type=Path, help="file to write the --by table to as CSV")
+    add_join_options(p, policy_default="macs", runs_of="every partition",
+                     policy_help="how an op's time is split over its source ops (default: macs)")
+    add_table_options(p, _VIEWS)
     p.add_argument("--partitions-csv", type=Path,
                    help="file to write the per-file table to as CSV")
-    p.add_argument("--top", type=count_arg, default=40,
-                   help="rows to print, largest total_ns first (default 40; 0: all)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from toolkit.trace.join.join import OVERLAPS
-from toolkit.trace.join.policies import POLICIES
+from toolkit.cli._join_args import add_join_options, add_table_options
 from toolkit.util.cliargs import ToolkitParser, count_arg, positive_int, read_inputs
 
 __all__ = ["main_ort_join", "main_ort_run", "ort_join_parser", "ort_run_parser"]
@@ -70,20 +69,10 @@ def ort_join_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimized", type=Path,
                    help="the graph ORT saved for the session (optimized_model_filepath; "
                         "default: the exported graph itself)")
-    p.add_argument("--policy", choices=POLICIES, default="equal",
-                   help="how a fused group's time is split over its original nodes "
-                        "(default: equal; macs: by compute weight)")
-    p.add_argument("--overlaps", choices=OVERLAPS, default="self",
-                   help="nested spans (an If and its branch): self (default), leaves or keep")
-    p.add_argument("--skip-runs", type=count_arg, default=0, metavar="N",
-                   help="leave out the first N runs (warm-up)")
-    p.add_argument("--no-strict", action="store_true",
-                   help="attribute what matches even when most events do not")
-    p.add_argument("--by", choices=_VIEWS, default="layer",
-                   help="table to print and write (default: layer)")
-    p.add_argument("--csv", type=Path, help="file to write the --by table to as CSV")
-    p.add_argument("--top", type=count_arg, default=40,
-                   help="rows to print, largest total_ns first (default 40; 0: all)")
+    add_join_options(p, policy_default="equal", runs_of="the profile", key=False,
+                     policy_help="how a fused group's time is split over its original nodes "
+                                 "(default: equal; macs: by compute weight)")
+    add_table_options(p, _VIEWS)
     return p
 
 

@@ -10,9 +10,8 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.cli._join_args import add_join_options
 from toolkit.errors import ToolkitError
-from toolkit.trace.join.join import POLICIES
-from toolkit.trace.join.keys import KEY_KINDS
 from toolkit.util.cliargs import ToolkitParser, count_arg
 from toolkit.util.textable import (
     FORMATS,
@@ -49,20 +48,11 @@ def trace_join_parser() -> argparse.ArgumentParser:
     p.add_argument("--etrecord", type=Path,
                    help="ExecuTorch ETRecord (the trace is then an ETDump .etdp)")
     p.add_argument("--program", type=Path, help="ExecuTorch program (.pte), with --etrecord")
-    p.add_argument("--policy", choices=POLICIES, default=None,
-                   help="how an op's time is split over its source ops (default: macs; "
-                        "with --etrecord: equal)")
-    p.add_argument("--key", choices=KEY_KINDS, help="key kind of every event "
-                                                    "(default: each event's own)")
+    add_join_options(p, policy_default=None, runs_of="the trace",
+                     policy_help="how an op's time is split over its source ops (default: "
+                                 "macs; with --etrecord: equal)")
     p.add_argument("--by", choices=_VIEWS, default="layer",
                    help="table to print and write (default: layer)")
-    p.add_argument("--overlaps", choices=("self", "leaves", "keep"), default="self",
-                   help="self: nested spans count their exclusive time (default); leaves: "
-                        "enclosing spans are unattributed; keep: every span counts whole")
-    p.add_argument("--skip-runs", type=count_arg, default=0, metavar="N",
-                   help="drop the first N runs (warm-up inferences) of the trace (default 0)")
-    p.add_argument("--no-strict", action="store_true",
-                   help="attribute what matches even when most events do not match the model")
     p.add_argument("--csv", type=Path, help="file to write the --by table to as CSV")
     p.add_argument("--unattributed-csv", type=Path,
                    help="file to write the unattributed events to as CSV")

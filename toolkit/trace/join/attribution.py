@@ -31,7 +31,7 @@ from toolkit.trace.join.catalog import Catalog
 from toolkit.trace.join.keys import KEY_KINDS
 from toolkit.trace.join.layer_views import LayerAttribution
 from toolkit.trace.join.overlaps import track_codes
-from toolkit.trace.join.run_cells import RunCells, build_run_cells
+from toolkit.trace.join.run_cells import RunCells, build_run_cells, view_rows
 from toolkit.trace.join.split import TargetWeights, group_sum, split_targets
 from toolkit.trace.join.stats import (
     STAT_COLUMNS,
@@ -718,22 +718,15 @@ class Attribution(LayerAttribution):
     def _view_rows(self, by: str) -> tuple[np.ndarray, int, pd.Series | np.ndarray, str]:
         """``(member_row, n_rows, row ids, id column)`` of a grouped view (not ``command``)."""
         cat = self._r.catalog
+        member_row, n_rows = view_rows(cat, by)
         if by == "layer":
-            return cat.member_layer, len(cat.layer_names), _str_column(cat.layer_names), "layer"
+            return member_row, n_rows, _str_column(cat.layer_names), "layer"
         if by == "source_op":
-            return (cat.member_source, len(cat.source_id), cat.source_id.astype(np.int64),
-                    "source_id")
+            return member_row, n_rows, cat.source_id.astype(np.int64), "source_id"
         if by == "op":
-            return cat.member_op, len(cat.op_ids), cat.op_ids.astype(np.int64), "optimised_id"
-        if by == "backend":
-            codes, names = pd.factorize(pd.Series(cat.op_backend, dtype=object))
-            codes = np.asarray(codes, dtype=np.int64)
-            n = len(names)
-            member_row = np.where(cat.member_op >= 0,
-                                  codes[np.maximum(cat.member_op, 0)] if len(codes) else 0, n)
-            return member_row, n + 1, _str_column([*(str(x) for x in names), ""]), "backend"
-        raise ToolkitError(f"unknown per-run view {by!r}",
-                           fix="use 'layer', 'source_op', 'op', 'command' or 'backend'")
+            return member_row, n_rows, cat.op_ids.astype(np.int64), "optimised_id"
+        _codes, names = pd.factorize(pd.Series(cat.op_backend, dtype=object))  # as view_rows
+        return member_row, n_rows, _str_column([*(str(x) for x in names), ""]), "backend"
 
     def _target_run_events(self) -> tuple[np.ndarray, np.ndarray]:
         """Matched events per (target, run code): the cells ``target * runs + run`` used,
