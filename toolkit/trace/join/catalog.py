@@ -220,6 +220,7 @@ def _ids(df: pd.DataFrame, column: str, table: str) -> np.ndarray:
 
 
 def _empty_lookup() -> IntLookup:
+    """Return an :class:`IntLookup` of no keys (every query: :data:`UNKNOWN`)."""
     return IntLookup(np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
