@@ -26,7 +26,8 @@ import warnings
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any, cast
+from collections.abc import Sequence
+from typing import IO, Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -43,7 +44,7 @@ from toolkit.formats.event_columns import (
     json_default,
     start_and_duration,
 )
-from toolkit.formats.exact_time import us_texts
+from toolkit.formats.exact_time import number_texts_to_ns, us_texts
 from toolkit.util.gc_pause import paused_gc
 
 __all__ = ["read_chrome_trace", "write_chrome_trace"]
@@ -387,9 +388,9 @@ class _Text:
             return value
 
 
-def _last_match(pattern: re.Pattern[str], text: str, start: int) -> int:
-    """Position of the ``}`` of the last match of ``pattern`` in ``text[start:]``, or -1."""
-    end = len(text)
+def _last_match(pattern: re.Pattern[str], text: str, start: int, end: int | None = None) -> int:
+    """Position of the ``}`` of the last match of ``pattern`` in ``text[start:end]``, or -1."""
+    end = len(text) if end is None else min(end, len(text))
     window = max(start, end - 65536)
     while True:
         found = -1
@@ -414,29 +415,168 @@ def _block_decoder() -> tuple[Any, tuple[type[Exception], ...]]:
     return fast.decode, (msgspec.DecodeError,)
 
 
+_FIRST_BLOCK = 1 << 16  # characters of the first block (metadata events lead many traces)
+
+
+_GIVE_UP_TYPED = 3  # blocks in a row the typed decoder may fail before it is no longer tried
+
+
+_MAX_LITERALS = 2048  # distinct texts of a field up to which they are decoded as shared texts
+
+
+class _Texts:
+    """The distinct texts seen in one field of ``X`` events (None once it held another type
+    or too many), for decoding them as ``Literal`` values: shared ``str`` objects, so that
+    decoding allocates no text and interning compares them by identity."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen: set[str] | None = set()
+
+    def update(self, values: Any) -> None:
+        if self.seen is None:
+            return
+        values = list(values)
+        if not all(type(v) is str for v in values):
+            self.seen = None
+            return
+        self.seen.update(values)
+        if len(self.seen) > _MAX_LITERALS:
+            self.seen = None
+
+    def type(self, default: Any) -> Any:
+        return Literal[tuple(sorted(self.seen))] if self.seen else default
+
+
+class _TypedBlocks:
+    """Decodes a block of plain ``X`` events straight into columns, without a dict per event.
+
+    ``msgspec`` decodes the block into typed records: ``ph`` ``"X"``; ``name``/``cat`` texts
+    (``""`` when absent); ``pid``/``tid`` integers; ``ts``/``dur`` kept as their JSON text,
+    parsed exactly by :func:`number_texts_to_ns`; ``args`` an object with exactly the keys of
+    the last ``X`` event seen. Texts already seen in a field (up to a few thousand) are
+    decoded as ``Literal`` values. A block that does not fit (another phase, other args keys,
+    a missing field, a value of another type, a new name) is decoded into dicts as before
+    (the same rows either way) and the types are learnt again from it (:meth:`learn`).
+    """
+
+    def __init__(self, msgspec: Any) -> None:
+        self._msgspec = msgspec
+        self._errors = (msgspec.DecodeError, RecursionError, ValueError)
+        self.decoder: Any = None
+        self.keys: tuple[str, ...] = ()
+        self.failures = 0
+        self.names, self.cats = _Texts(), _Texts()
+        self.arg_texts: dict[str, _Texts] = {}
+
+    @classmethod
+    def create(cls) -> _TypedBlocks | None:
+        """The typed decoder, or None without ``msgspec``."""
+        try:
+            import msgspec
+        except ImportError:
+            return None
+        return cls(msgspec)
+
+    def learn(self, events: list[Any]) -> None:
+        """Learn the types from ``events`` (decoded as dicts): the args keys of the last ``X``
+        event, the texts of names, categories and args."""
+        complete = [e for e in events if type(e) is dict and e.get("ph") == "X"]
+        if not complete:
+            return
+        args = complete[-1].get("args")
+        keys = tuple(args) if type(args) is dict else ()
+        self.names.update(e.get("name", "") for e in complete)
+        self.cats.update(e.get("cat", "") for e in complete)
+        for key in keys:
+            self.arg_texts.setdefault(key, _Texts()).update(
+                e["args"][key] for e in complete
+                if type(e.get("args")) is dict and key in e["args"])
+        self._build(keys)
+
+    def _build(self, keys: tuple[str, ...]) -> None:
+        msgspec = self._msgspec
+        fields = [(f"a{i}", self.arg_texts[key].type(Any)) for i, key in enumerate(keys)]
+        args_type = msgspec.defstruct("Args", fields, rename=dict(zip(
+            (name for name, _ in fields), keys)), forbid_unknown_fields=True, gc=False)
+        args_field: tuple[Any, ...] = (("args", args_type) if keys
+                                       else ("args", args_type | None, None))
+        event_type = msgspec.defstruct("Event", [
+            ("ph", Literal["X"]), ("pid", int), ("tid", int), ("ts", msgspec.Raw),
+            ("dur", msgspec.Raw), args_field, ("name", self.names.type(str), ""),
+            ("cat", self.cats.type(str), ""),
+        ], gc=False)
+        self.decoder = msgspec.json.Decoder(list[event_type])  # type: ignore[valid-type]
+        self.keys = keys
+
+    @property
+    def ready(self) -> bool:
+        return self.decoder is not None and self.failures < _GIVE_UP_TYPED
+
+    def add(self, block: str, sink: Collector) -> bool:
+        """Decode ``block`` (a JSON array text) into ``sink``; False when it does not fit."""
+        try:
+            records = self.decoder.decode(block)
+        except self._errors:
+            records = None
+        if not records:
+            self.failures += 1
+            return False
+        astuple = self._msgspec.structs.astuple
+        _, pid, tid, ts, dur, args, name, cat = zip(*map(astuple, records))
+        del records
+        start = number_texts_to_ns(ts, 3)
+        duration = number_texts_to_ns(dur, 3) if start is not None else None
+        if start is None or duration is None:
+            self.failures += 1
+            return False
+        self.failures = 0
+        columns: dict[str, Sequence[Any]] = {}
+        if self.keys:
+            columns = dict(zip(self.keys, zip(*map(astuple, args))))
+        sink.add_complete(name, cat, pid, tid, start, duration, columns)
+        return True
+
+
 def _read_event_array(text: _Text, sink: Collector, *, bare: bool) -> None:
     """Stream the events of a ``[...]`` (opening bracket consumed) into ``sink``."""
     decoder = json.JSONDecoder(parse_float=str.encode)
     decode_block, block_errors = _block_decoder()
+    typed = _TypedBlocks.create()
     text.skip_ws()
     if text.peek() == "]":
         text.pos += 1
         return
+    first = True
     while True:
         if len(text.buf) - text.pos < _READ_CHARS:
             text.fill()
-        cut = _last_match(_EVENT_GAP, text.buf, text.pos)
-        if text.eof:
-            cut = max(cut, _last_match(_ARRAY_END, text.buf, text.pos))
+        cut = -1
+        if first:  # a small first block: the typed decoder learns from it
+            cut = _last_match(_EVENT_GAP, text.buf, text.pos, text.pos + _FIRST_BLOCK)
+            first = False
+        if cut < 0:
+            cut = _last_match(_EVENT_GAP, text.buf, text.pos)
+            if text.eof:
+                cut = max(cut, _last_match(_ARRAY_END, text.buf, text.pos))
         batch: list[Any] | None = None
         if cut > text.pos:
+            block = "[" + text.buf[text.pos:cut + 1] + "]"
+            if typed is not None and typed.ready and typed.add(block, sink):
+                text.pos = cut + 1
+                if _after_event(text, bare):
+                    return
+                continue
             try:
-                batch = decode_block("[" + text.buf[text.pos:cut + 1] + "]")
+                batch = decode_block(block)
             except block_errors:
                 batch = None  # the cut fell inside an event, or the JSON is broken there
         if batch is not None:
             text.pos = cut + 1
             sink.add(batch)
+            if typed is not None:
+                typed.learn(batch)
             if _after_event(text, bare):
                 return
             continue
