@@ -418,7 +418,7 @@ def _block_decoder() -> tuple[Any, tuple[type[Exception], ...]]:
 _FIRST_BLOCK = 1 << 16  # characters of the first block (metadata events lead many traces)
 
 
-_GIVE_UP_TYPED = 3  # blocks in a row the typed decoder may fail before it is no longer tried
+_MAX_SKIP = 32  # after k typed blocks failed in a row, the next min(2**k - 1, this) are not tried
 
 
 _MAX_LITERALS = 2048  # distinct texts of a field up to which they are decoded as shared texts
@@ -466,7 +466,8 @@ class _TypedBlocks:
         self._errors = (msgspec.DecodeError, RecursionError, ValueError)
         self.decoder: Any = None
         self.keys: tuple[str, ...] = ()
-        self.failures = 0
+        self.failures = 0  # blocks in a row that did not fit
+        self.skip = 0  # blocks still to read as dicts before the next try
         self.names, self.cats = _Texts(), _Texts()
         self.arg_texts: dict[str, _Texts] = {}
 
@@ -510,9 +511,18 @@ class _TypedBlocks:
         self.decoder = msgspec.json.Decoder(list[event_type])  # type: ignore[valid-type]
         self.keys = keys
 
-    @property
     def ready(self) -> bool:
-        return self.decoder is not None and self.failures < _GIVE_UP_TYPED
+        """True when the next block is to be tried (a decoder was learnt; the blocks that
+        did not fit lately are not too many)."""
+        if self.skip:
+            self.skip -= 1
+            return False
+        return self.decoder is not None
+
+    def _failed(self) -> bool:
+        self.failures += 1
+        self.skip = min(2 ** self.failures - 1, _MAX_SKIP)
+        return False
 
     def add(self, block: str, sink: Collector) -> bool:
         """Decode ``block`` (a JSON array text) into ``sink``; False when it does not fit."""
@@ -521,16 +531,14 @@ class _TypedBlocks:
         except self._errors:
             records = None
         if not records:
-            self.failures += 1
-            return False
+            return self._failed()
         astuple = self._msgspec.structs.astuple
         _, pid, tid, ts, dur, args, name, cat = zip(*map(astuple, records))
         del records
         start = number_texts_to_ns(ts, 3)
         duration = number_texts_to_ns(dur, 3) if start is not None else None
         if start is None or duration is None:
-            self.failures += 1
-            return False
+            return self._failed()
         self.failures = 0
         columns: dict[str, Sequence[Any]] = {}
         if self.keys:
@@ -563,7 +571,7 @@ def _read_event_array(text: _Text, sink: Collector, *, bare: bool) -> None:
         batch: list[Any] | None = None
         if cut > text.pos:
             block = "[" + text.buf[text.pos:cut + 1] + "]"
-            if typed is not None and typed.ready and typed.add(block, sink):
+            if typed is not None and typed.ready() and typed.add(block, sink):
                 text.pos = cut + 1
                 if _after_event(text, bare):
                     return
