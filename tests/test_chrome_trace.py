@@ -443,7 +443,7 @@ def test_typed_block_decoding_gives_the_rows_of_the_dict_decoding(
     pd.testing.assert_frame_equal(typed, plain)
     assert typed.attrs == plain.attrs
     if chars < 1 << 16:  # small blocks: some hold only plain X events
-        assert typed_blocks.count(True) > typed_blocks.count(False) > 0
+        assert typed_blocks.count(True) > 0 and typed_blocks.count(False) > 0
     assert (typed["problem"] != "").sum() > 80
 
 
