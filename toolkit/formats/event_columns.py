@@ -517,13 +517,14 @@ class Collector:
             keys.update(dict.fromkeys(segment.args))
         for key in keys:
             columns[ARG_PREFIX + str(key)] = self.arg_series(key)
-        problem = np.full(total, "", dtype=object)
+        texts: dict[str, int] = {"": 0}
+        problem = np.zeros(total, dtype=np.intp)
         offset = 0
         for segment in segments:
             for i, text in segment.problems.items():
-                problem[offset + i] = text
+                problem[offset + i] = texts.setdefault(text, len(texts))
             offset += segment.size
-        columns["problem"] = pd.Series(problem, dtype=_STR_DTYPE)
+        columns["problem"] = pd.Series(pd.array(list(texts), dtype=_STR_DTYPE).take(problem))
         frame = pd.DataFrame(columns)
         ordinal = joined("ordinal", np.int64)
         if total > 1 and np.any(ordinal[1:] < ordinal[:-1]):
