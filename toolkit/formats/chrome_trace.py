@@ -24,9 +24,8 @@ import os
 import re
 import warnings
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from collections.abc import Sequence
 from typing import IO, Any, Literal, cast
 
 import numpy as np
