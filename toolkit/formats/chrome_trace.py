@@ -8,9 +8,12 @@ of a monotonic clock counted since boot.
 
 :func:`read_chrome_trace` returns the reader frame of :mod:`toolkit.formats.event_columns`.
 
-The reader streams: it decodes the file in blocks of a few MB with the standard library's C JSON
-scanner and turns each block into columns before reading the next, so a 500 MB trace never exists
-as one list of dicts.
+The reader streams: it decodes the file in blocks of a few MB and turns each block into columns
+before reading the next, so a 500 MB trace never exists as one list of dicts. With ``msgspec``
+installed, a block of plain ``"X"`` events (the common case) is decoded straight into typed
+records, with ``ts``/``dur`` kept as their JSON text and parsed exactly in one numpy pass; any
+other block (``B``/``E`` pairs, metadata, other args keys or types, broken JSON) is decoded into
+dicts, with the same rows as a result.
 """
 
 from __future__ import annotations
