@@ -128,7 +128,7 @@ def read_msgspec(path: Path) -> pd.DataFrame:
     document_type = msgspec.defstruct("Document", [("traceEvents", list[event])])  # type: ignore[valid-type]
 
     with open(path, "rb") as handle:
-        document = msgspec.json.decode(handle.read(), type=document_type)
+        document: Any = msgspec.json.decode(handle.read(), type=document_type)
     columns: dict[str, list[Any]] = {k: [] for k in ("name", "cat", "pid", "tid", "start_ns",
                                                       "dur_ns")}
     args: dict[str, list[Any]] = {}
