@@ -542,10 +542,16 @@ class _TypedBlocks:
         if start is None or duration is None:
             return self._failed()
         self.failures = 0
+        ids: list[Any] = []
+        for values in (pid, tid):  # typed as integers: int64 unless one is outside it
+            try:
+                ids.append(np.fromiter(values, np.int64, len(values)))
+            except OverflowError:
+                ids.append(values)
         columns: dict[str, Sequence[Any]] = {}
         if self.keys:
             columns = dict(zip(self.keys, zip(*map(astuple, args))))
-        sink.add_complete(name, cat, pid, tid, start, duration, columns)
+        sink.add_complete(name, cat, ids[0], ids[1], start, duration, columns)
         return True
 
 

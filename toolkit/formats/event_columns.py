@@ -330,8 +330,9 @@ class Collector:
         self.append(ordinal, name, cat, pid, tid, start[0], duration[0],
                     _flatten_args(args, problems), problems)
 
-    def add_complete(self, name: Sequence[Any], cat: Sequence[Any], pid: Sequence[Any],
-                     tid: Sequence[Any], start: tuple[np.ndarray, dict[int, str]],
+    def add_complete(self, name: Sequence[Any], cat: Sequence[Any],
+                     pid: Sequence[Any] | np.ndarray, tid: Sequence[Any] | np.ndarray,
+                     start: tuple[np.ndarray, dict[int, str]],
                      duration: tuple[np.ndarray, dict[int, str]],
                      args: dict[str, Sequence[Any]]) -> None:
         """Append the rows of a batch of ``X`` events given as columns: what :meth:`add` does
@@ -418,7 +419,8 @@ class Collector:
     # -- compact columns --------------------------------------------------------------------
 
     def append(self, ordinal: np.ndarray, name: Sequence[Any], cat: Sequence[Any],
-               pid: Sequence[Any], tid: Sequence[Any], start: np.ndarray, dur: np.ndarray,
+               pid: Sequence[Any] | np.ndarray, tid: Sequence[Any] | np.ndarray,
+               start: np.ndarray, dur: np.ndarray,
                args: dict[str, Sequence[Any]], problems: dict[int, str]) -> None:
         """Append rows given as Python values; they are packed into compact columns."""
         self.segments.append(_Segment(
@@ -532,12 +534,16 @@ class Collector:
         return frame
 
 
-def _id_column(values: Sequence[Any]) -> np.ndarray:
-    """pid/tid values -> ``int64`` when all are integers, else ``object``."""
-    if set(map(type, values)) <= {int}:
+def _id_column(values: Sequence[Any] | np.ndarray) -> np.ndarray:
+    """pid/tid values -> ``int64`` when all are integers, else ``object`` (an ``int64`` array
+    is taken as it is)."""
+    if isinstance(values, np.ndarray) and values.dtype == np.int64:
+        return values
+    items: Sequence[Any] = values.tolist() if isinstance(values, np.ndarray) else values
+    if set(map(type, items)) <= {int}:
         with contextlib.suppress(OverflowError):
-            return np.fromiter(values, np.int64, len(values))
-    return np.fromiter(_fix_floats(values), object, len(values))
+            return np.fromiter(items, np.int64, len(items))
+    return np.fromiter(_fix_floats(items), object, len(items))
 
 
 def arg_column(values: Sequence[Any]) -> np.ndarray | pd.api.extensions.ExtensionArray | pd.Series:
