@@ -373,6 +373,34 @@ def test_streaming_in_small_blocks_matches_one_block(tmp_path: Path,
                                              "metadata": {"x": 1}}
 
 
+def test_number_texts_parse_as_the_decoded_numbers() -> None:
+    """The joined-text parser of typed blocks gives what the decoded values give, near and
+    beyond the int64 range too (where numpy's parser clamps and its product wraps)."""
+    from toolkit.formats.exact_time import number_texts_to_ns, numbers_to_ns
+
+    rng = np.random.default_rng(5)
+    edge = [b"9223372036854775.807", b"-9223372036854775.808", b"9223372036854775.808",
+            b"9999999999999999", b"1700000000000000.123", b"-0", b"0.5", b"12.3456", b"1e3"]
+    for _ in range(3000):
+        texts = []
+        for _ in range(int(rng.integers(1, 8))):
+            text = str(int(rng.integers(0, 10)) * 10 ** int(rng.integers(0, 19))
+                       + int(rng.integers(0, 10**6)))
+            if rng.random() < 0.3:
+                text = "-" + text
+            if rng.random() < 0.6:
+                text += "." + str(int(rng.integers(0, 10**5))).zfill(int(rng.integers(1, 6)))
+            texts.append(text.encode())
+        texts.append(edge[int(rng.integers(0, len(edge)))])
+        decoded = [int(t) if b"." not in t and b"e" not in t else t for t in texts]
+        for digits in (0, 3, 6):
+            got = number_texts_to_ns(texts, digits)
+            want = numbers_to_ns(decoded, digits)
+            assert got is not None
+            assert got[0].tolist() == want[0].tolist() and got[1] == want[1], texts
+    assert number_texts_to_ns([b"1", b'"2"'], 3) is None  # a text: the caller's problem
+
+
 def _varied_x_events(n: int) -> list[str]:
     """``n`` event texts, mostly plain ``X`` events, with every kind of deviation the typed
     block decoder must hand back to the dict decoder: other phases, new names, other args

@@ -86,13 +86,7 @@ def _bytes_to_scaled(texts: Sequence[bytes | int], digits: int) -> np.ndarray:
     width = array.dtype.itemsize
     if n == 0 or width == 0:
         raise ValueError("empty text")
-    return _chars_to_scaled(array.view(np.uint8).reshape(n, width), digits)
-
-
-def _chars_to_scaled(chars: np.ndarray, digits: int) -> np.ndarray:
-    """:func:`_bytes_to_scaled` of texts given as an ``(n, width)`` ``uint8`` matrix, one text
-    per row, zero bytes after its end."""
-    n, width = chars.shape
+    chars = array.view(np.uint8).reshape(n, width)
     if np.any((chars | 0x20) == ord("e")):
         raise ValueError("exponent")
     is_dot = chars == ord(".")
@@ -176,10 +170,11 @@ def number_texts_to_ns(texts: Sequence[Any], digits: int
     any object with the buffer protocol), or ``None`` when one of them is not a JSON number
     (a string, ``null``, an object ...), whose problem the caller words itself.
 
-    The texts are joined into one buffer: plain decimals (``-12.5``) of at most 18 digits
-    once scaled are read by numpy's C parser with their dot removed, then scaled by the
-    fractional digits they lack; exponents, more fractional digits than ``digits`` and longer
-    numbers take the exact path of :func:`numbers_to_ns`. Same result as the decoded values.
+    The texts are joined into one buffer: plain decimals (``-12.5``) that fit ``int64`` once
+    scaled are read by numpy's C parser with their dot removed, then scaled by the fractional
+    digits they lack; exponents, more fractional digits than ``digits`` and values near or
+    beyond the ``int64`` range take the exact path of :func:`numbers_to_ns`. Same result as
+    the decoded values.
     """
     n = len(texts)
     if n == 0:
@@ -201,14 +196,25 @@ def number_texts_to_ns(texts: Sequence[Any], digits: int
     owner = np.searchsorted(gaps, dots)  # the number each dot belongs to
     fraction = np.zeros(n, dtype=np.int64)
     fraction[owner] = ends[owner] - dots - 1
-    length = ends - starts  # characters, sign and dot included
+    has_dot = np.zeros(n, dtype=np.int64)
+    has_dot[owner] = 1
+    # digits of the value once scaled to 10**-digits units
+    scaled_digits = (ends - starts - has_dot - (buffer[starts] == ord("-"))
+                     + (digits - fraction))
     if (fraction.max() > digits or np.any(np.diff(owner) == 0)
-            or np.any(length + (digits - fraction) > 19)):
+            or scaled_digits.max() > 19):
         return numbers_to_ns(joined.split(), digits)
     values = np.fromstring(joined.translate(None, b"."), dtype=np.int64, sep=" ")
     if len(values) != n:
         return numbers_to_ns(joined.split(), digits)
-    return values * _POWERS[digits - fraction], {}
+    power = _POWERS[digits - fraction]
+    big = scaled_digits == 19  # may not fit: the parser clamps, the product wraps
+    if big.any():
+        value, scale = values[big], power[big]
+        if np.any((value == INT64_MAX) | (value == INT64_MIN)
+                  | (np.abs(value) > INT64_MAX // scale)):
+            return numbers_to_ns(joined.split(), digits)
+    return values * power, {}
 
 
 _POWERS = 10 ** np.arange(19, dtype=np.int64)
