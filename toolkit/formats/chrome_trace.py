@@ -578,7 +578,7 @@ def _read_event_array(text: _Text, sink: Collector, *, bare: bool) -> None:
                 cut = max(cut, _last_match(_ARRAY_END, text.buf, text.pos))
         batch: list[Any] | None = None
         if cut > text.pos:
-            block = "[" + text.buf[text.pos:cut + 1] + "]"
+            block = "".join(("[", text.buf[text.pos:cut + 1], "]"))  # one copy fewer than +
             if typed is not None and typed.ready() and typed.add(block, sink):
                 text.pos = cut + 1
                 if _after_event(text, bare):
