@@ -4,12 +4,24 @@ Run: ``python bench/bench_chrome_trace.py [--events N]``. Prints two small table
 
 1. writing a trace of N complete events (default 1,000,000), then reading it with
    :func:`toolkit.formats.chrome_trace.read_chrome_trace`, with
-   :func:`toolkit.trace.readers.read.read_trace` (the reader plus the :class:`Trace` a join takes)
-   and with the plain way
-   (``json.load`` + a per-event Python loop into the same columns), in this process; with the peak
-   extra resident memory of each (Linux) and whether ``start_ns``/``dur_ns`` came back exactly;
+   :func:`toolkit.trace.readers.read.read_trace` (the reader plus the :class:`Trace` a join
+   takes), with the plain way (``json.load`` + a per-event Python loop into the same columns) and
+   with ``msgspec``'s typed decoding (events as ``Struct`` records, floats for times, then the
+   same loop), in this process; wall and CPU (process) seconds, the peak extra resident memory of
+   each (Linux), whether ``start_ns``/``dur_ns`` came back exactly, and the load average. Targets
+   (1,000,000 events): ``read_trace`` <= 3 s and >= 3x ``json.load`` + a loop, both in wall time
+   and in CPU time (steadier on a shared machine);
 2. nanoseconds per event of :class:`toolkit.runtime.tracer.EventTracer` ``begin``/``end``, the
    ``with tracer.event()`` form and ``log``, next to an empty loop and to two clock reads.
+
+Figures noted on a 2-core machine shared with other work, 1,000,000 events, 157 MB, best of
+2, exact times: at load 1.8, ``read_trace`` 3.08 s wall / 3.03 s CPU, 3.48x (3.49x in CPU time)
+as fast as ``json.load`` + a loop (10.7 s / 10.6 s) and 1.96x as fast as ``msgspec``'s typed
+decoding + the same loop (6.0 s / 5.9 s); at load 3.4-4.3, 4.47 s wall / 2.79 s CPU, 3.90x
+(3.60x) and 1.74x. The 3x target holds; the 3 s target is just missed at load 1.8 (on this
+machine the typed ``msgspec`` baseline takes 6 s, twice the ~3 s of the quiet machine the
+target was set on). Before blocks of plain ``X`` events were decoded into typed records:
+1.55x-2.2x ``json.load`` + a loop.
 """
 
 from __future__ import annotations
@@ -114,14 +126,53 @@ def read_plainly(path: Path) -> pd.DataFrame:
     return frame
 
 
-def timed(function: Callable[[], Any]) -> tuple[float, float, Any]:
-    """(seconds, peak extra MB, result) of one call."""
+def read_msgspec(path: Path) -> pd.DataFrame:
+    """``msgspec``'s typed decoding of the whole file (events as records, times as floats),
+    then the loop of :func:`read_plainly` over the records."""
+    import msgspec
+
+    event = msgspec.defstruct("Event", [
+        ("ph", str), ("name", str, ""), ("cat", str, ""), ("pid", int, 0), ("tid", int, 0),
+        ("ts", float, 0.0), ("dur", float, 0.0), ("args", dict[str, Any], {})], gc=False)
+    document_type = msgspec.defstruct("Document", [("traceEvents", list[event])])  # type: ignore[valid-type]
+
+    with open(path, "rb") as handle:
+        document: Any = msgspec.json.decode(handle.read(), type=document_type)
+    columns: dict[str, list[Any]] = {k: [] for k in ("name", "cat", "pid", "tid", "start_ns",
+                                                      "dur_ns")}
+    args: dict[str, list[Any]] = {}
+    for event in document.traceEvents:
+        if event.ph != "X":
+            continue
+        columns["name"].append(event.name)
+        columns["cat"].append(event.cat)
+        columns["pid"].append(event.pid)
+        columns["tid"].append(event.tid)
+        columns["start_ns"].append(round(event.ts * 1000))
+        columns["dur_ns"].append(round(event.dur * 1000))
+        for key, value in event.args.items():
+            args.setdefault(key, []).append(value)
+    frame = pd.DataFrame(columns)
+    frame["name"] = frame["name"].astype("category")
+    frame["cat"] = frame["cat"].astype("category")
+    for key, values in args.items():
+        frame["arg_" + key] = values
+    return frame
+
+
+def load() -> str:
+    """The 1-minute load average."""
+    return f"{os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "?"
+
+
+def timed(function: Callable[[], Any]) -> tuple[float, float, float, str, Any]:
+    """(wall seconds, CPU seconds, peak extra MB, load average, result) of one call."""
     gc.collect()
     with PeakMemory() as memory:
-        begin = time.perf_counter()
+        begin, cpu = time.perf_counter(), time.process_time()
         result = function()
-        seconds = time.perf_counter() - begin
-    return seconds, memory.extra_mb, result
+        seconds, cpu = time.perf_counter() - begin, time.process_time() - cpu
+    return seconds, cpu, memory.extra_mb, load(), result
 
 
 def per_event_ns(loop: Callable[[int], None], n: int, repeats: int = 5) -> float:
@@ -184,37 +235,45 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000, help="events in the trace")
     parser.add_argument("--tracer-events", type=int, default=300_000,
                         help="events per tracer timing loop")
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="times each reader is run (alternated); the best is compared")
     options = parser.parse_args()
     n = options.events
 
     events = event_frame(n)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "trace.json"
-        rows: list[tuple[str, float, float, str]] = []
-        seconds, extra, _ = timed(lambda: write_chrome_trace(events, path))
+        rows: list[tuple[str, float, float, float, str, str]] = []
+        seconds, cpu, extra, avg, _ = timed(lambda: write_chrome_trace(events, path))
         size_mb = path.stat().st_size / 2**20
-        rows.append((f"write_chrome_trace ({size_mb:.0f} MB)", seconds, extra, "-"))
+        rows.append((f"write_chrome_trace ({size_mb:.0f} MB)", seconds, cpu, extra, avg, "-"))
         print(f"{n:,} events, {size_mb:.0f} MB", flush=True)
 
-        seconds_ours, extra, frame = timed(lambda: read_chrome_trace(path))
-        exact = (frame["start_ns"].to_numpy() == events["start_ns"].to_numpy()).all() and (
-            frame["dur_ns"].to_numpy() == events["dur_ns"].to_numpy()).all()
-        rows.append(("read_chrome_trace", seconds_ours, extra, "yes" if exact else "NO"))
-        del frame
+        def exactness(frame: pd.DataFrame) -> str:
+            wrong = int((frame["start_ns"].to_numpy() != events["start_ns"].to_numpy()).sum()
+                        + (frame["dur_ns"].to_numpy() != events["dur_ns"].to_numpy()).sum())
+            return "yes" if wrong == 0 else f"no: {wrong:,} times off"
 
         from toolkit.trace.readers.read import read_trace
 
-        seconds_trace, extra, trace = timed(lambda: read_trace(path))
-        rows.append(("read_trace (the Trace a join takes)", seconds_trace, extra,
-                     "yes" if (trace.events["dur_ns"].to_numpy()
-                               == events["dur_ns"].to_numpy()).all() else "NO"))
-        del trace
+        runs: dict[str, list[tuple[float, float]]] = {}
+        readers: list[tuple[str, Callable[[], Any]]] = [
+            ("read_chrome_trace", lambda: read_chrome_trace(path)),
+            ("read_trace (the Trace a join takes)", lambda: read_trace(path).events),
+            ("json.load + per-event loop", lambda: read_plainly(path)),
+        ]
+        try:
+            import msgspec  # noqa: F401
 
-        seconds_plain, extra, frame = timed(lambda: read_plainly(path))
-        wrong = int((frame["start_ns"].to_numpy() != events["start_ns"].to_numpy()).sum())
-        rows.append(("json.load + per-event loop", seconds_plain, extra,
-                     "yes" if wrong == 0 else f"no: {wrong:,} start_ns off"))
-        del frame
+            readers.append(("msgspec typed decoding + loop", lambda: read_msgspec(path)))
+        except ImportError:
+            pass
+        for _ in range(options.repeats):  # alternated, so that each sees the same load
+            for label, reader in readers:
+                seconds, cpu, extra, avg, frame = timed(reader)
+                runs.setdefault(label, []).append((seconds, cpu))
+                rows.append((label, seconds, cpu, extra, avg, exactness(frame)))
+                del frame
 
         try:
             import ijson
@@ -224,16 +283,35 @@ def main() -> None:
             def ijson_items() -> int:
                 with open(path, "rb") as handle:
                     return sum(1 for _ in ijson.items(handle, "traceEvents.item"))
-            seconds, extra, _ = timed(ijson_items)
-            rows.append((f"ijson.items only, no columns ({ijson.backend})", seconds, extra, "-"))
+            seconds, cpu, extra, avg, _ = timed(ijson_items)
+            rows.append((f"ijson.items only, no columns ({ijson.backend})", seconds, cpu, extra,
+                         avg, "-"))
 
-    print(f"\n{'step':<44} {'seconds':>8} {'peak +MB':>9}  exact times")
-    for label, seconds, extra, exact_text in rows:
-        print(f"{label:<44} {seconds:8.2f} {extra:9.0f}  {exact_text}")
-    print(f"\nread_chrome_trace is {seconds_plain / seconds_ours:.2f}x as fast as "
-          "json.load + loop")
-    print(f"read_trace is {seconds_plain / seconds_trace:.2f}x as fast as json.load + loop "
-          f"(target >= 3x, <= 3 s for 1,000,000 events); load average {os.getloadavg()[0]:.1f}")
+    print(f"\n{'step':<44} {'wall s':>7} {'CPU s':>7} {'peak +MB':>9} {'load':>5}  exact times")
+    for label, seconds, cpu, extra, avg, exact_text in rows:
+        print(f"{label:<44} {seconds:7.2f} {cpu:7.2f} {extra:9.0f} {avg:>5}  {exact_text}")
+
+    def best(label: str, which: int) -> float:
+        return min(run[which] for run in runs[label])
+
+    plain, ours = "json.load + per-event loop", "read_trace (the Trace a join takes)"
+    print(f"\nbest of {options.repeats}, wall (CPU):")
+    for label in runs:
+        print(f"  {label:<42} {best(label, 0):6.2f} s ({best(label, 1):.2f} s)   "
+              f"{best(plain, 0) / best(label, 0):5.2f}x ({best(plain, 1) / best(label, 1):.2f}x)"
+              " as fast as json.load + loop")
+    scale = 1_000_000 / n
+    for which, kind in ((0, "wall"), (1, "CPU")):
+        ratio = best(plain, which) / best(ours, which)
+        seconds = best(ours, which) * scale
+        print(f"target, {kind} time: read_trace of 1,000,000 events <= 3 s: {seconds:.2f} s "
+              f"({'met' if seconds <= 3 else 'NOT met'}); >= 3x json.load + loop: {ratio:.2f}x "
+              f"({'met' if ratio >= 3 else 'NOT met'})")
+    if "msgspec typed decoding + loop" in runs:
+        print(f"read_trace vs msgspec typed decoding + loop: "
+              f"{best('msgspec typed decoding + loop', 0) / best(ours, 0):.2f}x wall "
+              f"({best('msgspec typed decoding + loop', 1) / best(ours, 1):.2f}x CPU)")
+    print(f"load average now {load()}")
 
     print(f"\n{'EventTracer, per event':<44} {'ns':>8}")
     for label, value in tracer_rows(options.tracer_events):

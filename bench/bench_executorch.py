@@ -218,7 +218,7 @@ from toolkit.formats.etdump import read_etdump
 from toolkit.trace.readers.executorch.profile import read_executorch
 path, stem, stage = sys.argv[1], sys.argv[2], sys.argv[3]
 fx = {fixtures!r}
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 if stage == "decode":
     d = read_etdump(path)
     n = len(d.events)
@@ -227,8 +227,9 @@ else:
     a = p.attribution()
     a.by_layer(); a.check()
     n = len(p.events)
-dt = time.perf_counter() - t0
-print(json.dumps({{"events": n, "s": dt,
+dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+load = open("/proc/loadavg").read().split()[0]
+print(json.dumps({{"events": n, "s": dt, "cpu": cpu, "load": load,
                    "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
 
@@ -275,9 +276,11 @@ def main() -> int:
             base_full = base_s / seen * n
             print(f"{stem}: {n:,} events, {len(data) / 1e6:.1f} MB (generated in {gen:.1f} s)")
             print(f"  decode     {dec['s']:.2f} s  ({n / dec['s'] / 1e6:.2f} M events/s, "
-                  f"peak RSS {dec['rss_mb']:.0f} MB)  target <= 5 s")
+                  f"peak RSS {dec['rss_mb']:.0f} MB; CPU {dec['cpu']:.2f} s, load {dec['load']})"
+                  f"  target <= 5 s")
             print(f"  attribute  {att['s']:.2f} s  (read + nest + join + by_layer + check, "
-                  f"peak RSS {att['rss_mb']:.0f} MB)  target <= 10 s, <= 800 MB")
+                  f"peak RSS {att['rss_mb']:.0f} MB; CPU {att['cpu']:.2f} s, load {att['load']})"
+                  f"  target <= 10 s, <= 800 MB")
             print(f"  baseline   per-event flatbuffers accessors: {base_s:.2f} s for {seen:,} "
                   f"events, scaled to {n:,}: {base_full:.1f} s -> decode is "
                   f"{base_full / dec['s']:.0f}x faster")

@@ -373,6 +373,108 @@ def test_streaming_in_small_blocks_matches_one_block(tmp_path: Path,
                                              "metadata": {"x": 1}}
 
 
+def test_number_texts_parse_as_the_decoded_numbers() -> None:
+    """The joined-text parser of typed blocks gives what the decoded values give, near and
+    beyond the int64 range too (where numpy's parser clamps and its product wraps)."""
+    from toolkit.formats.exact_time import number_texts_to_ns, numbers_to_ns
+
+    rng = np.random.default_rng(5)
+    edge = [b"9223372036854775.807", b"-9223372036854775.808", b"9223372036854775.808",
+            b"9999999999999999", b"1700000000000000.123", b"-0", b"0.5", b"12.3456", b"1e3"]
+    for _ in range(3000):
+        texts = []
+        for _ in range(int(rng.integers(1, 8))):
+            text = str(int(rng.integers(0, 10)) * 10 ** int(rng.integers(0, 19))
+                       + int(rng.integers(0, 10**6)))
+            if rng.random() < 0.3:
+                text = "-" + text
+            if rng.random() < 0.6:
+                text += "." + str(int(rng.integers(0, 10**5))).zfill(int(rng.integers(1, 6)))
+            texts.append(text.encode())
+        texts.append(edge[int(rng.integers(0, len(edge)))])
+        decoded = [int(t) if b"." not in t and b"e" not in t else t for t in texts]
+        for digits in (0, 3, 6):
+            got = number_texts_to_ns(texts, digits)
+            want = numbers_to_ns(decoded, digits)
+            assert got is not None
+            assert got[0].tolist() == want[0].tolist() and got[1] == want[1], texts
+    assert number_texts_to_ns([b"1", b'"2"'], 3) is None  # a text: the caller's problem
+
+
+def _varied_x_events(n: int) -> list[str]:
+    """``n`` event texts, mostly plain ``X`` events, with every kind of deviation the typed
+    block decoder must hand back to the dict decoder: other phases, new names, other args
+    keys and types, missing fields, number texts that are not plain decimals."""
+    rng = np.random.default_rng(3)
+    out: list[str] = []
+    for i in range(n):
+        args: dict[str, object] = {"run": i // 50, "op": f"op{i % 7}", "w": 0.5 * (i % 3)}
+        event: dict[str, object] = {"ph": "X", "name": f"layer{i % 40}", "cat": "c",
+                                    "pid": 1, "tid": 1 + i % 2, "args": args}
+        ts, dur = f"{10**15 + 997 * i}.{i % 1000:03d}", f"{int(rng.integers(0, 900))}.5"
+        kind = i % 97
+        if kind == 1:
+            event["name"] = f"fresh{i}"  # a name not seen before
+        elif kind == 2:
+            del event["cat"]
+        elif kind == 3:
+            args["extra"] = [1.25, {"a": None}]  # another args key
+        elif kind == 4:
+            args["run"] = "late"  # another type
+        elif kind == 5:
+            ts = f"{10**6 + i}e-2"  # an exponent
+        elif kind == 6:
+            ts = f"{i}.12345"  # more fractional digits than kept
+        elif kind == 7:
+            dur = "-3"
+        elif kind == 8:
+            ts = '"12"'  # a text, not a number
+        elif kind == 9:
+            event["pid"] = "p1"
+        elif kind == 10:
+            event["args"] = 5
+        elif kind == 11:
+            event = {"ph": "B", "name": "b", "pid": 1, "tid": 9}
+            ts = str(i)
+        elif kind == 12:
+            event = {"ph": "E", "pid": 1, "tid": 9}
+            ts = str(i + 1)
+        elif kind == 13:
+            args["run"] = 2**70
+        elif kind == 14:
+            del event["args"]
+        text = json.dumps(event)[:-1] + f', "ts": {ts}'
+        out.append(text + ("}" if event["ph"] != "X" else f', "dur": {dur}}}'))
+    return out
+
+
+@pytest.mark.parametrize(("chars", "raw_bytes"), [(600, 200), (5000, 1000), (1 << 23, 1 << 22)])
+def test_typed_block_decoding_gives_the_rows_of_the_dict_decoding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chars: int, raw_bytes: int) -> None:
+    pytest.importorskip("msgspec")
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [\n' + ",\n".join(_varied_x_events(3000)) + "\n]}")
+    monkeypatch.setattr(chrome_trace, "_READ_CHARS", chars)
+    monkeypatch.setattr(chrome_trace, "_READ_BYTES", raw_bytes)
+    monkeypatch.setattr(chrome_trace, "_FIRST_BLOCK", min(chars, 1 << 16))
+    typed_blocks: list[bool] = []
+    add = chrome_trace._TypedBlocks.add
+
+    def counted(self: object, block: str, sink: object) -> bool:
+        typed_blocks.append(add(self, block, sink))  # type: ignore[arg-type]
+        return typed_blocks[-1]
+
+    monkeypatch.setattr(chrome_trace._TypedBlocks, "add", counted)
+    typed = read_chrome_trace(path)
+    monkeypatch.setattr(chrome_trace._TypedBlocks, "create", classmethod(lambda cls: None))
+    plain = read_chrome_trace(path)
+    pd.testing.assert_frame_equal(typed, plain)
+    assert typed.attrs == plain.attrs
+    if chars < 1 << 16:  # small blocks: some hold only plain X events
+        assert typed_blocks.count(True) > 0 and typed_blocks.count(False) > 0
+    assert (typed["problem"] != "").sum() > 80
+
+
 # --------------------------------------------------------------------------------------------
 # Broken files
 

@@ -8,9 +8,12 @@ of a monotonic clock counted since boot.
 
 :func:`read_chrome_trace` returns the reader frame of :mod:`toolkit.formats.event_columns`.
 
-The reader streams: it decodes the file in blocks of a few MB with the standard library's C JSON
-scanner and turns each block into columns before reading the next, so a 500 MB trace never exists
-as one list of dicts.
+The reader streams: it decodes the file in blocks of a few MB and turns each block into columns
+before reading the next, so a 500 MB trace never exists as one list of dicts. With ``msgspec``
+installed, a block of plain ``"X"`` events (the common case) is decoded straight into typed
+records, with ``ts``/``dur`` kept as their JSON text and parsed exactly in one numpy pass; any
+other block (``B``/``E`` pairs, metadata, other args keys or types, broken JSON) is decoded into
+dicts, with the same rows as a result.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ import os
 import re
 import warnings
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -43,7 +46,7 @@ from toolkit.formats.event_columns import (
     json_default,
     start_and_duration,
 )
-from toolkit.formats.exact_time import us_texts
+from toolkit.formats.exact_time import number_texts_to_ns, us_texts
 from toolkit.util.gc_pause import paused_gc
 
 __all__ = ["read_chrome_trace", "write_chrome_trace"]
@@ -387,9 +390,9 @@ class _Text:
             return value
 
 
-def _last_match(pattern: re.Pattern[str], text: str, start: int) -> int:
-    """Position of the ``}`` of the last match of ``pattern`` in ``text[start:]``, or -1."""
-    end = len(text)
+def _last_match(pattern: re.Pattern[str], text: str, start: int, end: int | None = None) -> int:
+    """Position of the ``}`` of the last match of ``pattern`` in ``text[start:end]``, or -1."""
+    end = len(text) if end is None else min(end, len(text))
     window = max(start, end - 65536)
     while True:
         found = -1
@@ -414,29 +417,182 @@ def _block_decoder() -> tuple[Any, tuple[type[Exception], ...]]:
     return fast.decode, (msgspec.DecodeError,)
 
 
+_FIRST_BLOCK = 1 << 16  # characters of the first block (metadata events lead many traces)
+
+
+_MAX_SKIP = 32  # after k typed blocks failed in a row, the next min(2**k - 1, this) are not tried
+
+
+_MAX_LITERALS = 2048  # distinct texts of a field up to which they are decoded as shared texts
+
+
+class _Texts:
+    """The distinct texts seen in one field of ``X`` events (None once it held another type
+    or too many), for decoding them as ``Literal`` values: shared ``str`` objects, so that
+    decoding allocates no text and interning compares them by identity."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen: set[str] | None = set()
+
+    def update(self, values: Any) -> None:
+        if self.seen is None:
+            return
+        values = list(values)
+        if not all(type(v) is str for v in values):
+            self.seen = None
+            return
+        self.seen.update(values)
+        if len(self.seen) > _MAX_LITERALS:
+            self.seen = None
+
+    def type(self, default: Any) -> Any:
+        return Literal[tuple(sorted(self.seen))] if self.seen else default
+
+
+class _TypedBlocks:
+    """Decodes a block of plain ``X`` events straight into columns, without a dict per event.
+
+    ``msgspec`` decodes the block into typed records: ``ph`` ``"X"``; ``name``/``cat`` texts
+    (``""`` when absent); ``pid``/``tid`` integers; ``ts``/``dur`` kept as their JSON text,
+    parsed exactly by :func:`number_texts_to_ns`; ``args`` an object with exactly the keys of
+    the last ``X`` event seen. Texts already seen in a field (up to a few thousand) are
+    decoded as ``Literal`` values. A block that does not fit (another phase, other args keys,
+    a missing field, a value of another type, a new name) is decoded into dicts as before
+    (the same rows either way) and the types are learnt again from it (:meth:`learn`).
+    """
+
+    def __init__(self, msgspec: Any) -> None:
+        self._msgspec = msgspec
+        self._errors = (msgspec.DecodeError, RecursionError, ValueError)
+        self.decoder: Any = None
+        self.keys: tuple[str, ...] = ()
+        self.failures = 0  # blocks in a row that did not fit
+        self.skip = 0  # blocks still to read as dicts before the next try
+        self.names, self.cats = _Texts(), _Texts()
+        self.arg_texts: dict[str, _Texts] = {}
+
+    @classmethod
+    def create(cls) -> _TypedBlocks | None:
+        """The typed decoder, or None without ``msgspec``."""
+        try:
+            import msgspec
+        except ImportError:
+            return None
+        return cls(msgspec)
+
+    def learn(self, events: list[Any]) -> None:
+        """Learn the types from ``events`` (decoded as dicts): the args keys of the last ``X``
+        event, the texts of names, categories and args."""
+        complete = [e for e in events if type(e) is dict and e.get("ph") == "X"]
+        if not complete:
+            return
+        args = complete[-1].get("args")
+        keys = tuple(args) if type(args) is dict else ()
+        self.names.update(e.get("name", "") for e in complete)
+        self.cats.update(e.get("cat", "") for e in complete)
+        for key in keys:
+            self.arg_texts.setdefault(key, _Texts()).update(
+                e["args"][key] for e in complete
+                if type(e.get("args")) is dict and key in e["args"])
+        self._build(keys)
+
+    def _build(self, keys: tuple[str, ...]) -> None:
+        msgspec = self._msgspec
+        fields = [(f"a{i}", self.arg_texts[key].type(Any)) for i, key in enumerate(keys)]
+        args_type = msgspec.defstruct("Args", fields, rename=dict(zip(
+            (name for name, _ in fields), keys)), forbid_unknown_fields=True, gc=False)
+        args_field: tuple[Any, ...] = (("args", args_type) if keys
+                                       else ("args", args_type | None, None))
+        event_type = msgspec.defstruct("Event", [
+            ("ph", Literal["X"]), ("pid", int), ("tid", int), ("ts", msgspec.Raw),
+            ("dur", msgspec.Raw), args_field, ("name", self.names.type(str), ""),
+            ("cat", self.cats.type(str), ""),
+        ], gc=False)
+        self.decoder = msgspec.json.Decoder(list[event_type])  # type: ignore[valid-type]
+        self.keys = keys
+
+    def ready(self) -> bool:
+        """True when the next block is to be tried (a decoder was learnt; the blocks that
+        did not fit lately are not too many)."""
+        if self.skip:
+            self.skip -= 1
+            return False
+        return self.decoder is not None
+
+    def _failed(self) -> bool:
+        self.failures += 1
+        self.skip = min(2 ** self.failures - 1, _MAX_SKIP)
+        return False
+
+    def add(self, block: str, sink: Collector) -> bool:
+        """Decode ``block`` (a JSON array text) into ``sink``; False when it does not fit."""
+        try:
+            records = self.decoder.decode(block)
+        except self._errors:
+            records = None
+        if not records:
+            return self._failed()
+        astuple = self._msgspec.structs.astuple
+        _, pid, tid, ts, dur, args, name, cat = zip(*map(astuple, records))
+        del records
+        start = number_texts_to_ns(ts, 3)
+        duration = number_texts_to_ns(dur, 3) if start is not None else None
+        if start is None or duration is None:
+            return self._failed()
+        self.failures = 0
+        ids: list[Any] = []
+        for values in (pid, tid):  # typed as integers: int64 unless one is outside it
+            try:
+                ids.append(np.fromiter(values, np.int64, len(values)))
+            except OverflowError:
+                ids.append(values)
+        columns: dict[str, Sequence[Any]] = {}
+        if self.keys:
+            columns = dict(zip(self.keys, zip(*map(astuple, args))))
+        sink.add_complete(name, cat, ids[0], ids[1], start, duration, columns)
+        return True
+
+
 def _read_event_array(text: _Text, sink: Collector, *, bare: bool) -> None:
     """Stream the events of a ``[...]`` (opening bracket consumed) into ``sink``."""
     decoder = json.JSONDecoder(parse_float=str.encode)
     decode_block, block_errors = _block_decoder()
+    typed = _TypedBlocks.create()
     text.skip_ws()
     if text.peek() == "]":
         text.pos += 1
         return
+    first = True
     while True:
         if len(text.buf) - text.pos < _READ_CHARS:
             text.fill()
-        cut = _last_match(_EVENT_GAP, text.buf, text.pos)
-        if text.eof:
-            cut = max(cut, _last_match(_ARRAY_END, text.buf, text.pos))
+        cut = -1
+        if first:  # a small first block: the typed decoder learns from it
+            cut = _last_match(_EVENT_GAP, text.buf, text.pos, text.pos + _FIRST_BLOCK)
+            first = False
+        if cut < 0:
+            cut = _last_match(_EVENT_GAP, text.buf, text.pos)
+            if text.eof:
+                cut = max(cut, _last_match(_ARRAY_END, text.buf, text.pos))
         batch: list[Any] | None = None
         if cut > text.pos:
+            block = "".join(("[", text.buf[text.pos:cut + 1], "]"))  # one copy fewer than +
+            if typed is not None and typed.ready() and typed.add(block, sink):
+                text.pos = cut + 1
+                if _after_event(text, bare):
+                    return
+                continue
             try:
-                batch = decode_block("[" + text.buf[text.pos:cut + 1] + "]")
+                batch = decode_block(block)
             except block_errors:
                 batch = None  # the cut fell inside an event, or the JSON is broken there
         if batch is not None:
             text.pos = cut + 1
             sink.add(batch)
+            if typed is not None:
+                typed.learn(batch)
             if _after_event(text, bare):
                 return
             continue

@@ -174,6 +174,20 @@ def _fix_floats(column: Sequence[Any]) -> Sequence[Any]:
     return column
 
 
+def _time_problems(start: tuple[np.ndarray, dict[int, str]],
+                   duration: tuple[np.ndarray, dict[int, str]]) -> dict[int, str]:
+    """``{row: problem}`` of ``X`` events from :func:`numbers_to_ns` of their ``ts`` and
+    ``dur``: invalid times, then negative durations."""
+    problems: dict[int, str] = {}
+    for i, text in start[1].items():
+        add_problem(problems, i, f"ts {text}")
+    for i, text in duration[1].items():
+        add_problem(problems, i, "X event without dur" if text == "missing" else f"dur {text}")
+    for i in np.flatnonzero(duration[0] < 0).tolist():
+        add_problem(problems, i, "negative duration")
+    return problems
+
+
 def add_problem(problems: dict[int, str], i: int, text: str) -> None:
     problems[i] = f"{problems[i]}; {text}" if i in problems else text
 
@@ -310,17 +324,26 @@ class Collector:
         except (KeyError, ValueError):
             fields = [[e.get(field) for e in events] for field in _X_FIELD_NAMES]
             name, cat, pid, tid, ts, dur, args = fields
-        problems: dict[int, str] = {}
-        start, bad = numbers_to_ns(ts, 3)
-        for i, text in bad.items():
-            add_problem(problems, i, f"ts {text}")
-        duration, bad = numbers_to_ns(dur, 3)
-        for i, text in bad.items():
-            add_problem(problems, i, "X event without dur" if text == "missing" else f"dur {text}")
-        for i in np.flatnonzero(duration < 0).tolist():
-            add_problem(problems, i, "negative duration")
-        self.append(ordinal, name, cat, pid, tid, start, duration,
+        start = numbers_to_ns(ts, 3)
+        duration = numbers_to_ns(dur, 3)
+        problems = _time_problems(start, duration)
+        self.append(ordinal, name, cat, pid, tid, start[0], duration[0],
                     _flatten_args(args, problems), problems)
+
+    def add_complete(self, name: Sequence[Any], cat: Sequence[Any],
+                     pid: Sequence[Any] | np.ndarray, tid: Sequence[Any] | np.ndarray,
+                     start: tuple[np.ndarray, dict[int, str]],
+                     duration: tuple[np.ndarray, dict[int, str]],
+                     args: dict[str, Sequence[Any]]) -> None:
+        """Append the rows of a batch of ``X`` events given as columns: what :meth:`add` does
+        with the same events as dicts. ``start``/``duration`` are :func:`numbers_to_ns` of their
+        ``ts``/``dur``; ``args`` holds one column per key, every event having every key."""
+        base = self.count
+        self.count += len(name)
+        if self.count > self._max_events:
+            check("max_events_per_file", self.count, what="events of the trace (at least)")
+        self.append(np.arange(base, self.count, dtype=np.int64), name, cat, pid, tid,
+                    start[0], duration[0], args, _time_problems(start, duration))
 
     def _other(self, ordinal: int, phase: Any, event: Any) -> None:
         if type(event) is not dict:
@@ -396,7 +419,8 @@ class Collector:
     # -- compact columns --------------------------------------------------------------------
 
     def append(self, ordinal: np.ndarray, name: Sequence[Any], cat: Sequence[Any],
-               pid: Sequence[Any], tid: Sequence[Any], start: np.ndarray, dur: np.ndarray,
+               pid: Sequence[Any] | np.ndarray, tid: Sequence[Any] | np.ndarray,
+               start: np.ndarray, dur: np.ndarray,
                args: dict[str, Sequence[Any]], problems: dict[int, str]) -> None:
         """Append rows given as Python values; they are packed into compact columns."""
         self.segments.append(_Segment(
@@ -495,13 +519,14 @@ class Collector:
             keys.update(dict.fromkeys(segment.args))
         for key in keys:
             columns[ARG_PREFIX + str(key)] = self.arg_series(key)
-        problem = np.full(total, "", dtype=object)
+        texts: dict[str, int] = {"": 0}
+        problem = np.zeros(total, dtype=np.intp)
         offset = 0
         for segment in segments:
             for i, text in segment.problems.items():
-                problem[offset + i] = text
+                problem[offset + i] = texts.setdefault(text, len(texts))
             offset += segment.size
-        columns["problem"] = pd.Series(problem, dtype=_STR_DTYPE)
+        columns["problem"] = pd.Series(pd.array(list(texts), dtype=_STR_DTYPE).take(problem))
         frame = pd.DataFrame(columns)
         ordinal = joined("ordinal", np.int64)
         if total > 1 and np.any(ordinal[1:] < ordinal[:-1]):
@@ -509,12 +534,16 @@ class Collector:
         return frame
 
 
-def _id_column(values: Sequence[Any]) -> np.ndarray:
-    """pid/tid values -> ``int64`` when all are integers, else ``object``."""
-    if set(map(type, values)) <= {int}:
+def _id_column(values: Sequence[Any] | np.ndarray) -> np.ndarray:
+    """pid/tid values -> ``int64`` when all are integers, else ``object`` (an ``int64`` array
+    is taken as it is)."""
+    if isinstance(values, np.ndarray) and values.dtype == np.int64:
+        return values
+    items: Sequence[Any] = values.tolist() if isinstance(values, np.ndarray) else values
+    if set(map(type, items)) <= {int}:
         with contextlib.suppress(OverflowError):
-            return np.fromiter(values, np.int64, len(values))
-    return np.fromiter(_fix_floats(values), object, len(values))
+            return np.fromiter(items, np.int64, len(items))
+    return np.fromiter(_fix_floats(items), object, len(items))
 
 
 def arg_column(values: Sequence[Any]) -> np.ndarray | pd.api.extensions.ExtensionArray | pd.Series:

@@ -189,7 +189,10 @@ def find_mismatches(events: pd.DataFrame, target: np.ndarray, kind: np.ndarray,
     """
     present = [(i, f, next((c for c in cols if c in events.columns), None))
                for i, (f, cols) in enumerate(FIELDS)]
-    present = [(i, f, c) for i, f, c in present if c is not None]
+    # a command id or debug handle that keys every event names its own op: nothing to compare
+    # (checked on all events first, cheaply, before any per-row array is made)
+    present = [(i, f, c) for i, f, c in present if c is not None
+               and not (f in _OP_FIELDS and not np.any(kind != 1 + KEY_KINDS.index(f)))]
     empty = np.zeros(0, dtype=np.int64)
     if not present or len(rows) == 0:
         return Mismatches(empty, empty, 0)
