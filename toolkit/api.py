@@ -668,7 +668,7 @@ def trace_join(trace: Any, model: Any, policy: str = "macs", key: str | None = N
         result: ExecutorchAttribution = executorch_join(
             trace, model, policy, key, overlaps=overlaps, strict=strict, skip_runs=skip_runs)
         return result
-    from toolkit.trace.join.join import trace_join as _join
+    from toolkit.trace import trace_join as _join
 
     return _join(trace, model, policy=policy, key=key, overlaps=overlaps, strict=strict,
                  skip_runs=skip_runs)

@@ -32,8 +32,10 @@ Rooms, one job each (a lower room never imports a higher one; import-linter chec
 The command lines (``toolkit trace-join``, ``trace-join-many``) live in :mod:`toolkit.cli`.
 """
 
+from typing import Any
+
 from toolkit.trace.join.attribution import STAT_COLUMNS, Attribution
-from toolkit.trace.join.join import trace_join
+from toolkit.trace.join.join import trace_join as _join_trace
 from toolkit.trace.join.keys import KEY_KINDS
 from toolkit.trace.join.policies import POLICIES
 from toolkit.trace.join.tables import ProvenanceTables
@@ -43,3 +45,18 @@ from toolkit.trace.views.export import model_explorer_data, to_chrome_trace, to_
 __all__ = ["read_trace", "Trace", "trace_join", "Attribution", "POLICIES", "KEY_KINDS",
            "STAT_COLUMNS", "to_chrome_trace", "to_model_explorer", "model_explorer_data",
            "ProvenanceTables"]
+
+
+def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | None = None, *,
+               overlaps: str = "self", strict: bool = True, skip_runs: int = 0
+               ) -> Attribution:
+    """:func:`toolkit.trace.join.join.trace_join` of anything :func:`read_trace` reads.
+
+    ``trace`` is a :class:`Trace` or what :func:`read_trace` takes (a path, an EventTracer, a
+    DataFrame, a list of records); the other arguments and the returned
+    :class:`Attribution` are those of :func:`toolkit.trace.join.join.trace_join`.
+    """
+    if not isinstance(trace, Trace):
+        trace = read_trace(trace)
+    return _join_trace(trace, provenance, policy, key, overlaps=overlaps, strict=strict,
+                       skip_runs=skip_runs)

@@ -10,26 +10,26 @@ Steps, each vectorised over blocks of ~10^5 events (no per-event Python):
    with a negative duration are unattributed with that reason (and never part of a span tree).
    With ``skip_runs=N`` the events of the first N runs (warm-up) are dropped first.
 2. **Keys.** Each event's key (command id, compiled op index, (part, op index), debug handle,
-   part, op name; see :mod:`toolkit.trace.keys`) is looked up in the provenance
-   (:mod:`toolkit.trace.catalog`, :mod:`toolkit.trace.resolve`) and names a *target*: a
+   part, op name; see :mod:`toolkit.trace.join.keys`) is looked up in the provenance
+   (:mod:`toolkit.trace.join.catalog`, :mod:`toolkit.trace.join._resolve`) and names a *target*: a
    compiled op, a debug handle, a source op or a part, each with its (compiled op, source op,
    layer) members. Unknown or ambiguous keys are unattributed with the reason.
-3. **Consistency** (:mod:`toolkit.trace.consistency`). What an event says about itself (op
+3. **Consistency** (:mod:`toolkit.trace.join._consistency`). What an event says about itself (op
    name, op type, compiled op, part, backend) is compared with the op its key names; an event
    that disagrees is unattributed with both sides in the reason. The *match score* is matched
    events / keyed events; below 0.5 the join raises (another model, another compile) unless
    ``strict=False``.
-4. **Nesting** (``overlaps="self"``, the default; :mod:`toolkit.trace.nesting`). Spans nest per
+4. **Nesting** (``overlaps="self"``, the default; :mod:`toolkit.trace.join.nesting`). Spans nest per
    track; each event counts its *self* time (its duration minus its children's), so that the
    time of a tree is its root's duration, exactly. A span with children that matches no op
    (``Method::execute``, a profiler's wrapper) is *dispatch overhead*: its self time is a named
    bucket of :meth:`Attribution.overhead`, not unattributed. A span that overlaps an earlier
    one without nesting is unattributed ("overlaps an earlier event on its track").
    ``overlaps="leaves"`` instead unattributes enclosing events whole
-   (:mod:`toolkit.trace.overlaps`); ``overlaps="keep"`` attributes every matched event whole.
+   (:mod:`toolkit.trace.join.overlaps`); ``overlaps="keep"`` attributes every matched event whole.
 5. **Split.** Each matched event's time is split over its target's members by the
-   policy's integer weights (:mod:`toolkit.trace.policies`), exactly
-   (:func:`toolkit.trace.split.split_targets`), and summed per (run, member).
+   policy's integer weights (:mod:`toolkit.trace.join.policies`), exactly
+   (:func:`toolkit.trace.join.split.split_targets`), and summed per (run, member).
 
 **Every runtime.** ExecuTorch (:mod:`toolkit.trace.et_provenance`), ONNX Runtime
 (:mod:`toolkit.trace.ort_provenance`) and Vela (:mod:`toolkit.vela.provenance`) are adapters:
@@ -60,12 +60,12 @@ from toolkit.trace.join._resolve import NO_KIND, reads_as_source_index, resolve_
 from toolkit.trace.join.attribution import Attribution, JoinResult
 from toolkit.trace.join.catalog import Catalog, catalog_of
 from toolkit.trace.join.codes import TextCodes
+from toolkit.trace.join.events import Trace
 from toolkit.trace.join.keys import KEY_COLUMNS, KEY_KINDS, kind_values
 from toolkit.trace.join.nesting import span_tree, structural_tree
 from toolkit.trace.join.overlaps import find_overlaps, track_codes
 from toolkit.trace.join.policies import POLICIES, member_weights
 from toolkit.trace.join.split import TargetWeights, exact_int, split_targets
-from toolkit.trace.readers.read import Trace, read_trace
 
 __all__ = ["trace_join", "run_join", "POLICIES", "as_provenance", "RunCodes", "OVERLAPS"]
 
@@ -104,10 +104,10 @@ def as_provenance(obj: Any) -> Provenance:
     """Return a :class:`~toolkit.provenance.Provenance` for ``obj``.
 
     ``obj`` is a provenance (``CompiledModel``, ``PartitionResult``,
-    :class:`~toolkit.trace.tables.ProvenanceTables` ...), a plain
+    :class:`~toolkit.trace.join.tables.ProvenanceTables` ...), a plain
     :class:`~toolkit.ir.Model` (joined as compiled without passes: op i is compiled op i), or a
     path: a compiled output folder, a ``.conn.json``/``.conn.ini`` of a partitioned model
-    (:func:`toolkit.trace.partitioned.load_partitioned`: a chained run joins to the parts and
+    (:func:`toolkit.trace.join._partitioned.load_partitioned`: a chained run joins to the parts and
     back to the source model's layers), or a model file (one with ``<stem>_debug.xml`` beside
     it is that compiled output; any other is compiled now with the default passes and target,
     as ``toolkit compile`` would, so a trace of that compile joins to it). The rules for paths
@@ -266,14 +266,14 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
     """Join a trace with a compiled (or partitioned) model and attribute time to its layers.
 
     Args:
-        trace: a :class:`~toolkit.trace.read.Trace` or anything
-            :func:`~toolkit.trace.read.read_trace` reads (path, EventTracer, DataFrame, list
-            of records).
+        trace: a :class:`~toolkit.trace.join.events.Trace` (:func:`toolkit.trace.trace_join`
+            also takes anything :func:`~toolkit.trace.readers.read.read_trace` reads: a path,
+            an EventTracer, a DataFrame, a list of records).
         provenance: a ``CompiledModel``, ``PartitionResult`` or any
             :class:`~toolkit.provenance.Provenance`; a ``Model``; or a path (see
             :func:`as_provenance`).
         policy: ``"equal"``, ``"macs"`` or ``"bytes"``: how an event is split over the source
-            ops of its op (:mod:`toolkit.trace.policies`).
+            ops of its op (:mod:`toolkit.trace.join.policies`).
         key: ``None`` to use each event's own key kind (``Trace.events.key_kind``; events
             keyed by ``op_index`` whose ``op_name`` matches the source model's op at that index
             better than the compiled model's, as in a trace of the uncompiled model, are read
@@ -282,7 +282,7 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
             ``part``, ``name``, ``source_op_index`` (op index in the source model),
             ``source_name``.
         overlaps: ``"self"`` (default: spans nest per track and each event gets its exclusive
-            time, see :mod:`toolkit.trace.nesting`; an unmatched span with children is
+            time, see :mod:`toolkit.trace.join.nesting`; an unmatched span with children is
             dispatch overhead, :meth:`Attribution.overhead`), ``"leaves"`` (enclosing and
             partially overlapping events on one track are unattributed) or ``"keep"`` (every
             matched event gets its whole duration).
@@ -293,7 +293,7 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
             before joining; :attr:`Attribution.skipped_runs` and ``summary()`` say so.
 
     Returns:
-        An :class:`~toolkit.trace.attribution.Attribution`.
+        An :class:`~toolkit.trace.join.attribution.Attribution`.
 
     Raises:
         ToolkitError: unknown policy, key kind or overlaps mode; provenance tables without the
@@ -307,8 +307,8 @@ def trace_join(trace: Any, provenance: Any, policy: str = "macs", key: str | Non
 def run_join(trace: Any, provenance: Any, policy: str = "macs", key: str | None = None, *,
              overlaps: str = "self", strict: bool = True, skip_runs: int = 0) -> JoinResult:
     """The one join behind :func:`trace_join` and every runtime's adapter: the same arguments,
-    the :class:`~toolkit.trace.attribution.JoinResult` (which an
-    :class:`~toolkit.trace.attribution.Attribution`, or a runtime's subclass of it, wraps).
+    the :class:`~toolkit.trace.join.attribution.JoinResult` (which an
+    :class:`~toolkit.trace.join.attribution.Attribution`, or a runtime's subclass of it, wraps).
 
     A trace whose reader knows how its spans nest (ExecuTorch: a kernel belongs to its
     instruction's span by instruction id) has a ``parent_id`` column (``int64``: the
@@ -328,7 +328,9 @@ def run_join(trace: Any, provenance: Any, policy: str = "macs", key: str | None 
             fix="pass skip_runs as an integer >= 0 (the number of warm-up runs to leave out)",
         )
     if not isinstance(trace, Trace):
-        trace = read_trace(trace)
+        raise ToolkitError(f"the join takes a Trace, got {type(trace).__name__}",
+                           fix="read it first with tk.read_trace(...), or call "
+                               "tk.trace_join, which reads what it is given")
     trace, skipped = _skip_runs(trace, int(skip_runs))
     prov = as_provenance(provenance)
     cat = catalog_of(prov)
