@@ -1,0 +1,355 @@
+// int8 convolution kernels for AVX2: see tk_ops_int8.h. Integer sums are exact whatever
+// their order, and the requantisation below is tk_ops.cpp's requant_t lane by lane, so the
+// results equal the portable kernels' bit for bit.
+#include "tk_ops_int8.h"
+
+#if defined(__AVX2__)
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace tk {
+
+namespace {
+
+// A scratch buffer of this thread (kept between calls), one per tag.
+template <typename T, int kTag>
+T* scratch(size_t n) {
+  static thread_local std::vector<T> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+// gemmlowp's SaturatingRoundingDoublingHighMul of 8 lanes (multipliers never INT32_MIN):
+// (x m + 2**30) >> 31 on the even and the odd lanes as 64-bit products; the result fits
+// int32, so a logical shift leaves the same low 32 bits as an arithmetic one.
+inline __m256i srdhm8(__m256i x, __m256i m) {
+  const __m256i half = _mm256_set1_epi64x(int64_t(1) << 30);
+  __m256i pe = _mm256_mul_epi32(x, m);
+  __m256i po = _mm256_mul_epi32(_mm256_srli_epi64(x, 32), _mm256_srli_epi64(m, 32));
+  pe = _mm256_srli_epi64(_mm256_add_epi64(pe, half), 31);
+  po = _mm256_slli_epi64(_mm256_srli_epi64(_mm256_add_epi64(po, half), 31), 32);
+  return _mm256_blend_epi32(pe, po, 0xAA);
+}
+
+// The per-channel constants of requant_t for 8 channels ch0 .. ch0 + n - 1 (lanes past n
+// hold zeros and are never stored), prepared once for every pixel of a tile.
+struct Requant8 {
+  __m256i bias, m, l, r, mask, half_mask, rm1, pos_r, up_lanes, big_r, lo, hi, zp;
+  bool all_up, any_up, any_big;
+};
+
+template <bool kPerChannel>
+inline Requant8 requant8_prepare(const int32_t* bias, const QuantOut& q, int ch0, int n) {
+  Requant8 k;
+  const __m256i one = _mm256_set1_epi32(1), zero = _mm256_setzero_si256();
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);
+  k.bias = bias ? _mm256_maskload_epi32(bias + ch0, valid) : zero;
+  k.m = kPerChannel ? _mm256_maskload_epi32(q.mult + ch0, valid) : _mm256_set1_epi32(q.mult[0]);
+  const __m256i s =
+      kPerChannel ? _mm256_maskload_epi32(q.shift + ch0, valid) : _mm256_set1_epi32(q.shift[0]);
+  k.l = _mm256_max_epi32(s, zero);
+  k.r = _mm256_max_epi32(_mm256_sub_epi32(zero, s), zero);
+  k.mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, k.r), one);
+  k.half_mask = _mm256_srli_epi32(k.mask, 1);
+  k.rm1 = _mm256_max_epi32(_mm256_sub_epi32(k.r, one), zero);
+  k.pos_r = _mm256_cmpgt_epi32(k.r, zero);
+  const int upward = q.upward_channels - ch0;
+  k.up_lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(upward), lane);
+  k.all_up = upward >= 8;
+  k.any_up = upward > 0;
+  k.big_r = _mm256_cmpgt_epi32(k.r, _mm256_set1_epi32(31));
+  k.any_big = !_mm256_testz_si256(k.big_r, k.big_r);
+  k.lo = _mm256_set1_epi32(q.lo - q.zp_out);
+  k.hi = _mm256_set1_epi32(q.hi - q.zp_out);
+  k.zp = _mm256_set1_epi32(q.zp_out);
+  return k;
+}
+
+// requant_t of 8 accumulators: clamp(rounded mbqm(acc + bias) + zp_out, lo, hi) as int32.
+inline __m256i requant8_apply(__m256i a, const Requant8& k) {
+  const __m256i one = _mm256_set1_epi32(1);
+  a = _mm256_add_epi32(a, k.bias);
+  const __m256i p = srdhm8(_mm256_sllv_epi32(a, k.l), k.m);
+  const __m256i fl = _mm256_srav_epi32(p, k.r);
+  __m256i v;
+  if (k.any_up) {  // ties upward: + bit r - 1 of p (where r > 0)
+    const __m256i bit = _mm256_and_si256(_mm256_srav_epi32(p, k.rm1), one);
+    v = _mm256_add_epi32(fl, _mm256_and_si256(bit, k.pos_r));
+  } else {
+    v = fl;
+  }
+  if (!k.all_up) {  // ties away from zero: + (p mod 2**r > 2**r / 2 - 1 + (p < 0))
+    const __m256i thr = _mm256_add_epi32(k.half_mask, _mm256_srli_epi32(p, 31));
+    const __m256i away =
+        _mm256_sub_epi32(fl, _mm256_cmpgt_epi32(_mm256_and_si256(p, k.mask), thr));
+    v = k.any_up ? _mm256_blendv_epi8(away, v, k.up_lanes) : away;
+  }
+  if (k.any_big) v = _mm256_andnot_si256(k.big_r, v);  // every product rounds to 0
+  v = _mm256_min_epi32(_mm256_max_epi32(v, k.lo), k.hi);
+  return _mm256_add_epi32(v, k.zp);
+}
+
+// The low `n` (1 .. 8) int8 values of 8 int32 lanes already within int8.
+inline void store8(__m256i v, int8_t* y, int n) {
+  __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  h = _mm_packs_epi16(h, h);
+  if (n == 8) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y), h);
+  } else {
+    alignas(16) int8_t part[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(part), h);
+    std::memcpy(y, part, static_cast<size_t>(n));
+  }
+}
+
+// ---------------------------------------------------------------- CONV_2D
+// One tile of conv2d_q8x4_avx2: kMR pixels x 8 output channels from oo0 over every tap and
+// quad. The filter's 16 bytes of 4 channels x 4 inputs widen to 16 int16; the pixel's 4
+// int16 inputs broadcast to every group of 4; VPMADDWD leaves two partial sums per channel,
+// added at the end. The taps point into the int16 copy of the input: `taps[k * kMR + t]`,
+// or with kInterior (every tap of every pixel in the image) `taps[t] + offs[k]`.
+template <int kMR, bool kInterior>
+inline void q8_tile(const int16_t* const* taps, const int64_t* offs, int ntaps, int quads,
+                    int o16, const int8_t* w, int oo0, __m256i (&out)[kMR]) {
+  __m256i acc[kMR][2];
+  for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
+  for (int k = 0; k < ntaps; ++k) {
+    const int16_t* p[kMR];
+    for (int t = 0; t < kMR; ++t) p[t] = kInterior ? taps[t] + offs[k] : taps[k * kMR + t];
+    const int8_t* wr = w + (static_cast<int64_t>(k) * quads * o16 + oo0) * 4;
+    for (int cq = 0; cq < quads; ++cq, wr += static_cast<int64_t>(o16) * 4) {
+      const __m256i w0 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr)));
+      const __m256i w1 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + 16)));
+      for (int t = 0; t < kMR; ++t) {
+        int64_t word;
+        std::memcpy(&word, p[t] + 4 * cq, 8);
+        const __m256i xv = _mm256_set1_epi64x(word);
+        acc[t][0] = _mm256_add_epi32(acc[t][0], _mm256_madd_epi16(xv, w0));
+        acc[t][1] = _mm256_add_epi32(acc[t][1], _mm256_madd_epi16(xv, w1));
+      }
+    }
+  }
+  // [c0 c0' c1 c1' | c2 c2' c3 c3'] and channels 4 .. 7 likewise -> [c0 .. c7]
+  for (int t = 0; t < kMR; ++t)
+    out[t] = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[t][0], acc[t][1]), 0xD8);
+}
+
+template <int kMR, bool kPerChannel, bool kInterior>
+inline void q8_tiles_over_o(const int16_t* const* taps, const int64_t* offs, int ntaps,
+                            int quads, int o16, const int8_t* w, int o, const int32_t* bias,
+                            const QuantOut& q, int8_t* const* dst, int rows) {
+  for (int oo0 = 0; oo0 < o; oo0 += 8) {
+    __m256i acc[kMR];
+    q8_tile<kMR, kInterior>(taps, offs, ntaps, quads, o16, w, oo0, acc);
+    const int n = std::min(8, o - oo0);
+    const Requant8 k = requant8_prepare<kPerChannel>(bias, q, oo0, n);
+    for (int t = 0; t < kMR && t < rows; ++t) store8(requant8_apply(acc[t], k), dst[t] + oo0, n);
+  }
+}
+
+template <bool kPerChannel>
+void conv2d_q8x4_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
+                        const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
+  constexpr int kMR = 6;
+  const int o = g.o, c = g.c, ntaps = g.kh * g.kw, o16 = (o + 15) / 16 * 16;
+  const int quads = (c + 3) / 4;
+  const int64_t img = static_cast<int64_t>(g.h) * g.w * c;
+  // the int16 copy (x + 128), 4 spare values read past the last channel (zero filter there),
+  // then the pad row: the zero point (x + 128 = zp_in + 128, which the folded bias removes)
+  int16_t* xs = scratch<int16_t, 0>(static_cast<size_t>(g.n * img) + 4 * quads + 16);
+  int16_t* pad = xs + g.n * img + 4;
+  std::fill(xs + g.n * img, xs + g.n * img + 4, int16_t(0));
+  std::fill(pad, pad + 4 * quads + 8, static_cast<int16_t>(zp_in + 128));
+  const int iy_lo = std::max(0, row0 * g.sh - g.pt);
+  const int iy_hi = std::min(g.h, (row1 - 1) * g.sh - g.pt + (g.kh - 1) * g.dh + 1);
+  for (int b = 0; b < g.n; ++b) {
+    if (iy_hi <= iy_lo) break;
+    const int64_t first = b * img + static_cast<int64_t>(iy_lo) * g.w * c;
+    const int64_t count = static_cast<int64_t>(iy_hi - iy_lo) * g.w * c;
+    const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+    int64_t i = 0;
+    for (; i + 16 <= count; i += 16) {
+      const __m128i v = _mm_xor_si128(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + first + i)), flip);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xs + first + i), _mm256_cvtepu8_epi16(v));
+    }
+    for (; i < count; ++i) xs[first + i] = static_cast<int16_t>(x[first + i] + 128);
+  }
+  const int16_t** taps = scratch<const int16_t*, 1>(static_cast<size_t>(ntaps) * kMR);
+  int64_t* offs = scratch<int64_t, 2>(static_cast<size_t>(ntaps));
+  for (int ky = 0; ky < g.kh; ++ky)
+    for (int kx = 0; kx < g.kw; ++kx)
+      offs[ky * g.kw + kx] = (static_cast<int64_t>(ky) * g.dh * g.w + kx * g.dw) * c;
+  // output pixels whose taps all lie in the image: rows [oy_lo, oy_hi), columns [ox_lo, ox_hi)
+  const auto inside = [](int n_in, int n_out, int s, int p, int span, int& lo, int& hi) {
+    lo = std::min(n_out, (p + s - 1) / s);
+    const int last = n_in - 1 - span + p;
+    hi = std::max(lo, last < 0 ? 0 : std::min(n_out, last / s + 1));
+  };
+  int oy_lo, oy_hi, ox_lo, ox_hi;
+  inside(g.h, g.oh, g.sh, g.pt, (g.kh - 1) * g.dh, oy_lo, oy_hi);
+  inside(g.w, g.ow, g.sw, g.pl, (g.kw - 1) * g.dw, ox_lo, ox_hi);
+  for (int b = 0; b < g.n; ++b) {
+    const int16_t* xb = xs + b * img;
+    const int npix = (row1 - row0) * g.ow;
+    for (int q0 = 0; q0 < npix; q0 += kMR) {
+      const int rows = std::min(kMR, npix - q0);
+      int oy = row0 + q0 / g.ow, ox = q0 % g.ow;
+      int8_t* dst[kMR];
+      bool interior = rows == kMR;
+      for (int t = 0; t < kMR; ++t) {
+        if (t < rows) {
+          dst[t] = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * o;
+          interior = interior && oy >= oy_lo && oy < oy_hi && ox >= ox_lo && ox < ox_hi;
+          if (interior)
+            taps[t] = xb + (static_cast<int64_t>(oy * g.sh - g.pt) * g.w + ox * g.sw - g.pl) * c;
+          if (++ox == g.ow) ox = 0, ++oy;
+        } else {
+          dst[t] = dst[rows - 1];
+          for (int k = 0; k < ntaps; ++k) taps[k * kMR + t] = pad;
+        }
+      }
+      if (!interior) {  // every tap of every pixel (the pad row outside the image)
+        int py = row0 + q0 / g.ow, px = q0 % g.ow;
+        for (int t = 0; t < rows; ++t) {
+          const int iy0 = py * g.sh - g.pt, ix0 = px * g.sw - g.pl;
+          for (int ky = 0; ky < g.kh; ++ky) {
+            const int iy = iy0 + ky * g.dh;
+            for (int kx = 0; kx < g.kw; ++kx) {
+              const int ix = ix0 + kx * g.dw;
+              taps[(ky * g.kw + kx) * kMR + t] =
+                  iy >= 0 && iy < g.h && ix >= 0 && ix < g.w
+                      ? xb + (static_cast<int64_t>(iy) * g.w + ix) * c
+                      : pad;
+            }
+          }
+          if (++px == g.ow) px = 0, ++py;
+        }
+        q8_tiles_over_o<kMR, kPerChannel, false>(taps, offs, ntaps, quads, o16, w, o, bias, q,
+                                                 dst, rows);
+      } else {
+        q8_tiles_over_o<kMR, kPerChannel, true>(taps, offs, ntaps, quads, o16, w, o, bias, q,
+                                                dst, rows);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- DEPTHWISE_CONV_2D
+// 16 int8 values from p widened to int16 less the zero point; `n` < 16 reads only n bytes
+// (the other lanes meet zero filter values).
+inline __m256i load16(const int8_t* p, int n, __m256i zp) {
+  __m128i v;
+  if (n >= 16) {
+    v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  } else {
+    alignas(16) int8_t part[16] = {};
+    std::memcpy(part, p, static_cast<size_t>(n));
+    v = _mm_load_si128(reinterpret_cast<const __m128i*>(part));
+  }
+  return _mm256_sub_epi16(_mm256_cvtepi8_epi16(v), zp);
+}
+
+template <bool kPerChannel>
+void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                            const int32_t* bias, const QuantOut& q, int8_t* y, int row0,
+                            int row1) {
+  const int c = g.c, ntaps = g.kh * g.kw, pairs = (ntaps + 1) / 2, blocks = (c + 15) / 16;
+  // the filter of each block of 16 channels and pair of taps (a, b) interleaved as
+  // VPUNPCKLWD / VPUNPCKHWD interleave the taps' inputs: [block][pair][lo, hi][16]
+  int16_t* wi = scratch<int16_t, 3>(static_cast<size_t>(blocks) * pairs * 32);
+  for (int cb = 0; cb < blocks; ++cb) {
+    for (int pr = 0; pr < pairs; ++pr) {
+      alignas(32) int16_t wa[16] = {}, wb[16] = {};
+      for (int j = 0; j < 16 && cb * 16 + j < c; ++j) {
+        wa[j] = w[static_cast<int64_t>(2 * pr) * c + cb * 16 + j];
+        if (2 * pr + 1 < ntaps) wb[j] = w[static_cast<int64_t>(2 * pr + 1) * c + cb * 16 + j];
+      }
+      const __m256i va = _mm256_load_si256(reinterpret_cast<const __m256i*>(wa));
+      const __m256i vb = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb));
+      int16_t* d = wi + (static_cast<int64_t>(cb) * pairs + pr) * 32;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm256_unpacklo_epi16(va, vb));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 16), _mm256_unpackhi_epi16(va, vb));
+    }
+  }
+  // taps outside the image read the zero point (x - zp = 0)
+  int8_t* pad = scratch<int8_t, 4>(static_cast<size_t>(c) + 16);
+  std::fill(pad, pad + c + 16, static_cast<int8_t>(zp_in));
+  const int8_t** tp = scratch<const int8_t*, 5>(static_cast<size_t>(2 * pairs));
+  tp[2 * pairs - 1] = pad;  // the odd tap out (its filter values are 0)
+  const __m256i zp = _mm256_set1_epi16(static_cast<int16_t>(zp_in));
+  // each output row is written to a buffer of this thread, then copied: stored straight, it
+  // may lie a multiple of 4 KiB from the input (arena offsets), and the next pixel's loads of
+  // the same addresses modulo 4 KiB would wait for every store
+  int8_t* row = scratch<int8_t, 6>(static_cast<size_t>(g.ow) * c);
+  for (int b = 0; b < g.n; ++b) {
+    for (int oy = row0; oy < row1; ++oy) {
+      const int iy0 = oy * g.sh - g.pt;
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const int ix0 = ox * g.sw - g.pl;
+        for (int ky = 0; ky < g.kh; ++ky) {
+          const int iy = iy0 + ky * g.dh;
+          for (int kx = 0; kx < g.kw; ++kx) {
+            const int ix = ix0 + kx * g.dw;
+            tp[ky * g.kw + kx] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w
+                                     ? x + ((static_cast<int64_t>(b) * g.h + iy) * g.w + ix) * c
+                                     : pad;
+          }
+        }
+        int8_t* dst = row + static_cast<int64_t>(ox) * c;
+        for (int cb = 0; cb < blocks; ++cb) {
+          const int c0 = cb * 16, n = std::min(16, c - c0);
+          const int16_t* wp = wi + static_cast<int64_t>(cb) * pairs * 32;
+          __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+          for (int pr = 0; pr < pairs; ++pr, wp += 32) {
+            const __m256i xa = load16(tp[2 * pr] + c0, n, zp);
+            const __m256i xb = load16(tp[2 * pr + 1] + c0, n, zp);
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(
+                _mm256_unpacklo_epi16(xa, xb),
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp))));
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(
+                _mm256_unpackhi_epi16(xa, xb),
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + 16))));
+          }
+          // lo: channels 0-3 | 8-11, hi: 4-7 | 12-15
+          const __m256i a0 = _mm256_permute2x128_si256(lo, hi, 0x20);
+          const __m256i a1 = _mm256_permute2x128_si256(lo, hi, 0x31);
+          const int n0 = std::min(8, n);
+          store8(requant8_apply(a0, requant8_prepare<kPerChannel>(bias, q, c0, n0)), dst + c0,
+                 n0);
+          if (n > 8)
+            store8(requant8_apply(a1, requant8_prepare<kPerChannel>(bias, q, c0 + 8, n - 8)),
+                   dst + c0 + 8, n - 8);
+        }
+      }
+      std::memcpy(y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * c, row,
+                  static_cast<size_t>(g.ow) * c);
+    }
+  }
+}
+
+}  // namespace
+
+void conv2d_q8x4_avx2(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
+                      const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
+  if (q.per_channel) conv2d_q8x4_avx2_t<true>(g, x, zp_in, w, bias, q, y, row0, row1);
+  else conv2d_q8x4_avx2_t<false>(g, x, zp_in, w, bias, q, y, row0, row1);
+}
+
+void depthwise_q8_m1_avx2(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                          const int32_t* bias, const QuantOut& q, int8_t* y, int row0,
+                          int row1) {
+  if (q.per_channel) depthwise_q8_m1_avx2_t<true>(g, x, zp_in, w, bias, q, y, row0, row1);
+  else depthwise_q8_m1_avx2_t<false>(g, x, zp_in, w, bias, q, y, row0, row1);
+}
+
+}  // namespace tk
+
+#endif  // __AVX2__
