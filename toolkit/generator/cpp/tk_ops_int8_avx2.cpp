@@ -141,15 +141,16 @@ inline void q8_tile(const int16_t* const* taps, const int64_t* offs, int ntaps, 
     out[t] = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[t][0], acc[t][1]), 0xD8);
 }
 
-template <int kMR, bool kPerChannel, bool kInterior>
+// q8_tile over every block of 8 output channels, requantised with `rq` (one per block).
+template <int kMR, bool kInterior>
 inline void q8_tiles_over_o(const int16_t* const* taps, const int64_t* offs, int ntaps,
-                            int quads, int o16, const int8_t* w, int o, const int32_t* bias,
-                            const QuantOut& q, int8_t* const* dst, int rows) {
+                            int quads, int o16, const int8_t* w, int o, const Requant8* rq,
+                            int8_t* const* dst, int rows) {
   for (int oo0 = 0; oo0 < o; oo0 += 8) {
     __m256i acc[kMR];
     q8_tile<kMR, kInterior>(taps, offs, ntaps, quads, o16, w, oo0, acc);
     const int n = std::min(8, o - oo0);
-    const Requant8 k = requant8_prepare<kPerChannel>(bias, q, oo0, n);
+    const Requant8& k = rq[oo0 / 8];
     for (int t = 0; t < kMR && t < rows; ++t) store8(requant8_apply(acc[t], k), dst[t] + oo0, n);
   }
 }
@@ -182,6 +183,9 @@ void conv2d_q8x4_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const int
     }
     for (; i < count; ++i) xs[first + i] = static_cast<int16_t>(x[first + i] + 128);
   }
+  Requant8* rq = scratch<Requant8, 10>(static_cast<size_t>(o16 / 8));
+  for (int oo0 = 0; oo0 < o; oo0 += 8)
+    rq[oo0 / 8] = requant8_prepare<kPerChannel>(bias, q, oo0, std::min(8, o - oo0));
   const int16_t** taps = scratch<const int16_t*, 1>(static_cast<size_t>(ntaps) * kMR);
   int64_t* offs = scratch<int64_t, 2>(static_cast<size_t>(ntaps));
   for (int ky = 0; ky < g.kh; ++ky)
@@ -232,31 +236,27 @@ void conv2d_q8x4_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const int
           }
           if (++px == g.ow) px = 0, ++py;
         }
-        q8_tiles_over_o<kMR, kPerChannel, false>(taps, offs, ntaps, quads, o16, w, o, bias, q,
-                                                 dst, rows);
+        q8_tiles_over_o<kMR, false>(taps, offs, ntaps, quads, o16, w, o, rq, dst, rows);
       } else {
-        q8_tiles_over_o<kMR, kPerChannel, true>(taps, offs, ntaps, quads, o16, w, o, bias, q,
-                                                dst, rows);
+        q8_tiles_over_o<kMR, true>(taps, offs, ntaps, quads, o16, w, o, rq, dst, rows);
       }
     }
   }
 }
 
 // ---------------------------------------------------------------- DEPTHWISE_CONV_2D
-// 16 int8 values from p widened to int16 less the zero point; `n` < 16 reads only n bytes
-// (the other lanes meet zero filter values).
-inline __m256i load16(const int8_t* p, int n, __m256i zp) {
-  __m128i v;
-  if (n >= 16) {
-    v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  } else {
-    alignas(16) int8_t part[16] = {};
-    std::memcpy(part, p, static_cast<size_t>(n));
-    v = _mm_load_si128(reinterpret_cast<const __m128i*>(part));
-  }
-  return _mm256_sub_epi16(_mm256_cvtepi8_epi16(v), zp);
+// 16 int8 values from p widened to int16; `n` < 16 reads only n bytes (the other lanes meet
+// zero filter values).
+inline __m256i load16(const int8_t* p, int n) {
+  if (n >= 16) return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  alignas(16) int8_t part[16] = {};
+  std::memcpy(part, p, static_cast<size_t>(n));
+  return _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
 }
 
+// Every output pixel sums x w over all taps, those outside the image reading the zero point,
+// so that sum - zp_in (sum of the filter) is the sum of (x - zp_in) w over the in-image taps:
+// that term goes into the bias (int32 wrap-around, as requant_t adds it).
 template <bool kPerChannel>
 void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                             const int32_t* bias, const QuantOut& q, int8_t* y, int row0,
@@ -265,7 +265,15 @@ void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const
   // the filter of each block of 16 channels and pair of taps (a, b) interleaved as
   // VPUNPCKLWD / VPUNPCKHWD interleave the taps' inputs: [block][pair][lo, hi][16]
   int16_t* wi = scratch<int16_t, 3>(static_cast<size_t>(blocks) * pairs * 32);
+  int32_t* folded = scratch<int32_t, 7>(static_cast<size_t>(blocks) * 16);
   for (int cb = 0; cb < blocks; ++cb) {
+    for (int j = 0; j < 16; ++j) {
+      const int ch = cb * 16 + j;
+      int64_t sum = 0;
+      for (int k = 0; k < ntaps && ch < c; ++k) sum += w[static_cast<int64_t>(k) * c + ch];
+      const int64_t v = (bias && ch < c ? bias[ch] : 0) - static_cast<int64_t>(zp_in) * sum;
+      folded[ch] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+    }
     for (int pr = 0; pr < pairs; ++pr) {
       alignas(32) int16_t wa[16] = {}, wb[16] = {};
       for (int j = 0; j < 16 && cb * 16 + j < c; ++j) {
@@ -279,12 +287,23 @@ void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 16), _mm256_unpackhi_epi16(va, vb));
     }
   }
-  // taps outside the image read the zero point (x - zp = 0)
+  // the requantisation constants of every block of 8 channels, prepared once
+  Requant8* rq = scratch<Requant8, 8>(static_cast<size_t>(blocks) * 2);
+  for (int h = 0; h < 2 * blocks; ++h)
+    if (h * 8 < c) rq[h] = requant8_prepare<kPerChannel>(folded, q, h * 8, std::min(8, c - h * 8));
+  // taps outside the image read the zero point
   int8_t* pad = scratch<int8_t, 4>(static_cast<size_t>(c) + 16);
   std::fill(pad, pad + c + 16, static_cast<int8_t>(zp_in));
   const int8_t** tp = scratch<const int8_t*, 5>(static_cast<size_t>(2 * pairs));
   tp[2 * pairs - 1] = pad;  // the odd tap out (its filter values are 0)
-  const __m256i zp = _mm256_set1_epi16(static_cast<int16_t>(zp_in));
+  int64_t* offs = scratch<int64_t, 9>(static_cast<size_t>(ntaps));
+  for (int ky = 0; ky < g.kh; ++ky)
+    for (int kx = 0; kx < g.kw; ++kx)
+      offs[ky * g.kw + kx] = (static_cast<int64_t>(ky) * g.dh * g.w + kx * g.dw) * c;
+  // columns whose taps all lie in the image: [ox_lo, ox_hi)
+  const int ox_lo = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
+  const int last = g.w - 1 - (g.kw - 1) * g.dw + g.pl;  // largest ox sw
+  const int ox_hi = std::max(ox_lo, last < 0 ? 0 : std::min(g.ow, last / g.sw + 1));
   // each output row is written to a buffer of this thread, then copied: stored straight, it
   // may lie a multiple of 4 KiB from the input (arena offsets), and the next pixel's loads of
   // the same addresses modulo 4 KiB would wait for every store
@@ -292,25 +311,32 @@ void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const
   for (int b = 0; b < g.n; ++b) {
     for (int oy = row0; oy < row1; ++oy) {
       const int iy0 = oy * g.sh - g.pt;
+      const bool rows_in = iy0 >= 0 && iy0 + (g.kh - 1) * g.dh < g.h;
       for (int ox = 0; ox < g.ow; ++ox) {
         const int ix0 = ox * g.sw - g.pl;
-        for (int ky = 0; ky < g.kh; ++ky) {
-          const int iy = iy0 + ky * g.dh;
-          for (int kx = 0; kx < g.kw; ++kx) {
-            const int ix = ix0 + kx * g.dw;
-            tp[ky * g.kw + kx] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w
-                                     ? x + ((static_cast<int64_t>(b) * g.h + iy) * g.w + ix) * c
-                                     : pad;
+        if (rows_in && ox >= ox_lo && ox < ox_hi) {
+          const int8_t* base = x + ((static_cast<int64_t>(b) * g.h + iy0) * g.w + ix0) * c;
+          for (int k = 0; k < ntaps; ++k) tp[k] = base + offs[k];
+        } else {
+          for (int ky = 0; ky < g.kh; ++ky) {
+            const int iy = iy0 + ky * g.dh;
+            for (int kx = 0; kx < g.kw; ++kx) {
+              const int ix = ix0 + kx * g.dw;
+              tp[ky * g.kw + kx] =
+                  iy >= 0 && iy < g.h && ix >= 0 && ix < g.w
+                      ? x + ((static_cast<int64_t>(b) * g.h + iy) * g.w + ix) * c
+                      : pad;
+            }
           }
         }
         int8_t* dst = row + static_cast<int64_t>(ox) * c;
+        const int16_t* wp = wi;
         for (int cb = 0; cb < blocks; ++cb) {
           const int c0 = cb * 16, n = std::min(16, c - c0);
-          const int16_t* wp = wi + static_cast<int64_t>(cb) * pairs * 32;
           __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
           for (int pr = 0; pr < pairs; ++pr, wp += 32) {
-            const __m256i xa = load16(tp[2 * pr] + c0, n, zp);
-            const __m256i xb = load16(tp[2 * pr + 1] + c0, n, zp);
+            const __m256i xa = load16(tp[2 * pr] + c0, n);
+            const __m256i xb = load16(tp[2 * pr + 1] + c0, n);
             lo = _mm256_add_epi32(lo, _mm256_madd_epi16(
                 _mm256_unpacklo_epi16(xa, xb),
                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp))));
@@ -321,12 +347,8 @@ void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const
           // lo: channels 0-3 | 8-11, hi: 4-7 | 12-15
           const __m256i a0 = _mm256_permute2x128_si256(lo, hi, 0x20);
           const __m256i a1 = _mm256_permute2x128_si256(lo, hi, 0x31);
-          const int n0 = std::min(8, n);
-          store8(requant8_apply(a0, requant8_prepare<kPerChannel>(bias, q, c0, n0)), dst + c0,
-                 n0);
-          if (n > 8)
-            store8(requant8_apply(a1, requant8_prepare<kPerChannel>(bias, q, c0 + 8, n - 8)),
-                   dst + c0 + 8, n - 8);
+          store8(requant8_apply(a0, rq[2 * cb]), dst + c0, std::min(8, n));
+          if (n > 8) store8(requant8_apply(a1, rq[2 * cb + 1]), dst + c0 + 8, n - 8);
         }
       }
       std::memcpy(y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * c, row,
