@@ -141,20 +141,6 @@ inline void q8_tile(const int16_t* const* taps, const int64_t* offs, int ntaps, 
     out[t] = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[t][0], acc[t][1]), 0xD8);
 }
 
-// q8_tile over every block of 8 output channels, requantised with `rq` (one per block).
-template <int kMR, bool kInterior>
-inline void q8_tiles_over_o(const int16_t* const* taps, const int64_t* offs, int ntaps,
-                            int quads, int o16, const int8_t* w, int o, const Requant8* rq,
-                            int8_t* const* dst, int rows) {
-  for (int oo0 = 0; oo0 < o; oo0 += 8) {
-    __m256i acc[kMR];
-    q8_tile<kMR, kInterior>(taps, offs, ntaps, quads, o16, w, oo0, acc);
-    const int n = std::min(8, o - oo0);
-    const Requant8& k = rq[oo0 / 8];
-    for (int t = 0; t < kMR && t < rows; ++t) store8(requant8_apply(acc[t], k), dst[t] + oo0, n);
-  }
-}
-
 template <bool kPerChannel>
 void conv2d_q8x4_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
                         const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
@@ -186,7 +172,19 @@ void conv2d_q8x4_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const int
   Requant8* rq = scratch<Requant8, 10>(static_cast<size_t>(o16 / 8));
   for (int oo0 = 0; oo0 < o; oo0 += 8)
     rq[oo0 / 8] = requant8_prepare<kPerChannel>(bias, q, oo0, std::min(8, o - oo0));
-  const int16_t** taps = scratch<const int16_t*, 1>(static_cast<size_t>(ntaps) * kMR);
+  // Tiles are taken in chunks: for every block of 8 output channels, every tile of the chunk.
+  // A filter larger than the L1 cache is then read once per chunk (its block of 8 channels
+  // staying in L1 across the chunk) rather than once per tile; the chunk's inputs, at most
+  // ~96 KiB as int16, stay in L2. A small filter keeps chunks of one tile (inputs in L1).
+  const int64_t filter_bytes = static_cast<int64_t>(ntaps) * quads * 4 * o16;
+  const int npix = (row1 - row0) * g.ow, ntiles = (npix + kMR - 1) / kMR;
+  const int chunk = filter_bytes <= 32 * 1024
+                        ? 1
+                        : std::max(1, std::min(ntiles, static_cast<int>(
+                              96 * 1024 / (static_cast<int64_t>(kMR) * ntaps * c * 2 + 1))));
+  const int16_t** taps = scratch<const int16_t*, 1>(static_cast<size_t>(chunk) * ntaps * kMR);
+  int8_t** dsts = scratch<int8_t*, 11>(static_cast<size_t>(chunk) * kMR);
+  int* info = scratch<int, 12>(static_cast<size_t>(chunk) * 2);  // rows, interior
   int64_t* offs = scratch<int64_t, 2>(static_cast<size_t>(ntaps));
   for (int ky = 0; ky < g.kh; ++ky)
     for (int kx = 0; kx < g.kw; ++kx)
@@ -202,43 +200,60 @@ void conv2d_q8x4_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const int
   inside(g.w, g.ow, g.sw, g.pl, (g.kw - 1) * g.dw, ox_lo, ox_hi);
   for (int b = 0; b < g.n; ++b) {
     const int16_t* xb = xs + b * img;
-    const int npix = (row1 - row0) * g.ow;
-    for (int q0 = 0; q0 < npix; q0 += kMR) {
-      const int rows = std::min(kMR, npix - q0);
-      int oy = row0 + q0 / g.ow, ox = q0 % g.ow;
-      int8_t* dst[kMR];
-      bool interior = rows == kMR;
-      for (int t = 0; t < kMR; ++t) {
-        if (t < rows) {
-          dst[t] = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * o;
-          interior = interior && oy >= oy_lo && oy < oy_hi && ox >= ox_lo && ox < ox_hi;
-          if (interior)
-            taps[t] = xb + (static_cast<int64_t>(oy * g.sh - g.pt) * g.w + ox * g.sw - g.pl) * c;
-          if (++ox == g.ow) ox = 0, ++oy;
-        } else {
-          dst[t] = dst[rows - 1];
-          for (int k = 0; k < ntaps; ++k) taps[k * kMR + t] = pad;
-        }
-      }
-      if (!interior) {  // every tap of every pixel (the pad row outside the image)
-        int py = row0 + q0 / g.ow, px = q0 % g.ow;
-        for (int t = 0; t < rows; ++t) {
-          const int iy0 = py * g.sh - g.pt, ix0 = px * g.sw - g.pl;
-          for (int ky = 0; ky < g.kh; ++ky) {
-            const int iy = iy0 + ky * g.dh;
-            for (int kx = 0; kx < g.kw; ++kx) {
-              const int ix = ix0 + kx * g.dw;
-              taps[(ky * g.kw + kx) * kMR + t] =
-                  iy >= 0 && iy < g.h && ix >= 0 && ix < g.w
-                      ? xb + (static_cast<int64_t>(iy) * g.w + ix) * c
-                      : pad;
-            }
+    for (int tile0 = 0; tile0 < ntiles; tile0 += chunk) {
+      const int nt = std::min(chunk, ntiles - tile0);
+      for (int i = 0; i < nt; ++i) {  // the taps and outputs of every tile of the chunk
+        const int q0 = (tile0 + i) * kMR;
+        const int rows = std::min(kMR, npix - q0);
+        const int16_t** tt = taps + static_cast<int64_t>(i) * ntaps * kMR;
+        int8_t** dst = dsts + static_cast<int64_t>(i) * kMR;
+        int oy = row0 + q0 / g.ow, ox = q0 % g.ow;
+        bool interior = rows == kMR;
+        for (int t = 0; t < kMR; ++t) {
+          if (t < rows) {
+            dst[t] = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * o;
+            interior = interior && oy >= oy_lo && oy < oy_hi && ox >= ox_lo && ox < ox_hi;
+            if (interior)
+              tt[t] = xb + (static_cast<int64_t>(oy * g.sh - g.pt) * g.w + ox * g.sw - g.pl) * c;
+            if (++ox == g.ow) ox = 0, ++oy;
+          } else {
+            dst[t] = dst[rows - 1];
+            for (int k = 0; k < ntaps; ++k) tt[k * kMR + t] = pad;
           }
-          if (++px == g.ow) px = 0, ++py;
         }
-        q8_tiles_over_o<kMR, false>(taps, offs, ntaps, quads, o16, w, o, rq, dst, rows);
-      } else {
-        q8_tiles_over_o<kMR, true>(taps, offs, ntaps, quads, o16, w, o, rq, dst, rows);
+        if (!interior) {  // every tap of every pixel (the pad row outside the image)
+          int py = row0 + q0 / g.ow, px = q0 % g.ow;
+          for (int t = 0; t < rows; ++t) {
+            const int iy0 = py * g.sh - g.pt, ix0 = px * g.sw - g.pl;
+            for (int ky = 0; ky < g.kh; ++ky) {
+              const int iy = iy0 + ky * g.dh;
+              for (int kx = 0; kx < g.kw; ++kx) {
+                const int ix = ix0 + kx * g.dw;
+                tt[(ky * g.kw + kx) * kMR + t] =
+                    iy >= 0 && iy < g.h && ix >= 0 && ix < g.w
+                        ? xb + (static_cast<int64_t>(iy) * g.w + ix) * c
+                        : pad;
+              }
+            }
+            if (++px == g.ow) px = 0, ++py;
+          }
+        }
+        info[2 * i] = rows;
+        info[2 * i + 1] = interior;
+      }
+      for (int oo0 = 0; oo0 < o; oo0 += 8) {
+        const int n = std::min(8, o - oo0);
+        const Requant8& k = rq[oo0 / 8];
+        for (int i = 0; i < nt; ++i) {
+          const int16_t* const* tt = taps + static_cast<int64_t>(i) * ntaps * kMR;
+          int8_t* const* dst = dsts + static_cast<int64_t>(i) * kMR;
+          const int rows = info[2 * i];
+          __m256i acc[kMR];
+          if (info[2 * i + 1]) q8_tile<kMR, true>(tt, offs, ntaps, quads, o16, w, oo0, acc);
+          else q8_tile<kMR, false>(tt, offs, ntaps, quads, o16, w, oo0, acc);
+          for (int t = 0; t < kMR && t < rows; ++t)
+            store8(requant8_apply(acc[t], k), dst[t] + oo0, n);
+        }
       }
     }
   }
