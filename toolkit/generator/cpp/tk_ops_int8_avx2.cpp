@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -269,6 +270,23 @@ inline __m256i load16(const int8_t* p, int n) {
   return _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
 }
 
+// The sums of one pixel's 16 channels from c0 (n of them) over every pair of taps.
+template <bool kFull>
+inline void dw_block(const int8_t* const* tp, int pairs, int c0, int n, const int16_t* wp,
+                     __m256i& lo, __m256i& hi) {
+  lo = _mm256_setzero_si256();
+  hi = _mm256_setzero_si256();
+  for (int pr = 0; pr < pairs; ++pr, wp += 32) {
+    const __m256i xa = load16(tp[2 * pr] + c0, kFull ? 16 : n);
+    const __m256i xb = load16(tp[2 * pr + 1] + c0, kFull ? 16 : n);
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(
+        _mm256_unpacklo_epi16(xa, xb), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp))));
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(
+        _mm256_unpackhi_epi16(xa, xb),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + 16))));
+  }
+}
+
 // Every output pixel sums x w over all taps, those outside the image reading the zero point,
 // so that sum - zp_in (sum of the filter) is the sum of (x - zp_in) w over the in-image taps:
 // that term goes into the bias (int32 wrap-around, as requant_t adds it).
@@ -319,13 +337,29 @@ void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const
   const int ox_lo = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
   const int last = g.w - 1 - (g.kw - 1) * g.dw + g.pl;  // largest ox sw
   const int ox_hi = std::max(ox_lo, last < 0 ? 0 : std::min(g.ow, last / g.sw + 1));
-  // each output row is written to a buffer of this thread, then copied: stored straight, it
-  // may lie a multiple of 4 KiB from the input (arena offsets), and the next pixel's loads of
-  // the same addresses modulo 4 KiB would wait for every store
-  int8_t* row = scratch<int8_t, 6>(static_cast<size_t>(g.ow) * c);
+  // Each output row is written to a buffer of this thread, then copied. Stores and the loads
+  // that follow them at the same address modulo 4 KiB wait for each other (the CPU matches
+  // the low address bits first), and along a row both advance by the same step: the buffer's
+  // start within a 4 KiB window is chosen per row as far as possible from the input rows read.
+  int8_t* row_mem = scratch<int8_t, 6>(static_cast<size_t>(g.ow) * c + 8192);
+  int8_t* row_base = row_mem + ((4096 - reinterpret_cast<uintptr_t>(row_mem) % 4096) % 4096);
   for (int b = 0; b < g.n; ++b) {
     for (int oy = row0; oy < row1; ++oy) {
       const int iy0 = oy * g.sh - g.pt;
+      int best = 0, best_gap = -1;
+      for (int cand = 0; cand < 4096; cand += 256) {  // output column 0 at row_base + cand
+        int gap = 4096;
+        for (int ky = 0; ky < g.kh; ++ky)
+          for (int kx = 0; kx < g.kw; ++kx) {
+            const uintptr_t in = reinterpret_cast<uintptr_t>(x) + static_cast<uintptr_t>(
+                ((static_cast<int64_t>(b) * g.h + iy0 + ky * g.dh) * g.w - g.pl + kx * g.dw) *
+                c);
+            const int d = static_cast<int>((cand + 4096 - in % 4096) % 4096);
+            gap = std::min(gap, std::min(d, 4096 - d));
+          }
+        if (gap > best_gap) best_gap = gap, best = cand;
+      }
+      int8_t* row = row_base + best;
       const bool rows_in = iy0 >= 0 && iy0 + (g.kh - 1) * g.dh < g.h;
       for (int ox = 0; ox < g.ow; ++ox) {
         const int ix0 = ox * g.sw - g.pl;
@@ -346,19 +380,11 @@ void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const
         }
         int8_t* dst = row + static_cast<int64_t>(ox) * c;
         const int16_t* wp = wi;
-        for (int cb = 0; cb < blocks; ++cb) {
+        for (int cb = 0; cb < blocks; ++cb, wp += 32 * pairs) {
           const int c0 = cb * 16, n = std::min(16, c - c0);
-          __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-          for (int pr = 0; pr < pairs; ++pr, wp += 32) {
-            const __m256i xa = load16(tp[2 * pr] + c0, n);
-            const __m256i xb = load16(tp[2 * pr + 1] + c0, n);
-            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(
-                _mm256_unpacklo_epi16(xa, xb),
-                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp))));
-            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(
-                _mm256_unpackhi_epi16(xa, xb),
-                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + 16))));
-          }
+          __m256i lo, hi;
+          if (n == 16) dw_block<true>(tp, pairs, c0, 16, wp, lo, hi);
+          else dw_block<false>(tp, pairs, c0, n, wp, lo, hi);
           // lo: channels 0-3 | 8-11, hi: 4-7 | 12-15
           const __m256i a0 = _mm256_permute2x128_si256(lo, hi, 0x20);
           const __m256i a1 = _mm256_permute2x128_si256(lo, hi, 0x31);
