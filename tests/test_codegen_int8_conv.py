@@ -1,7 +1,8 @@
 """The native int8 convolution kernels (CONV_2D, FULLY_CONNECTED, DEPTHWISE_CONV_2D) on shapes
 that reach their edges: channel counts that are not multiples of 4, 8 or 16 (partial quads of
 input channels, partial blocks of 8 and 16 output channels), strides 1 and 2, SAME and VALID
-padding, dilation 2, per-channel and per-tensor filter scales, nonzero input zero points, fused
+padding, dilation 2, per-channel and per-tensor filter scales, multipliers around 1 (rounding
+shifts of 0 and left shifts), nonzero input zero points, fused
 clamps, a batch of two. The artifact (every op's rows split across the threads) is built with
 the host's vector instructions, with AVX2 alone and without vector instructions (the portable
 kernels) and run on one and two threads; every output equals, bit for bit, the reference
@@ -57,8 +58,8 @@ def _model() -> Model:
     def per_channel(n: int, axis: int) -> Q:
         return Q.make(rng.uniform(0.002, 0.012, n).tolist(), [0] * n, axis)
 
-    def bias(name: str, n: int, wq: Q, s_in: float) -> object:
-        return mb.const(name, rng.integers(-3000, 3000, n).astype(np.int32),
+    def bias(name: str, n: int, wq: Q, s_in: float, span: int = 3000) -> object:
+        return mb.const(name, rng.integers(-span, span, n).astype(np.int32),
                                 quant=Q.make((s_in * np.asarray(wq.scale, np.float64)).tolist(), 0))
 
     def conv(x: object, s_in: float, o: int, k: int, c: int, name: str, per: bool = True,
@@ -93,11 +94,19 @@ def _model() -> Model:
     d5 = dw(c5, 0.1, 13, "d5", padding="VALID", dilation=2, quant=Q.make(0.08, 0))
     xs = mb.input("xs", [1, 9, 8, 7], i8, quant=Q.make(0.03, 0))
     d6 = dw(xs, 0.03, 7, "d6", stride=2, activation="RELU", quant=Q.make(0.02, -128))
+    # multipliers s_in s_w / s_out around 1 (no right shift, or a left one) on small filters
+    w1 = (rng.integers(-1, 2, (9, 1, 1, 7)).astype(i8),
+          rng.integers(-1, 2, (1, 3, 3, 7)).astype(i8))
+    q6, q7 = per_channel(9, 0), per_channel(7, 3)
+    c6 = mb.conv2d(xs, mb.const("c6/w", w1[0], quant=q6), bias("c6/b", 9, q6, 0.03, 30), name="c6",
+                   quant=Q.make(0.03 * 0.007, -1))
+    d7 = mb.depthwise_conv2d(xs, mb.const("d7/w", w1[1], quant=q7), bias("d7/b", 7, q7, 0.03, 30),
+                             name="d7", quant=Q.make(0.03 * 0.007, 2))
     fq = Q.make(0.003, 0)
     f1 = mb.fully_connected(mb.reshape(c3, [6, 50], name="rows"),
                             mb.const("f1/w", w8((11, 50)), quant=fq), None, name="f1",
                             quant=Q.make(0.3, 2))
-    mb.output(c2, c3, c4, d1, d2, d3, d5, d6, f1)
+    mb.output(c2, c3, c4, d1, d2, d3, d5, d6, f1, c6, d7)
     return mb.build()
 
 
@@ -136,8 +145,8 @@ def test_int8_conv_kernels_bit_exact(tmp_path: Path, model: Model, isa: str,
     art = codegen(model, tmp_path, name="q8conv")
     _build(art, isa, monkeypatch)
     code = art.source.read_text()
-    assert code.count("tk::depthwise_q8(") == 6 and code.count("tk::conv2d_q8x4(") == 6
-    assert code.count("pool_.rows(") == 11
+    assert code.count("tk::depthwise_q8(") == 7 and code.count("tk::conv2d_q8x4(") == 7
+    assert code.count("pool_.rows(") == 13
     for threads in (1, 2):
         m = NativeModel(art, threads=threads)
         try:

@@ -27,10 +27,11 @@ T* scratch(size_t n) {
 // gemmlowp's SaturatingRoundingDoublingHighMul of 8 lanes (multipliers never INT32_MIN):
 // (x m + 2**30) >> 31 on the even and the odd lanes as 64-bit products; the result fits
 // int32, so a logical shift leaves the same low 32 bits as an arithmetic one.
-inline __m256i srdhm8(__m256i x, __m256i m) {
+// `m_odd` holds the odd lanes' multipliers in the even lanes.
+inline __m256i srdhm8(__m256i x, __m256i m, __m256i m_odd) {
   const __m256i half = _mm256_set1_epi64x(int64_t(1) << 30);
   __m256i pe = _mm256_mul_epi32(x, m);
-  __m256i po = _mm256_mul_epi32(_mm256_srli_epi64(x, 32), _mm256_srli_epi64(m, 32));
+  __m256i po = _mm256_mul_epi32(_mm256_srli_epi64(x, 32), m_odd);
   pe = _mm256_srli_epi64(_mm256_add_epi64(pe, half), 31);
   po = _mm256_slli_epi64(_mm256_srli_epi64(_mm256_add_epi64(po, half), 31), 32);
   return _mm256_blend_epi32(pe, po, 0xAA);
@@ -39,8 +40,8 @@ inline __m256i srdhm8(__m256i x, __m256i m) {
 // The per-channel constants of requant_t for 8 channels ch0 .. ch0 + n - 1 (lanes past n
 // hold zeros and are never stored), prepared once for every pixel of a tile.
 struct Requant8 {
-  __m256i bias, m, l, r, mask, half_mask, rm1, pos_r, up_lanes, big_r, lo, hi, zp;
-  bool all_up, any_up, any_big;
+  __m256i bias, m, m_odd, l, r, mask, half_mask, rm1, pos_r, up_lanes, big_r, lo, hi, zp;
+  bool all_up, any_up, any_big, any_l, all_pos_r;
 };
 
 template <bool kPerChannel>
@@ -53,12 +54,15 @@ inline Requant8 requant8_prepare(const int32_t* bias, const QuantOut& q, int ch0
   k.m = kPerChannel ? _mm256_maskload_epi32(q.mult + ch0, valid) : _mm256_set1_epi32(q.mult[0]);
   const __m256i s =
       kPerChannel ? _mm256_maskload_epi32(q.shift + ch0, valid) : _mm256_set1_epi32(q.shift[0]);
+  k.m_odd = _mm256_srli_epi64(k.m, 32);
   k.l = _mm256_max_epi32(s, zero);
+  k.any_l = !_mm256_testz_si256(k.l, k.l);
   k.r = _mm256_max_epi32(_mm256_sub_epi32(zero, s), zero);
   k.mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, k.r), one);
   k.half_mask = _mm256_srli_epi32(k.mask, 1);
   k.rm1 = _mm256_max_epi32(_mm256_sub_epi32(k.r, one), zero);
   k.pos_r = _mm256_cmpgt_epi32(k.r, zero);
+  k.all_pos_r = _mm256_movemask_ps(_mm256_castsi256_ps(k.pos_r)) == 0xFF;
   const int upward = q.upward_channels - ch0;
   k.up_lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(upward), lane);
   k.all_up = upward >= 8;
@@ -75,9 +79,17 @@ inline Requant8 requant8_prepare(const int32_t* bias, const QuantOut& q, int ch0
 inline __m256i requant8_apply(__m256i a, const Requant8& k) {
   const __m256i one = _mm256_set1_epi32(1);
   a = _mm256_add_epi32(a, k.bias);
-  const __m256i p = srdhm8(_mm256_sllv_epi32(a, k.l), k.m);
-  const __m256i fl = _mm256_srav_epi32(p, k.r);
+  if (k.any_l) a = _mm256_sllv_epi32(a, k.l);
+  const __m256i p = srdhm8(a, k.m, k.m_odd);
   __m256i v;
+  if (k.all_up && k.all_pos_r && !k.any_big) {
+    // ties upward with 0 < r <= 31: floor((p / 2**(r - 1) + 1) / 2), where the + 1 cannot
+    // overflow (the doubling high multiply's results lie in (-2**31, 2**31 - 1))
+    v = _mm256_srai_epi32(_mm256_add_epi32(_mm256_srav_epi32(p, k.rm1), one), 1);
+    v = _mm256_min_epi32(_mm256_max_epi32(v, k.lo), k.hi);
+    return _mm256_add_epi32(v, k.zp);
+  }
+  const __m256i fl = _mm256_srav_epi32(p, k.r);
   if (k.any_up) {  // ties upward: + bit r - 1 of p (where r > 0)
     const __m256i bit = _mm256_and_si256(_mm256_srav_epi32(p, k.rm1), one);
     v = _mm256_add_epi32(fl, _mm256_and_si256(bit, k.pos_r));
