@@ -283,12 +283,14 @@ inline __m256i load16(const int8_t* p, int n) {
 }
 
 // The sums of one pixel's 16 channels from c0 (n of them) over every pair of taps.
-template <bool kFull>
+// kPairs > 0: that many pairs (a 3x3 filter: 5), else `pairs`.
+template <bool kFull, int kPairs>
 inline void dw_block(const int8_t* const* tp, int pairs, int c0, int n, const int16_t* wp,
                      __m256i& lo, __m256i& hi) {
   lo = _mm256_setzero_si256();
   hi = _mm256_setzero_si256();
-  for (int pr = 0; pr < pairs; ++pr, wp += 32) {
+  const int np = kPairs > 0 ? kPairs : pairs;
+  for (int pr = 0; pr < np; ++pr, wp += 32) {
     const __m256i xa = load16(tp[2 * pr] + c0, kFull ? 16 : n);
     const __m256i xb = load16(tp[2 * pr + 1] + c0, kFull ? 16 : n);
     lo = _mm256_add_epi32(lo, _mm256_madd_epi16(
@@ -359,7 +361,7 @@ void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const
     for (int oy = row0; oy < row1; ++oy) {
       const int iy0 = oy * g.sh - g.pt;
       int best = 0, best_gap = -1;
-      for (int cand = 0; cand < 4096; cand += 256) {  // output column 0 at row_base + cand
+      for (int cand = 0; cand < 4096; cand += 512) {  // output column 0 at row_base + cand
         int gap = 4096;
         for (int ky = 0; ky < g.kh; ++ky)
           for (int kx = 0; kx < g.kw; ++kx) {
@@ -395,8 +397,9 @@ void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const
         for (int cb = 0; cb < blocks; ++cb, wp += 32 * pairs) {
           const int c0 = cb * 16, n = std::min(16, c - c0);
           __m256i lo, hi;
-          if (n == 16) dw_block<true>(tp, pairs, c0, 16, wp, lo, hi);
-          else dw_block<false>(tp, pairs, c0, n, wp, lo, hi);
+          if (n == 16 && pairs == 5) dw_block<true, 5>(tp, pairs, c0, 16, wp, lo, hi);
+          else if (n == 16) dw_block<true, 0>(tp, pairs, c0, 16, wp, lo, hi);
+          else dw_block<false, 0>(tp, pairs, c0, n, wp, lo, hi);
           // lo: channels 0-3 | 8-11, hi: 4-7 | 12-15
           const __m256i a0 = _mm256_permute2x128_si256(lo, hi, 0x20);
           const __m256i a1 = _mm256_permute2x128_si256(lo, hi, 0x31);
