@@ -125,22 +125,23 @@ inline void store8(__m256i v, int8_t* y, int n) {
 // quad. The filter's 16 bytes of 4 channels x 4 inputs widen to 16 int16; the pixel's 4
 // int16 inputs broadcast to every group of 4; VPMADDWD leaves two partial sums per channel,
 // added at the end. The taps point into the int16 copy of the input: `taps[k * kMR + t]`,
-// or with kInterior (every tap of every pixel in the image) `taps[t] + offs[k]`.
-template <int kMR, bool kInterior>
+// or with kInterior (every tap of every pixel in the image) `taps[t] + offs[k]`; the first
+// kT <= kMR pixels (a tile's last pixels may be missing).
+template <int kMR, int kT, bool kInterior>
 inline void q8_tile(const int16_t* const* taps, const int64_t* offs, int ntaps, int quads,
                     int o16, const int8_t* w, int oo0, __m256i (&out)[kMR]) {
-  __m256i acc[kMR][2];
-  for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
+  __m256i acc[kT][2];
+  for (int t = 0; t < kT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
   for (int k = 0; k < ntaps; ++k) {
-    const int16_t* p[kMR];
-    for (int t = 0; t < kMR; ++t) p[t] = kInterior ? taps[t] + offs[k] : taps[k * kMR + t];
+    const int16_t* p[kT];
+    for (int t = 0; t < kT; ++t) p[t] = kInterior ? taps[t] + offs[k] : taps[k * kMR + t];
     const int8_t* wr = w + (static_cast<int64_t>(k) * quads * o16 + oo0) * 4;
     for (int cq = 0; cq < quads; ++cq, wr += static_cast<int64_t>(o16) * 4) {
       const __m256i w0 =
           _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr)));
       const __m256i w1 =
           _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + 16)));
-      for (int t = 0; t < kMR; ++t) {
+      for (int t = 0; t < kT; ++t) {
         int64_t word;
         std::memcpy(&word, p[t] + 4 * cq, 8);
         const __m256i xv = _mm256_set1_epi64x(word);
@@ -150,7 +151,7 @@ inline void q8_tile(const int16_t* const* taps, const int64_t* offs, int ntaps, 
     }
   }
   // [c0 c0' c1 c1' | c2 c2' c3 c3'] and channels 4 .. 7 likewise -> [c0 .. c7]
-  for (int t = 0; t < kMR; ++t)
+  for (int t = 0; t < kT; ++t)
     out[t] = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[t][0], acc[t][1]), 0xD8);
 }
 
@@ -262,8 +263,13 @@ void conv2d_q8x4_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const int
           int8_t* const* dst = dsts + static_cast<int64_t>(i) * kMR;
           const int rows = info[2 * i];
           __m256i acc[kMR];
-          if (info[2 * i + 1]) q8_tile<kMR, true>(tt, offs, ntaps, quads, o16, w, oo0, acc);
-          else q8_tile<kMR, false>(tt, offs, ntaps, quads, o16, w, oo0, acc);
+          if (info[2 * i + 1]) q8_tile<kMR, kMR, true>(tt, offs, ntaps, quads, o16, w, oo0, acc);
+          else if (rows == kMR) q8_tile<kMR, kMR, false>(tt, offs, ntaps, quads, o16, w, oo0, acc);
+          else if (rows == 1) q8_tile<kMR, 1, false>(tt, offs, ntaps, quads, o16, w, oo0, acc);
+          else if (rows == 2) q8_tile<kMR, 2, false>(tt, offs, ntaps, quads, o16, w, oo0, acc);
+          else if (rows == 3) q8_tile<kMR, 3, false>(tt, offs, ntaps, quads, o16, w, oo0, acc);
+          else if (rows == 4) q8_tile<kMR, 4, false>(tt, offs, ntaps, quads, o16, w, oo0, acc);
+          else q8_tile<kMR, 5, false>(tt, offs, ntaps, quads, o16, w, oo0, acc);
           for (int t = 0; t < kMR && t < rows; ++t)
             store8(requant8_apply(acc[t], k), dst[t] + oo0, n);
         }
