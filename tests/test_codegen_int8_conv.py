@@ -1,8 +1,8 @@
 """The native int8 convolution kernels (CONV_2D, FULLY_CONNECTED, DEPTHWISE_CONV_2D) on shapes
 that reach their edges: channel counts that are not multiples of 4, 8 or 16 (partial quads of
 input channels, partial blocks of 8 and 16 output channels), strides 1 and 2, SAME and VALID
-padding, dilation 2, per-channel and per-tensor filter scales, multipliers around 1 (rounding
-shifts of 0 and left shifts), nonzero input zero points, fused
+padding, dilation 2, 3x3 and 5x5 depthwise filters, per-channel and per-tensor filter scales,
+multipliers around 1 (rounding shifts of 0 and left shifts), nonzero input zero points, fused
 clamps, a batch of two. The artifact (every op's rows split across the threads) is built with
 the host's vector instructions, with AVX2 alone and without vector instructions (the portable
 kernels) and run on one and two threads; every output equals, bit for bit, the reference
@@ -68,9 +68,10 @@ def _model() -> Model:
         w = mb.const(f"{name}/w", w8((o, k, k, c)), quant=wq)
         return mb.conv2d(x, w, bias(f"{name}/b", o, wq, s_in), name=name, **kw)
 
-    def dw(x: object, s_in: float, c: int, name: str, per: bool = True, **kw: object) -> object:
+    def dw(x: object, s_in: float, c: int, name: str, per: bool = True, k: int = 3,
+           **kw: object) -> object:
         wq = per_channel(c, 3) if per else Q.make(0.007, 0)
-        w = mb.const(f"{name}/w", w8((1, 3, 3, c)), quant=wq)
+        w = mb.const(f"{name}/w", w8((1, k, k, c)), quant=wq)
         return mb.depthwise_conv2d(x, w, bias(f"{name}/b", c, wq, s_in), name=name, **kw)
 
     mb = ModelBuilder("q8conv")
@@ -90,6 +91,7 @@ def _model() -> Model:
             quant=Q.make(0.03, -128))
     xb = mb.input("xb", [2, 11, 13, 24], i8, quant=Q.make(0.04, 11))
     d4 = dw(xb, 0.04, 24, "d4", stride=2, quant=Q.make(0.05, -2))
+    d8 = dw(xb, 0.04, 24, "d8", k=5, padding="VALID", quant=Q.make(0.1, 4))  # 13 tap pairs
     c5 = conv(d4, 0.05, 13, 1, 24, "c5", quant=Q.make(0.1, 1))
     d5 = dw(c5, 0.1, 13, "d5", padding="VALID", dilation=2, quant=Q.make(0.08, 0))
     xs = mb.input("xs", [1, 9, 8, 7], i8, quant=Q.make(0.03, 0))
@@ -106,7 +108,7 @@ def _model() -> Model:
     f1 = mb.fully_connected(mb.reshape(c3, [6, 50], name="rows"),
                             mb.const("f1/w", w8((11, 50)), quant=fq), None, name="f1",
                             quant=Q.make(0.3, 2))
-    mb.output(c2, c3, c4, d1, d2, d3, d5, d6, f1, c6, d7)
+    mb.output(c2, c3, c4, d1, d2, d3, d5, d6, f1, c6, d7, d8)
     return mb.build()
 
 
@@ -145,8 +147,8 @@ def test_int8_conv_kernels_bit_exact(tmp_path: Path, model: Model, isa: str,
     art = codegen(model, tmp_path, name="q8conv")
     _build(art, isa, monkeypatch)
     code = art.source.read_text()
-    assert code.count("tk::depthwise_q8(") == 7 and code.count("tk::conv2d_q8x4(") == 7
-    assert code.count("pool_.rows(") == 13
+    assert code.count("tk::depthwise_q8(") == 8 and code.count("tk::conv2d_q8x4(") == 7
+    assert code.count("pool_.rows(") == 14
     for threads in (1, 2):
         m = NativeModel(art, threads=threads)
         try:
