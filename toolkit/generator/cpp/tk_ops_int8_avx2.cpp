@@ -319,7 +319,40 @@ void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const
   // VPUNPCKLWD / VPUNPCKHWD interleave the taps' inputs: [block][pair][lo, hi][16]
   int16_t* wi = scratch<int16_t, 3>(static_cast<size_t>(blocks) * pairs * 32);
   int32_t* folded = scratch<int32_t, 7>(static_cast<size_t>(blocks) * 16);
+  const __m256i vzp = _mm256_set1_epi32(zp_in);
   for (int cb = 0; cb < blocks; ++cb) {
+    const int c0 = cb * 16;
+    if (c0 + 16 <= c) {  // a full block: the same values with vector loads
+      __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+      for (int k = 0; k < ntaps; ++k) {
+        const __m256i v = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(w + static_cast<int64_t>(k) * c + c0));
+        s0 = _mm256_add_epi32(s0, _mm256_cvtepi16_epi32(_mm256_castsi256_si128(v)));
+        s1 = _mm256_add_epi32(s1, _mm256_cvtepi16_epi32(_mm256_extracti128_si256(v, 1)));
+      }
+      const __m256i b0 = bias ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + c0))
+                              : _mm256_setzero_si256();
+      const __m256i b1 = bias
+                             ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + c0 + 8))
+                             : _mm256_setzero_si256();
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(folded + c0),
+                          _mm256_sub_epi32(b0, _mm256_mullo_epi32(s0, vzp)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(folded + c0 + 8),
+                          _mm256_sub_epi32(b1, _mm256_mullo_epi32(s1, vzp)));
+      for (int pr = 0; pr < pairs; ++pr) {
+        const __m256i va = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(w + static_cast<int64_t>(2 * pr) * c + c0));
+        const __m256i vb =
+            2 * pr + 1 < ntaps
+                ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                      w + static_cast<int64_t>(2 * pr + 1) * c + c0))
+                : _mm256_setzero_si256();
+        int16_t* d = wi + (static_cast<int64_t>(cb) * pairs + pr) * 32;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm256_unpacklo_epi16(va, vb));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 16), _mm256_unpackhi_epi16(va, vb));
+      }
+      continue;
+    }
     for (int j = 0; j < 16; ++j) {
       const int ch = cb * 16 + j;
       int64_t sum = 0;
