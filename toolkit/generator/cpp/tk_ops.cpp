@@ -1,5 +1,6 @@
 // Operator library of the toolkit's C++ artifacts: see tk_ops.h.
 #include "tk_ops.h"
+#include "tk_ops_int8.h"
 
 #include <algorithm>
 #include <cmath>
@@ -944,6 +945,11 @@ void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* 
     else depthwise_q8_m1<false>(g, x, zp_in, w, bias, q, y, row0, row1);
     return;
   }
+#elif defined(__AVX2__)
+  if (g.mult == 1) {
+    depthwise_q8_m1_avx2(g, x, zp_in, w, bias, q, y, row0, row1);
+    return;
+  }
 #endif
   const int o = g.c * g.mult;
   std::vector<int32_t> acc(static_cast<size_t>(g.ow) * o);
@@ -1273,6 +1279,9 @@ void conv2d_q8x4(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
 #if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__AVX512BW__)
   if (q.per_channel) conv2d_q8x4_vnni<true>(g, x, zp_in, w, bias, q, y, row0, row1);
   else conv2d_q8x4_vnni<false>(g, x, zp_in, w, bias, q, y, row0, row1);
+  return;
+#elif defined(__AVX2__)
+  conv2d_q8x4_avx2(g, x, zp_in, w, bias, q, y, row0, row1);
   return;
 #endif
   const int o = g.o, c = g.c, ntaps = g.kh * g.kw, o16 = (o + 15) / 16 * 16;
