@@ -797,6 +797,16 @@ void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const floa
     depthwise_f32_m1_tiles(g, x, w, bias, lo, hi, y, row0, row1);
     return;
   }
+#elif defined(__AVX2__) && defined(__FMA__)
+  if (g.mult == 1 && act != ACT_TANH) {
+    const float inf = std::numeric_limits<float>::infinity();
+    float lo = -inf, hi = inf;
+    if (act == ACT_RELU) lo = 0.f;
+    if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
+    if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
+    avx2::depthwise_f32_m1(g, x, w, bias, lo, hi, y, row0, row1);
+    return;
+  }
 #endif
   const int o = g.c * g.mult;
   for (int b = 0; b < g.n; ++b) {

@@ -405,6 +405,16 @@ void rnn_f32(const RnnGeom& g, const float* x, const float* w, const float* r,
 // RANGE's length: ceil((limit - start) / delta) when positive, else 0; -1 for delta 0.
 int64_t range_count(double start, double limit, double delta);
 
+// ---------------------------------------------------------------- AVX2 float kernels
+// tk_ops_f32_avx2.cpp (compiled only with AVX2 and FMA); called by the dispatchers above.
+namespace avx2 {
+// DEPTHWISE_CONV_2D float with channel multiplier 1, filter [KH][KW][C]: per output pixel
+// and block of 8 channels, the bias then the in-image taps in (ky, kx) order (fused
+// multiply-adds), clamped to [lo, hi] (NaN stays).
+void depthwise_f32_m1(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                      float lo, float hi, float* y, int row0, int row1);
+}  // namespace avx2
+
 }  // namespace tk
 
 #endif  // TK_OPS_H_

@@ -1,0 +1,99 @@
+"""The native float kernels of the AVX2 library (tk_ops_f32_avx2.cpp) and their portable
+twins, op by op: one-op .tflite models written with the TFLite schema, run by LiteRT's
+builtin kernels, the reference runtime and the generated artifact built with the host's
+instructions, with AVX2 alone and without vector instructions, on one and on two threads
+(every op split into rows). Float32 within 1e-5 of each output's largest magnitude of the
+reference runtime and of LiteRT; the same bits on one and two threads.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _single_op_tflite import SingleOp, Spec, options
+from test_codegen_gemm import ISAS, _build
+
+import toolkit as tk
+import toolkit.generator.ops as ops_mod
+from toolkit.generator import codegen
+from toolkit.runtime.interpreter import run_model
+from toolkit.runtime.native import NativeModel
+
+F32 = np.float32
+
+
+def _close(want: np.ndarray, got: np.ndarray, what: str) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype == F32, what
+    tol = 1e-5 * max(float(np.abs(want).max(initial=0.0)), 1e-30)
+    assert float(np.abs(got - want).max(initial=0.0)) <= tol, what
+
+
+def _check(tmp_path: Path, case: SingleOp, feeds: list[np.ndarray], isa: str, fn: str,
+           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``case`` generated (its op calling ``tk::<fn>``), built for ``isa`` and run on one
+    and two threads: equal to LiteRT and the reference runtime, the same on both."""
+    assert case.model is not None
+    path = tmp_path / "case.tflite"
+    path.write_bytes(case.model)
+    model = tk.load(path)
+    monkeypatch.setattr(ops_mod, "PARALLEL_WORK", 0)  # every op through the pool
+    art = codegen(model, tmp_path / "art", name="case")
+    _build(art, isa, monkeypatch)
+    assert f"tk::{fn}(" in art.source.read_text()
+    want = case.run_litert(feeds)
+    names = [s.name for s in case.feeds]
+    inputs = dict(zip(names, feeds, strict=True))
+    ref = run_model(model, inputs).outputs
+    outs = []
+    for threads in (1, 2):
+        m = NativeModel(art, threads=threads)
+        try:
+            outs.append(m.invoke(inputs))
+        finally:
+            m.close()
+    for k, (name, w) in enumerate(zip(ref, want, strict=True)):
+        _close(w, ref[name], f"reference vs LiteRT {name}")
+        _close(w, outs[0][name], f"native vs LiteRT {name}")
+        _close(ref[name], outs[0][name], f"native vs reference {name}")
+        np.testing.assert_array_equal(outs[0][name], outs[1][name], err_msg=f"threads {k}")
+
+
+_PAD = {"SAME": 0, "VALID": 1}
+_ACT = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+
+# (input h, w, c, filter, stride, dilation, padding, activation, bias)
+DW = [
+    (13, 17, 19, 3, 1, 1, "SAME", "RELU6", True),      # odd channels (2 blocks + a tail)
+    (14, 15, 32, 3, 2, 1, "SAME", "NONE", True),       # stride 2
+    (12, 11, 5, 3, 2, 1, "VALID", "RELU", False),      # fewer channels than a vector, zero bias
+    (16, 16, 24, 3, 1, 2, "SAME", "RELU_N1_TO_1", True),  # dilation
+    (11, 13, 40, 5, 1, 1, "SAME", "NONE", True),       # 5x5
+    (9, 10, 12, 5, 2, 1, "VALID", "RELU6", True),      # 5x5 stride 2
+    (8, 9, 7, 4, 1, 1, "SAME", "NONE", True),          # 4x4: generic size, uneven pads
+    (3, 4, 16, 3, 1, 1, "SAME", "RELU", True),         # every column on the border
+]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", DW, ids=lambda c: "x".join(map(str, c)))
+def test_depthwise(tmp_path: Path, isa: str, cfg: tuple, monkeypatch: pytest.MonkeyPatch
+                   ) -> None:
+    h, w, c, k, s, d, pad, act, has_bias = cfg
+    rng = np.random.default_rng(hash(cfg) & 0xFFFF)
+    filt = (rng.standard_normal((1, k, k, c)) * 0.5).astype(F32)
+    bias = (rng.standard_normal(c) * 0.5).astype(F32) * F32(has_bias)
+    span = (k - 1) * d + 1
+    oh, ow = (math.ceil(h / s), math.ceil(w / s)) if pad == "SAME" else (
+        (h - span) // s + 1, (w - span) // s + 1)
+    case = SingleOp(
+        "DEPTHWISE_CONV_2D",
+        [Spec("x", (1, h, w, c)), Spec.const("w", filt), Spec.const("b", bias)],
+        [Spec("y", (1, oh, ow, c))],
+        options=options("DepthwiseConv2DOptions", padding=_PAD[pad], strideW=s, strideH=s,
+                        depthMultiplier=1, fusedActivationFunction=_ACT[act],
+                        dilationWFactor=d, dilationHFactor=d))
+    x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
+    _check(tmp_path, case, [x], isa, "depthwise_f32", monkeypatch)
