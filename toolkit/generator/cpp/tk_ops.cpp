@@ -384,50 +384,10 @@ inline void gemm_tail_avx512(const float* const* taps, int ts, int ntaps, int c,
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-// AVX2 tile: kMR rows x 8 kV output channels (kV vectors of 8; `ws` floats of the panel
-// per input channel), accumulated in registers over every tap and input channel in k order
-// (fused multiply-adds, as gemm_tile_ref), then the bias `b8` (zeros past the last channel),
-// the clamp min(hi, max(lo, v)) that keeps NaN, and the first `nvalid` channels stored. The
-// rows of tap k are `taps[k * ts + t]`.
-template <int kMR, int kV>
-inline void gemm_tile_avx2(const float* const* taps, int ts, int ntaps, int c, int ws,
-                           const float* panel, const float* b8, float lo, float hi, int nvalid,
-                           float* const* dst, int rows) {
-  __m256 acc[kMR][kV];
-  for (int t = 0; t < kMR; ++t)
-    for (int v = 0; v < kV; ++v) acc[t][v] = _mm256_setzero_ps();
-  const float* wp = panel;
-  for (int k = 0; k < ntaps; ++k) {
-    const float* p[kMR];
-    for (int t = 0; t < kMR; ++t) p[t] = taps[k * ts + t];
-    for (int ci = 0; ci < c; ++ci, wp += ws) {
-      __m256 w[kV];
-      for (int v = 0; v < kV; ++v) w[v] = _mm256_loadu_ps(wp + 8 * v);
-      for (int t = 0; t < kMR; ++t) {
-        const __m256 xv = _mm256_broadcast_ss(p[t] + ci);
-        for (int v = 0; v < kV; ++v) acc[t][v] = _mm256_fmadd_ps(xv, w[v], acc[t][v]);
-      }
-    }
-  }
-  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-  for (int t = 0; t < kMR && t < rows; ++t)
-    for (int v = 0; v < kV; ++v) {
-      const __m256 r = _mm256_min_ps(
-          vhi, _mm256_max_ps(vlo, _mm256_add_ps(acc[t][v], _mm256_loadu_ps(b8 + 8 * v))));
-      const int left = nvalid - 8 * v;
-      if (left >= 8) {
-        _mm256_storeu_ps(dst[t] + 8 * v, r);
-      } else if (left > 0) {
-        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left),
-                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        _mm256_maskstore_ps(dst[t] + 8 * v, m, r);
-      }
-    }
-}
-
 // The rows of a kMR-row tile (14 for 16-channel panels, 12 for 32) in AVX2 tiles of 7 or 6
 // rows x 16 channels (each half of a 32-channel panel in turn): 14 or 12 accumulator
-// registers; the tiles divide kMR, so that they read only the tile's tap pointers.
+// registers (avx2::gemm_tile16); the tiles divide kMR, so that they read only the tile's
+// tap pointers.
 template <int kMR>
 inline void gemm_rows_avx2(const float* const* taps, int ntaps, int c, const float* panel,
                            int nr, const float* b8, float lo, float hi, int nvalid,
@@ -438,8 +398,8 @@ inline void gemm_rows_avx2(const float* const* taps, int ntaps, int c, const flo
     float* hd[kMR];
     for (int t = 0; t < kMR; ++t) hd[t] = dst[t] + h;
     for (int r0 = 0; r0 < rows; r0 += kR)
-      gemm_tile_avx2<kR, 2>(taps + r0, kMR, ntaps, c, nr, panel + h, b8 + h, lo, hi,
-                            nvalid - h, hd + r0, rows - r0);
+      avx2::gemm_tile16(kR, taps + r0, kMR, ntaps, c, nr, panel + h, b8 + h, lo, hi,
+                        nvalid - h, hd + r0, rows - r0);
   }
 }
 #endif

@@ -413,6 +413,13 @@ namespace avx2 {
 // multiply-adds), clamped to [lo, hi] (NaN stays).
 void depthwise_f32_m1(const ConvGeom& g, const float* x, const float* w, const float* bias,
                       float lo, float hi, float* y, int row0, int row1);
+// One GEMM tile of `kr` (6 or 7) rows x 16 output channels: the rows of tap k are
+// taps[k * ts + t], its c input channels dotted with the panel (stride `ws` floats between
+// input channels) in k order (fused multiply-adds), then the bias `b8`, the clamp to
+// [lo, hi] (NaN stays) and the first `nvalid` channels of the first `rows` rows stored.
+void gemm_tile16(int kr, const float* const* taps, int ts, int ntaps, int c, int ws,
+                 const float* panel, const float* b8, float lo, float hi, int nvalid,
+                 float* const* dst, int rows);
 }  // namespace avx2
 
 }  // namespace tk

@@ -138,7 +138,63 @@ void dw_rows(const ConvGeom& g, const float* x, const float* w, const float* bia
   }
 }
 
+
+// ---------------------------------------------------------------- GEMM tile
+// The accumulators are named registers (an array of them is kept in memory by GCC, which
+// then stores every accumulator on every step of the k loop).
+template <int kR>
+void gemm_tile16(const float* const* taps, int ts, int ntaps, int c, int ws,
+                 const float* panel, const float* b8, float lo, float hi, int nvalid,
+                 float* const* dst, int rows) {
+  static_assert(kR == 6 || kR == 7, "tiles of 6 or 7 rows");
+  const __m256 z = _mm256_setzero_ps();
+  __m256 a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z, a40 = z,
+         a41 = z, a50 = z, a51 = z, a60 = z, a61 = z;
+  const float* wp = panel;
+  for (int k = 0; k < ntaps; ++k) {
+    const float* const* p = taps + static_cast<int64_t>(k) * ts;
+    const float *p0 = p[0], *p1 = p[1], *p2 = p[2], *p3 = p[3], *p4 = p[4], *p5 = p[5];
+    const float* p6 = kR > 6 ? p[kR - 1] : p0;
+    for (int ci = 0; ci < c; ++ci, wp += ws) {
+      const __m256 w0 = _mm256_loadu_ps(wp), w1 = _mm256_loadu_ps(wp + 8);
+      __m256 xv;
+#define TK_ROW(t)                                  \
+  xv = _mm256_broadcast_ss(p##t + ci);             \
+  a##t##0 = _mm256_fmadd_ps(xv, w0, a##t##0);      \
+  a##t##1 = _mm256_fmadd_ps(xv, w1, a##t##1);
+      TK_ROW(0) TK_ROW(1) TK_ROW(2) TK_ROW(3) TK_ROW(4) TK_ROW(5)
+      if constexpr (kR > 6) {
+        TK_ROW(6)
+      }
+#undef TK_ROW
+    }
+  }
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const __m256 bb0 = _mm256_loadu_ps(b8), bb1 = _mm256_loadu_ps(b8 + 8);
+  const __m256i m0 = lanes8(nvalid), m1 = lanes8(nvalid - 8);
+  const __m256 acc[7][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31},
+                            {a40, a41}, {a50, a51}, {a60, a61}};
+  for (int t = 0; t < kR && t < rows; ++t) {
+    const __m256 r0 = clamp8(_mm256_add_ps(acc[t][0], bb0), vlo, vhi);
+    const __m256 r1 = clamp8(_mm256_add_ps(acc[t][1], bb1), vlo, vhi);
+    if (nvalid >= 16) {
+      _mm256_storeu_ps(dst[t], r0);
+      _mm256_storeu_ps(dst[t] + 8, r1);
+    } else {
+      _mm256_maskstore_ps(dst[t], m0, r0);
+      _mm256_maskstore_ps(dst[t] + 8, m1, r1);
+    }
+  }
+}
+
 }  // namespace
+
+void gemm_tile16(int kr, const float* const* taps, int ts, int ntaps, int c, int ws,
+                 const float* panel, const float* b8, float lo, float hi, int nvalid,
+                 float* const* dst, int rows) {
+  if (kr == 7) gemm_tile16<7>(taps, ts, ntaps, c, ws, panel, b8, lo, hi, nvalid, dst, rows);
+  else gemm_tile16<6>(taps, ts, ntaps, c, ws, panel, b8, lo, hi, nvalid, dst, rows);
+}
 
 void depthwise_f32_m1(const ConvGeom& g, const float* x, const float* w, const float* bias,
                       float lo, float hi, float* y, int row0, int row1) {
