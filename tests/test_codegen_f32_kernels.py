@@ -97,3 +97,30 @@ def test_depthwise(tmp_path: Path, isa: str, cfg: tuple, monkeypatch: pytest.Mon
                         dilationWFactor=d, dilationHFactor=d))
     x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
     _check(tmp_path, case, [x], isa, "depthwise_f32", monkeypatch)
+
+
+# (op, x shape, second operand shape, fused activation, options table)
+BIN = [
+    ("PRELU", (1, 9, 10, 16), (1, 1, 16), None, None),     # per-channel alpha in registers
+    ("PRELU", (1, 7, 6, 19), (1, 1, 19), None, None),      # per-channel, a masked tail
+    ("PRELU", (1, 5, 6, 8), (1, 5, 6, 8), None, None),     # alpha of the input's shape
+    ("ADD", (1, 11, 13, 32), (1, 11, 13, 32), "RELU", "AddOptions"),
+    ("ADD", (1, 6, 7, 12), (1, 1, 1, 12), "RELU6", "AddOptions"),
+    ("MUL", (1, 5, 9, 13), (1,), "RELU_N1_TO_1", "MulOptions"),
+    ("SUB", (1, 4, 5, 3), (1, 4, 1, 3), "NONE", "SubOptions"),
+    ("MAXIMUM", (1, 6, 7, 10), (1, 6, 7, 10), None, None),
+    ("MINIMUM", (2, 3, 21), (21,), None, None),
+]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", BIN, ids=lambda c: f"{c[0]}-{'x'.join(map(str, c[1]))}")
+def test_binary(tmp_path: Path, isa: str, cfg: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    op, shape_a, shape_b, act, table = cfg
+    rng = np.random.default_rng(sum(shape_a) + len(op))
+    opts = None if table is None else options(table, fusedActivationFunction=_ACT[act])
+    case = SingleOp(op, [Spec("a", shape_a), Spec("b", shape_b)], [Spec("y", None)],
+                    options=opts)
+    a = (rng.standard_normal(shape_a) * 3).astype(F32)
+    b = (rng.standard_normal(shape_b) * 2).astype(F32)
+    _check(tmp_path, case, [a, b], isa, "binary_f32", monkeypatch)

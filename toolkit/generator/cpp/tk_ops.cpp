@@ -1721,11 +1721,14 @@ void bcast_loop(const Bcast& g, int row0, int row1, F&& f) {
 }
 
 template <typename Op>
-void binary_run(const Bcast& g, const float* a, const float* b, int act, float* y, int row0,
-                int row1, Op op) {
+void binary_run(const Bcast& g, int opcode, const float* a, const float* b, int act, float* y,
+                int row0, int row1, Op op) {
   int64_t first = 0, pixels = 0;
   const int64_t c = g.shape[5];
   if (channel_operand(g, row0, row1, &first, &pixels)) {
+#if defined(__AVX2__) && defined(__FMA__)
+    if (avx2::binary_channel(opcode, a + first * c, b, c, pixels, act, y + first * c)) return;
+#endif
     // a contiguous, b one value per channel: pixel by pixel over the channels (the runs of
     // the general loop would be one pixel's channels each)
     const float* __restrict__ pb = b;
@@ -1743,6 +1746,9 @@ void binary_run(const Bcast& g, const float* a, const float* b, int act, float* 
     const float* pa = a + ia;
     const float* pb = b + ib;
     float* py = y + iy;
+#if defined(__AVX2__) && defined(__FMA__)
+    if (avx2::binary_span(opcode, pa, sa, pb, sb, n, act, py)) return;
+#endif
     if (sa == 1 && sb == 1) {
       for (int64_t i = 0; i < n; ++i) py[i] = op(pa[i], pb[i]);
     } else if (sa == 1 && sb == 0) {
@@ -1764,27 +1770,27 @@ void binary_run(const Bcast& g, const float* a, const float* b, int act, float* 
 void binary_f32(const Bcast& g, int op, const float* a, const float* b, int act, float* y,
                 int row0, int row1) {
   switch (op) {
-    case B_ADD: binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u + v; }); break;
-    case B_SUB: binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u - v; }); break;
-    case B_MUL: binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u * v; }); break;
-    case B_DIV: binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u / v; }); break;
+    case B_ADD: binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return u + v; }); break;
+    case B_SUB: binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return u - v; }); break;
+    case B_MUL: binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return u * v; }); break;
+    case B_DIV: binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return u / v; }); break;
     case B_POW:
-      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return std::pow(u, v); });
+      binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return std::pow(u, v); });
       break;
     case B_SQDIFF:
-      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) {
+      binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) {
         const float d = u - v;
         return d * d;
       });
       break;
     case B_MIN:
-      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return v < u ? v : u; });
+      binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return v < u ? v : u; });
       break;
     case B_MAX:
-      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u < v ? v : u; });
+      binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return u < v ? v : u; });
       break;
     case B_PRELU:
-      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u >= 0.f ? u : u * v; });
+      binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return u >= 0.f ? u : u * v; });
       break;
     default: break;
   }

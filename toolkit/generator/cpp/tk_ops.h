@@ -420,6 +420,14 @@ void depthwise_f32_m1(const ConvGeom& g, const float* x, const float* w, const f
 void gemm_tile16(int kr, const float* const* taps, int ts, int ntaps, int c, int ws,
                  const float* panel, const float* b8, float lo, float hi, int nvalid,
                  float* const* dst, int rows);
+// Binary float op `op` (BinOp, not the floor ones) then the clamp of `act` (not TANH):
+// y[i] = a[i * sa] op b[i * sb] for i < n (sa, sb 0 or 1); false (nothing done) for what it
+// does not take.
+bool binary_span(int op, const float* a, int64_t sa, const float* b, int64_t sb, int64_t n,
+                 int act, float* y);
+// The same of a contiguous a [pixels][c] and a per-channel b [c].
+bool binary_channel(int op, const float* a, const float* b, int64_t c, int64_t pixels, int act,
+                    float* y);
 }  // namespace avx2
 
 }  // namespace tk

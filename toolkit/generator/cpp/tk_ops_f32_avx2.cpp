@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace tk {
 namespace avx2 {
@@ -138,6 +139,108 @@ void dw_rows(const ConvGeom& g, const float* x, const float* w, const float* bia
   }
 }
 
+
+// ---------------------------------------------------------------- element-wise
+// Binary op `kOp` (BinOp) of two vectors, as binary_f32's scalar ops compute it.
+template <int kOp>
+inline __m256 binop8(__m256 u, __m256 v) {
+  if constexpr (kOp == B_ADD) return _mm256_add_ps(u, v);
+  if constexpr (kOp == B_SUB) return _mm256_sub_ps(u, v);
+  if constexpr (kOp == B_MUL) return _mm256_mul_ps(u, v);
+  if constexpr (kOp == B_DIV) return _mm256_div_ps(u, v);
+  if constexpr (kOp == B_SQDIFF) {
+    const __m256 d = _mm256_sub_ps(u, v);
+    return _mm256_mul_ps(d, d);
+  }
+  if constexpr (kOp == B_MIN) return _mm256_min_ps(v, u);  // v < u ? v : u
+  if constexpr (kOp == B_MAX) return _mm256_max_ps(v, u);  // v > u ? v : u
+  if constexpr (kOp == B_PRELU)  // u >= 0 ? u : u v
+    return _mm256_blendv_ps(_mm256_mul_ps(u, v), u,
+                            _mm256_cmp_ps(u, _mm256_setzero_ps(), _CMP_GE_OQ));
+  return u;
+}
+
+// y[i] = clamp(a[i * sa] op b[i * sb]) for i < n, sa and sb 0 or 1
+template <int kOp>
+void span_run(const float* a, int64_t sa, const float* b, int64_t sb, int64_t n, __m256 lo,
+              __m256 hi, float* y) {
+  int64_t i = 0;
+  const __m256 av = _mm256_set1_ps(a[0]), bv = _mm256_set1_ps(b[0]);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 u = sa ? _mm256_loadu_ps(a + i) : av;
+    const __m256 v = sb ? _mm256_loadu_ps(b + i) : bv;
+    _mm256_storeu_ps(y + i, clamp8(binop8<kOp>(u, v), lo, hi));
+  }
+  if (i < n) {
+    const __m256i m = lanes8(static_cast<int>(n - i));
+    const __m256 u = sa ? _mm256_maskload_ps(a + i, m) : av;
+    const __m256 v = sb ? _mm256_maskload_ps(b + i, m) : bv;
+    _mm256_maskstore_ps(y + i, m, clamp8(binop8<kOp>(u, v), lo, hi));
+  }
+}
+
+// y[p][i] = clamp(a[p][i] op b[i]) for pixels p and channels i < c
+template <int kOp>
+void channel_run(const float* a, const float* b, int64_t c, int64_t pixels, __m256 lo,
+                 __m256 hi, float* y) {
+  if (c == 8 || c == 16) {  // the operand in registers
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = c == 16 ? _mm256_loadu_ps(b + 8) : b0;
+    for (int64_t p = 0; p < pixels; ++p, a += c, y += c) {
+      _mm256_storeu_ps(y, clamp8(binop8<kOp>(_mm256_loadu_ps(a), b0), lo, hi));
+      if (c == 16)
+        _mm256_storeu_ps(y + 8, clamp8(binop8<kOp>(_mm256_loadu_ps(a + 8), b1), lo, hi));
+    }
+    return;
+  }
+  for (int64_t p = 0; p < pixels; ++p, a += c, y += c) span_run<kOp>(a, 1, b, 1, c, lo, hi, y);
+}
+
+template <typename F>
+bool binop_switch(int op, F&& f) {
+  switch (op) {
+    case B_ADD: f(std::integral_constant<int, B_ADD>()); return true;
+    case B_SUB: f(std::integral_constant<int, B_SUB>()); return true;
+    case B_MUL: f(std::integral_constant<int, B_MUL>()); return true;
+    case B_DIV: f(std::integral_constant<int, B_DIV>()); return true;
+    case B_SQDIFF: f(std::integral_constant<int, B_SQDIFF>()); return true;
+    case B_MIN: f(std::integral_constant<int, B_MIN>()); return true;
+    case B_MAX: f(std::integral_constant<int, B_MAX>()); return true;
+    case B_PRELU: f(std::integral_constant<int, B_PRELU>()); return true;
+    default: return false;
+  }
+}
+
+// the clamp of a fused activation; false for TANH
+bool act_bounds(int act, __m256& lo, __m256& hi) {
+  const float inf = std::numeric_limits<float>::infinity();
+  float l = -inf, h = inf;
+  if (act == ACT_RELU) l = 0.f;
+  if (act == ACT_RELU6) l = 0.f, h = 6.f;
+  if (act == ACT_RELU_N1_TO_1) l = -1.f, h = 1.f;
+  lo = _mm256_set1_ps(l);
+  hi = _mm256_set1_ps(h);
+  return act != ACT_TANH;
+}
+
+}  // namespace
+
+bool binary_span(int op, const float* a, int64_t sa, const float* b, int64_t sb, int64_t n,
+                 int act, float* y) {
+  __m256 lo, hi;
+  if ((sa != 0 && sa != 1) || (sb != 0 && sb != 1) || n <= 0 || !act_bounds(act, lo, hi))
+    return false;
+  return binop_switch(op, [&](auto k) { span_run<decltype(k)::value>(a, sa, b, sb, n, lo, hi, y); });
+}
+
+bool binary_channel(int op, const float* a, const float* b, int64_t c, int64_t pixels, int act,
+                    float* y) {
+  __m256 lo, hi;
+  if (!act_bounds(act, lo, hi)) return false;
+  return binop_switch(op,
+                      [&](auto k) { channel_run<decltype(k)::value>(a, b, c, pixels, lo, hi, y); });
+}
+
+namespace {
 
 // ---------------------------------------------------------------- GEMM tile
 // The accumulators are named registers (an array of them is kept in memory by GCC, which
