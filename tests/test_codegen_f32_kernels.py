@@ -124,3 +124,13 @@ def test_binary(tmp_path: Path, isa: str, cfg: tuple, monkeypatch: pytest.Monkey
     a = (rng.standard_normal(shape_a) * 3).astype(F32)
     b = (rng.standard_normal(shape_b) * 2).astype(F32)
     _check(tmp_path, case, [a, b], isa, "binary_f32", monkeypatch)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_logistic(tmp_path: Path, isa: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    shape = (1, 9, 13, 11)  # 1287 values: full vectors and a masked tail
+    case = SingleOp("LOGISTIC", [Spec("x", shape)], [Spec("y", shape)])
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(shape) * 30).astype(F32)  # past e**x's range both ways
+    x.flat[:4] = [0.0, -100.0, 100.0, 1e-3]
+    _check(tmp_path, case, [x], isa, "unary_f32", monkeypatch)

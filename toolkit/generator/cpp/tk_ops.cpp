@@ -2207,6 +2207,10 @@ void unary_f32(int op, const float* x, float* y, size_t n) {
       break;
     case U_TANH: for (size_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]); break;
     case U_LOGISTIC:
+#if defined(__AVX2__) && defined(__FMA__)
+      avx2::logistic_f32(x, y, n);
+      break;
+#endif
       for (size_t i = 0; i < n; ++i) y[i] = 1.f / (1.f + std::exp(-x[i]));
       break;
     case U_RSQRT: for (size_t i = 0; i < n; ++i) y[i] = 1.f / std::sqrt(x[i]); break;

@@ -428,6 +428,9 @@ bool binary_span(int op, const float* a, int64_t sa, const float* b, int64_t sb,
 // The same of a contiguous a [pixels][c] and a per-channel b [c].
 bool binary_channel(int op, const float* a, const float* b, int64_t c, int64_t pixels, int act,
                     float* y);
+// LOGISTIC float: 1 / (1 + e**-x), e**-x by a polynomial (within 2 ulp of expf; 0 and 1
+// beyond +-87).
+void logistic_f32(const float* x, float* y, size_t n);
 }  // namespace avx2
 
 }  // namespace tk

@@ -242,6 +242,45 @@ bool binary_channel(int op, const float* a, const float* b, int64_t c, int64_t p
 
 namespace {
 
+// e**x for x in [-87, 88] (clamped there; NaN stays NaN): x = n ln2 + r, |r| <= ln2 / 2,
+// e**r by its degree-7 polynomial (Cephes' expf), times 2**n built in the exponent bits.
+inline __m256 exp8(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(-87.f), x);  // max(lo, NaN) is NaN
+  x = _mm256_min_ps(_mm256_set1_ps(88.f), x);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  const __m256i e = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+inline __m256 logistic8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.f);
+  return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+}  // namespace
+
+void logistic_f32(const float* x, float* y, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, logistic8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    const __m256i m = lanes8(static_cast<int>(n - i));
+    _mm256_maskstore_ps(y + i, m, logistic8(_mm256_maskload_ps(x + i, m)));
+  }
+}
+
+namespace {
+
 // ---------------------------------------------------------------- GEMM tile
 // The accumulators are named registers (an array of them is kept in memory by GCC, which
 // then stores every accumulator on every step of the k loop).
