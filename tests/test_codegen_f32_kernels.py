@@ -134,3 +134,33 @@ def test_logistic(tmp_path: Path, isa: str, monkeypatch: pytest.MonkeyPatch) -> 
     x = (rng.standard_normal(shape) * 30).astype(F32)  # past e**x's range both ways
     x.flat[:4] = [0.0, -100.0, 100.0, 1e-3]
     _check(tmp_path, case, [x], isa, "unary_f32", monkeypatch)
+
+
+# first convolutions, few input channels: (h, w, c, o, filter, stride, dilation, padding, act,
+# the kernel the generator calls)
+FEW_IN = [
+    (19, 23, 3, 16, "3", 2, 1, "SAME", "RELU6", "conv2d_f32_packed"),   # im2col tiles
+    (17, 15, 3, 24, "3", 1, 2, "VALID", "NONE", "conv2d_f32_packed"),   # dilated, 2 panels
+    (12, 13, 1, 5, "5", 1, 1, "SAME", "RELU", "conv2d_f32_few"),        # one channel, 5x5
+    (21, 20, 3, 8, "3", 2, 1, "SAME", "NONE", "conv2d_f32_few"),        # 8 outputs
+    (11, 10, 2, 5, "3", 1, 1, "VALID", "RELU_N1_TO_1", "conv2d_f32_few"),  # 5 outputs
+]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", FEW_IN, ids=lambda c: "x".join(map(str, c[:-1])))
+def test_conv_few_input_channels(tmp_path: Path, isa: str, cfg: tuple,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    h, w, c, o, k, s, d, pad, act, fn = cfg
+    k = int(k)
+    rng = np.random.default_rng(h * w + c * o)
+    filt = (rng.standard_normal((o, k, k, c)) * 0.4).astype(F32)
+    bias = (rng.standard_normal(o) * 0.5).astype(F32)
+    case = SingleOp(
+        "CONV_2D", [Spec("x", (1, h, w, c)), Spec.const("w", filt), Spec.const("b", bias)],
+        [Spec("y", None)],
+        options=options("Conv2DOptions", padding=_PAD[pad], strideW=s, strideH=s,
+                        fusedActivationFunction=_ACT[act], dilationWFactor=d,
+                        dilationHFactor=d))
+    x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
+    _check(tmp_path, case, [x], isa, fn, monkeypatch)

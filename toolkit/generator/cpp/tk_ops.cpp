@@ -262,6 +262,35 @@ inline void tile_taps(const ConvGeom& g, const float* x, const float* zero, int 
   }
 }
 
+// The taps of the `npix` pixels from pix0 (every tap in the image) as rows of K = KH KW C
+// values in filter order; zero rows after them up to `ts`.
+inline void im2col_tile(const ConvGeom& g, const float* x, int b, int pix0, int npix, int ts,
+                        float* cols) {
+  int oy = pix0 / g.ow, ox = pix0 % g.ow;
+  const float* img = x + static_cast<int64_t>(b) * g.h * g.w * g.c;
+  const int run = g.kw * g.c;  // one filter row's values, contiguous when dw is 1
+  float* d = cols;
+  for (int t = 0; t < ts; ++t) {
+    if (t >= npix) {
+      std::fill(d, d + static_cast<int64_t>(g.kh) * run, 0.f);
+      d += static_cast<int64_t>(g.kh) * run;
+      continue;
+    }
+    const int iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
+    for (int ky = 0; ky < g.kh; ++ky) {
+      const float* src = img + (static_cast<int64_t>(iy0 + ky * g.dh) * g.w + ix0) * g.c;
+      if (g.dw == 1) {
+        for (int i = 0; i < run; ++i) d[i] = src[i];
+        d += run;
+      } else {
+        for (int kx = 0; kx < g.kw; ++kx, d += g.c)
+          for (int ci = 0; ci < g.c; ++ci) d[ci] = src[static_cast<int64_t>(kx) * g.dw * g.c + ci];
+      }
+    }
+    if (++ox == g.ow) ox = 0, ++oy;
+  }
+}
+
 // Whether the kMR pixels from pix0 have every tap in the image; if so, `bases` gets each
 // pixel's first tap (the others lie at the constant offsets of tap_offsets).
 template <int kMR>
@@ -432,6 +461,11 @@ void conv_packed_run(const ConvGeom& g, const float* x, const float* zero, const
   if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
   if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
   float b8[32];  // the panel's bias, zeros past the last channel
+  // fewer input channels than a vector: each tile's taps gathered (im2col) into rows of K
+  // (tap, channel) values, run as one tap of K channels (the same products in k order)
+  float* cols = c < 8 && ntaps > 1 && !direct && act != ACT_TANH && nr == 16 * kV
+                    ? scratch<float, 40>(static_cast<size_t>(kMR) * kdim)
+                    : nullptr;
 #endif
   for (int b = 0; b < g.n; ++b) {
     const int64_t pix_base = (static_cast<int64_t>(b) * g.oh + row0) * g.ow;
@@ -457,6 +491,16 @@ void conv_packed_run(const ConvGeom& g, const float* x, const float* zero, const
         float* dst[kMR];
         for (int t = 0; t < kMR; ++t)
           dst[t] = y + (pix_base + q0 + std::min(t, rows - 1)) * o + o0;
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+        if (cols != nullptr) {
+          im2col_tile(g, x, b, p0, rows, kMR, cols);
+          const float* rows_k[kMR];
+          for (int t = 0; t < kMR; ++t) rows_k[t] = cols + t * kdim;
+          gemm_rows_avx2<kMR>(rows_k, 1, static_cast<int>(kdim), panel, nr, b8, lo, hi,
+                              nvalid, dst, rows);
+          continue;
+        }
+#endif
 #if defined(__AVX512F__)
         if (vec && !direct && rows == kMR && tile_bases<kMR>(g, x, b, p0, taps)) {
           gemm_tile_avx512<kMR, kV, true>(taps, kMR, ntaps, c, panel, ep, dst, kMR, offs);
@@ -496,6 +540,17 @@ void conv2d_f32_few(const ConvGeom& g, const float* x, const float* w, const flo
                     int act, float* y, int row0, int row1) {
   const int k = g.kh * g.kw * g.c;
   const int kp = (k + 7) / 8 * 8;
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+  if (act != ACT_TANH && g.o >= 4 && g.kh * g.kw > 1) {
+    // the AVX2 GEMM on one 16-channel panel [K][16] of the filter, zeros past O
+    float* panel = scratch<float, 41>(static_cast<size_t>(k) * 16);
+    std::fill(panel, panel + static_cast<int64_t>(k) * 16, 0.f);
+    for (int o = 0; o < g.o; ++o)
+      for (int i = 0; i < k; ++i) panel[i * 16 + o] = w[static_cast<int64_t>(o) * kp + i];
+    conv2d_f32_packed(g, x, panel, 16, bias, act, y, row0, row1);
+    return;
+  }
+#endif
   float* patch = scratch<float, 9>(static_cast<size_t>(kp));
   for (int i = k; i < kp; ++i) patch[i] = 0.f;
   const int64_t row = static_cast<int64_t>(g.w) * g.c;
