@@ -10,7 +10,7 @@ be read or generated is listed as skipped with the reason. LiteRT runs the origi
 
 Runtimes, all in this process, taking turns within each round (``bench_runtime.interleaved``):
 
-* ``session``: ``artifact.session()`` called on the input array (preallocated outputs), one
+* ``session``: ``tk.session(artifact)`` called on the input array (preallocated outputs), one
   thread; ``session2``: the same on two threads (the rows of the large ops split);
 * ``tk.run``: ``tk.run(artifact, inputs)`` (the opened model kept per artifact and thread,
   outputs copied out);
@@ -102,13 +102,13 @@ def bench(name: str, model: Any, content: bytes, rounds: int, batch: int, work: 
     one = NativeModel(art, threads=1)
     inputs = one.random_inputs(0)
     arrays = list(inputs.values())
-    session = one.session()
+    session = tk.session(one)
     two = NativeModel(art, threads=2)
-    session2 = two.session()
+    session2 = tk.session(two)
     traced = NativeModel(art, threads=1)
     calls = rounds * batch * 2 + 8
     traced.enable_trace(len(traced.keys) * calls)
-    session_traced = traced.session()
+    session_traced = tk.session(traced)
     tk.run(art, inputs, threads=1)  # opened and kept
 
     fns: dict[str, Callable[[], object]] = {

@@ -15,7 +15,6 @@ run time, and compiled out with ``-DTK_TRACE_DISABLE``.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -121,14 +120,6 @@ class Artifact:
         self.opened.clear()
         return build_library(self.out_dir, self.name, self.library.name, opt=opt,
                              native=native, cache=cache)
-
-    def session(self, threads: int | None = None) -> Any:
-        """A :class:`toolkit.runtime.native.Session` of this artifact (built first when
-        needed): ``outputs = s(x)`` with preallocated outputs, for loops; ``threads`` as for
-        ``tk.run`` (None: the artifact's own)."""
-        # the runtime is a higher layer, imported by name where it is needed
-        native = importlib.import_module("toolkit.runtime.native")
-        return native.session(self, threads=threads)
 
     def compiler_command(self) -> str:
         """The plain compiler command building the stand-alone runner in ``out_dir``."""
