@@ -164,3 +164,26 @@ def test_conv_few_input_channels(tmp_path: Path, isa: str, cfg: tuple,
                         dilationHFactor=d))
     x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
     _check(tmp_path, case, [x], isa, fn, monkeypatch)
+
+
+# convolutions with more filter than input, split across threads by output channels
+SPLIT = [(4, 5, 64, 80, 1, "SAME", "RELU6"), (5, 3, 40, 72, 3, "SAME", "NONE"),
+         (7, 7, 48, 33, 3, "VALID", "RELU")]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", SPLIT, ids=lambda c: "x".join(map(str, c)))
+def test_conv_split_by_channels(tmp_path: Path, isa: str, cfg: tuple,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    h, w, c, o, k, pad, act = cfg
+    rng = np.random.default_rng(h * w * c + o)
+    filt = (rng.standard_normal((o, k, k, c)) * 0.2).astype(F32)
+    bias = (rng.standard_normal(o) * 0.5).astype(F32)
+    case = SingleOp(
+        "CONV_2D", [Spec("x", (1, h, w, c)), Spec.const("w", filt), Spec.const("b", bias)],
+        [Spec("y", None)],
+        options=options("Conv2DOptions", padding=_PAD[pad], strideW=1, strideH=1,
+                        fusedActivationFunction=_ACT[act], dilationWFactor=1,
+                        dilationHFactor=1))
+    x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
+    _check(tmp_path, case, [x], isa, "conv2d_f32_panels", monkeypatch)

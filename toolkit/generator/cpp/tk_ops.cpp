@@ -438,7 +438,8 @@ inline void gemm_rows_avx2(const float* const* taps, int ntaps, int c, const flo
 // pixels (a 1x1 stride-1 convolution reads its rows in place; others through tap pointers).
 template <int kMR, int kV>
 void conv_packed_run(const ConvGeom& g, const float* x, const float* zero, const float* wp,
-                     int nr, const float* bias, int act, float* y, int row0, int row1) {
+                     int nr, const float* bias, int act, float* y, int row0, int row1,
+                     int pan0, int pan1) {
   const int o = g.o, c = g.c, ntaps = g.kh * g.kw;
   const int64_t kdim = static_cast<int64_t>(ntaps) * c;
   const bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 &&
@@ -469,7 +470,7 @@ void conv_packed_run(const ConvGeom& g, const float* x, const float* zero, const
 #endif
   for (int b = 0; b < g.n; ++b) {
     const int64_t pix_base = (static_cast<int64_t>(b) * g.oh + row0) * g.ow;
-    for (int o0 = 0; o0 < o; o0 += nr) {
+    for (int o0 = pan0 * nr; o0 < o && o0 < pan1 * nr; o0 += nr) {
       const float* panel = wp + (o0 / nr) * kdim * nr;
       const int nvalid = std::min(nr, o - o0);
 #if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
@@ -588,13 +589,18 @@ void conv2d_f32_few(const ConvGeom& g, const float* x, const float* w, const flo
   }
 }
 
-void conv2d_f32_packed(const ConvGeom& g, const float* x, const float* wp, int nr,
-                       const float* bias, int act, float* y, int row0, int row1) {
+namespace {
+
+// conv2d_f32_packed's output rows [row0, row1) of the panels [pan0, pan1)
+void conv_packed_part(const ConvGeom& g, const float* x, const float* wp, int nr,
+                      const float* bias, int act, float* y, int row0, int row1, int pan0,
+                      int pan1) {
   float* zero = scratch<float, 3>(static_cast<size_t>(g.c));
   std::fill(zero, zero + g.c, 0.f);
   const auto run = [&](const ConvGeom& gg, const float* xx, float* yy) {
-    if (nr <= 16) conv_packed_run<14, 1>(gg, xx, zero, wp, nr, bias, act, yy, row0, row1);
-    else conv_packed_run<12, 2>(gg, xx, zero, wp, nr, bias, act, yy, row0, row1);
+    if (nr <= 16)
+      conv_packed_run<14, 1>(gg, xx, zero, wp, nr, bias, act, yy, row0, row1, pan0, pan1);
+    else conv_packed_run<12, 2>(gg, xx, zero, wp, nr, bias, act, yy, row0, row1, pan0, pan1);
   };
   // the input rows and columns the stripe's taps reach, in image coordinates [lo, hi)
   const int r_lo = row0 * g.sh - g.pt, r_hi = (row1 - 1) * g.sh - g.pt + (g.kh - 1) * g.dh + 1;
@@ -625,6 +631,18 @@ void conv2d_f32_packed(const ConvGeom& g, const float* x, const float* wp, int n
     }
     run(g2, buf, y + static_cast<int64_t>(b) * g.oh * g.ow * g.o);
   }
+}
+
+}  // namespace
+
+void conv2d_f32_packed(const ConvGeom& g, const float* x, const float* wp, int nr,
+                       const float* bias, int act, float* y, int row0, int row1) {
+  conv_packed_part(g, x, wp, nr, bias, act, y, row0, row1, 0, (g.o + nr - 1) / nr);
+}
+
+void conv2d_f32_panels(const ConvGeom& g, const float* x, const float* wp, int nr,
+                       const float* bias, int act, float* y, int pan0, int pan1) {
+  conv_packed_part(g, x, wp, nr, bias, act, y, 0, g.oh, pan0, pan1);
 }
 
 void fully_connected_f32_packed(const float* x, const float* wp, int nr, const float* bias,

@@ -73,6 +73,10 @@ struct ConvGeom {
 // and the activation (NaN stays NaN through the clamps).
 void conv2d_f32_packed(const ConvGeom& g, const float* x, const float* wp, int nr,
                        const float* bias, int act, float* y, int row0, int row1);
+// The same, every output row, of the output channels of panels [pan0, pan1) (a split of
+// the work across threads by channels, each thread reading only its panels).
+void conv2d_f32_panels(const ConvGeom& g, const float* x, const float* wp, int nr,
+                       const float* bias, int act, float* y, int pan0, int pan1);
 // CONV_2D float with few output channels (the GEMM's channel panels would be mostly empty):
 // each output pixel's taps gathered once ([KH][KW][C], zeros outside the image, then zeros
 // up to K' = KH*KW*C rounded up to 8) and dotted with each channel's filter, packed as
