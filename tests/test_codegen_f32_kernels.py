@@ -187,3 +187,29 @@ def test_conv_split_by_channels(tmp_path: Path, isa: str, cfg: tuple,
                         dilationHFactor=1))
     x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
     _check(tmp_path, case, [x], isa, "conv2d_f32_panels", monkeypatch)
+
+
+# transposed convolutions: (h, w, c, o, filter, stride, padding, activation)
+TCONV = [(6, 7, 16, 1, 2, 2, "VALID", "NONE"),   # mediapipe's upsampling head
+         (5, 4, 13, 6, 3, 2, "SAME", "RELU"),     # masked channels, overlapping taps
+         (4, 5, 24, 3, 3, 1, "SAME", "RELU6")]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", TCONV, ids=lambda c: "x".join(map(str, c)))
+def test_transpose_conv(tmp_path: Path, isa: str, cfg: tuple,
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+    h, w, c, o, k, s, pad, act = cfg
+    rng = np.random.default_rng(h * w * c + o * k)
+    oh, ow = (h * s, w * s) if pad == "SAME" else ((h - 1) * s + k, (w - 1) * s + k)
+    filt = (rng.standard_normal((o, k, k, c)) * 0.3).astype(F32)
+    bias = (rng.standard_normal(o) * 0.5).astype(F32)
+    case = SingleOp(
+        "TRANSPOSE_CONV",
+        [Spec.const("shape", np.array([1, oh, ow, o], np.int32)), Spec.const("w", filt),
+         Spec("x", (1, h, w, c)), Spec.const("b", bias)],
+        [Spec("y", (1, oh, ow, o))],
+        options=options("TransposeConvOptions", padding=_PAD[pad], strideW=s, strideH=s,
+                        fusedActivationFunction=_ACT[act]))
+    x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
+    _check(tmp_path, case, [x], isa, "transpose_conv_f32", monkeypatch)

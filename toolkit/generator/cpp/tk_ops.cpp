@@ -1381,6 +1381,9 @@ void transpose_conv_loop(const TConvGeom& g, const X* x, const W* w, Dot dot, St
 
 void transpose_conv_f32(const TConvGeom& g, const float* x, const float* w, const float* bias,
                         int act, float* y) {
+#if defined(__AVX2__) && defined(__FMA__)
+  if (g.c >= 8) return avx2::transpose_conv_f32(g, x, w, bias, act, y);
+#endif
   transpose_conv_loop<float, float, float>(
       g, x, w,
       [](const float* xp, const float* wp, int c) {

@@ -435,6 +435,10 @@ bool binary_channel(int op, const float* a, const float* b, int64_t c, int64_t p
 // LOGISTIC float: 1 / (1 + e**-x), e**-x by a polynomial (within 2 ulp of expf; 0 and 1
 // beyond +-87).
 void logistic_f32(const float* x, float* y, size_t n);
+// TRANSPOSE_CONV float as tk::transpose_conv_f32 (each dot product over the input channels
+// in 8 lanes, then summed).
+void transpose_conv_f32(const TConvGeom& g, const float* x, const float* w, const float* bias,
+                        int act, float* y);
 }  // namespace avx2
 
 }  // namespace tk
