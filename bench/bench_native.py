@@ -102,13 +102,13 @@ def bench(name: str, model: Any, content: bytes, rounds: int, batch: int, work: 
     one = NativeModel(art, threads=1)
     inputs = one.random_inputs(0)
     arrays = list(inputs.values())
-    session = tk.session(one)
+    session = one.session()
     two = NativeModel(art, threads=2)
-    session2 = tk.session(two)
+    session2 = two.session()
     traced = NativeModel(art, threads=1)
     calls = rounds * batch * 2 + 8
     traced.enable_trace(len(traced.keys) * calls)
-    session_traced = tk.session(traced)
+    session_traced = traced.session()
     tk.run(art, inputs, threads=1)  # opened and kept
 
     fns: dict[str, Callable[[], object]] = {
