@@ -280,7 +280,11 @@ inline void im2col_tile(const ConvGeom& g, const float* x, int b, int pix0, int 
     for (int ky = 0; ky < g.kh; ++ky) {
       const float* src = img + (static_cast<int64_t>(iy0 + ky * g.dh) * g.w + ix0) * g.c;
       if (g.dw == 1) {
-        for (int i = 0; i < run; ++i) d[i] = src[i];
+        int i = 0;
+#if defined(__AVX2__)
+        for (; i + 8 <= run; i += 8) _mm256_storeu_ps(d + i, _mm256_loadu_ps(src + i));
+#endif
+        for (; i < run; ++i) d[i] = src[i];
         d += run;
       } else {
         for (int kx = 0; kx < g.kw; ++kx, d += g.c)
