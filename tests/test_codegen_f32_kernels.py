@@ -213,3 +213,20 @@ def test_transpose_conv(tmp_path: Path, isa: str, cfg: tuple,
                         fusedActivationFunction=_ACT[act]))
     x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
     _check(tmp_path, case, [x], isa, "transpose_conv_f32", monkeypatch)
+
+
+# max pools: (h, w, c, filter, stride, padding, activation)
+POOL = [(13, 12, 19, 3, 2, "SAME", "RELU6"), (8, 10, 8, 2, 2, "VALID", "NONE"),
+        (7, 9, 5, 3, 1, "SAME", "RELU_N1_TO_1")]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", POOL, ids=lambda c: "x".join(map(str, c)))
+def test_max_pool(tmp_path: Path, isa: str, cfg: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    h, w, c, k, s, pad, act = cfg
+    case = SingleOp("MAX_POOL_2D", [Spec("x", (1, h, w, c))], [Spec("y", None)],
+                    options=options("Pool2DOptions", padding=_PAD[pad], strideW=s, strideH=s,
+                                    filterWidth=k, filterHeight=k,
+                                    fusedActivationFunction=_ACT[act]))
+    x = (np.random.default_rng(h * w * c).standard_normal((1, h, w, c)) * 3).astype(F32)
+    _check(tmp_path, case, [x], isa, "max_pool_f32", monkeypatch)

@@ -2625,6 +2625,15 @@ void max_pool_f32(const PoolGeom& g, const float* x, int act, float* y, int row0
         });
     return;
   }
+#elif defined(__AVX2__) && defined(__FMA__)
+  if (act != ACT_TANH) {
+    float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+    if (act == ACT_RELU) lo = 0.f;
+    if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
+    if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
+    avx2::max_pool_f32(g, x, lo, hi, y, row0, row1);
+    return;
+  }
 #endif
   pool_loop(g, x, y, row0, row1, [] { return -std::numeric_limits<float>::infinity(); },
             [](float a, float v) { return v > a || v != v ? v : a; },  // NaN stays

@@ -439,6 +439,9 @@ void logistic_f32(const float* x, float* y, size_t n);
 // in 8 lanes, then summed).
 void transpose_conv_f32(const TConvGeom& g, const float* x, const float* w, const float* bias,
                         int act, float* y);
+// MAX_POOL_2D float as tk::max_pool_f32 (NaN stays), then the clamp to [lo, hi].
+void max_pool_f32(const PoolGeom& g, const float* x, float lo, float hi, float* y, int row0,
+                  int row1);
 }  // namespace avx2
 
 }  // namespace tk

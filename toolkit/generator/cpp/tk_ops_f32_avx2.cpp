@@ -353,6 +353,48 @@ void transpose_conv_f32(const TConvGeom& g, const float* x, const float* w, cons
 
 namespace {
 
+// ---------------------------------------------------------------- max pool
+// NaN where either is NaN, else the larger
+inline __m256 max_nan8(__m256 v, __m256 a) {
+  return _mm256_blendv_ps(_mm256_max_ps(v, a), _mm256_add_ps(v, a),
+                          _mm256_cmp_ps(v, a, _CMP_UNORD_Q));
+}
+
+template <bool kFull>
+inline void pool_block(const PoolGeom& g, const float* x, int b, int y0, int y1, int x0,
+                       int x1, int c0, __m256i m, __m256 lo, __m256 hi, float* dst) {
+  __m256 acc = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int iy = y0; iy < y1; ++iy) {
+    const float* row = x + ((static_cast<int64_t>(b) * g.h + iy) * g.w) * g.c + c0;
+    for (int ix = x0; ix < x1; ++ix)
+      acc = max_nan8(load8<kFull>(row + static_cast<int64_t>(ix) * g.c, m), acc);
+  }
+  store8<kFull>(dst + c0, m, clamp8(acc, lo, hi));
+}
+
+}  // namespace
+
+void max_pool_f32(const PoolGeom& g, const float* x, float lo, float hi, float* y, int row0,
+                  int row1) {
+  const int c = g.c, cfull = c / 8 * 8;
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const __m256i mfull = lanes8(8), mtail = lanes8(c - cfull);
+  for (int b = 0; b < g.n; ++b)
+    for (int oy = row0; oy < row1; ++oy) {
+      const int y0 = std::max(0, oy * g.sh - g.pt), y1 = std::min(g.h, oy * g.sh - g.pt + g.fh);
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const int x0 = std::max(0, ox * g.sw - g.pl);
+        const int x1 = std::min(g.w, ox * g.sw - g.pl + g.fw);
+        float* dst = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * c;
+        for (int c0 = 0; c0 < cfull; c0 += 8)
+          pool_block<true>(g, x, b, y0, y1, x0, x1, c0, mfull, vlo, vhi, dst);
+        if (cfull < c) pool_block<false>(g, x, b, y0, y1, x0, x1, cfull, mtail, vlo, vhi, dst);
+      }
+    }
+}
+
+namespace {
+
 // ---------------------------------------------------------------- GEMM tile
 // The accumulators are named registers (an array of them is kept in memory by GCC, which
 // then stores every accumulator on every step of the k loop).
