@@ -10,7 +10,7 @@ be read or generated is listed as skipped with the reason. LiteRT runs the origi
 
 Runtimes, all in this process, taking turns within each round (``bench_runtime.interleaved``):
 
-* ``session``: ``artifact.session()`` called on the input array (preallocated outputs), one
+* ``session``: ``tk.session(artifact)`` called on the input array (preallocated outputs), one
   thread; ``session2``: the same on two threads (the rows of the large ops split);
 * ``tk.run``: ``tk.run(artifact, inputs)`` (the opened model kept per artifact and thread,
   outputs copied out);
@@ -228,10 +228,11 @@ def main() -> None:
             rounds, batch = {"small": (100, 20), "large": (6, 1), "production": (20, 2)}[group]
             if ns.quick:
                 rounds = max(3, rounds // 10)
-            try:  # a model this branch cannot read or generate is listed, not fatal
+            try:  # a model this branch cannot read or generate, or LiteRT cannot run (a
+                # custom op it lacks), is listed, not fatal
                 model = load()
                 results[group].append(bench(name, model, content(model), rounds, batch, work))
-            except ToolkitError as e:
+            except (ToolkitError, RuntimeError) as e:
                 skipped.append((name, str(e).split(". Fix:")[0][:120]))
                 print(f"{name}: skipped ({skipped[-1][1]})", flush=True)
     summary(results["small"], "Small models (ratios other / native session, one thread unless "

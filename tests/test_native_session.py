@@ -1,5 +1,5 @@
 """A loaded artifact stays loaded: ``tk.run(artifact, ...)`` reuses one opened model per
-artifact and thread, ``artifact.session()`` calls it with preallocated outputs, inputs are
+artifact and thread, ``tk.session(artifact)`` calls it with preallocated outputs, inputs are
 checked and read in place; threads split the large ops with the same results.
 
 The sample CNNs (float32 and int8, written by the TFLite converter) and the zoo's MobileNet
@@ -57,7 +57,7 @@ def _same(ref: dict[str, np.ndarray], out: dict[str, np.ndarray]) -> None:
 def test_session_reads_inputs_in_place_and_fills_the_same_outputs(arts: dict[str, Artifact],
                                                                   stem: str) -> None:
     art = arts[stem]
-    session = art.session()
+    session = tk.session(art)
     x = NativeModel(art).random_inputs(seed=3)[art.input_names[0]]
     first = session(x)
     _same(run_model(tk.load(SAMPLES / f"{stem}.tflite"), [x]).outputs, first)
@@ -80,7 +80,7 @@ def test_session_reads_inputs_in_place_and_fills_the_same_outputs(arts: dict[str
 
 def test_session_refuses_wrong_inputs(arts: dict[str, Artifact]) -> None:
     art = arts["cnn_int8"]
-    session = art.session()
+    session = tk.session(art)
     x = NativeModel(art).random_inputs(seed=1)[art.input_names[0]]
     with pytest.raises(RuntimeInputError, match="dtype") as e:
         session(x.astype(np.float32))

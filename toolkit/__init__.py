@@ -40,6 +40,7 @@ from toolkit.api import (
     run,
     run_onnxruntime,
     save,
+    session,
     trace_join,
     trace_join_many,
 )
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "load", "save", "compile", "partition", "codegen", "fix_free_dims", "register_custom_op",
-    "run", "read_trace", "trace_join",
+    "run", "session", "read_trace", "trace_join",
     "trace_join_many",
     "read_vela", "load_onnx", "lower_onnx", "join_ort", "run_onnxruntime", "explore",
     "read_executorch", "capture", "compare", "Capture", "NumericsComparison",

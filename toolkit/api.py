@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from toolkit.vela.run import VelaResult
 
 __all__ = ["load", "save", "compile", "partition", "codegen", "fix_free_dims",
-           "register_custom_op", "run", "read_trace", "trace_join",
+           "register_custom_op", "run", "session", "read_trace", "trace_join",
            "trace_join_many", "read_vela", "load_onnx", "lower_onnx", "join_ort", "run_onnxruntime",
            "explore", "read_executorch", "capture", "compare", "diff", "report"]
 
@@ -233,7 +233,7 @@ def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
     Returns:
         A :class:`~toolkit.generator.Artifact`: ``.build()`` compiles a shared library with the
         system C++ compiler; ``tk.run(artifact, inputs, trace=True)`` runs it natively;
-        ``artifact.session()`` gives a callable with preallocated outputs for loops;
+        ``tk.session(artifact)`` gives a callable with preallocated outputs for loops;
         ``.arena_bytes`` against ``.temporaries_bytes`` is what the arena saves.
 
     Raises:
@@ -411,6 +411,28 @@ def register_custom_op(code: str, kernel: Any, *, shapes: Any = None, macs: Any 
 
     return _register(code, kernel, shapes=shapes, macs=macs, options=options, emit=emit,
                      doc=doc)
+
+
+def session(artifact: Any, threads: int | None = None) -> Any:
+    """A loop form of a C++ artifact's inference: ``s = tk.session(artifact)``, then
+    ``outputs = s(x)`` (or ``s(x1, x2)``, ``s({"name": x})``).
+
+    Args:
+        artifact: a C++ artifact of :func:`codegen` or its folder (built first when needed).
+        threads: the threads splitting its large ops (``None``: the artifact's own);
+            results do not depend on it.
+
+    Returns:
+        A :class:`toolkit.runtime.native.Session` on a model of its own (not shared with
+        :func:`run`): inputs checked (dtype, shape) and read in place when C-contiguous,
+        outputs written into arrays allocated once (the same dict of arrays every call).
+
+    Raises:
+        ToolkitError: not an artifact, a build that fails, or a bad ``threads``.
+    """
+    from toolkit.runtime.native import session as _session
+
+    return _session(artifact, threads=threads)
 
 
 def run(model: Any, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray] | np.ndarray | None

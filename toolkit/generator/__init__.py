@@ -15,7 +15,6 @@ run time, and compiled out with ``-DTK_TRACE_DISABLE``.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -122,18 +121,10 @@ class Artifact:
         return build_library(self.out_dir, self.name, self.library.name, opt=opt,
                              native=native, cache=cache)
 
-    def session(self, threads: int | None = None) -> Any:
-        """A :class:`toolkit.runtime.native.Session` of this artifact (built first when
-        needed): ``outputs = s(x)`` with preallocated outputs, for loops; ``threads`` as for
-        ``tk.run`` (None: the artifact's own)."""
-        # the runtime is a higher layer, imported by name where it is needed
-        native = importlib.import_module("toolkit.runtime.native")
-        return native.session(self, threads=threads)
-
     def compiler_command(self) -> str:
         """The plain compiler command building the stand-alone runner in ``out_dir``."""
         return (f"c++ -std=c++17 -O2 -pthread -o {self.name}_main main.cpp {self.name}.cpp "
-                "tk_ops.cpp tk_ops_int8_avx2.cpp tk_runtime.cpp")
+                "tk_ops.cpp tk_ops_f32_avx2.cpp tk_ops_int8_avx2.cpp tk_runtime.cpp")
 
 
 def _model_name(obj: Any) -> str:

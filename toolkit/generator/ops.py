@@ -333,6 +333,14 @@ def _conv(e: Emitter, step: Step) -> str:
         return _row_call(f"tk::conv2d_f32_few({geom}, {e.ptr(x)}, {e.param(packed, 'float')}, "
                          f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
     nr, panels = gemm_panels(wf.transpose(1, 2, 3, 0).reshape(kh * kw * c, o))
+    n_panels = panels.shape[0]
+    if ((r0, r1) == (0, oh) and work >= PARALLEL_WORK and n_panels >= 2
+            and panels.size > n * h * wd * c):
+        # more filter than input: threads split the output channels (each reads only its
+        # panels, where row stripes would each stream the whole filter)
+        return (f"pool_.rows(0, {n_panels}, [&](int tk_p0, int tk_p1) {{ "
+                f"tk::conv2d_f32_panels({geom}, {e.ptr(x)}, {e.param(panels, 'float')}, {nr}, "
+                f"{b}, {_act(op)}, {e.ptr(out)}, tk_p0, tk_p1); }});")
     return _row_call(f"tk::conv2d_f32_packed({geom}, {e.ptr(x)}, {e.param(panels, 'float')}, "
                      f"{nr}, {b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
 

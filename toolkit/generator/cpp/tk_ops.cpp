@@ -263,6 +263,39 @@ inline void tile_taps(const ConvGeom& g, const float* x, const float* zero, int 
   }
 }
 
+// The taps of the `npix` pixels from pix0 (every tap in the image) as rows of K = KH KW C
+// values in filter order; zero rows after them up to `ts`.
+inline void im2col_tile(const ConvGeom& g, const float* x, int b, int pix0, int npix, int ts,
+                        float* cols) {
+  int oy = pix0 / g.ow, ox = pix0 % g.ow;
+  const float* img = x + static_cast<int64_t>(b) * g.h * g.w * g.c;
+  const int run = g.kw * g.c;  // one filter row's values, contiguous when dw is 1
+  float* d = cols;
+  for (int t = 0; t < ts; ++t) {
+    if (t >= npix) {
+      std::fill(d, d + static_cast<int64_t>(g.kh) * run, 0.f);
+      d += static_cast<int64_t>(g.kh) * run;
+      continue;
+    }
+    const int iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
+    for (int ky = 0; ky < g.kh; ++ky) {
+      const float* src = img + (static_cast<int64_t>(iy0 + ky * g.dh) * g.w + ix0) * g.c;
+      if (g.dw == 1) {
+        int i = 0;
+#if defined(__AVX2__)
+        for (; i + 8 <= run; i += 8) _mm256_storeu_ps(d + i, _mm256_loadu_ps(src + i));
+#endif
+        for (; i < run; ++i) d[i] = src[i];
+        d += run;
+      } else {
+        for (int kx = 0; kx < g.kw; ++kx, d += g.c)
+          for (int ci = 0; ci < g.c; ++ci) d[ci] = src[static_cast<int64_t>(kx) * g.dw * g.c + ci];
+      }
+    }
+    if (++ox == g.ow) ox = 0, ++oy;
+  }
+}
+
 // Whether the kMR pixels from pix0 have every tap in the image; if so, `bases` gets each
 // pixel's first tap (the others lie at the constant offsets of tap_offsets).
 template <int kMR>
@@ -385,50 +418,10 @@ inline void gemm_tail_avx512(const float* const* taps, int ts, int ntaps, int c,
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-// AVX2 tile: kMR rows x 8 kV output channels (kV vectors of 8; `ws` floats of the panel
-// per input channel), accumulated in registers over every tap and input channel in k order
-// (fused multiply-adds, as gemm_tile_ref), then the bias `b8` (zeros past the last channel),
-// the clamp min(hi, max(lo, v)) that keeps NaN, and the first `nvalid` channels stored. The
-// rows of tap k are `taps[k * ts + t]`.
-template <int kMR, int kV>
-inline void gemm_tile_avx2(const float* const* taps, int ts, int ntaps, int c, int ws,
-                           const float* panel, const float* b8, float lo, float hi, int nvalid,
-                           float* const* dst, int rows) {
-  __m256 acc[kMR][kV];
-  for (int t = 0; t < kMR; ++t)
-    for (int v = 0; v < kV; ++v) acc[t][v] = _mm256_setzero_ps();
-  const float* wp = panel;
-  for (int k = 0; k < ntaps; ++k) {
-    const float* p[kMR];
-    for (int t = 0; t < kMR; ++t) p[t] = taps[k * ts + t];
-    for (int ci = 0; ci < c; ++ci, wp += ws) {
-      __m256 w[kV];
-      for (int v = 0; v < kV; ++v) w[v] = _mm256_loadu_ps(wp + 8 * v);
-      for (int t = 0; t < kMR; ++t) {
-        const __m256 xv = _mm256_broadcast_ss(p[t] + ci);
-        for (int v = 0; v < kV; ++v) acc[t][v] = _mm256_fmadd_ps(xv, w[v], acc[t][v]);
-      }
-    }
-  }
-  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-  for (int t = 0; t < kMR && t < rows; ++t)
-    for (int v = 0; v < kV; ++v) {
-      const __m256 r = _mm256_min_ps(
-          vhi, _mm256_max_ps(vlo, _mm256_add_ps(acc[t][v], _mm256_loadu_ps(b8 + 8 * v))));
-      const int left = nvalid - 8 * v;
-      if (left >= 8) {
-        _mm256_storeu_ps(dst[t] + 8 * v, r);
-      } else if (left > 0) {
-        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left),
-                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        _mm256_maskstore_ps(dst[t] + 8 * v, m, r);
-      }
-    }
-}
-
 // The rows of a kMR-row tile (14 for 16-channel panels, 12 for 32) in AVX2 tiles of 7 or 6
 // rows x 16 channels (each half of a 32-channel panel in turn): 14 or 12 accumulator
-// registers; the tiles divide kMR, so that they read only the tile's tap pointers.
+// registers (avx2::gemm_tile16); the tiles divide kMR, so that they read only the tile's
+// tap pointers.
 template <int kMR>
 inline void gemm_rows_avx2(const float* const* taps, int ntaps, int c, const float* panel,
                            int nr, const float* b8, float lo, float hi, int nvalid,
@@ -439,8 +432,8 @@ inline void gemm_rows_avx2(const float* const* taps, int ntaps, int c, const flo
     float* hd[kMR];
     for (int t = 0; t < kMR; ++t) hd[t] = dst[t] + h;
     for (int r0 = 0; r0 < rows; r0 += kR)
-      gemm_tile_avx2<kR, 2>(taps + r0, kMR, ntaps, c, nr, panel + h, b8 + h, lo, hi,
-                            nvalid - h, hd + r0, rows - r0);
+      avx2::gemm_tile16(kR, taps + r0, kMR, ntaps, c, nr, panel + h, b8 + h, lo, hi,
+                        nvalid - h, hd + r0, rows - r0);
   }
 }
 #endif
@@ -450,7 +443,8 @@ inline void gemm_rows_avx2(const float* const* taps, int ntaps, int c, const flo
 // pixels (a 1x1 stride-1 convolution reads its rows in place; others through tap pointers).
 template <int kMR, int kV>
 void conv_packed_run(const ConvGeom& g, const float* x, const float* zero, const float* wp,
-                     int nr, const float* bias, int act, float* y, int row0, int row1) {
+                     int nr, const float* bias, int act, float* y, int row0, int row1,
+                     int pan0, int pan1) {
   const int o = g.o, c = g.c, ntaps = g.kh * g.kw;
   const int64_t kdim = static_cast<int64_t>(ntaps) * c;
   const bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 &&
@@ -473,10 +467,15 @@ void conv_packed_run(const ConvGeom& g, const float* x, const float* zero, const
   if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
   if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
   float b8[32];  // the panel's bias, zeros past the last channel
+  // fewer input channels than a vector: each tile's taps gathered (im2col) into rows of K
+  // (tap, channel) values, run as one tap of K channels (the same products in k order)
+  float* cols = c < 8 && ntaps > 1 && !direct && act != ACT_TANH && nr == 16 * kV
+                    ? scratch<float, 40>(static_cast<size_t>(kMR) * kdim)
+                    : nullptr;
 #endif
   for (int b = 0; b < g.n; ++b) {
     const int64_t pix_base = (static_cast<int64_t>(b) * g.oh + row0) * g.ow;
-    for (int o0 = 0; o0 < o; o0 += nr) {
+    for (int o0 = pan0 * nr; o0 < o && o0 < pan1 * nr; o0 += nr) {
       const float* panel = wp + (o0 / nr) * kdim * nr;
       const int nvalid = std::min(nr, o - o0);
 #if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
@@ -498,6 +497,16 @@ void conv_packed_run(const ConvGeom& g, const float* x, const float* zero, const
         float* dst[kMR];
         for (int t = 0; t < kMR; ++t)
           dst[t] = y + (pix_base + q0 + std::min(t, rows - 1)) * o + o0;
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+        if (cols != nullptr) {
+          im2col_tile(g, x, b, p0, rows, kMR, cols);
+          const float* rows_k[kMR];
+          for (int t = 0; t < kMR; ++t) rows_k[t] = cols + t * kdim;
+          gemm_rows_avx2<kMR>(rows_k, 1, static_cast<int>(kdim), panel, nr, b8, lo, hi,
+                              nvalid, dst, rows);
+          continue;
+        }
+#endif
 #if defined(__AVX512F__)
         if (vec && !direct && rows == kMR && tile_bases<kMR>(g, x, b, p0, taps)) {
           gemm_tile_avx512<kMR, kV, true>(taps, kMR, ntaps, c, panel, ep, dst, kMR, offs);
@@ -537,6 +546,17 @@ void conv2d_f32_few(const ConvGeom& g, const float* x, const float* w, const flo
                     int act, float* y, int row0, int row1) {
   const int k = g.kh * g.kw * g.c;
   const int kp = (k + 7) / 8 * 8;
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+  if (act != ACT_TANH && g.o >= 4 && g.kh * g.kw > 1) {
+    // the AVX2 GEMM on one 16-channel panel [K][16] of the filter, zeros past O
+    float* panel = scratch<float, 41>(static_cast<size_t>(k) * 16);
+    std::fill(panel, panel + static_cast<int64_t>(k) * 16, 0.f);
+    for (int o = 0; o < g.o; ++o)
+      for (int i = 0; i < k; ++i) panel[i * 16 + o] = w[static_cast<int64_t>(o) * kp + i];
+    conv2d_f32_packed(g, x, panel, 16, bias, act, y, row0, row1);
+    return;
+  }
+#endif
   float* patch = scratch<float, 9>(static_cast<size_t>(kp));
   for (int i = k; i < kp; ++i) patch[i] = 0.f;
   const int64_t row = static_cast<int64_t>(g.w) * g.c;
@@ -574,13 +594,18 @@ void conv2d_f32_few(const ConvGeom& g, const float* x, const float* w, const flo
   }
 }
 
-void conv2d_f32_packed(const ConvGeom& g, const float* x, const float* wp, int nr,
-                       const float* bias, int act, float* y, int row0, int row1) {
+namespace {
+
+// conv2d_f32_packed's output rows [row0, row1) of the panels [pan0, pan1)
+void conv_packed_part(const ConvGeom& g, const float* x, const float* wp, int nr,
+                      const float* bias, int act, float* y, int row0, int row1, int pan0,
+                      int pan1) {
   float* zero = scratch<float, 3>(static_cast<size_t>(g.c));
   std::fill(zero, zero + g.c, 0.f);
   const auto run = [&](const ConvGeom& gg, const float* xx, float* yy) {
-    if (nr <= 16) conv_packed_run<14, 1>(gg, xx, zero, wp, nr, bias, act, yy, row0, row1);
-    else conv_packed_run<12, 2>(gg, xx, zero, wp, nr, bias, act, yy, row0, row1);
+    if (nr <= 16)
+      conv_packed_run<14, 1>(gg, xx, zero, wp, nr, bias, act, yy, row0, row1, pan0, pan1);
+    else conv_packed_run<12, 2>(gg, xx, zero, wp, nr, bias, act, yy, row0, row1, pan0, pan1);
   };
   // the input rows and columns the stripe's taps reach, in image coordinates [lo, hi)
   const int r_lo = row0 * g.sh - g.pt, r_hi = (row1 - 1) * g.sh - g.pt + (g.kh - 1) * g.dh + 1;
@@ -611,6 +636,18 @@ void conv2d_f32_packed(const ConvGeom& g, const float* x, const float* wp, int n
     }
     run(g2, buf, y + static_cast<int64_t>(b) * g.oh * g.ow * g.o);
   }
+}
+
+}  // namespace
+
+void conv2d_f32_packed(const ConvGeom& g, const float* x, const float* wp, int nr,
+                       const float* bias, int act, float* y, int row0, int row1) {
+  conv_packed_part(g, x, wp, nr, bias, act, y, row0, row1, 0, (g.o + nr - 1) / nr);
+}
+
+void conv2d_f32_panels(const ConvGeom& g, const float* x, const float* wp, int nr,
+                       const float* bias, int act, float* y, int pan0, int pan1) {
+  conv_packed_part(g, x, wp, nr, bias, act, y, 0, g.oh, pan0, pan1);
 }
 
 void fully_connected_f32_packed(const float* x, const float* wp, int nr, const float* bias,
@@ -796,6 +833,16 @@ void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const floa
     if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
     if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
     depthwise_f32_m1_tiles(g, x, w, bias, lo, hi, y, row0, row1);
+    return;
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  if (g.mult == 1 && act != ACT_TANH) {
+    const float inf = std::numeric_limits<float>::infinity();
+    float lo = -inf, hi = inf;
+    if (act == ACT_RELU) lo = 0.f;
+    if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
+    if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
+    avx2::depthwise_f32_m1(g, x, w, bias, lo, hi, y, row0, row1);
     return;
   }
 #endif
@@ -1347,6 +1394,9 @@ void transpose_conv_loop(const TConvGeom& g, const X* x, const W* w, Dot dot, St
 
 void transpose_conv_f32(const TConvGeom& g, const float* x, const float* w, const float* bias,
                         int act, float* y) {
+#if defined(__AVX2__) && defined(__FMA__)
+  if (g.c >= 8) return avx2::transpose_conv_f32(g, x, w, bias, act, y);
+#endif
   transpose_conv_loop<float, float, float>(
       g, x, w,
       [](const float* xp, const float* wp, int c) {
@@ -1760,11 +1810,14 @@ void bcast_loop(const Bcast& g, int row0, int row1, F&& f) {
 }
 
 template <typename Op>
-void binary_run(const Bcast& g, const float* a, const float* b, int act, float* y, int row0,
-                int row1, Op op) {
+void binary_run(const Bcast& g, int opcode, const float* a, const float* b, int act, float* y,
+                int row0, int row1, Op op) {
   int64_t first = 0, pixels = 0;
   const int64_t c = g.shape[5];
   if (channel_operand(g, row0, row1, &first, &pixels)) {
+#if defined(__AVX2__) && defined(__FMA__)
+    if (avx2::binary_channel(opcode, a + first * c, b, c, pixels, act, y + first * c)) return;
+#endif
     // a contiguous, b one value per channel: pixel by pixel over the channels (the runs of
     // the general loop would be one pixel's channels each)
     const float* __restrict__ pb = b;
@@ -1782,6 +1835,9 @@ void binary_run(const Bcast& g, const float* a, const float* b, int act, float* 
     const float* pa = a + ia;
     const float* pb = b + ib;
     float* py = y + iy;
+#if defined(__AVX2__) && defined(__FMA__)
+    if (avx2::binary_span(opcode, pa, sa, pb, sb, n, act, py)) return;
+#endif
     if (sa == 1 && sb == 1) {
       for (int64_t i = 0; i < n; ++i) py[i] = op(pa[i], pb[i]);
     } else if (sa == 1 && sb == 0) {
@@ -1803,27 +1859,27 @@ void binary_run(const Bcast& g, const float* a, const float* b, int act, float* 
 void binary_f32(const Bcast& g, int op, const float* a, const float* b, int act, float* y,
                 int row0, int row1) {
   switch (op) {
-    case B_ADD: binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u + v; }); break;
-    case B_SUB: binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u - v; }); break;
-    case B_MUL: binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u * v; }); break;
-    case B_DIV: binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u / v; }); break;
+    case B_ADD: binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return u + v; }); break;
+    case B_SUB: binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return u - v; }); break;
+    case B_MUL: binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return u * v; }); break;
+    case B_DIV: binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return u / v; }); break;
     case B_POW:
-      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return std::pow(u, v); });
+      binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return std::pow(u, v); });
       break;
     case B_SQDIFF:
-      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) {
+      binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) {
         const float d = u - v;
         return d * d;
       });
       break;
     case B_MIN:
-      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return v < u ? v : u; });
+      binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return v < u ? v : u; });
       break;
     case B_MAX:
-      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u < v ? v : u; });
+      binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return u < v ? v : u; });
       break;
     case B_PRELU:
-      binary_run(g, a, b, act, y, row0, row1, [](float u, float v) { return u >= 0.f ? u : u * v; });
+      binary_run(g, op, a, b, act, y, row0, row1, [](float u, float v) { return u >= 0.f ? u : u * v; });
       break;
     default: break;
   }
@@ -2240,6 +2296,10 @@ void unary_f32(int op, const float* x, float* y, size_t n) {
       break;
     case U_TANH: for (size_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]); break;
     case U_LOGISTIC:
+#if defined(__AVX2__) && defined(__FMA__)
+      avx2::logistic_f32(x, y, n);
+      break;
+#endif
       for (size_t i = 0; i < n; ++i) y[i] = 1.f / (1.f + std::exp(-x[i]));
       break;
     case U_RSQRT: for (size_t i = 0; i < n; ++i) y[i] = 1.f / std::sqrt(x[i]); break;
@@ -2572,6 +2632,15 @@ void max_pool_f32(const PoolGeom& g, const float* x, int act, float* y, int row0
         [vlo, vhi](__m512 a, float* dst, int left) {
           _mm512_mask_storeu_ps(dst, lanes(left), _mm512_min_ps(vhi, _mm512_max_ps(vlo, a)));
         });
+    return;
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  if (act != ACT_TANH) {
+    float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+    if (act == ACT_RELU) lo = 0.f;
+    if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
+    if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
+    avx2::max_pool_f32(g, x, lo, hi, y, row0, row1);
     return;
   }
 #endif

@@ -73,6 +73,10 @@ struct ConvGeom {
 // and the activation (NaN stays NaN through the clamps).
 void conv2d_f32_packed(const ConvGeom& g, const float* x, const float* wp, int nr,
                        const float* bias, int act, float* y, int row0, int row1);
+// The same, every output row, of the output channels of panels [pan0, pan1) (a split of
+// the work across threads by channels, each thread reading only its panels).
+void conv2d_f32_panels(const ConvGeom& g, const float* x, const float* wp, int nr,
+                       const float* bias, int act, float* y, int pan0, int pan1);
 // CONV_2D float with few output channels (the GEMM's channel panels would be mostly empty):
 // each output pixel's taps gathered once ([KH][KW][C], zeros outside the image, then zeros
 // up to K' = KH*KW*C rounded up to 8) and dotted with each channel's filter, packed as
@@ -404,6 +408,41 @@ void rnn_f32(const RnnGeom& g, const float* x, const float* w, const float* r,
 
 // RANGE's length: ceil((limit - start) / delta) when positive, else 0; -1 for delta 0.
 int64_t range_count(double start, double limit, double delta);
+
+// ---------------------------------------------------------------- AVX2 float kernels
+// tk_ops_f32_avx2.cpp (compiled only with AVX2 and FMA); called by the dispatchers above.
+namespace avx2 {
+// DEPTHWISE_CONV_2D float with channel multiplier 1, filter [KH][KW][C]: per output pixel
+// and block of 8 channels, the bias then the in-image taps in (ky, kx) order (fused
+// multiply-adds), clamped to [lo, hi] (NaN stays).
+void depthwise_f32_m1(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                      float lo, float hi, float* y, int row0, int row1);
+// One GEMM tile of `kr` (6 or 7) rows x 16 output channels: the rows of tap k are
+// taps[k * ts + t], its c input channels dotted with the panel (stride `ws` floats between
+// input channels) in k order (fused multiply-adds), then the bias `b8`, the clamp to
+// [lo, hi] (NaN stays) and the first `nvalid` channels of the first `rows` rows stored.
+void gemm_tile16(int kr, const float* const* taps, int ts, int ntaps, int c, int ws,
+                 const float* panel, const float* b8, float lo, float hi, int nvalid,
+                 float* const* dst, int rows);
+// Binary float op `op` (BinOp, not the floor ones) then the clamp of `act` (not TANH):
+// y[i] = a[i * sa] op b[i * sb] for i < n (sa, sb 0 or 1); false (nothing done) for what it
+// does not take.
+bool binary_span(int op, const float* a, int64_t sa, const float* b, int64_t sb, int64_t n,
+                 int act, float* y);
+// The same of a contiguous a [pixels][c] and a per-channel b [c].
+bool binary_channel(int op, const float* a, const float* b, int64_t c, int64_t pixels, int act,
+                    float* y);
+// LOGISTIC float: 1 / (1 + e**-x), e**-x by a polynomial (within 2 ulp of expf; 0 and 1
+// beyond +-87).
+void logistic_f32(const float* x, float* y, size_t n);
+// TRANSPOSE_CONV float as tk::transpose_conv_f32 (each dot product over the input channels
+// in 8 lanes, then summed).
+void transpose_conv_f32(const TConvGeom& g, const float* x, const float* w, const float* bias,
+                        int act, float* y);
+// MAX_POOL_2D float as tk::max_pool_f32 (NaN stays), then the clamp to [lo, hi].
+void max_pool_f32(const PoolGeom& g, const float* x, float lo, float hi, float* y, int row0,
+                  int row1);
+}  // namespace avx2
 
 }  // namespace tk
 

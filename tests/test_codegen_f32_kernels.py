@@ -1,0 +1,232 @@
+"""The native float kernels of the AVX2 library (tk_ops_f32_avx2.cpp) and their portable
+twins, op by op: one-op .tflite models written with the TFLite schema, run by LiteRT's
+builtin kernels, the reference runtime and the generated artifact built with the host's
+instructions, with AVX2 alone and without vector instructions, on one and on two threads
+(every op split into rows). Float32 within 1e-5 of each output's largest magnitude of the
+reference runtime and of LiteRT; the same bits on one and two threads.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _single_op_tflite import SingleOp, Spec, options
+from test_codegen_gemm import ISAS, _build
+
+import toolkit as tk
+import toolkit.generator.ops as ops_mod
+from toolkit.generator import codegen
+from toolkit.runtime.interpreter import run_model
+from toolkit.runtime.native import NativeModel
+
+F32 = np.float32
+
+
+def _close(want: np.ndarray, got: np.ndarray, what: str) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype == F32, what
+    tol = 1e-5 * max(float(np.abs(want).max(initial=0.0)), 1e-30)
+    assert float(np.abs(got - want).max(initial=0.0)) <= tol, what
+
+
+def _check(tmp_path: Path, case: SingleOp, feeds: list[np.ndarray], isa: str, fn: str,
+           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``case`` generated (its op calling ``tk::<fn>``), built for ``isa`` and run on one
+    and two threads: equal to LiteRT and the reference runtime, the same on both."""
+    assert case.model is not None
+    path = tmp_path / "case.tflite"
+    path.write_bytes(case.model)
+    model = tk.load(path)
+    monkeypatch.setattr(ops_mod, "PARALLEL_WORK", 0)  # every op through the pool
+    art = codegen(model, tmp_path / "art", name="case")
+    _build(art, isa, monkeypatch)
+    assert f"tk::{fn}(" in art.source.read_text()
+    want = case.run_litert(feeds)
+    names = [s.name for s in case.feeds]
+    inputs = dict(zip(names, feeds, strict=True))
+    ref = run_model(model, inputs).outputs
+    outs = []
+    for threads in (1, 2):
+        m = NativeModel(art, threads=threads)
+        try:
+            outs.append(m.invoke(inputs))
+        finally:
+            m.close()
+    for k, (name, w) in enumerate(zip(ref, want, strict=True)):
+        _close(w, ref[name], f"reference vs LiteRT {name}")
+        _close(w, outs[0][name], f"native vs LiteRT {name}")
+        _close(ref[name], outs[0][name], f"native vs reference {name}")
+        np.testing.assert_array_equal(outs[0][name], outs[1][name], err_msg=f"threads {k}")
+
+
+_PAD = {"SAME": 0, "VALID": 1}
+_ACT = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+
+# (input h, w, c, filter, stride, dilation, padding, activation, bias)
+DW = [
+    (13, 17, 19, 3, 1, 1, "SAME", "RELU6", True),      # odd channels (2 blocks + a tail)
+    (14, 15, 32, 3, 2, 1, "SAME", "NONE", True),       # stride 2
+    (12, 11, 5, 3, 2, 1, "VALID", "RELU", False),      # fewer channels than a vector, zero bias
+    (16, 16, 24, 3, 1, 2, "SAME", "RELU_N1_TO_1", True),  # dilation
+    (11, 13, 40, 5, 1, 1, "SAME", "NONE", True),       # 5x5
+    (9, 10, 12, 5, 2, 1, "VALID", "RELU6", True),      # 5x5 stride 2
+    (8, 9, 7, 4, 1, 1, "SAME", "NONE", True),          # 4x4: generic size, uneven pads
+    (3, 4, 16, 3, 1, 1, "SAME", "RELU", True),         # every column on the border
+]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", DW, ids=lambda c: "x".join(map(str, c)))
+def test_depthwise(tmp_path: Path, isa: str, cfg: tuple, monkeypatch: pytest.MonkeyPatch
+                   ) -> None:
+    h, w, c, k, s, d, pad, act, has_bias = cfg
+    rng = np.random.default_rng(hash(cfg) & 0xFFFF)
+    filt = (rng.standard_normal((1, k, k, c)) * 0.5).astype(F32)
+    bias = (rng.standard_normal(c) * 0.5).astype(F32) * F32(has_bias)
+    span = (k - 1) * d + 1
+    oh, ow = (math.ceil(h / s), math.ceil(w / s)) if pad == "SAME" else (
+        (h - span) // s + 1, (w - span) // s + 1)
+    case = SingleOp(
+        "DEPTHWISE_CONV_2D",
+        [Spec("x", (1, h, w, c)), Spec.const("w", filt), Spec.const("b", bias)],
+        [Spec("y", (1, oh, ow, c))],
+        options=options("DepthwiseConv2DOptions", padding=_PAD[pad], strideW=s, strideH=s,
+                        depthMultiplier=1, fusedActivationFunction=_ACT[act],
+                        dilationWFactor=d, dilationHFactor=d))
+    x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
+    _check(tmp_path, case, [x], isa, "depthwise_f32", monkeypatch)
+
+
+# (op, x shape, second operand shape, fused activation, options table)
+BIN = [
+    ("PRELU", (1, 9, 10, 16), (1, 1, 16), None, None),     # per-channel alpha in registers
+    ("PRELU", (1, 7, 6, 19), (1, 1, 19), None, None),      # per-channel, a masked tail
+    ("PRELU", (1, 5, 6, 8), (1, 5, 6, 8), None, None),     # alpha of the input's shape
+    ("ADD", (1, 11, 13, 32), (1, 11, 13, 32), "RELU", "AddOptions"),
+    ("ADD", (1, 6, 7, 12), (1, 1, 1, 12), "RELU6", "AddOptions"),
+    ("MUL", (1, 5, 9, 13), (1,), "RELU_N1_TO_1", "MulOptions"),
+    ("SUB", (1, 4, 5, 3), (1, 4, 1, 3), "NONE", "SubOptions"),
+    ("MAXIMUM", (1, 6, 7, 10), (1, 6, 7, 10), None, None),
+    ("MINIMUM", (2, 3, 21), (21,), None, None),
+]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", BIN, ids=lambda c: f"{c[0]}-{'x'.join(map(str, c[1]))}")
+def test_binary(tmp_path: Path, isa: str, cfg: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    op, shape_a, shape_b, act, table = cfg
+    rng = np.random.default_rng(sum(shape_a) + len(op))
+    opts = None if table is None else options(table, fusedActivationFunction=_ACT[act])
+    case = SingleOp(op, [Spec("a", shape_a), Spec("b", shape_b)], [Spec("y", None)],
+                    options=opts)
+    a = (rng.standard_normal(shape_a) * 3).astype(F32)
+    b = (rng.standard_normal(shape_b) * 2).astype(F32)
+    _check(tmp_path, case, [a, b], isa, "binary_f32", monkeypatch)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_logistic(tmp_path: Path, isa: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    shape = (1, 9, 13, 11)  # 1287 values: full vectors and a masked tail
+    case = SingleOp("LOGISTIC", [Spec("x", shape)], [Spec("y", shape)])
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(shape) * 30).astype(F32)  # past e**x's range both ways
+    x.flat[:4] = [0.0, -100.0, 100.0, 1e-3]
+    _check(tmp_path, case, [x], isa, "unary_f32", monkeypatch)
+
+
+# first convolutions, few input channels: (h, w, c, o, filter, stride, dilation, padding, act,
+# the kernel the generator calls)
+FEW_IN = [
+    (19, 23, 3, 16, "3", 2, 1, "SAME", "RELU6", "conv2d_f32_packed"),   # im2col tiles
+    (17, 15, 3, 24, "3", 1, 2, "VALID", "NONE", "conv2d_f32_packed"),   # dilated, 2 panels
+    (12, 13, 1, 5, "5", 1, 1, "SAME", "RELU", "conv2d_f32_few"),        # one channel, 5x5
+    (21, 20, 3, 8, "3", 2, 1, "SAME", "NONE", "conv2d_f32_few"),        # 8 outputs
+    (11, 10, 2, 5, "3", 1, 1, "VALID", "RELU_N1_TO_1", "conv2d_f32_few"),  # 5 outputs
+]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", FEW_IN, ids=lambda c: "x".join(map(str, c[:-1])))
+def test_conv_few_input_channels(tmp_path: Path, isa: str, cfg: tuple,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    h, w, c, o, k, s, d, pad, act, fn = cfg
+    k = int(k)
+    rng = np.random.default_rng(h * w + c * o)
+    filt = (rng.standard_normal((o, k, k, c)) * 0.4).astype(F32)
+    bias = (rng.standard_normal(o) * 0.5).astype(F32)
+    case = SingleOp(
+        "CONV_2D", [Spec("x", (1, h, w, c)), Spec.const("w", filt), Spec.const("b", bias)],
+        [Spec("y", None)],
+        options=options("Conv2DOptions", padding=_PAD[pad], strideW=s, strideH=s,
+                        fusedActivationFunction=_ACT[act], dilationWFactor=d,
+                        dilationHFactor=d))
+    x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
+    _check(tmp_path, case, [x], isa, fn, monkeypatch)
+
+
+# convolutions with more filter than input, split across threads by output channels
+SPLIT = [(4, 5, 64, 80, 1, "SAME", "RELU6"), (5, 3, 40, 72, 3, "SAME", "NONE"),
+         (7, 7, 48, 33, 3, "VALID", "RELU")]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", SPLIT, ids=lambda c: "x".join(map(str, c)))
+def test_conv_split_by_channels(tmp_path: Path, isa: str, cfg: tuple,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    h, w, c, o, k, pad, act = cfg
+    rng = np.random.default_rng(h * w * c + o)
+    filt = (rng.standard_normal((o, k, k, c)) * 0.2).astype(F32)
+    bias = (rng.standard_normal(o) * 0.5).astype(F32)
+    case = SingleOp(
+        "CONV_2D", [Spec("x", (1, h, w, c)), Spec.const("w", filt), Spec.const("b", bias)],
+        [Spec("y", None)],
+        options=options("Conv2DOptions", padding=_PAD[pad], strideW=1, strideH=1,
+                        fusedActivationFunction=_ACT[act], dilationWFactor=1,
+                        dilationHFactor=1))
+    x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
+    _check(tmp_path, case, [x], isa, "conv2d_f32_panels", monkeypatch)
+
+
+# transposed convolutions: (h, w, c, o, filter, stride, padding, activation)
+TCONV = [(6, 7, 16, 1, 2, 2, "VALID", "NONE"),   # mediapipe's upsampling head
+         (5, 4, 13, 6, 3, 2, "SAME", "RELU"),     # masked channels, overlapping taps
+         (4, 5, 24, 3, 3, 1, "SAME", "RELU6")]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", TCONV, ids=lambda c: "x".join(map(str, c)))
+def test_transpose_conv(tmp_path: Path, isa: str, cfg: tuple,
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+    h, w, c, o, k, s, pad, act = cfg
+    rng = np.random.default_rng(h * w * c + o * k)
+    oh, ow = (h * s, w * s) if pad == "SAME" else ((h - 1) * s + k, (w - 1) * s + k)
+    filt = (rng.standard_normal((o, k, k, c)) * 0.3).astype(F32)
+    bias = (rng.standard_normal(o) * 0.5).astype(F32)
+    case = SingleOp(
+        "TRANSPOSE_CONV",
+        [Spec.const("shape", np.array([1, oh, ow, o], np.int32)), Spec.const("w", filt),
+         Spec("x", (1, h, w, c)), Spec.const("b", bias)],
+        [Spec("y", (1, oh, ow, o))],
+        options=options("TransposeConvOptions", padding=_PAD[pad], strideW=s, strideH=s,
+                        fusedActivationFunction=_ACT[act]))
+    x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
+    _check(tmp_path, case, [x], isa, "transpose_conv_f32", monkeypatch)
+
+
+# max pools: (h, w, c, filter, stride, padding, activation)
+POOL = [(13, 12, 19, 3, 2, "SAME", "RELU6"), (8, 10, 8, 2, 2, "VALID", "NONE"),
+        (7, 9, 5, 3, 1, "SAME", "RELU_N1_TO_1")]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", POOL, ids=lambda c: "x".join(map(str, c)))
+def test_max_pool(tmp_path: Path, isa: str, cfg: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    h, w, c, k, s, pad, act = cfg
+    case = SingleOp("MAX_POOL_2D", [Spec("x", (1, h, w, c))], [Spec("y", None)],
+                    options=options("Pool2DOptions", padding=_PAD[pad], strideW=s, strideH=s,
+                                    filterWidth=k, filterHeight=k,
+                                    fusedActivationFunction=_ACT[act]))
+    x = (np.random.default_rng(h * w * c).standard_normal((1, h, w, c)) * 3).astype(F32)
+    _check(tmp_path, case, [x], isa, "max_pool_f32", monkeypatch)

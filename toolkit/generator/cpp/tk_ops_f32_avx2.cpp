@@ -1,0 +1,465 @@
+// AVX2 + FMA float kernels of the op library (see tk_ops.h, "AVX2 float kernels"): used by
+// the float dispatchers of tk_ops.cpp on machines with AVX2 and FMA but without AVX-512.
+// Without AVX2 + FMA this file compiles to nothing and the dispatchers keep their portable
+// loops.
+#include "tk_ops.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <cmath>
+#include <limits>
+#include <vector>
+#include <type_traits>
+
+namespace tk {
+namespace avx2 {
+namespace {
+
+// The first n (0..8) lanes set.
+inline __m256i lanes8(int n) {
+  static const int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  n = n < 0 ? 0 : (n > 8 ? 8 : n);
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - n));
+}
+
+template <bool kFull>
+inline __m256 load8(const float* p, __m256i m) {
+  if constexpr (kFull) {
+    (void)m;
+    return _mm256_loadu_ps(p);
+  } else {
+    return _mm256_maskload_ps(p, m);
+  }
+}
+
+template <bool kFull>
+inline void store8(float* p, __m256i m, __m256 v) {
+  if constexpr (kFull) {
+    (void)m;
+    _mm256_storeu_ps(p, v);
+  } else {
+    _mm256_maskstore_ps(p, m, v);
+  }
+}
+
+// min(hi, max(lo, v)) keeps NaN (the second operand is returned when one is NaN)
+inline __m256 clamp8(__m256 v, __m256 lo, __m256 hi) {
+  return _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+}
+
+// One output pixel of the depthwise convolution, 8 channels from c0 (the first `m` lanes
+// when not kFull): bias, then its in-image taps in (ky, kx) order, fused multiply-adds.
+template <bool kFull>
+inline void dw_pixel(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                     __m256 lo, __m256 hi, __m256i m, int b, int oy, int ox, int c0,
+                     float* dst) {
+  const int c = g.c;
+  const int iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
+  __m256 acc = bias ? load8<kFull>(bias + c0, m) : _mm256_setzero_ps();
+  for (int ky = 0; ky < g.kh; ++ky) {
+    const int iy = iy0 + ky * g.dh;
+    if (iy < 0 || iy >= g.h) continue;
+    const float* xrow = x + (static_cast<int64_t>(b) * g.h + iy) * g.w * c + c0;
+    const float* wrow = w + static_cast<int64_t>(ky) * g.kw * c + c0;
+    for (int kx = 0; kx < g.kw; ++kx) {
+      const int ix = ix0 + kx * g.dw;
+      if (ix < 0 || ix >= g.w) continue;
+      acc = _mm256_fmadd_ps(load8<kFull>(xrow + static_cast<int64_t>(ix) * c, m),
+                            load8<kFull>(wrow + static_cast<int64_t>(kx) * c, m), acc);
+    }
+  }
+  store8<kFull>(dst + c0, m, clamp8(acc, lo, hi));
+}
+
+// kT output pixels of one row from ox whose taps all lie in the image columns (rows may
+// be outside: skipped), 8 channels from c0: each filter vector loaded once for the kT
+// pixels, kT independent sums in the order of dw_pixel. kKH / kKW: the filter size when
+// known at compile time (0: g.kh / g.kw).
+template <int kT, int kKH, int kKW, bool kFull>
+inline void dw_tile(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                    __m256 lo, __m256 hi, __m256i m, int b, int oy, int ox, int c0,
+                    float* dst) {
+  const int kh = kKH ? kKH : g.kh, kw = kKW ? kKW : g.kw;
+  const int c = g.c;
+  const int64_t xs = static_cast<int64_t>(g.sw) * c, dxs = static_cast<int64_t>(g.dw) * c;
+  const __m256 init = bias ? load8<kFull>(bias + c0, m) : _mm256_setzero_ps();
+  __m256 acc[kT];
+  for (int t = 0; t < kT; ++t) acc[t] = init;
+  const int iy0 = oy * g.sh - g.pt;
+  for (int ky = 0; ky < kh; ++ky) {
+    const int iy = iy0 + ky * g.dh;
+    if (iy < 0 || iy >= g.h) continue;
+    const float* xp =
+        x + ((static_cast<int64_t>(b) * g.h + iy) * g.w + (ox * g.sw - g.pl)) * c + c0;
+    const float* wrow = w + static_cast<int64_t>(ky) * kw * c + c0;
+    for (int kx = 0; kx < kw; ++kx) {
+      const __m256 wv = load8<kFull>(wrow + static_cast<int64_t>(kx) * c, m);
+      const float* xk = xp + kx * dxs;
+      for (int t = 0; t < kT; ++t)
+        acc[t] = _mm256_fmadd_ps(load8<kFull>(xk + t * xs, m), wv, acc[t]);
+    }
+  }
+  for (int t = 0; t < kT; ++t)
+    store8<kFull>(dst + static_cast<int64_t>(t) * c + c0, m, clamp8(acc[t], lo, hi));
+}
+
+template <int kKH, int kKW>
+void dw_rows(const ConvGeom& g, const float* x, const float* w, const float* bias, float flo,
+             float fhi, float* y, int row0, int row1) {
+  constexpr int kT = 4;
+  const int c = g.c;
+  const __m256 lo = _mm256_set1_ps(flo), hi = _mm256_set1_ps(fhi);
+  const int cfull = c / 8 * 8;
+  const __m256i mfull = lanes8(8), mtail = lanes8(c - cfull);
+  // the output columns whose taps all lie in the image columns: [ox_lo, ox_hi)
+  const int ox_lo = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
+  const int last = g.w - 1 - (g.kw - 1) * g.dw + g.pl;  // largest ox sw
+  const int ox_hi = std::max(ox_lo, last < 0 ? 0 : std::min(g.ow, last / g.sw + 1));
+  const int ox_t = ox_lo + (ox_hi - ox_lo) / kT * kT;  // end of the tiled columns
+  for (int b = 0; b < g.n; ++b) {
+    for (int oy = row0; oy < row1; ++oy) {
+      float* row = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * c;
+      for (int ox = 0; ox < g.ow; ++ox) {
+        float* dst = row + static_cast<int64_t>(ox) * c;
+        if (ox >= ox_lo && ox < ox_t) {
+          for (int c0 = 0; c0 < cfull; c0 += 8)
+            dw_tile<kT, kKH, kKW, true>(g, x, w, bias, lo, hi, mfull, b, oy, ox, c0, dst);
+          if (cfull < c)
+            dw_tile<kT, kKH, kKW, false>(g, x, w, bias, lo, hi, mtail, b, oy, ox, cfull, dst);
+          ox += kT - 1;
+          continue;
+        }
+        for (int c0 = 0; c0 < cfull; c0 += 8)
+          dw_pixel<true>(g, x, w, bias, lo, hi, mfull, b, oy, ox, c0, dst);
+        if (cfull < c) dw_pixel<false>(g, x, w, bias, lo, hi, mtail, b, oy, ox, cfull, dst);
+      }
+    }
+  }
+}
+
+
+// ---------------------------------------------------------------- element-wise
+// Binary op `kOp` (BinOp) of two vectors, as binary_f32's scalar ops compute it.
+template <int kOp>
+inline __m256 binop8(__m256 u, __m256 v) {
+  if constexpr (kOp == B_ADD) return _mm256_add_ps(u, v);
+  if constexpr (kOp == B_SUB) return _mm256_sub_ps(u, v);
+  if constexpr (kOp == B_MUL) return _mm256_mul_ps(u, v);
+  if constexpr (kOp == B_DIV) return _mm256_div_ps(u, v);
+  if constexpr (kOp == B_SQDIFF) {
+    const __m256 d = _mm256_sub_ps(u, v);
+    return _mm256_mul_ps(d, d);
+  }
+  if constexpr (kOp == B_MIN) return _mm256_min_ps(v, u);  // v < u ? v : u
+  if constexpr (kOp == B_MAX) return _mm256_max_ps(v, u);  // v > u ? v : u
+  if constexpr (kOp == B_PRELU)  // u >= 0 ? u : u v
+    return _mm256_blendv_ps(_mm256_mul_ps(u, v), u,
+                            _mm256_cmp_ps(u, _mm256_setzero_ps(), _CMP_GE_OQ));
+  return u;
+}
+
+// y[i] = clamp(a[i * sa] op b[i * sb]) for i < n, sa and sb 0 or 1
+template <int kOp>
+void span_run(const float* a, int64_t sa, const float* b, int64_t sb, int64_t n, __m256 lo,
+              __m256 hi, float* y) {
+  int64_t i = 0;
+  const __m256 av = _mm256_set1_ps(a[0]), bv = _mm256_set1_ps(b[0]);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 u = sa ? _mm256_loadu_ps(a + i) : av;
+    const __m256 v = sb ? _mm256_loadu_ps(b + i) : bv;
+    _mm256_storeu_ps(y + i, clamp8(binop8<kOp>(u, v), lo, hi));
+  }
+  if (i < n) {
+    const __m256i m = lanes8(static_cast<int>(n - i));
+    const __m256 u = sa ? _mm256_maskload_ps(a + i, m) : av;
+    const __m256 v = sb ? _mm256_maskload_ps(b + i, m) : bv;
+    _mm256_maskstore_ps(y + i, m, clamp8(binop8<kOp>(u, v), lo, hi));
+  }
+}
+
+// y[p][i] = clamp(a[p][i] op b[i]) for pixels p and channels i < c
+template <int kOp>
+void channel_run(const float* a, const float* b, int64_t c, int64_t pixels, __m256 lo,
+                 __m256 hi, float* y) {
+  if (c == 8 || c == 16) {  // the operand in registers
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = c == 16 ? _mm256_loadu_ps(b + 8) : b0;
+    for (int64_t p = 0; p < pixels; ++p, a += c, y += c) {
+      _mm256_storeu_ps(y, clamp8(binop8<kOp>(_mm256_loadu_ps(a), b0), lo, hi));
+      if (c == 16)
+        _mm256_storeu_ps(y + 8, clamp8(binop8<kOp>(_mm256_loadu_ps(a + 8), b1), lo, hi));
+    }
+    return;
+  }
+  for (int64_t p = 0; p < pixels; ++p, a += c, y += c) span_run<kOp>(a, 1, b, 1, c, lo, hi, y);
+}
+
+template <typename F>
+bool binop_switch(int op, F&& f) {
+  switch (op) {
+    case B_ADD: f(std::integral_constant<int, B_ADD>()); return true;
+    case B_SUB: f(std::integral_constant<int, B_SUB>()); return true;
+    case B_MUL: f(std::integral_constant<int, B_MUL>()); return true;
+    case B_DIV: f(std::integral_constant<int, B_DIV>()); return true;
+    case B_SQDIFF: f(std::integral_constant<int, B_SQDIFF>()); return true;
+    case B_MIN: f(std::integral_constant<int, B_MIN>()); return true;
+    case B_MAX: f(std::integral_constant<int, B_MAX>()); return true;
+    case B_PRELU: f(std::integral_constant<int, B_PRELU>()); return true;
+    default: return false;
+  }
+}
+
+// the clamp of a fused activation; false for TANH
+bool act_bounds(int act, __m256& lo, __m256& hi) {
+  const float inf = std::numeric_limits<float>::infinity();
+  float l = -inf, h = inf;
+  if (act == ACT_RELU) l = 0.f;
+  if (act == ACT_RELU6) l = 0.f, h = 6.f;
+  if (act == ACT_RELU_N1_TO_1) l = -1.f, h = 1.f;
+  lo = _mm256_set1_ps(l);
+  hi = _mm256_set1_ps(h);
+  return act != ACT_TANH;
+}
+
+}  // namespace
+
+bool binary_span(int op, const float* a, int64_t sa, const float* b, int64_t sb, int64_t n,
+                 int act, float* y) {
+  __m256 lo, hi;
+  if ((sa != 0 && sa != 1) || (sb != 0 && sb != 1) || n <= 0 || !act_bounds(act, lo, hi))
+    return false;
+  return binop_switch(op, [&](auto k) { span_run<decltype(k)::value>(a, sa, b, sb, n, lo, hi, y); });
+}
+
+bool binary_channel(int op, const float* a, const float* b, int64_t c, int64_t pixels, int act,
+                    float* y) {
+  __m256 lo, hi;
+  if (!act_bounds(act, lo, hi)) return false;
+  return binop_switch(op,
+                      [&](auto k) { channel_run<decltype(k)::value>(a, b, c, pixels, lo, hi, y); });
+}
+
+namespace {
+
+// e**x for x in [-87, 88] (clamped there; NaN stays NaN): x = n ln2 + r, |r| <= ln2 / 2,
+// e**r by its degree-7 polynomial (Cephes' expf), times 2**n built in the exponent bits.
+inline __m256 exp8(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(-87.f), x);  // max(lo, NaN) is NaN
+  x = _mm256_min_ps(_mm256_set1_ps(88.f), x);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  const __m256i e = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+inline __m256 logistic8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.f);
+  return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+}  // namespace
+
+void logistic_f32(const float* x, float* y, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, logistic8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    const __m256i m = lanes8(static_cast<int>(n - i));
+    _mm256_maskstore_ps(y + i, m, logistic8(_mm256_maskload_ps(x + i, m)));
+  }
+}
+
+namespace {
+
+// ---------------------------------------------------------------- transposed convolution
+// Dot product of c floats in 8 lanes (the last block masked), then the lanes summed.
+inline float dot8(const float* a, const float* b, int c) {
+  __m256 s = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= c; i += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s);
+  if (i < c) {
+    const __m256i m = lanes8(c - i);
+    s = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), s);
+  }
+  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+
+}  // namespace
+
+void transpose_conv_f32(const TConvGeom& g, const float* x, const float* w, const float* bias,
+                        int act, float* y) {
+  // the taps landing on each output column: (kx, ix) pairs in kx order, -1 past the last
+  std::vector<int> cols(static_cast<size_t>(g.ow) * g.kw * 2);
+  for (int ox = 0; ox < g.ow; ++ox) {
+    int* t = cols.data() + static_cast<size_t>(ox) * g.kw * 2;
+    int k = 0;
+    for (int kx = 0; kx < g.kw; ++kx) {
+      const int tx = ox + g.pl - kx;
+      if (tx < 0 || tx % g.sw || tx / g.sw >= g.w) continue;
+      t[2 * k] = kx;
+      t[2 * k + 1] = tx / g.sw;
+      ++k;
+    }
+    if (k < g.kw) t[2 * k] = -1;
+  }
+  std::vector<int> rows(static_cast<size_t>(g.kh) * 2);
+  for (int b = 0; b < g.n; ++b)
+    for (int oy = 0; oy < g.oh; ++oy) {
+      int nr = 0;
+      for (int ky = 0; ky < g.kh; ++ky) {
+        const int ty = oy + g.pt - ky;
+        if (ty < 0 || ty % g.sh || ty / g.sh >= g.h) continue;
+        rows[2 * nr] = ky;
+        rows[2 * nr + 1] = ty / g.sh;
+        ++nr;
+      }
+      float* yrow = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * g.o;
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const int* t = cols.data() + static_cast<size_t>(ox) * g.kw * 2;
+        float* yp = yrow + static_cast<int64_t>(ox) * g.o;
+        for (int oc = 0; oc < g.o; ++oc) {
+          float acc = 0.f;
+          for (int r = 0; r < nr; ++r) {
+            const int ky = rows[2 * r], iy = rows[2 * r + 1];
+            const float* xr = x + (static_cast<int64_t>(b) * g.h + iy) * g.w * g.c;
+            const float* wr = w + (static_cast<int64_t>(oc) * g.kh + ky) * g.kw * g.c;
+            for (int k = 0; k < g.kw && t[2 * k] >= 0; ++k)
+              acc += dot8(xr + static_cast<int64_t>(t[2 * k + 1]) * g.c,
+                          wr + static_cast<int64_t>(t[2 * k]) * g.c, g.c);
+          }
+          const float v = acc + (bias ? bias[oc] : 0.f);
+          yp[oc] = act == ACT_RELU ? (v < 0.f ? 0.f : v)
+                   : act == ACT_RELU6 ? (v < 0.f ? 0.f : (v > 6.f ? 6.f : v))
+                   : act == ACT_RELU_N1_TO_1 ? (v < -1.f ? -1.f : (v > 1.f ? 1.f : v))
+                   : act == ACT_TANH ? std::tanh(v) : v;
+        }
+      }
+    }
+}
+
+namespace {
+
+// ---------------------------------------------------------------- max pool
+// NaN where either is NaN, else the larger
+inline __m256 max_nan8(__m256 v, __m256 a) {
+  return _mm256_blendv_ps(_mm256_max_ps(v, a), _mm256_add_ps(v, a),
+                          _mm256_cmp_ps(v, a, _CMP_UNORD_Q));
+}
+
+template <bool kFull>
+inline void pool_block(const PoolGeom& g, const float* x, int b, int y0, int y1, int x0,
+                       int x1, int c0, __m256i m, __m256 lo, __m256 hi, float* dst) {
+  __m256 acc = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int iy = y0; iy < y1; ++iy) {
+    const float* row = x + ((static_cast<int64_t>(b) * g.h + iy) * g.w) * g.c + c0;
+    for (int ix = x0; ix < x1; ++ix)
+      acc = max_nan8(load8<kFull>(row + static_cast<int64_t>(ix) * g.c, m), acc);
+  }
+  store8<kFull>(dst + c0, m, clamp8(acc, lo, hi));
+}
+
+}  // namespace
+
+void max_pool_f32(const PoolGeom& g, const float* x, float lo, float hi, float* y, int row0,
+                  int row1) {
+  const int c = g.c, cfull = c / 8 * 8;
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const __m256i mfull = lanes8(8), mtail = lanes8(c - cfull);
+  for (int b = 0; b < g.n; ++b)
+    for (int oy = row0; oy < row1; ++oy) {
+      const int y0 = std::max(0, oy * g.sh - g.pt), y1 = std::min(g.h, oy * g.sh - g.pt + g.fh);
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const int x0 = std::max(0, ox * g.sw - g.pl);
+        const int x1 = std::min(g.w, ox * g.sw - g.pl + g.fw);
+        float* dst = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * c;
+        for (int c0 = 0; c0 < cfull; c0 += 8)
+          pool_block<true>(g, x, b, y0, y1, x0, x1, c0, mfull, vlo, vhi, dst);
+        if (cfull < c) pool_block<false>(g, x, b, y0, y1, x0, x1, cfull, mtail, vlo, vhi, dst);
+      }
+    }
+}
+
+namespace {
+
+// ---------------------------------------------------------------- GEMM tile
+// The accumulators are named registers (an array of them is kept in memory by GCC, which
+// then stores every accumulator on every step of the k loop).
+template <int kR>
+void gemm_tile16(const float* const* taps, int ts, int ntaps, int c, int ws,
+                 const float* panel, const float* b8, float lo, float hi, int nvalid,
+                 float* const* dst, int rows) {
+  static_assert(kR == 6 || kR == 7, "tiles of 6 or 7 rows");
+  const __m256 z = _mm256_setzero_ps();
+  __m256 a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z, a40 = z,
+         a41 = z, a50 = z, a51 = z, a60 = z, a61 = z;
+  const float* wp = panel;
+  for (int k = 0; k < ntaps; ++k) {
+    const float* const* p = taps + static_cast<int64_t>(k) * ts;
+    const float *p0 = p[0], *p1 = p[1], *p2 = p[2], *p3 = p[3], *p4 = p[4], *p5 = p[5];
+    const float* p6 = kR > 6 ? p[kR - 1] : p0;
+    for (int ci = 0; ci < c; ++ci, wp += ws) {
+      const __m256 w0 = _mm256_loadu_ps(wp), w1 = _mm256_loadu_ps(wp + 8);
+      __m256 xv;
+#define TK_ROW(t)                                  \
+  xv = _mm256_broadcast_ss(p##t + ci);             \
+  a##t##0 = _mm256_fmadd_ps(xv, w0, a##t##0);      \
+  a##t##1 = _mm256_fmadd_ps(xv, w1, a##t##1);
+      TK_ROW(0) TK_ROW(1) TK_ROW(2) TK_ROW(3) TK_ROW(4) TK_ROW(5)
+      if constexpr (kR > 6) {
+        TK_ROW(6)
+      }
+#undef TK_ROW
+    }
+  }
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const __m256 bb0 = _mm256_loadu_ps(b8), bb1 = _mm256_loadu_ps(b8 + 8);
+  const __m256i m0 = lanes8(nvalid), m1 = lanes8(nvalid - 8);
+  const __m256 acc[7][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31},
+                            {a40, a41}, {a50, a51}, {a60, a61}};
+  for (int t = 0; t < kR && t < rows; ++t) {
+    const __m256 r0 = clamp8(_mm256_add_ps(acc[t][0], bb0), vlo, vhi);
+    const __m256 r1 = clamp8(_mm256_add_ps(acc[t][1], bb1), vlo, vhi);
+    if (nvalid >= 16) {
+      _mm256_storeu_ps(dst[t], r0);
+      _mm256_storeu_ps(dst[t] + 8, r1);
+    } else {
+      _mm256_maskstore_ps(dst[t], m0, r0);
+      _mm256_maskstore_ps(dst[t] + 8, m1, r1);
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_tile16(int kr, const float* const* taps, int ts, int ntaps, int c, int ws,
+                 const float* panel, const float* b8, float lo, float hi, int nvalid,
+                 float* const* dst, int rows) {
+  if (kr == 7) gemm_tile16<7>(taps, ts, ntaps, c, ws, panel, b8, lo, hi, nvalid, dst, rows);
+  else gemm_tile16<6>(taps, ts, ntaps, c, ws, panel, b8, lo, hi, nvalid, dst, rows);
+}
+
+void depthwise_f32_m1(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                      float lo, float hi, float* y, int row0, int row1) {
+  if (g.kh == 3 && g.kw == 3) return dw_rows<3, 3>(g, x, w, bias, lo, hi, y, row0, row1);
+  if (g.kh == 5 && g.kw == 5) return dw_rows<5, 5>(g, x, w, bias, lo, hi, y, row0, row1);
+  dw_rows<0, 0>(g, x, w, bias, lo, hi, y, row0, row1);
+}
+
+}  // namespace avx2
+}  // namespace tk
+
+#endif  // __AVX2__ && __FMA__
