@@ -594,7 +594,3 @@ def _main(args: list[str]) -> int:
               f"Fix: run toolkit --debug {args[0]} ... for the traceback and report it",
               file=sys.stderr)
         return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())
