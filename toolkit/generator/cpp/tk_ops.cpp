@@ -1865,6 +1865,25 @@ void bcast_q8(const Bcast& g, int row0, int row1, const int8_t* a, const int8_t*
   });
 }
 
+#if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
+// An int8 binary op over broadcast rows: the leading outputs of each run whose inputs are
+// contiguous or constant along it by vrun(a, sa, b, sb, y, n) -> outputs written (see
+// tk_ops_int8.h), the others by the scalar sf.
+template <typename SF, typename VR>
+void bcast_q8_runs(const Bcast& g, int row0, int row1, const int8_t* a, const int8_t* b,
+                   int8_t* y, SF sf, VR vrun) {
+  bcast_loop(g, row0, row1, [&](int64_t ia, int64_t sa, int64_t ib, int64_t sb, int64_t iy,
+                                int64_t n) {
+    const int8_t* pa = a + ia;
+    const int8_t* pb = b + ib;
+    int8_t* py = y + iy;
+    int64_t i = 0;
+    if ((sa == 0 || sa == 1) && (sb == 0 || sb == 1)) i = vrun(pa, sa, pb, sb, py, n);
+    for (; i < n; ++i) py[i] = sf(pa[i * sa], pb[i * sb]);
+  });
+}
+#endif
+
 }  // namespace
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
@@ -1946,6 +1965,13 @@ void add_q8(const Bcast& g, const AddQ& q, int sign, const int8_t* a, const int8
     }, scalar);
     return;
   }
+#elif defined(__AVX2__)
+  bcast_q8_runs(g, row0, row1, a, b, y, scalar, [&](const int8_t* pa, int64_t sa,
+                                                    const int8_t* pb, int64_t sb, int8_t* py,
+                                                    int64_t n) {
+    return add_q8_run_avx2(q, sign, pa, sa, pb, sb, py, n);
+  });
+  return;
 #endif
   bcast_q8(g, row0, row1, a, b, y, scalar);
 }
@@ -1971,6 +1997,13 @@ void mul_q8(const Bcast& g, int zp_a, int zp_b, int32_t m, int s, int zp_out, in
     }, scalar);
     return;
   }
+#elif defined(__AVX2__)
+  bcast_q8_runs(g, row0, row1, a, b, y, scalar, [&](const int8_t* pa, int64_t sa,
+                                                    const int8_t* pb, int64_t sb, int8_t* py,
+                                                    int64_t n) {
+    return mul_q8_run_avx2(zp_a, zp_b, m, s, zp_out, lo, hi, pa, sa, pb, sb, py, n);
+  });
+  return;
 #endif
   bcast_q8(g, row0, row1, a, b, y, scalar);
 }
@@ -2324,6 +2357,8 @@ void lut_q8(const int8_t* x, const int8_t* table, int8_t* y, size_t n) {
     const __m512i hi = _mm512_permutex2var_epi8(t2, idx, t3);
     _mm512_mask_storeu_epi8(y + i, m, _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi));
   }
+#elif defined(__AVX2__)
+  i = lut_q8_avx2(x, table, y, n);
 #endif
   for (; i < n; ++i) y[i] = table[x[i] + 128];
 }
