@@ -1,7 +1,8 @@
 """The native int8 element-wise kernels: ADD, SUB and MUL computed 16 values at a time (AVX2)
 on equal shapes, a squeeze-and-excite broadcast ([1, H, W, C] x [1, 1, 1, C]), a row
 broadcast, a scalar on either side, odd channel counts (runs that end in a partial block),
-fused clamps, nonzero zero points, a MUL whose multiplier is above 1 (a left shift); LOGISTIC,
+fused clamps, nonzero zero points, a MUL whose multiplier is above 1 (a left shift), swish
+(x * LOGISTIC(x), either way round, computed as one table of x); LOGISTIC,
 HARD_SWISH and TANH through the 256-value table lookup (32 values a time with AVX2) on every
 int8 value. The artifact (every op's rows split across the threads) is built with the host's
 vector instructions, with AVX2 alone and without vector instructions (the tables of every
@@ -50,7 +51,11 @@ def _model() -> Model:
         mb.mul(a, b, name="mul_left", quant=Q.make(0.0011, -6)),  # multiplier 1.36
         mb.mul(a, b, name="mul_relu", activation="RELU", quant=Q.make(0.02, -128)),
         mb.mul(w, w, name="mul_sq", quant=Q.make(0.2, -100)),
-        mb.unary("LOGISTIC", a, name="logistic", quant=Q.make(1 / 256, -128)),
+        (sig_a := mb.unary("LOGISTIC", a, name="logistic", quant=Q.make(1 / 256, -128))),
+        # swish, x * LOGISTIC(x), either way round: a table of x
+        mb.mul(a, sig_a, name="swish", quant=Q.make(0.03, -110)),
+        mb.mul(mb.unary("LOGISTIC", b, name="logistic_b", quant=Q.make(1 / 256, -128)), b,
+               name="swish_b", activation="RELU6", quant=Q.make(0.025, -128)),
         mb.unary("HARD_SWISH", w, name="hard_swish", quant=Q.make(0.03, -20)),
         mb.unary("TANH", b, name="tanh", quant=Q.make(1 / 128, 0)),
     ]
@@ -98,7 +103,8 @@ def test_int8_eltwise_kernels_bit_exact(tmp_path: Path, model: Model, isa: str,
     _build(art, isa, monkeypatch)
     code = art.source.read_text()
     assert code.count("tk::mul_q8(") == 7 and code.count("tk::add_q8(") == 5
-    assert code.count("tk::lut_q8(") == 3
+    assert code.count("tk::mul_gate_table_q8(") == 2
+    assert code.count("tk::lut_q8(") == 6
     for threads in (1, 2):
         m = NativeModel(art, threads=threads)
         try:

@@ -1003,6 +1003,15 @@ def _binary(e: Emitter, step: Step) -> str:
             raise _unsupported(op, "fused TANH on a quantized MUL")
         real = np.float64(qa.s) * np.float64(qb.s) / np.float64(qo.s)
         m, s = quantize_multiplier(real)
+        gate = _logistic_gate(e, a, b, out)
+        if gate is not None:  # x * LOGISTIC(x) (swish): a function of x alone, as a table
+            sig_op, x_first = gate
+            sig = e.param(_lut_table(sig_op, _LUT_FNS["LOGISTIC"]), "int8_t")
+            swish = e.table(256, f"tk::mul_gate_table_q8({sig}, {int(x_first)}, {qa.zp}, "
+                                 f"{qb.zp}, {int(m)}, {int(s)}, {qo.zp}, {lo}, {hi}, @TABLE@);")
+            px, py = e.ptr(a if x_first else b), e.ptr(out)
+            return _flat_rows(step, tuple(out.shape), lambda o, n: f"tk::lut_q8({px} + {o}, "
+                                                                  f"{swish}, {py} + {o}, {n});")
         table = e.table(65536, f"tk::mul_table_q8({qa.zp}, {qb.zp}, {int(m)}, {int(s)}, "
                                f"{qo.zp}, {lo}, {hi}, @TABLE@);")
         return _vector_or_table(
@@ -1010,6 +1019,23 @@ def _binary(e: Emitter, step: Step) -> str:
             f"{e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});",
             f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});")
     raise _unsupported(op, f"quantized {op.type}")
+
+
+def _logistic_gate(e: Emitter, a: Tensor, b: Tensor, out: Tensor) -> tuple[Op, bool] | None:
+    """The int8 LOGISTIC op of per-tensor scale that makes one input of a MUL from the other,
+    all three of one shape, and whether the other is the MUL's first input; None else."""
+    if not (tuple(a.shape) == tuple(b.shape) == tuple(out.shape)):
+        return None
+    for op in e.analysis.model.graph.ops:
+        if op.type != "LOGISTIC" or not op.outputs or op.outputs[0] not in (a, b):
+            continue
+        x, y = op.inputs[0], op.outputs[0]
+        if x is None or {x, y} != {a, b} or x.dtype != _I8 or y.dtype != _I8:
+            return None
+        if qp(op, x).scale.size > 1 or qp(op, y).scale.size > 1:
+            return None
+        return op, x is a
+    return None
 
 
 def _prelu(e: Emitter, step: Step) -> str:

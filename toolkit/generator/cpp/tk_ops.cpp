@@ -2031,6 +2031,15 @@ void mul_table_q8(int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo, int 
   mul_q8(kPairs, zp_a, zp_b, m, s, zp_out, lo, hi, a, b, table, 0, 0);
 }
 
+void mul_gate_table_q8(const int8_t* gate, int x_first, int zp_a, int zp_b, int32_t m, int s,
+                       int zp_out, int lo, int hi, int8_t* table) {
+  int8_t xs[256], gs[256];
+  for (int v = 0; v < 256; ++v) xs[v] = static_cast<int8_t>(v - 128), gs[v] = gate[v];
+  const Bcast row{{1, 1, 1, 1, 1, 256}, {0, 0, 0, 0, 0, 1}, {0, 0, 0, 0, 0, 1}, -1};
+  mul_q8(row, zp_a, zp_b, m, s, zp_out, lo, hi, x_first ? xs : gs, x_first ? gs : xs, table, 0,
+         0);
+}
+
 void minmax_q8(const Bcast& g, int is_max, const int8_t* a, const int8_t* b, int8_t* y,
                int row0, int row1) {
   if (is_max)

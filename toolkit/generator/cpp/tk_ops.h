@@ -199,6 +199,10 @@ void mul_q8(const Bcast& g, int zp_a, int zp_b, int32_t m, int s, int zp_out, in
 void add_table_q8(const AddQ& q, int sign, int8_t* table);
 void mul_table_q8(int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo, int hi,
                   int8_t* table);
+// MUL of an int8 x and gate[x + 128] (a table of x, as LOGISTIC's) over the 256 values of x,
+// x the first operand if x_first: the product as a table of x (applied with lut_q8).
+void mul_gate_table_q8(const int8_t* gate, int x_first, int zp_a, int zp_b, int32_t m, int s,
+                       int zp_out, int lo, int hi, int8_t* table);
 // MINIMUM (is_max 0) / MAXIMUM (1) of int8 stored values (inputs and output share their
 // quantization, as LiteRT assumes).
 void minmax_q8(const Bcast& g, int is_max, const int8_t* a, const int8_t* b, int8_t* y,
