@@ -1038,6 +1038,26 @@ def _logistic_gate(e: Emitter, a: Tensor, b: Tensor, out: Tensor) -> tuple[Op, b
     return None
 
 
+def _read_by_gates_only(e: Emitter, sig: Op) -> bool:
+    """Whether the output of the int8 LOGISTIC ``sig`` is read by nothing but int8 MULs that
+    make it part of their swish table (_logistic_gate), and is no model output."""
+    y = sig.outputs[0]
+    if e.analysis.control is not None or y in e.analysis.outputs:
+        return False
+    readers = [op for op in e.analysis.model.graph.ops if y in op.inputs]
+    for op in readers:
+        if op.type != "MUL" or len(op.inputs) != 2 or not op.outputs:
+            return False
+        a, b, out = op.inputs[0], op.inputs[1], op.outputs[0]
+        if (a is None or b is None or op.activation == 4 or out.dtype != _I8
+                or not is_quantized(out) or qp(op, out).scale.size > 1):
+            return False
+        gate = _logistic_gate(e, a, b, out)
+        if gate is None or gate[0] is not sig:
+            return False
+    return bool(readers)
+
+
 def _prelu(e: Emitter, step: Step) -> str:
     op = step.op
     x, alpha, out = op.inputs[0], op.inputs[1], op.outputs[0]
@@ -1211,6 +1231,8 @@ def _unary(e: Emitter, step: Step) -> str:
                         "int8_t")
         return _flat_rows(step, shape, lambda o, n: f"tk::lut_q8({px} + {o}, {table}, "
                                                      f"{py} + {o}, {n});")
+    if op.type == "LOGISTIC" and _read_by_gates_only(e, op):
+        return "// LOGISTIC: read only by the swish MUL(s) that compute it in their table"
     fn = (lambda v: _gelu(v, True)) if approximate else _LUT_FNS.get(op.type)
     if fn is None:
         raise _unsupported(op, f"quantized {op.type}")
