@@ -1,7 +1,8 @@
 """The native int8 element-wise kernels: ADD, SUB and MUL computed 16 values at a time (AVX2)
 on equal shapes, a squeeze-and-excite broadcast ([1, H, W, C] x [1, 1, 1, C]), a row
 broadcast, a scalar on either side, odd channel counts (runs that end in a partial block),
-fused clamps, nonzero zero points, a MUL whose multiplier is above 1 (a left shift); swish
+fused clamps, nonzero zero points, a MUL whose multiplier is above 1 (a left shift); MEAN
+over kept innermost axes (rows of sums) and others; swish
 (x * LOGISTIC(x), either way round) as one table of x, a LOGISTIC read by nothing else not
 computed; LOGISTIC, HARD_SWISH and TANH through the 256-value table lookup (32 values a time
 with AVX2) on every int8 value. The artifact (every op's rows split across the threads) is
@@ -58,6 +59,12 @@ def _model() -> Model:
                name="swish_b", activation="RELU6", quant=Q.make(0.025, -128)),
         mb.unary("HARD_SWISH", w, name="hard_swish", quant=Q.make(0.03, -20)),
         mb.unary("TANH", b, name="tanh", quant=Q.make(1 / 128, 0)),
+        # MEAN: a squeeze ([1, 1, 1, 37], input rows added 16 sums at a time), the middle
+        # axis of [2, 5, 3, 19], a flattening one (as the scalar loop), other scales
+        mb.mean(a, [1, 2], name="squeeze", quant=Q.make(0.01, 3)),
+        mb.mean(w, [1], name="mean_mid", quant=Q.make(0.02, -4)),
+        mb.mean(a, [1, 2], keep_dims=False, name="squeeze_flat", quant=Q.make(0.05, -3)),
+        mb.mean(b, [3], name="mean_last", quant=Q.make(0.004, 10)),
     ]
     mb.output(*outs)
     return mb.build()

@@ -2734,7 +2734,29 @@ void reduce_f32(const Reduce& g, int op, const float* x, float* y) {
 void mean_q8(const Reduce& g, const int8_t* x, int spatial, int32_t m, int s, int zp_in,
              int bias_or_zp, int lo, int hi, int channels, int upward, int8_t* y) {
   std::vector<int64_t> total(static_cast<size_t>(g.out_size), 0);
+#if defined(__AVX2__)
+  if (g.out_stride[5] == 1 && g.shape[5] >= 16 && g.count < (int64_t(1) << 23)) {
+    // the kept innermost axis a row of int32 sums, whole input rows added at a time (the
+    // sums of at most 2**23 int8 values fit int32)
+    std::vector<int32_t> t32(static_cast<size_t>(g.out_size), 0);
+    const int64_t* sh = g.shape;
+    const int64_t* o = g.out_stride;
+    const int8_t* row = x;
+    for (int64_t i0 = 0; i0 < sh[0]; ++i0)
+      for (int64_t i1 = 0; i1 < sh[1]; ++i1)
+        for (int64_t i2 = 0; i2 < sh[2]; ++i2)
+          for (int64_t i3 = 0; i3 < sh[3]; ++i3)
+            for (int64_t i4 = 0; i4 < sh[4]; ++i4, row += sh[5])
+              add_row_q8_avx2(row, sh[5],
+                              t32.data() + i0 * o[0] + i1 * o[1] + i2 * o[2] + i3 * o[3] +
+                                  i4 * o[4]);
+    for (int64_t i = 0; i < g.out_size; ++i) total[i] = t32[i];
+  } else {
+    reduce_loop(g, [&](int64_t oi, int64_t ii) { total[oi] += x[ii]; });
+  }
+#else
   reduce_loop(g, [&](int64_t oi, int64_t ii) { total[oi] += x[ii]; });
+#endif
   for (int64_t i = 0; i < g.out_size; ++i) {
     int64_t v;
     if (spatial) {

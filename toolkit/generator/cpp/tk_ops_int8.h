@@ -33,6 +33,8 @@ int64_t mul_q8_run_avx2(int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo
 // lut_q8's first outputs, 32 at a time (16 byte shuffles of the table's 16-value slices);
 // returns how many.
 size_t lut_q8_avx2(const int8_t* x, const int8_t* table, int8_t* y, size_t n);
+// acc[i] += x[i] for i < n (mean_q8's sums over the kept innermost axis).
+void add_row_q8_avx2(const int8_t* x, int64_t n, int32_t* acc);
 #endif
 
 }  // namespace tk

@@ -604,6 +604,21 @@ size_t lut_q8_avx2(const int8_t* x, const int8_t* table, int8_t* y, size_t n) {
   return i;
 }
 
+void add_row_q8_avx2(const int8_t* x, int64_t n, int32_t* acc) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i v =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    __m256i* a = reinterpret_cast<__m256i*>(acc + i);
+    _mm256_storeu_si256(a, _mm256_add_epi32(_mm256_loadu_si256(a),
+                                            _mm256_cvtepi16_epi32(_mm256_castsi256_si128(v))));
+    _mm256_storeu_si256(a + 1,
+                        _mm256_add_epi32(_mm256_loadu_si256(a + 1),
+                                         _mm256_cvtepi16_epi32(_mm256_extracti128_si256(v, 1))));
+  }
+  for (; i < n; ++i) acc[i] += x[i];
+}
+
 }  // namespace tk
 
 #endif  // __AVX2__
