@@ -312,6 +312,10 @@ def _conv(e: Emitter, step: Step) -> str:
         mults = channel_multipliers(iq, wq, oq, o, float_product=False)
         b = "nullptr" if bias is None else e.param(bias, "int32_t")
         fn = "depthwise_q8" if depthwise else "conv2d_q8"
+        if depthwise and mult == 1:  # the AVX2 kernel's filter and bias, prepared here
+            wi, folded = _depthwise_q8_prepared(w_eff, bias, iq.zp)
+            fn = "depthwise_q8_pre"
+            b += f", {e.param(wi, 'int16_t')}, {e.param(folded, 'int32_t')}"
         return (f"const tk::QuantOut q = {_quant_out(e, op, mults, upward)};\n"
                 + _row_call(f"tk::{fn}({geom}, {e.ptr(x)}, {iq.zp}, {wq_p}, {b}, q, "
                             f"{e.ptr(out)}", r0, r1, work))
@@ -1019,6 +1023,23 @@ def _binary(e: Emitter, step: Step) -> str:
             f"{e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});",
             f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});")
     raise _unsupported(op, f"quantized {op.type}")
+
+
+def _depthwise_q8_prepared(w_eff: np.ndarray, bias: np.ndarray | None, zp_in: int
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """depthwise_q8_pre's ``wi`` (int16 [blocks of 16 channels][pairs of taps][32]) and
+    ``folded`` (int32 [16 blocks]) of the filter ``w_eff`` [KH, KW, C] (w - zp_w)."""
+    kh, kw, c = w_eff.shape
+    taps, blocks = kh * kw, -(-c // 16)
+    pairs = -(-taps // 2)
+    full = np.zeros((blocks * 16, 2 * pairs), np.int64)
+    full[:c, :taps] = w_eff.reshape(taps, c).T
+    order = [0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15]  # VPUNPCKL/HWD's lanes
+    wi = full.reshape(blocks, 16, pairs, 2)[:, order].transpose(0, 2, 1, 3)
+    folded = np.zeros(blocks * 16, np.int64)
+    folded[:c] = (0 if bias is None else bias.astype(np.int64)) - zp_in * full[:c].sum(axis=1)
+    return (np.ascontiguousarray(wi.reshape(blocks, pairs, 32).astype(np.int16)),
+            folded.astype(np.uint64).astype(np.uint32).view(np.int32))
 
 
 def _logistic_gate(e: Emitter, a: Tensor, b: Tensor, out: Tensor) -> tuple[Op, bool] | None:

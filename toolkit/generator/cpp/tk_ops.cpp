@@ -932,6 +932,20 @@ void depthwise_q8_m1_tiles(const ConvGeom& g, const int8_t* x, int zp_in, const 
 }  // namespace
 #endif
 
+void depthwise_q8_pre(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                      const int32_t* bias, const int16_t* wi, const int32_t* folded,
+                      const QuantOut& q, int8_t* y, int row0, int row1) {
+#if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
+  if (g.mult == 1) {
+    depthwise_q8_m1_avx2(g, x, zp_in, w, bias, q, y, row0, row1, wi, folded);
+    return;
+  }
+#else
+  (void)wi, (void)folded;
+#endif
+  depthwise_q8(g, x, zp_in, w, bias, q, y, row0, row1);
+}
+
 void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                   const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
 #if defined(__AVX512F__) && defined(__AVX512BW__)

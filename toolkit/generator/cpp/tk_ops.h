@@ -107,6 +107,14 @@ void conv2d_q8x4(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
                  const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1);
 void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                   const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1);
+// depthwise_q8 (channel multiplier 1) with the AVX2 kernel's filter and bias prepared by the
+// generator: wi int16 [ceil(C / 16)][ceil(taps / 2)][32] (per block of 16 channels and pair
+// of taps a, b: a, b of channels 0-3, 8-11, then 4-7, 12-15, interleaved), folded int32
+// [16 ceil(C / 16)] = bias - zp_in (sum of the channel's filter), wrapped (zeros past C).
+// Builds without AVX2 (or with AVX-512) read w and bias as depthwise_q8.
+void depthwise_q8_pre(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                      const int32_t* bias, const int16_t* wi, const int32_t* folded,
+                      const QuantOut& q, int8_t* y, int row0, int row1);
 
 // TRANSPOSE_CONV: input [N][H][W][C], filter [O][KH][KW][C], output [N][OH][OW][O] cropped
 // `pt` rows and `pl` columns into the full strided scatter. Each output sums, tap by tap in

@@ -17,9 +17,12 @@ void conv2d_q8x4_avx2(const ConvGeom& g, const int8_t* x, int zp_in, const int8_
 // depthwise_q8 with channel multiplier 1: 16 channels at a time, the taps in pairs (the two
 // taps' int16 values interleaved, one VPMADDWD per 8 channels), taps outside the image read
 // as the zero point.
+// wi and folded: the interleaved filter and the folded bias as depthwise_q8_pre takes them
+// (null: prepared at each call).
 void depthwise_q8_m1_avx2(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                           const int32_t* bias, const QuantOut& q, int8_t* y, int row0,
-                          int row1);
+                          int row1, const int16_t* wi = nullptr,
+                          const int32_t* folded = nullptr);
 
 // The vector part of add_q8 / mul_q8 over one run of n outputs whose inputs are each
 // contiguous (stride 1) or one repeated value (stride 0): writes the first outputs, 16 at a

@@ -313,14 +313,16 @@ inline void dw_block(const int8_t* const* tp, int pairs, int c0, int n, const in
 template <bool kPerChannel>
 void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                             const int32_t* bias, const QuantOut& q, int8_t* y, int row0,
-                            int row1) {
+                            int row1, const int16_t* wi_pre, const int32_t* folded_pre) {
   const int c = g.c, ntaps = g.kh * g.kw, pairs = (ntaps + 1) / 2, blocks = (c + 15) / 16;
   // the filter of each block of 16 channels and pair of taps (a, b) interleaved as
-  // VPUNPCKLWD / VPUNPCKHWD interleave the taps' inputs: [block][pair][lo, hi][16]
-  int16_t* wi = scratch<int16_t, 3>(static_cast<size_t>(blocks) * pairs * 32);
-  int32_t* folded = scratch<int32_t, 7>(static_cast<size_t>(blocks) * 16);
+  // VPUNPCKLWD / VPUNPCKHWD interleave the taps' inputs: [block][pair][lo, hi][16], and the
+  // folded bias (below), given or prepared here
+  const bool given = wi_pre && folded_pre;
+  int16_t* wi = given ? nullptr : scratch<int16_t, 3>(static_cast<size_t>(blocks) * pairs * 32);
+  int32_t* folded = given ? nullptr : scratch<int32_t, 7>(static_cast<size_t>(blocks) * 16);
   const __m256i vzp = _mm256_set1_epi32(zp_in);
-  for (int cb = 0; cb < blocks; ++cb) {
+  for (int cb = 0; cb < blocks && !given; ++cb) {
     const int c0 = cb * 16;
     if (c0 + 16 <= c) {  // a full block: the same values with vector loads
       __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
@@ -373,10 +375,12 @@ void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 16), _mm256_unpackhi_epi16(va, vb));
     }
   }
+  const int16_t* wiv = given ? wi_pre : wi;
+  const int32_t* foldv = given ? folded_pre : folded;
   // the requantisation constants of every block of 8 channels, prepared once
   Requant8* rq = scratch<Requant8, 8>(static_cast<size_t>(blocks) * 2);
   for (int h = 0; h < 2 * blocks; ++h)
-    if (h * 8 < c) rq[h] = requant8_prepare<kPerChannel>(folded, q, h * 8, std::min(8, c - h * 8));
+    if (h * 8 < c) rq[h] = requant8_prepare<kPerChannel>(foldv, q, h * 8, std::min(8, c - h * 8));
   // taps outside the image read the zero point
   int8_t* pad = scratch<int8_t, 4>(static_cast<size_t>(c) + 16);
   std::fill(pad, pad + c + 16, static_cast<int8_t>(zp_in));
@@ -432,7 +436,7 @@ void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const
           }
         }
         int8_t* dst = row + static_cast<int64_t>(ox) * c;
-        const int16_t* wp = wi;
+        const int16_t* wp = wiv;
         for (int cb = 0; cb < blocks; ++cb, wp += 32 * pairs) {
           const int c0 = cb * 16, n = std::min(16, c - c0);
           __m256i lo, hi;
@@ -462,9 +466,11 @@ void conv2d_q8x4_avx2(const ConvGeom& g, const int8_t* x, int zp_in, const int8_
 
 void depthwise_q8_m1_avx2(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                           const int32_t* bias, const QuantOut& q, int8_t* y, int row0,
-                          int row1) {
-  if (q.per_channel) depthwise_q8_m1_avx2_t<true>(g, x, zp_in, w, bias, q, y, row0, row1);
-  else depthwise_q8_m1_avx2_t<false>(g, x, zp_in, w, bias, q, y, row0, row1);
+                          int row1, const int16_t* wi, const int32_t* folded) {
+  if (q.per_channel)
+    depthwise_q8_m1_avx2_t<true>(g, x, zp_in, w, bias, q, y, row0, row1, wi, folded);
+  else
+    depthwise_q8_m1_avx2_t<false>(g, x, zp_in, w, bias, q, y, row0, row1, wi, folded);
 }
 
 // ---------------------------------------------------------------- element-wise
