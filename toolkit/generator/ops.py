@@ -79,12 +79,14 @@ class Emitter:
     members: list[str] = field(default_factory=list)  # extra members of the model class
     ctor: list[str] = field(default_factory=list)  # statements of its constructor
 
-    def table(self, size: int, fill: str) -> str:
+    def table(self, size: int, fill: str, unless: str | None = None) -> str:
         """A member table of ``size`` int8 values filled by the constructor statement
-        ``fill`` (``@TABLE@`` stands for its data pointer); returns the pointer expression."""
+        ``fill`` (``@TABLE@`` stands for its data pointer); returns the pointer expression.
+        With ``unless`` (a preprocessor condition), builds where it holds leave it empty."""
         name = f"table{len(self.members)}_"
-        self.members.append(f"std::vector<int8_t> {name} = std::vector<int8_t>({size});")
-        self.ctor.append(fill.replace("@TABLE@", f"{name}.data()"))
+        self.members.append(f"std::vector<int8_t> {name};")
+        code = f"{name}.resize({size});\n  {fill.replace('@TABLE@', f'{name}.data()')}"
+        self.ctor.append(code if unless is None else f"#if !({unless})\n  {code}\n#endif")
         return f"{name}.data()"
 
     def ptr(self, t: Tensor | None, const: bool = True) -> str:
@@ -944,10 +946,14 @@ def _bcast(op: Op, step: Step, a: Tensor, b: Tensor, out: Tensor) -> tuple[str, 
     return g, r0, r1
 
 
+_VECTOR_BINARY = "defined(__AVX2__)"  # builds that compute int8 ADD / SUB / MUL directly
+
+
 def _vector_or_table(direct: str, table: str) -> str:
     """An int8 binary op computed directly where the build has AVX2 (8 or 16 lanes at a
-    time), else looked up in its table of every pair of values (the same results)."""
-    return f"#if defined(__AVX2__)\n{direct}\n#else\n{table}\n#endif"
+    time), else looked up in its table of every pair of values (the same results; the
+    table is filled only by the builds that read it)."""
+    return f"#if {_VECTOR_BINARY}\n{direct}\n#else\n{table}\n#endif"
 
 
 def _binary(e: Emitter, step: Step) -> str:
@@ -998,7 +1004,7 @@ def _binary(e: Emitter, step: Step) -> str:
         sign = 1 if op.type == "ADD" else -1
         q = (f"tk::AddQ{{{qa.zp}, {qb.zp}, {qo.zp}, {int(ma)}, {int(mb)}, {int(mo)}, "
              f"{int(sa)}, {int(sb)}, {int(so)}, {left}, {lo}, {hi}}}")
-        table = e.table(65536, f"tk::add_table_q8({q}, {sign}, @TABLE@);")
+        table = e.table(65536, f"tk::add_table_q8({q}, {sign}, @TABLE@);", _VECTOR_BINARY)
         return _vector_or_table(
             f"tk::add_q8({g}, {q}, {sign}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});",
             f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});")
@@ -1017,7 +1023,7 @@ def _binary(e: Emitter, step: Step) -> str:
             return _flat_rows(step, tuple(out.shape), lambda o, n: f"tk::lut_q8({px} + {o}, "
                                                                   f"{swish}, {py} + {o}, {n});")
         table = e.table(65536, f"tk::mul_table_q8({qa.zp}, {qb.zp}, {int(m)}, {int(s)}, "
-                               f"{qo.zp}, {lo}, {hi}, @TABLE@);")
+                               f"{qo.zp}, {lo}, {hi}, @TABLE@);", _VECTOR_BINARY)
         return _vector_or_table(
             f"tk::mul_q8({g}, {qa.zp}, {qb.zp}, {int(m)}, {int(s)}, {qo.zp}, {lo}, {hi}, "
             f"{e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});",
