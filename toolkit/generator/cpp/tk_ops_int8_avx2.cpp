@@ -544,9 +544,15 @@ int64_t add_q8_run_avx2(const AddQ& q, int sign, const int8_t* a, int64_t sa, co
   const __m256i lo = _mm256_set1_epi32(q.lo - q.zp_out), hi = _mm256_set1_epi32(q.hi - q.zp_out);
   const __m256i zo = _mm256_set1_epi32(q.zp_out);
   const __m128i ls = _mm_cvtsi32_si128(q.left_shift);
+  // the input of the larger scale has the multiplier 1/2 exactly (2**30, no shift): its
+  // mbqm of an even value (a left shift >= 1) is that value shifted right by 1
+  const bool half_a = q.m_a == (1 << 30) && q.s_a == 0 && q.left_shift >= 1;
+  const bool half_b = q.m_b == (1 << 30) && q.s_b == 0 && q.left_shift >= 1;
+  const __m128i ls1 = _mm_cvtsi32_si128(q.left_shift - 1);
   return run16_q8(a, sa, b, sb, y, n, [&](__m256i av, __m256i bv) {
-    const __m256i xa = mbqm8(_mm256_sll_epi32(_mm256_sub_epi32(av, za), ls), ka);
-    const __m256i xb = mbqm8(_mm256_sll_epi32(_mm256_sub_epi32(bv, zb), ls), kb);
+    const __m256i da = _mm256_sub_epi32(av, za), db = _mm256_sub_epi32(bv, zb);
+    const __m256i xa = half_a ? _mm256_sll_epi32(da, ls1) : mbqm8(_mm256_sll_epi32(da, ls), ka);
+    const __m256i xb = half_b ? _mm256_sll_epi32(db, ls1) : mbqm8(_mm256_sll_epi32(db, ls), kb);
     const __m256i sum = sign > 0 ? _mm256_add_epi32(xa, xb) : _mm256_sub_epi32(xa, xb);
     const __m256i v = _mm256_min_epi32(_mm256_max_epi32(mbqm8(sum, ko), lo), hi);
     return _mm256_add_epi32(v, zo);
