@@ -199,7 +199,7 @@ def test_int8_tiles_bit_exact(tmp_path: Path, isa: str, monkeypatch: pytest.Monk
     art = codegen(model, tmp_path, name="q8tiles")
     _build(art, isa, monkeypatch)
     code = art.source.read_text()
-    assert code.count("tk::depthwise_q8(") == 4 and code.count("tk::conv2d_q8x4(") == 4
+    assert code.count("tk::depthwise_q8_pre(") == 4 and code.count("tk::conv2d_q8x4(") == 4
     m = NativeModel(art)
     try:
         for seed in range(3):

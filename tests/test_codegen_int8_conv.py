@@ -147,7 +147,7 @@ def test_int8_conv_kernels_bit_exact(tmp_path: Path, model: Model, isa: str,
     art = codegen(model, tmp_path, name="q8conv")
     _build(art, isa, monkeypatch)
     code = art.source.read_text()
-    assert code.count("tk::depthwise_q8(") == 8 and code.count("tk::conv2d_q8x4(") == 7
+    assert code.count("tk::depthwise_q8_pre(") == 8 and code.count("tk::conv2d_q8x4(") == 7
     assert code.count("pool_.rows(") == 14
     for threads in (1, 2):
         m = NativeModel(art, threads=threads)

@@ -79,12 +79,14 @@ class Emitter:
     members: list[str] = field(default_factory=list)  # extra members of the model class
     ctor: list[str] = field(default_factory=list)  # statements of its constructor
 
-    def table(self, size: int, fill: str) -> str:
+    def table(self, size: int, fill: str, unless: str | None = None) -> str:
         """A member table of ``size`` int8 values filled by the constructor statement
-        ``fill`` (``@TABLE@`` stands for its data pointer); returns the pointer expression."""
+        ``fill`` (``@TABLE@`` stands for its data pointer); returns the pointer expression.
+        With ``unless`` (a preprocessor condition), builds where it holds leave it empty."""
         name = f"table{len(self.members)}_"
-        self.members.append(f"std::vector<int8_t> {name} = std::vector<int8_t>({size});")
-        self.ctor.append(fill.replace("@TABLE@", f"{name}.data()"))
+        self.members.append(f"std::vector<int8_t> {name};")
+        code = f"{name}.resize({size});\n  {fill.replace('@TABLE@', f'{name}.data()')}"
+        self.ctor.append(code if unless is None else f"#if !({unless})\n  {code}\n#endif")
         return f"{name}.data()"
 
     def ptr(self, t: Tensor | None, const: bool = True) -> str:
@@ -312,6 +314,10 @@ def _conv(e: Emitter, step: Step) -> str:
         mults = channel_multipliers(iq, wq, oq, o, float_product=False)
         b = "nullptr" if bias is None else e.param(bias, "int32_t")
         fn = "depthwise_q8" if depthwise else "conv2d_q8"
+        if depthwise and mult == 1:  # the AVX2 kernel's filter and bias, prepared here
+            wi, folded = _depthwise_q8_prepared(w_eff, bias, iq.zp)
+            fn = "depthwise_q8_pre"
+            b += f", {e.param(wi, 'int16_t')}, {e.param(folded, 'int32_t')}"
         return (f"const tk::QuantOut q = {_quant_out(e, op, mults, upward)};\n"
                 + _row_call(f"tk::{fn}({geom}, {e.ptr(x)}, {iq.zp}, {wq_p}, {b}, q, "
                             f"{e.ptr(out)}", r0, r1, work))
@@ -948,11 +954,14 @@ def _bcast(op: Op, step: Step, a: Tensor, b: Tensor, out: Tensor) -> tuple[str, 
     return g, r0, r1
 
 
+_VECTOR_BINARY = "defined(__AVX2__)"  # builds that compute int8 ADD / SUB / MUL directly
+
+
 def _vector_or_table(direct: str, table: str) -> str:
-    """An int8 binary op computed directly where the build has AVX-512 (16 lanes at a
-    time), else looked up in its table of every pair of values (the same results)."""
-    return (f"#if defined(__AVX512F__) && defined(__AVX512BW__)\n{direct}\n#else\n{table}\n"
-            "#endif")
+    """An int8 binary op computed directly where the build has AVX2 (8 or 16 lanes at a
+    time), else looked up in its table of every pair of values (the same results; the
+    table is filled only by the builds that read it)."""
+    return f"#if {_VECTOR_BINARY}\n{direct}\n#else\n{table}\n#endif"
 
 
 def _binary(e: Emitter, step: Step) -> str:
@@ -1003,7 +1012,7 @@ def _binary(e: Emitter, step: Step) -> str:
         sign = 1 if op.type == "ADD" else -1
         q = (f"tk::AddQ{{{qa.zp}, {qb.zp}, {qo.zp}, {int(ma)}, {int(mb)}, {int(mo)}, "
              f"{int(sa)}, {int(sb)}, {int(so)}, {left}, {lo}, {hi}}}")
-        table = e.table(65536, f"tk::add_table_q8({q}, {sign}, @TABLE@);")
+        table = e.table(65536, f"tk::add_table_q8({q}, {sign}, @TABLE@);", _VECTOR_BINARY)
         return _vector_or_table(
             f"tk::add_q8({g}, {q}, {sign}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});",
             f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});")
@@ -1012,13 +1021,76 @@ def _binary(e: Emitter, step: Step) -> str:
             raise _unsupported(op, "fused TANH on a quantized MUL")
         real = np.float64(qa.s) * np.float64(qb.s) / np.float64(qo.s)
         m, s = quantize_multiplier(real)
+        gate = _logistic_gate(e, a, b, out)
+        if gate is not None:  # x * LOGISTIC(x) (swish): a function of x alone, as a table
+            sig_op, x_first = gate
+            sig = e.param(_lut_table(sig_op, _LUT_FNS["LOGISTIC"]), "int8_t")
+            swish = e.table(256, f"tk::mul_gate_table_q8({sig}, {int(x_first)}, {qa.zp}, "
+                                 f"{qb.zp}, {int(m)}, {int(s)}, {qo.zp}, {lo}, {hi}, @TABLE@);")
+            px, py = e.ptr(a if x_first else b), e.ptr(out)
+            return _flat_rows(step, tuple(out.shape), lambda o, n: f"tk::lut_q8({px} + {o}, "
+                                                                  f"{swish}, {py} + {o}, {n});")
         table = e.table(65536, f"tk::mul_table_q8({qa.zp}, {qb.zp}, {int(m)}, {int(s)}, "
-                               f"{qo.zp}, {lo}, {hi}, @TABLE@);")
+                               f"{qo.zp}, {lo}, {hi}, @TABLE@);", _VECTOR_BINARY)
         return _vector_or_table(
             f"tk::mul_q8({g}, {qa.zp}, {qb.zp}, {int(m)}, {int(s)}, {qo.zp}, {lo}, {hi}, "
             f"{e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});",
             f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});")
     raise _unsupported(op, f"quantized {op.type}")
+
+
+def _depthwise_q8_prepared(w_eff: np.ndarray, bias: np.ndarray | None, zp_in: int
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """depthwise_q8_pre's ``wi`` (int16 [blocks of 16 channels][pairs of taps][32]) and
+    ``folded`` (int32 [16 blocks]) of the filter ``w_eff`` [KH, KW, C] (w - zp_w)."""
+    kh, kw, c = w_eff.shape
+    taps, blocks = kh * kw, -(-c // 16)
+    pairs = -(-taps // 2)
+    full = np.zeros((blocks * 16, 2 * pairs), np.int64)
+    full[:c, :taps] = w_eff.reshape(taps, c).T
+    order = [0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15]  # VPUNPCKL/HWD's lanes
+    wi = full.reshape(blocks, 16, pairs, 2)[:, order].transpose(0, 2, 1, 3)
+    folded = np.zeros(blocks * 16, np.int64)
+    folded[:c] = (0 if bias is None else bias.astype(np.int64)) - zp_in * full[:c].sum(axis=1)
+    return (np.ascontiguousarray(wi.reshape(blocks, pairs, 32).astype(np.int16)),
+            folded.astype(np.uint64).astype(np.uint32).view(np.int32))
+
+
+def _logistic_gate(e: Emitter, a: Tensor, b: Tensor, out: Tensor) -> tuple[Op, bool] | None:
+    """The int8 LOGISTIC op of per-tensor scale that makes one input of a MUL from the other,
+    all three of one shape, and whether the other is the MUL's first input; None else."""
+    if not (tuple(a.shape) == tuple(b.shape) == tuple(out.shape)):
+        return None
+    for op in e.analysis.model.graph.ops:
+        if op.type != "LOGISTIC" or not op.outputs or op.outputs[0] not in (a, b):
+            continue
+        x, y = op.inputs[0], op.outputs[0]
+        if x is None or {x, y} != {a, b} or x.dtype != _I8 or y.dtype != _I8:
+            return None
+        if qp(op, x).scale.size > 1 or qp(op, y).scale.size > 1:
+            return None
+        return op, x is a
+    return None
+
+
+def _read_by_gates_only(e: Emitter, sig: Op) -> bool:
+    """Whether the output of the int8 LOGISTIC ``sig`` is read by nothing but int8 MULs that
+    make it part of their swish table (_logistic_gate), and is no model output."""
+    y = sig.outputs[0]
+    if e.analysis.control is not None or y in e.analysis.outputs:
+        return False
+    readers = [op for op in e.analysis.model.graph.ops if y in op.inputs]
+    for op in readers:
+        if op.type != "MUL" or len(op.inputs) != 2 or not op.outputs:
+            return False
+        a, b, out = op.inputs[0], op.inputs[1], op.outputs[0]
+        if (a is None or b is None or op.activation == 4 or out.dtype != _I8
+                or not is_quantized(out) or qp(op, out).scale.size > 1):
+            return False
+        gate = _logistic_gate(e, a, b, out)
+        if gate is None or gate[0] is not sig:
+            return False
+    return bool(readers)
 
 
 def _prelu(e: Emitter, step: Step) -> str:
@@ -1194,6 +1266,8 @@ def _unary(e: Emitter, step: Step) -> str:
                         "int8_t")
         return _flat_rows(step, shape, lambda o, n: f"tk::lut_q8({px} + {o}, {table}, "
                                                      f"{py} + {o}, {n});")
+    if op.type == "LOGISTIC" and _read_by_gates_only(e, op):
+        return "// LOGISTIC: read only by the swish MUL(s) that compute it in their table"
     fn = (lambda v: _gelu(v, True)) if approximate else _LUT_FNS.get(op.type)
     if fn is None:
         raise _unsupported(op, f"quantized {op.type}")

@@ -979,6 +979,20 @@ void depthwise_q8_m1_tiles(const ConvGeom& g, const int8_t* x, int zp_in, const 
 }  // namespace
 #endif
 
+void depthwise_q8_pre(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                      const int32_t* bias, const int16_t* wi, const int32_t* folded,
+                      const QuantOut& q, int8_t* y, int row0, int row1) {
+#if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
+  if (g.mult == 1) {
+    depthwise_q8_m1_avx2(g, x, zp_in, w, bias, q, y, row0, row1, wi, folded);
+    return;
+  }
+#else
+  (void)wi, (void)folded;
+#endif
+  depthwise_q8(g, x, zp_in, w, bias, q, y, row0, row1);
+}
+
 void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                   const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1) {
 #if defined(__AVX512F__) && defined(__AVX512BW__)
@@ -1921,6 +1935,25 @@ void bcast_q8(const Bcast& g, int row0, int row1, const int8_t* a, const int8_t*
   });
 }
 
+#if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
+// An int8 binary op over broadcast rows: the leading outputs of each run whose inputs are
+// contiguous or constant along it by vrun(a, sa, b, sb, y, n) -> outputs written (see
+// tk_ops_int8.h), the others by the scalar sf.
+template <typename SF, typename VR>
+void bcast_q8_runs(const Bcast& g, int row0, int row1, const int8_t* a, const int8_t* b,
+                   int8_t* y, SF sf, VR vrun) {
+  bcast_loop(g, row0, row1, [&](int64_t ia, int64_t sa, int64_t ib, int64_t sb, int64_t iy,
+                                int64_t n) {
+    const int8_t* pa = a + ia;
+    const int8_t* pb = b + ib;
+    int8_t* py = y + iy;
+    int64_t i = 0;
+    if ((sa == 0 || sa == 1) && (sb == 0 || sb == 1)) i = vrun(pa, sa, pb, sb, py, n);
+    for (; i < n; ++i) py[i] = sf(pa[i * sa], pb[i * sb]);
+  });
+}
+#endif
+
 }  // namespace
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
@@ -2002,6 +2035,13 @@ void add_q8(const Bcast& g, const AddQ& q, int sign, const int8_t* a, const int8
     }, scalar);
     return;
   }
+#elif defined(__AVX2__)
+  bcast_q8_runs(g, row0, row1, a, b, y, scalar, [&](const int8_t* pa, int64_t sa,
+                                                    const int8_t* pb, int64_t sb, int8_t* py,
+                                                    int64_t n) {
+    return add_q8_run_avx2(q, sign, pa, sa, pb, sb, py, n);
+  });
+  return;
 #endif
   bcast_q8(g, row0, row1, a, b, y, scalar);
 }
@@ -2027,6 +2067,13 @@ void mul_q8(const Bcast& g, int zp_a, int zp_b, int32_t m, int s, int zp_out, in
     }, scalar);
     return;
   }
+#elif defined(__AVX2__)
+  bcast_q8_runs(g, row0, row1, a, b, y, scalar, [&](const int8_t* pa, int64_t sa,
+                                                    const int8_t* pb, int64_t sb, int8_t* py,
+                                                    int64_t n) {
+    return mul_q8_run_avx2(zp_a, zp_b, m, s, zp_out, lo, hi, pa, sa, pb, sb, py, n);
+  });
+  return;
 #endif
   bcast_q8(g, row0, row1, a, b, y, scalar);
 }
@@ -2052,6 +2099,15 @@ void mul_table_q8(int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo, int 
   int8_t a[256], b[256];
   all_pairs(a, b);
   mul_q8(kPairs, zp_a, zp_b, m, s, zp_out, lo, hi, a, b, table, 0, 0);
+}
+
+void mul_gate_table_q8(const int8_t* gate, int x_first, int zp_a, int zp_b, int32_t m, int s,
+                       int zp_out, int lo, int hi, int8_t* table) {
+  int8_t xs[256], gs[256];
+  for (int v = 0; v < 256; ++v) xs[v] = static_cast<int8_t>(v - 128), gs[v] = gate[v];
+  const Bcast row{{1, 1, 1, 1, 1, 256}, {0, 0, 0, 0, 0, 1}, {0, 0, 0, 0, 0, 1}, -1};
+  mul_q8(row, zp_a, zp_b, m, s, zp_out, lo, hi, x_first ? xs : gs, x_first ? gs : xs, table, 0,
+         0);
 }
 
 void minmax_q8(const Bcast& g, int is_max, const int8_t* a, const int8_t* b, int8_t* y,
@@ -2384,6 +2440,8 @@ void lut_q8(const int8_t* x, const int8_t* table, int8_t* y, size_t n) {
     const __m512i hi = _mm512_permutex2var_epi8(t2, idx, t3);
     _mm512_mask_storeu_epi8(y + i, m, _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi));
   }
+#elif defined(__AVX2__)
+  i = lut_q8_avx2(x, table, y, n);
 #endif
   for (; i < n; ++i) y[i] = table[x[i] + 128];
 }
@@ -2759,7 +2817,29 @@ void reduce_f32(const Reduce& g, int op, const float* x, float* y) {
 void mean_q8(const Reduce& g, const int8_t* x, int spatial, int32_t m, int s, int zp_in,
              int bias_or_zp, int lo, int hi, int channels, int upward, int8_t* y) {
   std::vector<int64_t> total(static_cast<size_t>(g.out_size), 0);
+#if defined(__AVX2__)
+  if (g.out_stride[5] == 1 && g.shape[5] >= 16 && g.count < (int64_t(1) << 23)) {
+    // the kept innermost axis a row of int32 sums, whole input rows added at a time (the
+    // sums of at most 2**23 int8 values fit int32)
+    std::vector<int32_t> t32(static_cast<size_t>(g.out_size), 0);
+    const int64_t* sh = g.shape;
+    const int64_t* o = g.out_stride;
+    const int8_t* row = x;
+    for (int64_t i0 = 0; i0 < sh[0]; ++i0)
+      for (int64_t i1 = 0; i1 < sh[1]; ++i1)
+        for (int64_t i2 = 0; i2 < sh[2]; ++i2)
+          for (int64_t i3 = 0; i3 < sh[3]; ++i3)
+            for (int64_t i4 = 0; i4 < sh[4]; ++i4, row += sh[5])
+              add_row_q8_avx2(row, sh[5],
+                              t32.data() + i0 * o[0] + i1 * o[1] + i2 * o[2] + i3 * o[3] +
+                                  i4 * o[4]);
+    for (int64_t i = 0; i < g.out_size; ++i) total[i] = t32[i];
+  } else {
+    reduce_loop(g, [&](int64_t oi, int64_t ii) { total[oi] += x[ii]; });
+  }
+#else
   reduce_loop(g, [&](int64_t oi, int64_t ii) { total[oi] += x[ii]; });
+#endif
   for (int64_t i = 0; i < g.out_size; ++i) {
     int64_t v;
     if (spatial) {

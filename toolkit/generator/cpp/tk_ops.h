@@ -111,6 +111,14 @@ void conv2d_q8x4(const ConvGeom& g, const int8_t* x, int zp_in, const int8_t* w,
                  const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1);
 void depthwise_q8(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                   const int32_t* bias, const QuantOut& q, int8_t* y, int row0, int row1);
+// depthwise_q8 (channel multiplier 1) with the AVX2 kernel's filter and bias prepared by the
+// generator: wi int16 [ceil(C / 16)][ceil(taps / 2)][32] (per block of 16 channels and pair
+// of taps a, b: a, b of channels 0-3, 8-11, then 4-7, 12-15, interleaved), folded int32
+// [16 ceil(C / 16)] = bias - zp_in (sum of the channel's filter), wrapped (zeros past C).
+// Builds without AVX2 (or with AVX-512) read w and bias as depthwise_q8.
+void depthwise_q8_pre(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
+                      const int32_t* bias, const int16_t* wi, const int32_t* folded,
+                      const QuantOut& q, int8_t* y, int row0, int row1);
 
 // TRANSPOSE_CONV: input [N][H][W][C], filter [O][KH][KW][C], output [N][OH][OW][O] cropped
 // `pt` rows and `pl` columns into the full strided scatter. Each output sums, tap by tap in
@@ -203,6 +211,10 @@ void mul_q8(const Bcast& g, int zp_a, int zp_b, int32_t m, int s, int zp_out, in
 void add_table_q8(const AddQ& q, int sign, int8_t* table);
 void mul_table_q8(int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo, int hi,
                   int8_t* table);
+// MUL of an int8 x and gate[x + 128] (a table of x, as LOGISTIC's) over the 256 values of x,
+// x the first operand if x_first: the product as a table of x (applied with lut_q8).
+void mul_gate_table_q8(const int8_t* gate, int x_first, int zp_a, int zp_b, int32_t m, int s,
+                       int zp_out, int lo, int hi, int8_t* table);
 // MINIMUM (is_max 0) / MAXIMUM (1) of int8 stored values (inputs and output share their
 // quantization, as LiteRT assumes).
 void minmax_q8(const Bcast& g, int is_max, const int8_t* a, const int8_t* b, int8_t* y,

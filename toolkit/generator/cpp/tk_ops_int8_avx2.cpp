@@ -313,14 +313,16 @@ inline void dw_block(const int8_t* const* tp, int pairs, int c0, int n, const in
 template <bool kPerChannel>
 void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                             const int32_t* bias, const QuantOut& q, int8_t* y, int row0,
-                            int row1) {
+                            int row1, const int16_t* wi_pre, const int32_t* folded_pre) {
   const int c = g.c, ntaps = g.kh * g.kw, pairs = (ntaps + 1) / 2, blocks = (c + 15) / 16;
   // the filter of each block of 16 channels and pair of taps (a, b) interleaved as
-  // VPUNPCKLWD / VPUNPCKHWD interleave the taps' inputs: [block][pair][lo, hi][16]
-  int16_t* wi = scratch<int16_t, 3>(static_cast<size_t>(blocks) * pairs * 32);
-  int32_t* folded = scratch<int32_t, 7>(static_cast<size_t>(blocks) * 16);
+  // VPUNPCKLWD / VPUNPCKHWD interleave the taps' inputs: [block][pair][lo, hi][16], and the
+  // folded bias (below), given or prepared here
+  const bool given = wi_pre && folded_pre;
+  int16_t* wi = given ? nullptr : scratch<int16_t, 3>(static_cast<size_t>(blocks) * pairs * 32);
+  int32_t* folded = given ? nullptr : scratch<int32_t, 7>(static_cast<size_t>(blocks) * 16);
   const __m256i vzp = _mm256_set1_epi32(zp_in);
-  for (int cb = 0; cb < blocks; ++cb) {
+  for (int cb = 0; cb < blocks && !given; ++cb) {
     const int c0 = cb * 16;
     if (c0 + 16 <= c) {  // a full block: the same values with vector loads
       __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
@@ -373,10 +375,12 @@ void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 16), _mm256_unpackhi_epi16(va, vb));
     }
   }
+  const int16_t* wiv = given ? wi_pre : wi;
+  const int32_t* foldv = given ? folded_pre : folded;
   // the requantisation constants of every block of 8 channels, prepared once
   Requant8* rq = scratch<Requant8, 8>(static_cast<size_t>(blocks) * 2);
   for (int h = 0; h < 2 * blocks; ++h)
-    if (h * 8 < c) rq[h] = requant8_prepare<kPerChannel>(folded, q, h * 8, std::min(8, c - h * 8));
+    if (h * 8 < c) rq[h] = requant8_prepare<kPerChannel>(foldv, q, h * 8, std::min(8, c - h * 8));
   // taps outside the image read the zero point
   int8_t* pad = scratch<int8_t, 4>(static_cast<size_t>(c) + 16);
   std::fill(pad, pad + c + 16, static_cast<int8_t>(zp_in));
@@ -432,7 +436,7 @@ void depthwise_q8_m1_avx2_t(const ConvGeom& g, const int8_t* x, int zp_in, const
           }
         }
         int8_t* dst = row + static_cast<int64_t>(ox) * c;
-        const int16_t* wp = wi;
+        const int16_t* wp = wiv;
         for (int cb = 0; cb < blocks; ++cb, wp += 32 * pairs) {
           const int c0 = cb * 16, n = std::min(16, c - c0);
           __m256i lo, hi;
@@ -462,9 +466,169 @@ void conv2d_q8x4_avx2(const ConvGeom& g, const int8_t* x, int zp_in, const int8_
 
 void depthwise_q8_m1_avx2(const ConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                           const int32_t* bias, const QuantOut& q, int8_t* y, int row0,
-                          int row1) {
-  if (q.per_channel) depthwise_q8_m1_avx2_t<true>(g, x, zp_in, w, bias, q, y, row0, row1);
-  else depthwise_q8_m1_avx2_t<false>(g, x, zp_in, w, bias, q, y, row0, row1);
+                          int row1, const int16_t* wi, const int32_t* folded) {
+  if (q.per_channel)
+    depthwise_q8_m1_avx2_t<true>(g, x, zp_in, w, bias, q, y, row0, row1, wi, folded);
+  else
+    depthwise_q8_m1_avx2_t<false>(g, x, zp_in, w, bias, q, y, row0, row1, wi, folded);
+}
+
+// ---------------------------------------------------------------- element-wise
+namespace {
+
+// mbqm_bf() of 8 lanes (one multiplier, l = max(shift, 0), r = max(-shift, 0) <= 31): the
+// shifted value truncated to int32, the doubling high multiply, the shift right rounded
+// to nearest with ties away from zero.
+struct Mbqm8 {
+  __m256i m, m_odd, mask, half_mask;
+  __m128i l, r;
+};
+
+inline Mbqm8 mbqm8_prepare(int32_t m, int l, int r) {
+  Mbqm8 k;
+  k.m = _mm256_set1_epi32(m);
+  k.m_odd = k.m;
+  const int32_t mask = static_cast<int32_t>((int64_t(1) << r) - 1);
+  k.mask = _mm256_set1_epi32(mask);
+  k.half_mask = _mm256_set1_epi32(mask >> 1);
+  k.l = _mm_cvtsi32_si128(l);
+  k.r = _mm_cvtsi32_si128(r);
+  return k;
+}
+
+inline __m256i mbqm8(__m256i x, const Mbqm8& k) {
+  const __m256i p = srdhm8(_mm256_sll_epi32(x, k.l), k.m, k.m_odd);
+  const __m256i fl = _mm256_sra_epi32(p, k.r);
+  const __m256i thr = _mm256_add_epi32(k.half_mask, _mm256_srli_epi32(p, 31));
+  return _mm256_sub_epi32(fl, _mm256_cmpgt_epi32(_mm256_and_si256(p, k.mask), thr));
+}
+
+// 8 int8 values as int32 lanes: p[0 .. 7] (stride 1) or p[0] repeated (stride 0).
+inline __m256i load8_q8(const int8_t* p, int64_t stride) {
+  return stride ? _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))
+                : _mm256_set1_epi32(p[0]);
+}
+
+// Two vectors of 8 int32 values within int8 as 16 bytes, in order.
+inline void store16_q8(__m256i v0, __m256i v1, int8_t* y) {
+  const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(v0, v1), 0xD8);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y),
+                   _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
+}
+
+template <typename F>
+int64_t run16_q8(const int8_t* a, int64_t sa, const int8_t* b, int64_t sb, int8_t* y,
+                 int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i v0 = f(load8_q8(a + i * sa, sa), load8_q8(b + i * sb, sb));
+    const __m256i v1 = f(load8_q8(a + (i + 8) * sa, sa), load8_q8(b + (i + 8) * sb, sb));
+    store16_q8(v0, v1, y + i);
+  }
+  return i;
+}
+
+}  // namespace
+
+int64_t add_q8_run_avx2(const AddQ& q, int sign, const int8_t* a, int64_t sa, const int8_t* b,
+                        int64_t sb, int8_t* y, int64_t n) {
+  const auto left = [](int s) { return s > 0 ? s : 0; };
+  const auto right = [](int s) { return s > 0 ? 0 : -s; };
+  if (right(q.s_a) > 31 || right(q.s_b) > 31 || right(q.s_out) > 31 || q.left_shift > 23 ||
+      q.left_shift < 0)
+    return 0;
+  const Mbqm8 ka = mbqm8_prepare(q.m_a, left(q.s_a), right(q.s_a));
+  const Mbqm8 kb = mbqm8_prepare(q.m_b, left(q.s_b), right(q.s_b));
+  const Mbqm8 ko = mbqm8_prepare(q.m_out, left(q.s_out), right(q.s_out));
+  const __m256i za = _mm256_set1_epi32(q.zp_a), zb = _mm256_set1_epi32(q.zp_b);
+  const __m256i lo = _mm256_set1_epi32(q.lo - q.zp_out), hi = _mm256_set1_epi32(q.hi - q.zp_out);
+  const __m256i zo = _mm256_set1_epi32(q.zp_out);
+  const __m128i ls = _mm_cvtsi32_si128(q.left_shift);
+  // the input of the larger scale has the multiplier 1/2 exactly (2**30, no shift): its
+  // mbqm of an even value (a left shift >= 1) is that value shifted right by 1
+  const bool half_a = q.m_a == (1 << 30) && q.s_a == 0 && q.left_shift >= 1;
+  const bool half_b = q.m_b == (1 << 30) && q.s_b == 0 && q.left_shift >= 1;
+  const __m128i ls1 = _mm_cvtsi32_si128(q.left_shift - 1);
+  return run16_q8(a, sa, b, sb, y, n, [&](__m256i av, __m256i bv) {
+    const __m256i da = _mm256_sub_epi32(av, za), db = _mm256_sub_epi32(bv, zb);
+    const __m256i xa = half_a ? _mm256_sll_epi32(da, ls1) : mbqm8(_mm256_sll_epi32(da, ls), ka);
+    const __m256i xb = half_b ? _mm256_sll_epi32(db, ls1) : mbqm8(_mm256_sll_epi32(db, ls), kb);
+    const __m256i sum = sign > 0 ? _mm256_add_epi32(xa, xb) : _mm256_sub_epi32(xa, xb);
+    const __m256i v = _mm256_min_epi32(_mm256_max_epi32(mbqm8(sum, ko), lo), hi);
+    return _mm256_add_epi32(v, zo);
+  });
+}
+
+int64_t mul_q8_run_avx2(int zp_a, int zp_b, int32_t m, int s, int zp_out, int lo, int hi,
+                        const int8_t* a, int64_t sa, const int8_t* b, int64_t sb, int8_t* y,
+                        int64_t n) {
+  const int l = s > 0 ? s : 0, r = s > 0 ? 0 : -s;
+  if (r > 31) return 0;
+  const Mbqm8 k = mbqm8_prepare(m, l, r);
+  const __m256i za = _mm256_set1_epi32(zp_a), zb = _mm256_set1_epi32(zp_b);
+  const __m256i vlo = _mm256_set1_epi32(lo - zp_out), vhi = _mm256_set1_epi32(hi - zp_out);
+  const __m256i zo = _mm256_set1_epi32(zp_out);
+  return run16_q8(a, sa, b, sb, y, n, [&](__m256i av, __m256i bv) {
+    // (a - zp_a) (b - zp_b) within +-65025: the low 32 bits of the even/odd 64-bit products
+    const __m256i p = _mm256_mullo_epi32(_mm256_sub_epi32(av, za), _mm256_sub_epi32(bv, zb));
+    const __m256i v = _mm256_min_epi32(_mm256_max_epi32(mbqm8(p, k), vlo), vhi);
+    return _mm256_add_epi32(v, zo);
+  });
+}
+
+size_t lut_q8_avx2(const int8_t* x, const int8_t* table, int8_t* y, size_t n) {
+  if (n < 32) return 0;
+  // The index u = x + 128 (x with its top bit flipped). Stage k (0 .. 8) shuffles slice T_k
+  // by u - 16 k (wrapping), stages 9 .. 15 by that minus 16 (k - 8) with signed saturation: a
+  // byte shuffle reads the low 4 bits, or gives 0 where the top bit is set. For u < 128 the
+  // stages 0 .. u / 16 read, for u >= 128 the stages u / 16 - 7 .. u / 16; the slices are
+  // chosen so that the XOR of the reading stages' values is table[u]:
+  // T_0 = t_0, T_k = t_k ^ t_{k-1} (k < 8), T_k = t_k ^ t_{k-1} ^ T_{k-8} (k >= 8).
+  __m256i T[16];
+  __m128i prev = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table));
+  __m128i t128[16];
+  t128[0] = prev;
+  for (int k = 1; k < 16; ++k) {
+    const __m128i tk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table + 16 * k));
+    __m128i v = _mm_xor_si128(tk, prev);
+    if (k >= 8) v = _mm_xor_si128(v, t128[k - 8]);
+    t128[k] = v;
+    prev = tk;
+  }
+  for (int k = 0; k < 16; ++k) T[k] = _mm256_broadcastsi128_si256(t128[k]);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i off = _mm256_set1_epi8(16);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i u = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)),
+                                 flip);
+    __m256i v = _mm256_shuffle_epi8(T[0], u);
+    for (int k = 1; k <= 8; ++k) {
+      u = _mm256_sub_epi8(u, off);
+      v = _mm256_xor_si256(v, _mm256_shuffle_epi8(T[k], u));
+    }
+    for (int k = 9; k < 16; ++k) {
+      u = _mm256_subs_epi8(u, off);
+      v = _mm256_xor_si256(v, _mm256_shuffle_epi8(T[k], u));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), v);
+  }
+  return i;
+}
+
+void add_row_q8_avx2(const int8_t* x, int64_t n, int32_t* acc) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i v =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    __m256i* a = reinterpret_cast<__m256i*>(acc + i);
+    _mm256_storeu_si256(a, _mm256_add_epi32(_mm256_loadu_si256(a),
+                                            _mm256_cvtepi16_epi32(_mm256_castsi256_si128(v))));
+    _mm256_storeu_si256(a + 1,
+                        _mm256_add_epi32(_mm256_loadu_si256(a + 1),
+                                         _mm256_cvtepi16_epi32(_mm256_extracti128_si256(v, 1))));
+  }
+  for (; i < n; ++i) acc[i] += x[i];
 }
 
 }  // namespace tk
