@@ -28,6 +28,7 @@ import re
 import warnings
 import zlib
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any, Literal, cast
 
@@ -534,24 +535,27 @@ class _TypedBlocks:
             records = None
         if not records:
             return self._failed()
-        astuple = self._msgspec.structs.astuple
-        _, pid, tid, ts, dur, args, name, cat = zip(*map(astuple, records))
-        del records
+        # one list per field (comprehensions: no tuple per record, unlike ``astuple`` + ``zip``)
+        ts = [r.ts for r in records]
+        dur = [r.dur for r in records]
         start = number_texts_to_ns(ts, 3)
         duration = number_texts_to_ns(dur, 3) if start is not None else None
         if start is None or duration is None:
             return self._failed()
         self.failures = 0
         ids: list[Any] = []
-        for values in (pid, tid):  # typed as integers: int64 unless one is outside it
-            try:
+        for values in ([r.pid for r in records], [r.tid for r in records]):
+            try:  # typed as integers: int64 unless one is outside it
                 ids.append(np.fromiter(values, np.int64, len(values)))
             except OverflowError:
                 ids.append(values)
         columns: dict[str, Sequence[Any]] = {}
         if self.keys:
-            columns = dict(zip(self.keys, zip(*map(astuple, args))))
-        sink.add_complete(name, cat, ids[0], ids[1], start, duration, columns)
+            args = [r.args for r in records]
+            columns = {key: list(map(attrgetter(f"a{i}"), args))
+                       for i, key in enumerate(self.keys)}
+        sink.add_complete([r.name for r in records], [r.cat for r in records], ids[0], ids[1],
+                          start, duration, columns)
         return True
 
 
