@@ -408,4 +408,4 @@ def _frame(cols: _Columns) -> pd.DataFrame:
         "output_type_shape": _column(texts["output_type_shape"], codes),
         "problem": _column(texts["problem"], codes),
     }
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, copy=False)  # fresh arrays: no consolidating copy
