@@ -14,14 +14,18 @@ Run: ``python bench/bench_chrome_trace.py [--events N]``. Prints two small table
 2. nanoseconds per event of :class:`toolkit.runtime.tracer.EventTracer` ``begin``/``end``, the
    ``with tracer.event()`` form and ``log``, next to an empty loop and to two clock reads.
 
-Figures noted on a 2-core machine shared with other work, 1,000,000 events, 157 MB, best of
-2, exact times: at load 1.8, ``read_trace`` 3.08 s wall / 3.03 s CPU, 3.48x (3.49x in CPU time)
-as fast as ``json.load`` + a loop (10.7 s / 10.6 s) and 1.96x as fast as ``msgspec``'s typed
-decoding + the same loop (6.0 s / 5.9 s); at load 3.4-4.3, 4.47 s wall / 2.79 s CPU, 3.90x
-(3.60x) and 1.74x. The 3x target holds; the 3 s target is just missed at load 1.8 (on this
-machine the typed ``msgspec`` baseline takes 6 s, twice the ~3 s of the quiet machine the
-target was set on). Before blocks of plain ``X`` events were decoded into typed records:
-1.55x-2.2x ``json.load`` + a loop.
+Figures noted on a 2-core machine shared with other work, 1,000,000 events, 157 MB, best of 2,
+exact times. After the typed records of a block were turned into columns by one comprehension
+per field (instead of ``astuple`` + a transpose), at load 4.1-4.8: ``read_trace`` 4.76 s wall /
+2.88 s CPU, 3.53x (3.62x in CPU time) as fast as ``json.load`` + a loop (16.8 s / 10.4 s) and
+1.61x (2.00x) as fast as ``msgspec``'s typed decoding + the same loop (7.7 s / 5.8 s);
+``read_chrome_trace`` alone 3.95 s / 2.63 s. The same file read by ``read_trace`` in processes
+of their own, before and after that change taking turns (best of 2 each): at load 3.8-4.2, 5.44
+s wall / 3.25 s CPU before, 4.38 s / 2.87 s after; at load 2.5, 3.3 s CPU before, 2.15-2.40 s
+after. The 3x target and the 3 s CPU target hold; the 3 s wall target does not at that load
+(wall time is about 1.6 x the CPU time there). Before: at load 1.8, 3.08 s wall / 3.03 s CPU,
+3.48x; before blocks of plain ``X`` events were decoded into typed records: 1.55x-2.2x
+``json.load`` + a loop.
 """
 
 from __future__ import annotations
