@@ -14,14 +14,20 @@ Run: ``python bench/bench_chrome_trace.py [--events N]``. Prints two small table
 2. nanoseconds per event of :class:`toolkit.runtime.tracer.EventTracer` ``begin``/``end``, the
    ``with tracer.event()`` form and ``log``, next to an empty loop and to two clock reads.
 
-Figures noted on a 2-core machine shared with other work, 1,000,000 events, 157 MB, best of
-2, exact times: at load 1.8, ``read_trace`` 3.08 s wall / 3.03 s CPU, 3.48x (3.49x in CPU time)
-as fast as ``json.load`` + a loop (10.7 s / 10.6 s) and 1.96x as fast as ``msgspec``'s typed
-decoding + the same loop (6.0 s / 5.9 s); at load 3.4-4.3, 4.47 s wall / 2.79 s CPU, 3.90x
-(3.60x) and 1.74x. The 3x target holds; the 3 s target is just missed at load 1.8 (on this
-machine the typed ``msgspec`` baseline takes 6 s, twice the ~3 s of the quiet machine the
-target was set on). Before blocks of plain ``X`` events were decoded into typed records:
-1.55x-2.2x ``json.load`` + a loop.
+Figures noted on a 2-core machine shared with other work, 1,000,000 events, 157 MB, best of 2,
+exact times. At load 1.7-2.0: ``read_trace`` 2.27 s wall / 2.26 s CPU, 4.46x (4.45x in CPU
+time) as fast as ``json.load`` + a loop (10.1 s / 10.0 s) and 2.46x (2.45x) as fast as
+``msgspec``'s typed decoding + the same loop (5.6 s / 5.5 s); ``read_chrome_trace`` alone 2.35
+s / 2.33 s. Every target holds there, in wall and in CPU time. At load 4.1-4.8 (before the
+last change below): ``read_trace`` 4.76 s wall / 2.88 s CPU, 3.53x (3.62x); the 3 s wall target
+does not hold at that load. What brought it there, each measured in processes of their own,
+before and after taking turns: the typed records of a block turned into columns by one
+comprehension per field instead of ``astuple`` + a transpose (load 3.8-4.2: 5.44 s wall / 3.25
+s CPU before, 4.38 s / 2.87 s after); the lines, columns and bytes of the text already read
+counted only when an error is reported, for a seekable file (load 1.4-1.8: 3.17-3.50 s CPU
+before, 2.46-2.99 s after). Before both: at load 1.8, 3.08 s wall / 3.03 s CPU, 3.48x; before
+blocks of plain ``X`` events were decoded into typed records: 1.55x-2.2x ``json.load`` + a
+loop.
 """
 
 from __future__ import annotations

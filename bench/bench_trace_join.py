@@ -22,14 +22,20 @@ Figures (best of 3, pinned to one core):
   dispatch overhead; the sum of every bucket equals the wall time of the top-level spans.
 * reading a 1-million-event Chrome JSON trace with ``read_trace``.
 
-Figures noted on a 2-core machine shared with other work (load 4.3-4.5, so wall times were
-about twice the CPU times): join wall 3.03 s, CPU 1.68 s (user 1.50 + system 0.18; the system
-part is the kernel handing out fresh pages for the large arrays and grows with the load), so
-the 2 s target holds in CPU time, not in wall time under that load; ``check()`` 0.065 x the
-join in CPU time (0.053 x in wall time); the loop 29 x slower in CPU time (23.9 x in wall
-time); the 3-level nested join of 9,986,524 events 6.41 s CPU (4.2 x the flat join), whose
-buckets add up to the wall time of the top-level spans exactly; same result as the loop on the
-subset. Earlier, under load ~12: join CPU 1.56 s (wall 6.2 s); ``check()`` 0.06 x the join.
+Figures noted on a 2-core machine shared with other work. At load 1.9: join wall 1.72 s, CPU
+1.68 s (user 1.61 + system 0.07), so the 2 s target holds in wall and in CPU time; ``check()``
+0.071 x the join in CPU time (0.085 x in wall time); the loop 31 x slower in CPU time (33 x in
+wall time); the 3-level nested join of 9,986,524 events 5.05 s CPU (7.56 s wall, 4.4 x the flat
+join), whose buckets add up to the wall time of the top-level spans exactly; same result as
+the loop on the subset; ``read_trace`` of the 1-million-event Chrome file 2.34 s wall. At load
+4.3-4.6: join wall 2.87 s, CPU 1.91 s (user 1.68 + system 0.23): the CPU target holds, the wall
+target does not. Since the join keeps bool masks instead of two 10M-row index arrays and the
+nesting check of a trace whose spans follow one another makes no copy, the join takes about
+30% fewer page faults (7,200-7,700 against 10,500-11,600 per call, old and new taking turns in
+processes of their own at load 3.7-4.0; user time 1.31-1.41 s against 1.35-1.42 s, the same
+within the noise). Before, at load 4.3-4.5: join wall 3.03 s, CPU 1.68 s (user 1.50 + system
+0.18); the system part is the kernel handing out fresh pages for the large arrays and grows
+with the load. Earlier, under load ~12: join CPU 1.56 s (wall 6.2 s).
 
 Run: python bench/bench_trace_join.py [--events N] [--ops N]
 """

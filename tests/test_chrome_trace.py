@@ -502,6 +502,39 @@ def test_error_byte_offset_counts_utf8_bytes(tmp_path: Path,
         read_chrome_trace(path)
 
 
+class OneWayReader(io.RawIOBase):
+    """A binary stream that cannot seek (a pipe)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        chunk = self._data.read(len(buffer))
+        buffer[:len(chunk)] = chunk
+        return len(chunk)
+
+
+def test_error_position_same_from_a_seekable_and_a_one_way_stream(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a seekable stream counts the text before the error only when reporting it (reading
+    # it again); a one-way stream counts it as it goes: the same line, column and byte
+    monkeypatch.setattr(chrome_trace, "_READ_CHARS", 64)
+    monkeypatch.setattr(chrome_trace, "_READ_BYTES", 32)
+    good = json.dumps(x_event("é", 1, 2))
+    data = ("\ufeff[" + ",\n".join([good] * 30 + ['{"ph": "X", oops}'] + [good] * 5)
+            + "]").encode("utf-8")
+    messages = []
+    for stream in (io.BytesIO(data), io.BufferedReader(OneWayReader(data))):
+        with pytest.raises(TraceError) as info:
+            read_chrome_trace(stream)
+        messages.append(str(info.value))
+    assert "line 31, column 13" in messages[0]
+    assert messages[0] == messages[1]
+
+
 class CountingReader(io.BytesIO):
     """A binary stream that counts the bytes handed out."""
 

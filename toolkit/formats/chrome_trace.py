@@ -28,6 +28,7 @@ import re
 import warnings
 import zlib
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any, Literal, cast
 
@@ -279,6 +280,15 @@ class _Text:
         self._dropped_column = 0  # characters since the last newline in dropped text
         self._bom = 0
         self.dropped = 0  # characters before ``buf`` (``dropped + pos`` is the file position)
+        # where the data starts in a seekable stream: the lines, columns and bytes of dropped
+        # text are then counted only when a position is reported, by reading it again
+        self._rewind: Any = None
+        self._lost = False  # the dropped text could not be counted again
+        try:
+            if stream.seekable():
+                self._rewind = stream.tell()
+        except (AttributeError, OSError, ValueError):
+            self._rewind = None
 
     def fill(self, want: int | None = None) -> bool:
         """Append at least ``want`` (default: a block) more characters unless the data ends.
@@ -289,15 +299,8 @@ class _Text:
             return False
         want = _READ_CHARS if want is None else want
         if self.pos:
-            dropped = self.buf[: self.pos]
-            self._dropped_bytes += (len(dropped) if dropped.isascii()
-                                    else len(dropped.encode("utf-8", "surrogatepass")))
-            newline = dropped.rfind("\n")
-            if newline >= 0:
-                self._dropped_lines += dropped.count("\n")
-                self._dropped_column = len(dropped) - newline - 1
-            else:
-                self._dropped_column += len(dropped)
+            if self._rewind is None:
+                self._count(self.buf[: self.pos])
             self.buf = self.buf[self.pos:]
             self.dropped += self.pos
             self.pos = 0
@@ -338,8 +341,56 @@ class _Text:
             self.buf += "".join(pieces)
         return got > 0
 
+    def _count(self, dropped: str) -> None:
+        """Add the bytes, lines and last column of ``dropped`` (text before ``buf``)."""
+        self._dropped_bytes += (len(dropped) if dropped.isascii()
+                                else len(dropped.encode("utf-8", "surrogatepass")))
+        newline = dropped.rfind("\n")
+        if newline >= 0:
+            self._dropped_lines += dropped.count("\n")
+            self._dropped_column = len(dropped) - newline - 1
+        else:
+            self._dropped_column += len(dropped)
+
+    def _count_dropped(self) -> bool:
+        """Count the text before ``buf`` by reading it again from the start of the data;
+        False when the stream cannot be read again."""
+        rewind, self._rewind = self._rewind, None  # from now on, counted as it is dropped
+        if self._lost:
+            return False
+        if rewind is None or not self.dropped:
+            return True
+        self._lost = True  # until counted in full
+        try:
+            here = self.stream.tell()
+            self.stream.seek(rewind)
+            try:
+                decoder = (codecs.getincrementaldecoder("utf-8")("strict") if self._binary
+                           else None)
+                left, first = self.dropped, True
+                while left > 0:
+                    data = self.stream.read(_READ_BYTES)
+                    if not data:
+                        return False
+                    if decoder is not None:
+                        if first and self._bom:
+                            data = data[3:]
+                        data = decoder.decode(data)
+                    first = False
+                    piece = data[:left]
+                    self._count(piece)
+                    left -= len(piece)
+            finally:
+                self.stream.seek(here)
+        except (OSError, ValueError, EOFError, zlib.error):
+            return False
+        self._lost = False
+        return True
+
     def where(self, pos: int | None = None) -> str:
         """``"<file> line L, column C, byte offset B"`` of ``pos`` (default: the current)."""
+        if not self._count_dropped():
+            return f"{self.label} character {self.dropped + (self.pos if pos is None else pos)}"
         pos = self.pos if pos is None else min(pos, len(self.buf))
         line = self._dropped_lines + self.buf.count("\n", 0, pos) + 1
         newline = self.buf.rfind("\n", 0, pos)
@@ -534,24 +585,27 @@ class _TypedBlocks:
             records = None
         if not records:
             return self._failed()
-        astuple = self._msgspec.structs.astuple
-        _, pid, tid, ts, dur, args, name, cat = zip(*map(astuple, records))
-        del records
+        # one list per field (comprehensions: no tuple per record, unlike ``astuple`` + ``zip``)
+        ts = [r.ts for r in records]
+        dur = [r.dur for r in records]
         start = number_texts_to_ns(ts, 3)
         duration = number_texts_to_ns(dur, 3) if start is not None else None
         if start is None or duration is None:
             return self._failed()
         self.failures = 0
         ids: list[Any] = []
-        for values in (pid, tid):  # typed as integers: int64 unless one is outside it
-            try:
+        for values in ([r.pid for r in records], [r.tid for r in records]):
+            try:  # typed as integers: int64 unless one is outside it
                 ids.append(np.fromiter(values, np.int64, len(values)))
             except OverflowError:
                 ids.append(values)
         columns: dict[str, Sequence[Any]] = {}
         if self.keys:
-            columns = dict(zip(self.keys, zip(*map(astuple, args))))
-        sink.add_complete(name, cat, ids[0], ids[1], start, duration, columns)
+            args = [r.args for r in records]
+            columns = {key: list(map(attrgetter(f"a{i}"), args))
+                       for i, key in enumerate(self.keys)}
+        sink.add_complete([r.name for r in records], [r.cat for r in records], ids[0], ids[1],
+                          start, duration, columns)
         return True
 
 

@@ -527,7 +527,7 @@ class Collector:
                 problem[offset + i] = texts.setdefault(text, len(texts))
             offset += segment.size
         columns["problem"] = pd.Series(pd.array(list(texts), dtype=_STR_DTYPE).take(problem))
-        frame = pd.DataFrame(columns)
+        frame = pd.DataFrame(columns, copy=False)  # fresh arrays: no consolidating copy
         ordinal = joined("ordinal", np.int64)
         if total > 1 and np.any(ordinal[1:] < ordinal[:-1]):
             frame = frame.take(np.argsort(ordinal, kind="stable")).reset_index(drop=True)

@@ -186,10 +186,9 @@ class _Columns:
         for raws in ([a.input_type_shape for a in args], [a.output_type_shape for a in args]):
             shapes.append(b"\0".join(raws).translate(None, b" \t\r\n").split(b"\0")
                           if n else [])
-        keys = zip([r.cat for r in records], [r.name for r in records],
-                   [a.op_name for a in args], [a.provider for a in args],
-                   [a.node_index for a in args], shapes[0], shapes[1],
-                   itertools.repeat(""))
+        # the keys built in one comprehension (not a list per field zipped together)
+        keys = [(r.cat, r.name, a.op_name, a.provider, a.node_index, i, o, "")
+                for r, a, i, o in zip(records, args, shapes[0], shapes[1])]
         self._add_keys(keys, n)
         self.fast_blocks += 1
         return True
@@ -408,4 +407,4 @@ def _frame(cols: _Columns) -> pd.DataFrame:
         "output_type_shape": _column(texts["output_type_shape"], codes),
         "problem": _column(texts["problem"], codes),
     }
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, copy=False)  # fresh arrays: no consolidating copy

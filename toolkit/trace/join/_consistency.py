@@ -184,7 +184,8 @@ def find_mismatches(events: pd.DataFrame, target: np.ndarray, kind: np.ndarray,
         events: the trace's events.
         target: ``int32`` target per event.
         kind: ``int8`` key kind code per event (``1 + KEY_KINDS.index``).
-        rows: ``int64`` rows to compare (events matched to a target).
+        rows: ``int64`` rows to compare (events matched to a target), or a ``bool`` mask of
+            them (made into rows only when there is something to compare).
         cat: the catalog.
     """
     present = [(i, f, next((c for c in cols if c in events.columns), None))
@@ -194,7 +195,11 @@ def find_mismatches(events: pd.DataFrame, target: np.ndarray, kind: np.ndarray,
     present = [(i, f, c) for i, f, c in present if c is not None
                and not (f in _OP_FIELDS and not np.any(kind != 1 + KEY_KINDS.index(f)))]
     empty = np.zeros(0, dtype=np.int64)
-    if not present or len(rows) == 0:
+    if not present:
+        return Mismatches(empty, empty, 0)
+    if rows.dtype == bool:
+        rows = np.flatnonzero(rows)
+    if len(rows) == 0:
         return Mismatches(empty, empty, 0)
     model = _target_values(cat)
     t = target[rows].astype(np.int64)

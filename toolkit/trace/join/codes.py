@@ -52,8 +52,10 @@ class TextCodes:
         if isinstance(values.dtype, pd.CategoricalDtype):
             texts = [str(c) for c in values.cat.categories]
             table = np.array([self.code(t) if t else 0 for t in texts] + [0], dtype=np.int32)
+            if not table.any():
+                return  # every category is "": nothing to say
             given = table[values.cat.codes.to_numpy()]
-            self.codes = np.where(self.codes == 0, given, self.codes).astype(np.int32)
+            np.copyto(self.codes, given, where=self.codes == 0)
             return
         objects = values.astype(object).to_numpy()
         present = pd.notna(objects)

@@ -363,7 +363,10 @@ def run_join(trace: Any, provenance: Any, policy: str = "macs", key: str | None 
         time_ns, nested = tree.self_ns, tree.nested
         tree_parent = tree.parent if nested else None
     # a negative duration is a problem row of its own, kept out of every total
-    time_ns = np.where(dur < 0, 0, time_ns)
+    negative = dur < 0
+    if negative.any():
+        time_ns = np.where(negative, 0, time_ns)
+    del negative
 
     # 2. keys -> targets
     op_index = 1 + KEY_KINDS.index("op_index")
@@ -377,16 +380,18 @@ def run_join(trace: Any, provenance: Any, policy: str = "macs", key: str | None 
         reasons.set_rows(rows, text)
     target, command = resolved.target, resolved.command
     sizes = cat.target_sizes()
-    matched = np.flatnonzero((reasons.codes == 0) & (target >= 0))
+    ok = (reasons.codes == 0) & (target >= 0)  # a bool mask: no 10M-row index array
 
     # 3. what each event says about itself against the op its key names
-    mism = find_mismatches(events, target, kind, matched, cat)
+    mism = find_mismatches(events, target, kind, ok, cat)
     for text, rows in describe(events, mism.rows, target, cat):
         reasons.set_rows(rows, text)
+    if len(mism.rows):
+        ok &= reasons.codes == 0
     # spans holding others that name no op are wrappers (overhead), not mismatches
     wrapper = (tree.children > 0) & (target < 0) if tree is not None else np.zeros(n, bool)
     keyed = int(np.count_nonzero(sound & (kind != NO_KIND) & ~wrapper))
-    good = int(np.count_nonzero((reasons.codes == 0) & (target >= 0)))
+    good = int(np.count_nonzero(ok))
     score = good / keyed if keyed else float("nan")
     if strict and keyed and good * 2 < keyed:
         bad = np.flatnonzero(sound & (kind != NO_KIND) & ~wrapper
@@ -398,8 +403,9 @@ def run_join(trace: Any, provenance: Any, policy: str = "macs", key: str | None 
             where=str(trace.meta.get("source", "trace")),
             fix="join the trace with the model it was recorded from, or pass strict=False "
                 "(--no-strict) to attribute what matches")
-    matched = np.flatnonzero((reasons.codes == 0) & (target >= 0))
-    reasons.set_rows(matched[sizes[target[matched]] == 0], "its op has no origins")
+    no_origins = sizes == 0
+    if no_origins.any():
+        reasons.set_mask(ok & no_origins[np.maximum(target, 0)], "its op has no origins")
 
     # 4. nesting and overlaps on one track
     overhead = np.zeros(n, dtype=bool)

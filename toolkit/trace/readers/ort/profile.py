@@ -190,7 +190,7 @@ def _read_ort_profile(source: str | os.PathLike[str] | IO[bytes]) -> Trace:
         "tid": frame["tid"].to_numpy(dtype=np.int64)[rows],
         "input_shapes": sub_cat("input_type_shape"),
         "output_shapes": sub_cat("output_type_shape"),
-    })
+    }, copy=False)  # fresh arrays: no consolidating copy
     n_runs = len(span_rows)
     good = run >= 0
     # a control-flow node (If, Loop, Scan) times its body's nodes inside its own kernel
