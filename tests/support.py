@@ -139,3 +139,45 @@ def int8_lstm_model(seed: int, *, batch: int = 2, steps: int = 5, n_in: int = 7,
     mb.graph.ops[-1].extra["intermediates"] = inter
     mb.output(y)
     return mb.build()
+
+
+def _host_has(flag: str) -> bool:
+    try:
+        return flag in Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+
+
+#: The native builds a kernel test runs: the host's instructions (-march=native), AVX2 without
+#: AVX-512 (where the host runs AVX2) and the portable kernels.
+ISAS = ["host-isa", *(["avx2"] if _host_has("avx2") and _host_has("fma") else []), "portable"]
+
+
+def build_for_isa(art: Any, isa: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Build the native artifact ``art`` for one of :data:`ISAS` (at -O1, to keep it quick)."""
+    if isa == "avx2":
+        import toolkit.generator.build as build_mod
+
+        plain = build_mod.compile_flags
+        monkeypatch.setattr(build_mod, "compile_flags",
+                            lambda opt, native: [*plain(opt, False), "-mavx2", "-mfma"])
+    art.build(opt="-O1", native=isa == "host-isa")
+
+
+def reference_equals_litert(model: Any, path: Path, input_sets: list[dict[str, np.ndarray]]
+                            ) -> list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:
+    """``(inputs, outputs)`` of the reference runtime for each input set, each output checked
+    equal to LiteRT's bit for bit (``path``: the model written as .tflite) and not saturated
+    (more than 8 distinct values)."""
+    from toolkit.runtime.interpreter import run_model
+
+    out = []
+    for inputs in input_sets:
+        ref = run_model(model, inputs).outputs
+        lite = litert_run(path, inputs)
+        assert ref.keys() == lite.keys()
+        for k, r in ref.items():
+            np.testing.assert_array_equal(lite[k], r, err_msg=k)
+            assert len(np.unique(r)) > 8, k  # not saturated
+        out.append((inputs, ref))
+    return out

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _single_op_tflite import SingleOp, Spec, options
-from test_codegen_gemm import ISAS, _build
+from support import ISAS, build_for_isa
 
 import toolkit as tk
 import toolkit.generator.ops as ops_mod
@@ -41,7 +41,7 @@ def _check(tmp_path: Path, case: SingleOp, feeds: list[np.ndarray], isa: str, fn
     model = tk.load(path)
     monkeypatch.setattr(ops_mod, "PARALLEL_WORK", 0)  # every op through the pool
     art = codegen(model, tmp_path / "art", name="case")
-    _build(art, isa, monkeypatch)
+    build_for_isa(art, isa, monkeypatch)
     assert f"tk::{fn}(" in art.source.read_text()
     want = case.run_litert(feeds)
     names = [s.name for s in case.feeds]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import ISAS, build_for_isa
 
-import toolkit.generator.build as build_mod
 from toolkit.builder import ModelBuilder
 from toolkit.generator import codegen
 from toolkit.ir import Model
@@ -74,24 +74,6 @@ def _model() -> Model:
     return mb.build()
 
 
-def _host_has(flag: str) -> bool:
-    try:
-        return flag in Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
-
-
-# the host's instructions (-march=native), AVX2 without AVX-512 (where the host runs AVX2),
-# and the portable kernels
-ISAS = ["host-isa", *(["avx2"] if _host_has("avx2") and _host_has("fma") else []), "portable"]
-
-
-def _build(art: object, isa: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if isa == "avx2":
-        plain = build_mod.compile_flags
-        monkeypatch.setattr(build_mod, "compile_flags",
-                            lambda opt, native: [*plain(opt, False), "-mavx2", "-mfma"])
-    art.build(opt="-O1", native=isa == "host-isa")  # type: ignore[attr-defined]
 
 
 def _close(ref: dict[str, np.ndarray], out: dict[str, np.ndarray]) -> None:
@@ -114,7 +96,7 @@ def model() -> Model:
 def test_gemm_kernels_equal_the_reference(tmp_path: Path, model: Model, isa: str,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     art = codegen(model, tmp_path, name="gemm")
-    _build(art, isa, monkeypatch)
+    build_for_isa(art, isa, monkeypatch)
     code = art.source.read_text()
     for fn in ("conv2d_f32_packed", "fully_connected_f32_packed", "batch_matmul_f32",
                "softmax_f32"):
@@ -197,7 +179,7 @@ def _int8_model() -> Model:
 def test_int8_tiles_bit_exact(tmp_path: Path, isa: str, monkeypatch: pytest.MonkeyPatch) -> None:
     model = _int8_model()
     art = codegen(model, tmp_path, name="q8tiles")
-    _build(art, isa, monkeypatch)
+    build_for_isa(art, isa, monkeypatch)
     code = art.source.read_text()
     assert code.count("tk::depthwise_q8_pre(") == 4 and code.count("tk::conv2d_q8x4(") == 4
     m = NativeModel(art)

@@ -15,37 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import litert_run
+from support import ISAS, build_for_isa, reference_equals_litert
 
-import toolkit.generator.build as build_mod
 import toolkit.generator.ops as ops_mod
 from toolkit.builder import ModelBuilder
 from toolkit.formats.flatbuffer_write import write_model
 from toolkit.generator import codegen
 from toolkit.ir import Model
 from toolkit.ir import Quantization as Q
-from toolkit.runtime.interpreter import run_model
 from toolkit.runtime.native import NativeModel
-
-
-def _host_has(flag: str) -> bool:
-    try:
-        return flag in Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
-
-
-# the host's instructions (-march=native), AVX2 without AVX-512 (where the host runs AVX2),
-# and the portable kernels
-ISAS = ["host-isa", *(["avx2"] if _host_has("avx2") and _host_has("fma") else []), "portable"]
-
-
-def _build(art: object, isa: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if isa == "avx2":
-        plain = build_mod.compile_flags
-        monkeypatch.setattr(build_mod, "compile_flags",
-                            lambda opt, native: [*plain(opt, False), "-mavx2", "-mfma"])
-    art.build(opt="-O1", native=isa == "host-isa")  # type: ignore[attr-defined]
 
 
 def _model() -> Model:
@@ -125,18 +103,9 @@ def expected(model: Model, tmp_path_factory: pytest.TempPathFactory
     path = tmp_path_factory.mktemp("q8conv") / "q8conv.tflite"
     path.write_bytes(bytes(write_model(model, "tflite")))
     rng = np.random.default_rng(5)
-    out = []
-    for _ in range(3):
-        inputs = {t.name: rng.integers(-128, 128, t.shape).astype(np.int8)
-                  for t in model.graph.inputs}
-        ref = run_model(model, inputs).outputs
-        lite = litert_run(path, inputs)
-        assert ref.keys() == lite.keys()
-        for k, r in ref.items():
-            np.testing.assert_array_equal(lite[k], r, err_msg=k)
-            assert len(np.unique(r)) > 8, k  # not saturated
-        out.append((inputs, ref))
-    return out
+    return reference_equals_litert(model, path, [
+        {t.name: rng.integers(-128, 128, t.shape).astype(np.int8) for t in model.graph.inputs}
+        for _ in range(3)])
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -145,7 +114,7 @@ def test_int8_conv_kernels_bit_exact(tmp_path: Path, model: Model, isa: str,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ops_mod, "PARALLEL_WORK", 1)  # every op's rows split across threads
     art = codegen(model, tmp_path, name="q8conv")
-    _build(art, isa, monkeypatch)
+    build_for_isa(art, isa, monkeypatch)
     code = art.source.read_text()
     assert code.count("tk::depthwise_q8_pre(") == 8 and code.count("tk::conv2d_q8x4(") == 7
     assert code.count("pool_.rows(") == 14

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import litert_run
-from test_codegen_int8_conv import ISAS, _build
+from support import ISAS, build_for_isa, reference_equals_litert
 
 import toolkit.generator.ops as ops_mod
 from toolkit.builder import ModelBuilder
@@ -26,7 +25,6 @@ from toolkit.formats.flatbuffer_write import write_model
 from toolkit.generator import codegen
 from toolkit.ir import Model
 from toolkit.ir import Quantization as Q
-from toolkit.runtime.interpreter import run_model
 from toolkit.runtime.native import NativeModel
 
 
@@ -83,7 +81,7 @@ def expected(model: Model, tmp_path_factory: pytest.TempPathFactory
     path = tmp_path_factory.mktemp("q8elt") / "q8elt.tflite"
     path.write_bytes(bytes(write_model(model, "tflite")))
     rng = np.random.default_rng(7)
-    out = []
+    input_sets = []
     for seed in range(3):
         inputs = {}
         for t in model.graph.inputs:
@@ -91,14 +89,8 @@ def expected(model: Model, tmp_path_factory: pytest.TempPathFactory
             if seed == 0 and v.size >= 256:
                 v.reshape(-1)[:256] = np.arange(-128, 128)
             inputs[t.name] = v
-        ref = run_model(model, inputs).outputs
-        lite = litert_run(path, inputs)
-        assert ref.keys() == lite.keys()
-        for k, r in ref.items():
-            np.testing.assert_array_equal(lite[k], r, err_msg=k)
-            assert len(np.unique(r)) > 8, k  # not saturated
-        out.append((inputs, ref))
-    return out
+        input_sets.append(inputs)
+    return reference_equals_litert(model, path, input_sets)
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -107,7 +99,7 @@ def test_int8_eltwise_kernels_bit_exact(tmp_path: Path, model: Model, isa: str,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ops_mod, "PARALLEL_WORK", 1)  # every op's rows split across threads
     art = codegen(model, tmp_path, name="q8elt")
-    _build(art, isa, monkeypatch)
+    build_for_isa(art, isa, monkeypatch)
     code = art.source.read_text()
     assert code.count("tk::mul_q8(") == 7 and code.count("tk::add_q8(") == 5
     assert code.count("tk::mul_gate_table_q8(") == 2
