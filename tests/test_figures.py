@@ -162,6 +162,12 @@ def test_layer_run_stats_are_robust_to_a_slow_run() -> None:
     assert (skipped["max_ms"] < stats["max_ms"]).all()
     ax = plot_layer_median(att, skip_runs=1)
     assert "median of 6 runs, first 1 skipped as warm-up" in ax.texts[0].get_text()
+    # the subtitle stays well inside the axes' width (room for longer layer names on the
+    # left): the figure's width does not follow the counts in it
+    ax.figure.canvas.draw()
+    renderer = ax.figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    assert (ax.texts[0].get_window_extent(renderer).width
+            < 0.7 * ax.get_window_extent(renderer).width)
     assert ax.get_title() and ax.get_xlabel().startswith("time per inference")
 
 
