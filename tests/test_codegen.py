@@ -173,7 +173,7 @@ def test_parameters_file_header_and_alignment(cnn_int8: Artifact) -> None:
     assert f'"{head["model_hash"]}"' in cnn_int8.source.read_text()
     offsets = [int(x) for x in __import__("re").findall(r"P<\w+>\((\d+)\)",
                                                          cnn_int8.source.read_text())]
-    assert offsets and all(o % 16 == 0 and o >= 64 for o in offsets)
+    assert offsets and all(o % 64 == 0 and o >= 64 for o in offsets)
 
 
 def test_mismatching_or_missing_parameters_are_refused(cnn_int8: Artifact,

@@ -216,7 +216,7 @@ def codegen(model: Model | CompiledModel | PathLike, out_dir: PathLike,
         out_dir: the folder to write: ``<name>.h`` (the model class: constructor taking the
             parameters file, ``set_<input>``, ``get_<output>``, ``doInference``; and a C ABI),
             ``<name>.cpp``, ``<name>.params`` (header with magic, version, model hash and
-            size; 16-byte aligned weights), ``<name>.json`` (manifest and debug-handle map),
+            size; 64-byte aligned weights), ``<name>.json`` (manifest and debug-handle map),
             ``main.cpp``, ``CMakeLists.txt`` and the op library.
         name: the artifact's name (default: the model file's stem, else ``model``).
         debug: a debug build, which also copies every op's output tensors into buffers set

@@ -2,7 +2,7 @@
 
 ``codegen(model_or_compiled, out_dir)`` analyses the model (inference sequence, tensor
 lifetimes, one arena for the temporaries), serialises its constants into a parameters file
-(header with magic, version, model hash and size; arrays 16-byte aligned), and writes a header
+(header with magic, version, model hash and size; arrays 64-byte aligned), and writes a header
 with a model class (constructor taking the parameters file, ``set_<input>``, ``get_<output>``,
 ``doInference``), the code, a manifest, a stand-alone ``main.cpp`` and a ``CMakeLists.txt``,
 together with the op library (``cpp/`` in this package). :meth:`Artifact.build` compiles a

@@ -834,6 +834,13 @@ def _fully_connected(e: Emitter, step: Step) -> str:
     nr, panels = gemm_panels(_float_filter(op, w, 0).T)
     bias = _bias(op, o, _F32)
     b = "nullptr" if bias is None else e.param(bias, "float")
+    n_panels = panels.shape[0]
+    if batch * k * o >= PARALLEL_WORK and n_panels >= 2:
+        # threads split the output channels: each streams only its panels of the weights
+        geom = f"tk::ConvGeom{{1, 1, {batch}, {k}, 1, 1, 1, {batch}, {o}, 1, 1, 1, 1, 0, 0, 1}}"
+        return (f"pool_.rows(0, {n_panels}, [&](int tk_p0, int tk_p1) {{ "
+                f"tk::conv2d_f32_panels({geom}, {e.ptr(x)}, {e.param(panels, 'float')}, {nr}, "
+                f"{b}, {_act(op)}, {e.ptr(out)}, tk_p0, tk_p1); }});")
     return (f"tk::fully_connected_f32_packed({e.ptr(x)}, {e.param(panels, 'float')}, {nr}, "
             f"{b}, {batch}, {k}, {o}, {_act(op)}, {e.ptr(out)});")
 

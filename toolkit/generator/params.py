@@ -1,4 +1,4 @@
-"""The parameters file of an artifact: a header, then every constant array 16-byte aligned.
+"""The parameters file of an artifact: a header, then every constant array 64-byte aligned.
 
 Layout (little-endian)::
 
@@ -9,7 +9,7 @@ Layout (little-endian)::
     24  model hash 32 bytes ASCII hex: the first 128 bits of SHA-256 over the payload and the
                             generated code, so a parameters file goes with its code only
     56  reserved   8 bytes  zero
-    64  payload    arrays at 16-byte aligned offsets (from the start of the file)
+    64  payload    arrays at 64-byte aligned offsets (from the start of the file)
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ __all__ = ["PARAMS_MAGIC", "PARAMS_VERSION", "HEADER_BYTES", "ParamsBuilder", "r
 PARAMS_MAGIC = b"TKPARAMS"
 PARAMS_VERSION = 1
 HEADER_BYTES = 64
-_ALIGN = 16
+_ALIGN = 64
 
 
 class ParamsBuilder:

@@ -63,8 +63,8 @@ Params::Params(const std::string& path, const char* model_hash, uint64_t expecte
     in.seekg(0, std::ios::end);
     size_ = static_cast<size_t>(in.tellg());
     in.seekg(0, std::ios::beg);
-    owned_.resize(size_ + 16);
-    size_t shift = (16 - reinterpret_cast<uintptr_t>(owned_.data()) % 16) % 16;
+    owned_.resize(size_ + 64);
+    size_t shift = (64 - reinterpret_cast<uintptr_t>(owned_.data()) % 64) % 64;
     in.read(reinterpret_cast<char*>(owned_.data() + shift), static_cast<std::streamsize>(size_));
     data_ = owned_.data() + shift;
   }

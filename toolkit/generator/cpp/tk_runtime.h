@@ -18,7 +18,7 @@ namespace tk {
 // ---------------------------------------------------------------- parameters file
 // Layout (little-endian): magic "TKPARAMS" (8 bytes), format version (u32), header size
 // (u32), file size (u64), model hash (32 ASCII hex digits), 8 reserved bytes; then the
-// payload, every array at a 16-byte aligned offset from the start of the file.
+// payload, every array at a 64-byte (cache-line) aligned offset from the start of the file.
 constexpr char kParamsMagic[9] = "TKPARAMS";
 constexpr uint32_t kParamsVersion = 1;
 constexpr size_t kParamsHeader = 64;
@@ -39,7 +39,7 @@ class Params {
   const unsigned char* data_ = nullptr;
   size_t size_ = 0;
   bool mapped_ = false;
-  std::vector<unsigned char> owned_;  // 16-byte aligned copy when not memory-mapped
+  std::vector<unsigned char> owned_;  // 64-byte aligned copy when not memory-mapped
 };
 
 // ---------------------------------------------------------------- tracer
