@@ -54,10 +54,14 @@ class Tracer {
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
+  // Records up to `capacity` events from now on (the buffers are kept when their size stays,
+  // so tracing can be turned on and off around single calls at no allocation).
   void enable(size_t capacity) {
-    ids_.assign(capacity, 0);
-    begins_.assign(capacity, 0);
-    ends_.assign(capacity, 0);
+    if (capacity != ids_.size()) {
+      ids_.assign(capacity, 0);
+      begins_.assign(capacity, 0);
+      ends_.assign(capacity, 0);
+    }
     count_ = 0;
     dropped_ = 0;
     enabled_ = capacity > 0;
