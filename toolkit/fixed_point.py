@@ -11,7 +11,7 @@ import numpy as np
 
 __all__ = ["round_half_away", "quantize_multiplier", "QParams", "qparams_of", "c_div",
            "rounding_divide_by_pot", "hard_swish_fixed_point", "dequantize_filter",
-           "wrap16", "sat16", "rdbpot", "squared_difference_int8"]
+           "wrap16", "sat16", "rdbpot", "squared_difference_int8", "single_precision_ratio"]
 
 
 def round_half_away(x: np.ndarray | float | np.floating[Any]) -> np.ndarray:
@@ -40,6 +40,16 @@ def quantize_multiplier(m: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     shift = np.where(tiny | (m == 0), 0, shift)
     q_fixed = np.where(m == 0, 0, q_fixed)
     return q_fixed.astype(np.int64), shift.astype(np.int64)
+
+
+def single_precision_ratio(num: float | np.floating[Any], den: float | np.floating[Any],
+                           factor: float | np.floating[Any] = 1.0) -> float:
+    """``num * factor / den`` computed as TFLite's MUL and PRELU kernels compute their real
+    multipliers: in float32 arithmetic (their scales are C ``float``), the result widened to
+    double. The same quotient in double precision gives another multiplier for some scales,
+    and outputs 1 apart where a product lands near a rounding tie."""
+    with np.errstate(all="ignore"):
+        return float((np.float32(num) * np.float32(factor)) / np.float32(den))
 
 
 @dataclass(frozen=True)

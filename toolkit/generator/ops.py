@@ -18,7 +18,7 @@ import numpy as np
 
 from toolkit.custom_ops import custom_op, unregistered
 from toolkit.errors import UnsupportedOpError
-from toolkit.fixed_point import dequantize_filter, squared_difference_int8
+from toolkit.fixed_point import dequantize_filter, single_precision_ratio, squared_difference_int8
 from toolkit.generator.analysis import Analysis, Step
 from toolkit.generator.movement import MOVEMENT, affine_map, index_map
 from toolkit.generator.params import ParamsBuilder
@@ -1026,7 +1026,7 @@ def _binary(e: Emitter, step: Step) -> str:
     if op.type == "MUL":
         if op.activation == 4:
             raise _unsupported(op, "fused TANH on a quantized MUL")
-        real = np.float64(qa.s) * np.float64(qb.s) / np.float64(qo.s)
+        real = single_precision_ratio(qa.s, qo.s, qb.s)
         m, s = quantize_multiplier(real)
         gate = _logistic_gate(e, a, b, out)
         if gate is not None:  # x * LOGISTIC(x) (swish): a function of x alone, as a table
@@ -1114,8 +1114,8 @@ def _prelu(e: Emitter, step: Step) -> str:
     iq, aq, oq = qp(op, x), qp(op, alpha), qp(op, out)
     if max(iq.scale.size, aq.scale.size, oq.scale.size) > 1:
         raise _unsupported(op, "per-channel quantization in PRELU")
-    m1, s1 = quantize_multiplier(float(np.float64(iq.s) / np.float64(oq.s)))
-    m2, s2 = quantize_multiplier(float(np.float64(iq.s) * np.float64(aq.s) / np.float64(oq.s)))
+    m1, s1 = quantize_multiplier(single_precision_ratio(iq.s, oq.s))
+    m2, s2 = quantize_multiplier(single_precision_ratio(iq.s, oq.s, aq.s))
     return (f"tk::prelu_q8({g}, {e.ptr(x)}, {iq.zp}, {e.ptr(alpha)}, {aq.zp}, {int(m1)}, "
             f"{int(s1)}, {int(m2)}, {int(s2)}, {oq.zp}, {e.ptr(out)}, {r0}, {r1});")
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.fixed_point import squared_difference_int8
+from toolkit.fixed_point import single_precision_ratio, squared_difference_int8
 from toolkit.ir import Op, Tensor
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.blocks import block_len, tile_block
@@ -178,7 +178,7 @@ def _quant_mul(op: Op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     q1, q2, qo = qparams(op, op.inputs[0]), qparams(op, op.inputs[1]), qparams(op, out)
     if op.activation == 4:
         return quantized_via_float(op, [a, b], np.multiply)
-    real = np.float64(q1.s) * np.float64(q2.s) / np.float64(qo.s)
+    real = single_precision_ratio(q1.s, qo.s, q2.s)
     prod = (a.astype(np.int64) - q1.zp) * (b.astype(np.int64) - q2.zp)
     lo, hi = quant_activation_range(op, out)
     return requantize(prod, real, qo.zp, lo, hi, dt)

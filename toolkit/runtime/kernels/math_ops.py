@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from toolkit.fixed_point import single_precision_ratio
 from toolkit.ir import Op
 from toolkit.runtime.kernels._registry import register
 from toolkit.runtime.kernels.common import (
@@ -94,8 +95,8 @@ def prelu(op: Op, args: Args) -> list[np.ndarray]:
         return [np.where(x >= 0, x, x * alpha.astype(np.float32)).astype(np.float32)]
     iq, aq, oq = (qparams(op, t) for t in (op.inputs[0], op.inputs[1], op.outputs[0]))
     dt = out_dtype(op)
-    m1, s1 = quantize_multiplier(float(np.float64(iq.s) / np.float64(oq.s)))
-    m2, s2 = quantize_multiplier(float(np.float64(iq.s) * np.float64(aq.s) / np.float64(oq.s)))
+    m1, s1 = quantize_multiplier(single_precision_ratio(iq.s, oq.s))
+    m2, s2 = quantize_multiplier(single_precision_ratio(iq.s, oq.s, aq.s))
     xv = x.astype(np.int64) - iq.zp
     av = alpha.astype(np.int64) - aq.zp
     pos = multiply_by_quantized_multiplier(xv, m1, s1)
