@@ -166,6 +166,18 @@ def test_native_matches_and_joins(models: dict[str, tk.Model], artifacts: dict[s
 
 
 @pytest.mark.parametrize("stem", STEMS)
+def test_native_threads_give_the_same_bits(models: dict[str, tk.Model],
+                                           artifacts: dict[str, Artifact], stem: str) -> None:
+    x = _inputs(models[stem], seed=4)
+    one = run_native(artifacts[stem], x, threads=1).outputs
+    for threads in (2, 3):
+        got = run_native(artifacts[stem], x, threads=threads).outputs
+        assert sorted(got) == sorted(one)
+        for k, v in one.items():
+            np.testing.assert_array_equal(got[k], v, err_msg=f"{stem} {k}, {threads} threads")
+
+
+@pytest.mark.parametrize("stem", STEMS)
 def test_reference_trace_joins_fully(models: dict[str, tk.Model], stem: str) -> None:
     m = models[stem]
     r = tk.run(m, _inputs(m), trace=True)
