@@ -192,7 +192,11 @@ def test_conv_split_by_channels(tmp_path: Path, isa: str, cfg: tuple,
 # transposed convolutions: (h, w, c, o, filter, stride, padding, activation)
 TCONV = [(6, 7, 16, 1, 2, 2, "VALID", "NONE"),   # mediapipe's upsampling head
          (5, 4, 13, 6, 3, 2, "SAME", "RELU"),     # masked channels, overlapping taps
-         (4, 5, 24, 3, 3, 1, "SAME", "RELU6")]
+         (4, 5, 24, 3, 3, 1, "SAME", "RELU6"),
+         (9, 8, 3, 20, 4, 2, "SAME", "NONE"),     # few input channels, two panels
+         (3, 7, 40, 2, 5, 3, "VALID", "RELU_N1_TO_1"),  # taps past the stride
+         (5, 6, 8, 3, 2, 2, "SAME", "RELU6"),      # taps tiling the output, written in place
+         (4, 3, 17, 21, 3, 3, "VALID", "NONE")]    # the same, two panels a row
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -212,7 +216,7 @@ def test_transpose_conv(tmp_path: Path, isa: str, cfg: tuple,
         options=options("TransposeConvOptions", padding=_PAD[pad], strideW=s, strideH=s,
                         fusedActivationFunction=_ACT[act]))
     x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
-    _check(tmp_path, case, [x], isa, "transpose_conv_f32", monkeypatch)
+    _check(tmp_path, case, [x], isa, "transpose_conv_f32_gemm", monkeypatch)
 
 
 # max pools: (h, w, c, filter, stride, padding, activation)

@@ -233,9 +233,10 @@ def _tconv_emit(e: Any, step: Any) -> str:
     oh, ow, pt, pl = _tconv_geometry(op, x.shape, w.shape)
     geom = (f"tk::TConvGeom{{{n}, {ih}, {iw}, {c}, {kh}, {kw}, {o}, {p.stride_h}, "
             f"{p.stride_w}, {oh}, {ow}, {pt}, {pl}}}")
-    wp = e.param(np.ascontiguousarray(w.data, dtype=F32), "float")
+    nr, wp = e.transpose_conv_filter(np.asarray(w.data, dtype=F32))
     bp = e.param(np.ascontiguousarray(b.data, dtype=F32).reshape(-1), "float")
-    return f"tk::transpose_conv_f32({geom}, {e.ptr(x)}, {wp}, {bp}, 0, {e.ptr(out, False)});"
+    return (f"tk::transpose_conv_f32_gemm({geom}, {e.ptr(x)}, {wp}, {nr}, {bp}, 0, "
+            f"{e.ptr(out, False)});")
 
 
 # ---------------------------------------------------------------------- pooling

@@ -89,6 +89,16 @@ class Emitter:
         self.ctor.append(code if unless is None else f"#if !({unless})\n  {code}\n#endif")
         return f"{name}.data()"
 
+    def transpose_conv_filter(self, w: np.ndarray) -> tuple[int, str]:
+        """A float TRANSPOSE_CONV filter ``[O, KH, KW, C]`` packed for
+        tk::transpose_conv_f32_gemm (for each ky, the ``[C, KW * O]`` matrix in the GEMM's
+        panels, :func:`gemm_panels`) and stored as a parameter: ``(nr, pointer expression)``."""
+        o, kh, kw, c = w.shape
+        rows = np.asarray(w, np.float32).transpose(1, 3, 2, 0).reshape(kh, c, kw * o)
+        nr = gemm_panels(rows[0])[0]
+        slabs = [gemm_panels(rows[ky])[1] for ky in range(kh)]
+        return nr, self.param(np.ascontiguousarray(np.stack(slabs)), "float")
+
     def ptr(self, t: Tensor | None, const: bool = True) -> str:
         """A C++ expression for a typed pointer to the data of ``t`` (``nullptr`` for None)."""
         if t is None:
@@ -419,8 +429,9 @@ def _transpose_conv(e: Emitter, step: Step) -> str:
         if bf.size != o:
             raise _unsupported(op, f"bias of {bf.size} values for {o} channels")
     b = "nullptr" if bf is None else e.param(bf, "float")
-    return (f"tk::transpose_conv_f32({geom}, {e.ptr(x)}, "
-            f"{e.param(np.ascontiguousarray(w), 'float')}, {b}, {_act(op)}, {e.ptr(out)});")
+    nr, wp = e.transpose_conv_filter(w)
+    return (f"tk::transpose_conv_f32_gemm({geom}, {e.ptr(x)}, {wp}, {nr}, {b}, {_act(op)}, "
+            f"{e.ptr(out)});")
 
 
 def _conv3d(e: Emitter, step: Step) -> str:

@@ -1406,25 +1406,66 @@ void transpose_conv_loop(const TConvGeom& g, const X* x, const W* w, Dot dot, St
 
 }  // namespace
 
-void transpose_conv_f32(const TConvGeom& g, const float* x, const float* w, const float* bias,
-                        int act, float* y) {
-#if defined(__AVX2__) && defined(__FMA__)
-  if (g.c >= 8) return avx2::transpose_conv_f32(g, x, w, bias, act, y);
-#endif
-  transpose_conv_loop<float, float, float>(
-      g, x, w,
-      [](const float* xp, const float* wp, int c) {
-        float s = 0.f;
-        for (int i = 0; i < c; ++i) s += xp[i] * wp[i];
-        return s;
-      },
-      [&](int b, int oy, int ox, const float* acc) {
-        float* yp = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * g.o;
-        for (int oc = 0; oc < g.o; ++oc) {
-          const float v = acc[oc] + (bias ? bias[oc] : 0.f);
-          yp[oc] = act != ACT_NONE ? act1(v, act) : v;
+void transpose_conv_f32_gemm(const TConvGeom& g, const float* x, const float* wp, int nr,
+                             const float* bias, int act, float* y) {
+  const int row_o = g.kw * g.o;                     // products of one pixel and one ky
+  const int64_t slab = static_cast<int64_t>((row_o + nr - 1) / nr) * nr * g.c;  // per ky
+  const int64_t out_row = static_cast<int64_t>(g.ow) * g.o;
+  if (g.sh == g.kh && g.sw == g.kw && g.pt == 0 && g.pl == 0 && g.oh == g.h * g.kh &&
+      g.ow == g.w * g.kw) {
+    // the taps tile the output: input row iy and ky give output row iy * kh + ky whole, its
+    // pixels' (kx, oc) values side by side, written by the GEMM with bias and activation
+    float* tiled = nullptr;  // the bias of each (kx, oc)
+    if (bias) {
+      tiled = scratch<float, 44>(static_cast<size_t>(row_o));
+      for (int j = 0; j < row_o; ++j) tiled[j] = bias[j % g.o];
+    }
+    for (int b = 0; b < g.n; ++b)
+      for (int iy = 0; iy < g.h; ++iy) {
+        const float* xr = x + ((static_cast<int64_t>(b) * g.h + iy) * g.w) * g.c;
+        for (int ky = 0; ky < g.kh; ++ky)
+          conv2d_f32_packed(ConvGeom{1, 1, g.w, g.c, 1, 1, 1, g.w, row_o, 1, 1, 1, 1, 0, 0, 1},
+                            xr, wp + ky * slab, nr, tiled, act,
+                            y + (static_cast<int64_t>(b) * g.oh + iy * g.kh + ky) * out_row, 0, 1);
+      }
+    return;
+  }
+  // input rows per block: their products (at most ~256 KiB) stay in cache until scattered
+  const int block = static_cast<int>(std::max<int64_t>(
+      1, std::min<int64_t>(g.h, (int64_t(1) << 16) / std::max<int64_t>(1, int64_t(g.w) * row_o))));
+  float* cols = scratch<float, 43>(static_cast<size_t>(block) * g.w * row_o);
+  for (int b = 0; b < g.n; ++b) {
+    float* yb = y + b * g.oh * out_row;
+    for (int64_t p = 0; p < static_cast<int64_t>(g.oh) * g.ow; ++p)
+      for (int oc = 0; oc < g.o; ++oc) yb[p * g.o + oc] = bias ? bias[oc] : 0.f;
+    for (int iy0 = 0; iy0 < g.h; iy0 += block) {
+      const int rows = std::min(block, g.h - iy0);
+      const int px = rows * g.w;
+      const float* xb = x + ((static_cast<int64_t>(b) * g.h + iy0) * g.w) * g.c;
+      for (int ky = 0; ky < g.kh; ++ky) {
+        // the block's pixels times the (kx, oc) filter rows of ky: a 1x1 convolution's GEMM
+        conv2d_f32_packed(ConvGeom{1, 1, px, g.c, 1, 1, 1, px, row_o, 1, 1, 1, 1, 0, 0, 1}, xb,
+                          wp + ky * slab, nr, nullptr, ACT_NONE, cols, 0, 1);
+        // each product added to the output pixel its tap lands on
+        for (int r = 0; r < rows; ++r) {
+          const int oy = (iy0 + r) * g.sh - g.pt + ky;
+          if (oy < 0 || oy >= g.oh) continue;
+          float* yrow = yb + oy * out_row;
+          for (int ix = 0; ix < g.w; ++ix) {
+            const float* src = cols + (static_cast<int64_t>(r) * g.w + ix) * row_o;
+            const int ox0 = ix * g.sw - g.pl;
+            const int k0 = std::max(0, -ox0), k1 = std::min(g.kw, g.ow - ox0);
+            if (k1 <= k0) continue;
+            float* dst = yrow + static_cast<int64_t>(ox0 + k0) * g.o;
+            const float* s = src + k0 * g.o;
+            for (int i = 0; i < (k1 - k0) * g.o; ++i) dst[i] += s[i];
+          }
         }
-      });
+      }
+    }
+    if (act != ACT_NONE)
+      for (int64_t i = 0; i < g.oh * out_row; ++i) yb[i] = act1(yb[i], act);
+  }
 }
 
 void transpose_conv_q8(const TConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,

@@ -15,7 +15,42 @@
 #include <cstddef>
 #include <cstdint>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace tk {
+
+#if defined(__AVX2__)
+// ---------------------------------------------------------------- partial vector stores
+// The first n (0 to 8) floats of v stored at p, in pieces of 4, 2 and 1 values: a masked
+// store (VMASKMOVPS) costs several times a whole-vector store on some processors (about 20
+// cycles on AMD Zen 3), which the tails of every kernel would pay.
+inline void store_first8(float* p, __m256 v, int n) {
+  if (n >= 8) {
+    _mm256_storeu_ps(p, v);
+    return;
+  }
+  __m128 part = _mm256_castps256_ps128(v);
+  if (n & 4) {
+    _mm_storeu_ps(p, part);
+    part = _mm256_extractf128_ps(v, 1);
+    p += 4;
+  }
+  if (n & 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(p), part);
+    part = _mm_movehl_ps(part, part);
+    p += 2;
+  }
+  if (n & 1) _mm_store_ss(p, part);
+}
+
+// _mm256_maskstore_ps(p, m, v) for a mask m of the first lanes (as the kernels' lanes8
+// makes them), without the masked store.
+inline void store_prefix8(float* p, __m256i m, __m256 v) {
+  store_first8(p, v, __builtin_popcount(_mm256_movemask_ps(_mm256_castsi256_ps(m))));
+}
+#endif
 
 // ---------------------------------------------------------------- fixed point
 inline int64_t srdhm(int64_t a, int64_t b) {
@@ -126,8 +161,14 @@ void depthwise_q8_pre(const ConvGeom& g, const int8_t* x, int zp_in, const int16
 struct TConvGeom {
   int n, h, w, c, kh, kw, o, sh, sw, oh, ow, pt, pl;
 };
-void transpose_conv_f32(const TConvGeom& g, const float* x, const float* w, const float* bias,
-                        int act, float* y);
+// Float TRANSPOSE_CONV through the GEMM (conv2d_f32_packed's): the filter packed for each
+// filter row ky as a [C, KW*O] matrix in panels of nr, the slabs one after the other; bias
+// (O values, or null) and activation. When the taps tile the output (strides equal to the
+// filter, no padding) each input row and ky write one output row in place; otherwise blocks
+// of input rows give their products, each then added to the output pixel its tap lands on
+// (outputs start at the bias, the activation last).
+void transpose_conv_f32_gemm(const TConvGeom& g, const float* x, const float* wp, int nr,
+                             const float* bias, int act, float* y);
 // int8: filter (w - zp_w) as int16, bias int32 or null.
 void transpose_conv_q8(const TConvGeom& g, const int8_t* x, int zp_in, const int16_t* w,
                        const int32_t* bias, const QuantOut& q, int8_t* y);
@@ -447,10 +488,6 @@ bool binary_channel(int op, const float* a, const float* b, int64_t c, int64_t p
 // LOGISTIC float: 1 / (1 + e**-x), e**-x by a polynomial (within 2 ulp of expf; 0 and 1
 // beyond +-87).
 void logistic_f32(const float* x, float* y, size_t n);
-// TRANSPOSE_CONV float as tk::transpose_conv_f32 (each dot product over the input channels
-// in 8 lanes, then summed).
-void transpose_conv_f32(const TConvGeom& g, const float* x, const float* w, const float* bias,
-                        int act, float* y);
 // MAX_POOL_2D float as tk::max_pool_f32 (NaN stays), then the clamp to [lo, hi].
 void max_pool_f32(const PoolGeom& g, const float* x, float lo, float hi, float* y, int row0,
                   int row1);

@@ -42,7 +42,7 @@ inline void store8(float* p, __m256i m, __m256 v) {
     (void)m;
     _mm256_storeu_ps(p, v);
   } else {
-    _mm256_maskstore_ps(p, m, v);
+    store_prefix8(p, m, v);
   }
 }
 
@@ -177,7 +177,7 @@ void span_run(const float* a, int64_t sa, const float* b, int64_t sb, int64_t n,
     const __m256i m = lanes8(static_cast<int>(n - i));
     const __m256 u = sa ? _mm256_maskload_ps(a + i, m) : av;
     const __m256 v = sb ? _mm256_maskload_ps(b + i, m) : bv;
-    _mm256_maskstore_ps(y + i, m, clamp8(binop8<kOp>(u, v), lo, hi));
+    store_prefix8(y + i, m, clamp8(binop8<kOp>(u, v), lo, hi));
   }
 }
 
@@ -277,78 +277,8 @@ void logistic_f32(const float* x, float* y, size_t n) {
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, logistic8(_mm256_loadu_ps(x + i)));
   if (i < n) {
     const __m256i m = lanes8(static_cast<int>(n - i));
-    _mm256_maskstore_ps(y + i, m, logistic8(_mm256_maskload_ps(x + i, m)));
+    store_prefix8(y + i, m, logistic8(_mm256_maskload_ps(x + i, m)));
   }
-}
-
-namespace {
-
-// ---------------------------------------------------------------- transposed convolution
-// Dot product of c floats in 8 lanes (the last block masked), then the lanes summed.
-inline float dot8(const float* a, const float* b, int c) {
-  __m256 s = _mm256_setzero_ps();
-  int i = 0;
-  for (; i + 8 <= c; i += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s);
-  if (i < c) {
-    const __m256i m = lanes8(c - i);
-    s = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), s);
-  }
-  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
-}
-
-}  // namespace
-
-void transpose_conv_f32(const TConvGeom& g, const float* x, const float* w, const float* bias,
-                        int act, float* y) {
-  // the taps landing on each output column: (kx, ix) pairs in kx order, -1 past the last
-  std::vector<int> cols(static_cast<size_t>(g.ow) * g.kw * 2);
-  for (int ox = 0; ox < g.ow; ++ox) {
-    int* t = cols.data() + static_cast<size_t>(ox) * g.kw * 2;
-    int k = 0;
-    for (int kx = 0; kx < g.kw; ++kx) {
-      const int tx = ox + g.pl - kx;
-      if (tx < 0 || tx % g.sw || tx / g.sw >= g.w) continue;
-      t[2 * k] = kx;
-      t[2 * k + 1] = tx / g.sw;
-      ++k;
-    }
-    if (k < g.kw) t[2 * k] = -1;
-  }
-  std::vector<int> rows(static_cast<size_t>(g.kh) * 2);
-  for (int b = 0; b < g.n; ++b)
-    for (int oy = 0; oy < g.oh; ++oy) {
-      int nr = 0;
-      for (int ky = 0; ky < g.kh; ++ky) {
-        const int ty = oy + g.pt - ky;
-        if (ty < 0 || ty % g.sh || ty / g.sh >= g.h) continue;
-        rows[2 * nr] = ky;
-        rows[2 * nr + 1] = ty / g.sh;
-        ++nr;
-      }
-      float* yrow = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * g.o;
-      for (int ox = 0; ox < g.ow; ++ox) {
-        const int* t = cols.data() + static_cast<size_t>(ox) * g.kw * 2;
-        float* yp = yrow + static_cast<int64_t>(ox) * g.o;
-        for (int oc = 0; oc < g.o; ++oc) {
-          float acc = 0.f;
-          for (int r = 0; r < nr; ++r) {
-            const int ky = rows[2 * r], iy = rows[2 * r + 1];
-            const float* xr = x + (static_cast<int64_t>(b) * g.h + iy) * g.w * g.c;
-            const float* wr = w + (static_cast<int64_t>(oc) * g.kh + ky) * g.kw * g.c;
-            for (int k = 0; k < g.kw && t[2 * k] >= 0; ++k)
-              acc += dot8(xr + static_cast<int64_t>(t[2 * k + 1]) * g.c,
-                          wr + static_cast<int64_t>(t[2 * k]) * g.c, g.c);
-          }
-          const float v = acc + (bias ? bias[oc] : 0.f);
-          yp[oc] = act == ACT_RELU ? (v < 0.f ? 0.f : v)
-                   : act == ACT_RELU6 ? (v < 0.f ? 0.f : (v > 6.f ? 6.f : v))
-                   : act == ACT_RELU_N1_TO_1 ? (v < -1.f ? -1.f : (v > 1.f ? 1.f : v))
-                   : act == ACT_TANH ? std::tanh(v) : v;
-        }
-      }
-    }
 }
 
 namespace {
@@ -437,8 +367,8 @@ void gemm_tile16(const float* const* taps, int ts, int ntaps, int c, int ws,
       _mm256_storeu_ps(dst[t], r0);
       _mm256_storeu_ps(dst[t] + 8, r1);
     } else {
-      _mm256_maskstore_ps(dst[t], m0, r0);
-      _mm256_maskstore_ps(dst[t] + 8, m1, r1);
+      store_prefix8(dst[t], m0, r0);
+      store_prefix8(dst[t] + 8, m1, r1);
     }
   }
 }
