@@ -234,3 +234,22 @@ def test_max_pool(tmp_path: Path, isa: str, cfg: tuple, monkeypatch: pytest.Monk
                                     fusedActivationFunction=_ACT[act]))
     x = (np.random.default_rng(h * w * c).standard_normal((1, h, w, c)) * 3).astype(F32)
     _check(tmp_path, case, [x], isa, "max_pool_f32", monkeypatch)
+
+
+# bilinear resizes (8 channels at a time, then the rest): (h, w, c, out h, out w, options)
+RESIZE = [(5, 7, 19, 11, 9, {"halfPixelCenters": True}),
+          (4, 6, 16, 8, 12, {"alignCorners": True}),
+          (6, 5, 8, 3, 7, {})]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", RESIZE, ids=lambda c: "x".join(map(str, c[:5])))
+def test_resize_bilinear(tmp_path: Path, isa: str, cfg: tuple,
+                         monkeypatch: pytest.MonkeyPatch) -> None:
+    h, w, c, oh, ow, opts = cfg
+    case = SingleOp("RESIZE_BILINEAR",
+                    [Spec("x", (1, h, w, c)), Spec.const("size", np.array([oh, ow], np.int32))],
+                    [Spec("y", (1, oh, ow, c))],
+                    options=options("ResizeBilinearOptions", **opts))
+    x = (np.random.default_rng(h * w * c).standard_normal((1, h, w, c)) * 3).astype(F32)
+    _check(tmp_path, case, [x], isa, "resize_bilinear_f32", monkeypatch)

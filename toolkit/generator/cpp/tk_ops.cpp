@@ -1596,7 +1596,23 @@ void resize_bilinear_f32(const ResizeGeom& g, const float* dy, const float* dx, 
         const float* bl = r1 + static_cast<int64_t>(g.x0[ox]) * g.c;
         const float* br = r1 + static_cast<int64_t>(g.x1[ox]) * g.c;
         float* yp = y + ((static_cast<int64_t>(b) * g.oh + oy) * g.ow + ox) * g.c;
-        for (int ch = 0; ch < g.c; ++ch) {
+        int ch = 0;
+#if defined(__AVX2__)
+        {  // 8 channels at a time, the same operations in the same order (no fused ones)
+          const __m256 vwy = _mm256_set1_ps(wy), vwx = _mm256_set1_ps(wx);
+          const __m256 vny = _mm256_set1_ps(one - wy), vnx = _mm256_set1_ps(one - wx);
+          const auto lerp = [&](__m256 a, __m256 b, __m256 c, __m256 d) {
+            __m256 v = _mm256_mul_ps(_mm256_mul_ps(a, vny), vnx);
+            v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_mul_ps(b, vwy), vnx));
+            v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_mul_ps(c, vny), vwx));
+            return _mm256_add_ps(v, _mm256_mul_ps(_mm256_mul_ps(d, vwy), vwx));
+          };
+          for (; ch + 8 <= g.c; ch += 8)
+            _mm256_storeu_ps(yp + ch, lerp(_mm256_loadu_ps(tl + ch), _mm256_loadu_ps(bl + ch),
+                                           _mm256_loadu_ps(tr + ch), _mm256_loadu_ps(br + ch)));
+        }
+#endif
+        for (; ch < g.c; ++ch) {
           // the reference's order: four products, each left to right, summed left to right
           float v = tl[ch] * (one - wy);
           v = v * (one - wx);
