@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -285,6 +285,11 @@ def _conv(e: Emitter, step: Step) -> str:
     if tuple(out.shape) != (n, oh, ow, o):
         raise _unsupported(op, f"output shape {list(out.shape)} is not the convolution's "
                                f"{[n, oh, ow, o]}")
+    fold = e.analysis.fusion.pads.get(step.index) if e.analysis.fusion is not None else None
+    if fold is not None:  # read the PAD's input: its padding is more padding before
+        x = fold.source
+        h, wd = x.shape[1], x.shape[2]
+        pt, pl = pt + fold.top, pl + fold.left
     r0, r1 = _rows(step, oh)
     work = n * (r1 - r0) * ow * o * kh * kw * (1 if depthwise else c)
     geom = f"tk::ConvGeom{{{n}, {h}, {wd}, {c}, {kh}, {kw}, {oh}, {ow}, {o}, {sh}, {sw}, " \
@@ -1851,6 +1856,16 @@ def emit_step(e: Emitter, step: Step) -> str:
             f"no C++ kernel for {op.kind} (op {op.name!r}, first output "
             f"{op.outputs[0].name if op.outputs else '<none>'!r})", where=_where(op),
             fix=f"the generator supports {', '.join(sorted(SUPPORTED))}")
+    fusion = e.analysis.fusion
+    if fusion is not None:
+        into = fusion.into.get(step.index)
+        if into is not None:
+            host = e.analysis.steps[into]
+            return (f"// {op.kind}: computed by step {host.index} ({host.op.kind}, "
+                    f"{e.analysis.key_name} {host.key})")
+        fused = fusion.acts.get(step.index)
+        if fused is not None:  # the producer with the activation fused, writing its output
+            step = replace(step, op=fused)
     # windowed and element-wise ops compute a stripe's rows; any other op is computed whole
     # at each of its stripes, which leaves the stripe's rows right as well
     return fn(e, step)
