@@ -307,7 +307,7 @@ def _conv(e: Emitter, step: Step) -> str:
             w_eff = (w.astype(np.int64) - _filter_offsets(op, o).reshape(o, 1, 1, 1)
                      ).transpose(1, 2, 3, 0)  # [KH, KW, C, O]
             if w_eff.size and int(w_eff.min()) >= -128 and int(w_eff.max()) <= 127:
-                return _conv_q8x4(e, op, geom, w_eff, bias, iq.zp,
+                return _conv_q8x4(e, op, x, geom, w_eff, bias, iq.zp,
                                   channel_multipliers(iq, wq, oq, o, float_product=False),
                                   r0, r1, work)
             if c % 2:
@@ -754,7 +754,7 @@ def _resize_bilinear(e: Emitter, step: Step) -> str:
             f"{e.ptr(out)});")
 
 
-def _conv_q8x4(e: Emitter, op: Op, geom: str, w_eff: np.ndarray, bias: np.ndarray | None,
+def _conv_q8x4(e: Emitter, op: Op, x: Tensor, geom: str, w_eff: np.ndarray, bias: np.ndarray | None,
                zp_in: int, mults: np.ndarray, r0: int, r1: int, work: int = 0) -> str:
     """CONV_2D int8 through ``tk::conv2d_q8x4``: the filter ``w_eff`` ([KH, KW, C, O], zero
     point removed, within int8) in quads of input channels [KH, KW, C/4, O16, 4], and the
@@ -770,7 +770,7 @@ def _conv_q8x4(e: Emitter, op: Op, geom: str, w_eff: np.ndarray, bias: np.ndarra
     folded = ((total + 2**31) % 2**32 - 2**31).astype(np.int32)
     out = op.outputs[0]
     return (f"const tk::QuantOut q = {_quant_out(e, op, mults, o)};\n"
-            + _row_call(f"tk::conv2d_q8x4({geom}, {e.ptr(op.inputs[0])}, {zp_in}, "
+            + _row_call(f"tk::conv2d_q8x4({geom}, {e.ptr(x)}, {zp_in}, "
                         f"{e.param(np.ascontiguousarray(packed.astype(np.int8)), 'int8_t')}, "
                         f"{e.param(folded, 'int32_t')}, q, {e.ptr(out)}", r0, r1, work))
 
@@ -1805,9 +1805,12 @@ def _pad(e: Emitter, step: Step) -> str:
     in6 = [1] * lead + list(x.shape)
     out6 = [1] * lead + list(out.shape)
     before6 = [0] * lead + [int(p) for p in pads[:, 0]]
+    d = max((k for k in range(6) if in6[k] != out6[k]), default=-1)
+    rows = _size(tuple(out6[:d])) if d > 0 else 1
+    call = f"tk::pad_rows({e.ptr(x)}, {e.ptr(out)}, {out.dtype.itemsize}, si, so, sb, {fill}"
     return (f"{{ static const int64_t si[6] = {_arr(in6)}; static const int64_t so[6] = "
             f"{_arr(out6)}; static const int64_t sb[6] = {_arr(before6)};\n"
-            f"  tk::pad({e.ptr(x)}, {e.ptr(out)}, {out.dtype.itemsize}, si, so, sb, {fill}); }}")
+            f"  {_row_call(call, 0, rows, _size(tuple(out6)) * out.dtype.itemsize)} }}")
 
 
 _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
