@@ -92,7 +92,30 @@ def profile(name: str, model: tk.Model, runs: int, top: int, work: Path, threads
         macs = op_macs(op) if op is not None else 0
         gf = f"{2 * macs / med[i]:6.1f} GFLOP/s" if macs else ""
         print(f"  {med[i] / 1e3:9.1f} us {100 * med[i] / total:5.1f}%  {a.get('op_type', '?'):18s}"
-              f" {str(a.get('op_name', ''))[:40]:40s} {gf}")
+              f" {shapes(op):34s} {gf}")
+    by_type: dict[str, list[float]] = {}
+    for i, a in enumerate(nm.args):
+        row = by_type.setdefault(str(a.get("op_type", "?")), [0.0, 0.0])
+        row[0] += float(med[i])
+        row[1] += 1
+    print("  by op type:")
+    for kind, (t, n) in sorted(by_type.items(), key=lambda kv: -kv[1][0]):
+        print(f"  {t / 1e3:9.1f} us {100 * t / total:5.1f}%  {kind:18s} x{int(n)}")
+
+
+def shapes(op: Op | None) -> str:
+    """``input shape -> output shape`` of ``op`` (with the filter's shape for convolutions)."""
+    if op is None or not op.outputs:
+        return ""
+    x = op.inputs[0] if op.inputs else None
+    w = op.inputs[1] if op.type in ("CONV_2D", "DEPTHWISE_CONV_2D") and len(op.inputs) > 1 else None
+    text = f"{list(x.shape) if x is not None else '?'}->{list(op.outputs[0].shape)}"
+    if w is not None:
+        text += f" k{list(w.shape[1:3])}"
+        stride = getattr(op.options, "strideH", None)
+        if stride and stride != 1:
+            text += f"/{stride}"
+    return text.replace(" ", "")
 
 
 def main() -> None:
