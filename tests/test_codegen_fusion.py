@@ -74,6 +74,14 @@ def _float_model() -> Model:
             w("b_db", 8), padding="VALID", name="dw_both"), name="relu_dw"),
         # the channel PAD of a residual
         mb.add(_pad(mb, x, [[0, 0], [0, 0], [0, 0], [0, 8]], "pad_ch"), r, name="add_ch"),
+        # PRELU on the rows a convolution has just written, or after an ADD
+        mb.op("PRELU", [mb.conv2d(x, w("w_cp", 24, 3, 3, 8), w("b_cp", 24), name="conv_p"),
+                        w("alpha_c", 1, 1, 24)], [1, 13, 11, 24], name="prelu_conv"),
+        mb.op("PRELU", [mb.depthwise_conv2d(y, w("w_dp", 1, 3, 3, 8), w("b_dp", 8),
+                                            stride=2, name="dw_p"),
+                        w("alpha_d", 8)], [1, 7, 6, 8], name="prelu_dw"),
+        mb.op("PRELU", [mb.add(x, y, name="add_p"), w("alpha_a", 1, 11, 8)], [1, 13, 11, 8],
+              name="prelu_add"),
     ]
     # must not fold: a PAD read twice, a PAD of another value, a PAD that is an output, an
     # activation's input read twice or an output, an ADD with its own activation
@@ -95,6 +103,9 @@ def _float_model() -> Model:
     outs += [add_out, mb.unary("RELU", add_out, name="relu_out")]
     outs.append(mb.unary("RELU", mb.add(x, y, activation="RELU6", name="add_act"),
                          name="relu_act"))
+    read2 = mb.conv2d(x, w("w_p2", 8, 1, 1, 8), w("b_p2", 8), name="conv_twice")
+    outs += [mb.op("PRELU", [read2, w("alpha_2", 8)], [1, 13, 11, 8], name="prelu_twice"),
+             mb.add(read2, y, name="add_read2")]
     mb.output(*outs)
     return mb.build()
 
@@ -102,7 +113,8 @@ def _float_model() -> Model:
 FLOAT_FOLDS = {"pad_dw": "dw_valid", "pad_conv2": "conv_s2", "pad_same": "conv_same",
                "pad_dw2": "dw_s2", "relu_add": "add_r", "relu6_sub": "sub_r",
                "relu1_mul": "mul_r", "relu_conv": "conv_r", "pad_both": "dw_both",
-               "relu_dw": "dw_both"}
+               "relu_dw": "dw_both", "prelu_conv": "conv_p", "prelu_dw": "dw_p",
+               "prelu_add": "add_p"}
 
 
 def _int8_model() -> Model:
@@ -256,10 +268,11 @@ def test_a_debug_build_folds_nothing(tmp_path: Path) -> None:
 @pytest.mark.parametrize("stem, folded", [
     ("face_detection_full_range_sparse", {"PAD": 43}),
     ("face_detection_short_range", {"RELU": 17}),
+    ("hand_recrop", {"PRELU": 7}),
 ])
 def test_production_models_fold(tmp_path: Path, stem: str, folded: dict[str, int]) -> None:
-    """The converter's PAD -> convolution and ADD -> RELU chains fold; the artifact still
-    computes the model and its trace joins every op."""
+    """The converter's PAD -> convolution, ADD -> RELU and CONV_2D -> PRELU chains fold; the
+    artifact still computes the model and its trace joins every op."""
     art = codegen(PROD / f"{stem}.tflite", tmp_path / stem, name=stem)
     kinds: dict[str, int] = {}
     for s in art.manifest["steps"]:

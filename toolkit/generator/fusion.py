@@ -14,6 +14,9 @@ flow:
   by an ADD, SUB, MUL, CONV_2D or DEPTHWISE_CONV_2D without a fused activation: the producer
   runs with the activation fused and writes the activation's output (int8: when the
   activation's input and output are quantized alike, its clamp is the fused one, bit for bit).
+  A float32 PRELU by a constant alpha after one of those producers: the producer writes the
+  PRELU's output and the PRELU runs in place on the rows it has just written (a convolution's
+  rows inside the same thread's part of the rows, while they are in cache).
 
 An absorbed op keeps its step, which does no work: its trace event lasts ~0 and its
 arguments carry ``fused_into`` (the key of the step that computes it); that step's arguments
@@ -59,11 +62,13 @@ class FusionPlan:
     """Which steps run inside which: ``into`` maps an absorbed step's index to the index of
     the step computing it; ``pads`` a convolution's step index to the PAD it reads through;
     ``acts`` a producer's step index to the op emitted in its place (the producer writing the
-    activation's output with the activation fused)."""
+    activation's output with the activation fused); ``prelus`` a producer's step index to the
+    float32 PRELU it computes on its output rows right after them (in place)."""
 
     into: dict[int, int] = field(default_factory=dict)
     pads: dict[int, PadFold] = field(default_factory=dict)
     acts: dict[int, Op] = field(default_factory=dict)
+    prelus: dict[int, Op] = field(default_factory=dict)
 
     def reads(self, index: int, op: Op) -> list[Tensor]:
         """The tensors step ``index`` of ``op`` reads in the generated code."""
@@ -155,23 +160,42 @@ def plan_fusion(model: Model, steps: list[Step], special: set[Tensor]) -> Fusion
     # activation -> producer
     for s in steps:
         op = s.op
-        if op.type not in _PRODUCERS or op.activation != 0 or op.options is None \
+        if op.type not in _PRODUCERS or op.options is None \
                 or not hasattr(op.options, "fusedActivationFunction") or len(op.outputs) != 1:
             continue
         t = op.outputs[0]
-        if t.dtype not in (_F32, _I8):
+        act = _sole_reader(t, readers, special) if t.dtype in (_F32, _I8) else None
+        a = step_of.get(act) if act is not None else None
+        if act is None or a is None or a.index < s.index or len(act.outputs) != 1:
             continue
-        act = _sole_reader(t, readers, special)
-        if act is None or act.type not in ACTIVATIONS or len(act.outputs) != 1:
+        if act.type in ACTIVATIONS and op.activation == 0 \
+                and _same_quant(act, t, act.outputs[0]):
+            fused = op.clone(op.inputs, [act.outputs[0]])
+            options = copy.copy(op.options)
+            options.fusedActivationFunction = ACTIVATIONS[act.type]
+            fused.options = options
+        elif act.type == "PRELU" and _float_prelu(act, t):
+            fused = op.clone(op.inputs, [act.outputs[0]])
+            plan.prelus[s.index] = act
+        else:
             continue
-        a = step_of.get(act)
-        if a is None or a.index < s.index or not _same_quant(act, t, act.outputs[0]):
-            continue
-        fused = op.clone(op.inputs, [act.outputs[0]])
-        options = copy.copy(op.options)
-        options.fusedActivationFunction = ACTIVATIONS[act.type]
-        fused.options = options
         plan.acts[s.index] = fused
         plan.into[a.index] = s.index
     return plan
+
+
+def _float_prelu(prelu: Op, x: Tensor) -> bool:
+    """Whether ``prelu`` is a float32 PRELU of ``x`` (rank 2 or more) by a constant alpha
+    that broadcasts to it."""
+    if len(prelu.inputs) != 2 or prelu.inputs[0] is not x:
+        return False
+    alpha, y = prelu.inputs[1], prelu.outputs[0]
+    if alpha is None or alpha.data is None or alpha.dtype != _F32 or y.dtype != _F32 \
+            or x.dtype != _F32 or is_quantized(x) or len(x.shape) < 2 \
+            or tuple(y.shape) != tuple(x.shape):
+        return False
+    try:
+        return tuple(np.broadcast_shapes(tuple(x.shape), tuple(alpha.shape))) == tuple(x.shape)
+    except ValueError:
+        return False
 

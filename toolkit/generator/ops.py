@@ -78,6 +78,14 @@ class Emitter:
     names: dict[Tensor, str] = field(default_factory=dict)  # input/output buffer members
     members: list[str] = field(default_factory=list)  # extra members of the model class
     ctor: list[str] = field(default_factory=list)  # statements of its constructor
+    #: a statement ``(row0, row1) -> code`` the step being emitted runs on its output rows
+    #: after computing them (a folded PRELU), until an emitter takes it into its row loop
+    epilogue: Callable[[str, str], str] | None = None
+
+    def take_epilogue(self) -> Callable[[str, str], str] | None:
+        """The pending epilogue, which the caller now runs on its rows (None: there is none)."""
+        then, self.epilogue = self.epilogue, None
+        return then
 
     def table(self, size: int, fill: str, unless: str | None = None) -> str:
         """A member table of ``size`` int8 values filled by the constructor statement
@@ -190,13 +198,17 @@ def _rows(step: Step, full: int) -> tuple[int, int]:
 PARALLEL_WORK = 1 << 17
 
 
-def _row_call(call: str, r0: int, r1: int, work: int) -> str:
+def _row_call(call: str, r0: int, r1: int, work: int,
+              then: Callable[[str, str], str] | None = None) -> str:
     """The statement calling ``call`` (a call missing its last two arguments, the rows) on
     rows ``[r0, r1)``: through the model's thread pool (``pool_.rows``, one contiguous part
-    of the rows per thread) when ``work`` reaches :data:`PARALLEL_WORK`, else directly."""
+    of the rows per thread) when ``work`` reaches :data:`PARALLEL_WORK`, else directly.
+    ``then(row0, row1)``: a statement run on the same rows right after (an epilogue)."""
     if work < PARALLEL_WORK or r1 - r0 < 2:
-        return f"{call}, {r0}, {r1});"
-    return f"pool_.rows({r0}, {r1}, [&](int tk_r0, int tk_r1) {{ {call}, tk_r0, tk_r1); }});"
+        return f"{call}, {r0}, {r1});" + (f"\n{then(str(r0), str(r1))}" if then else "")
+    more = f" {then('tk_r0', 'tk_r1')}" if then else ""
+    return (f"pool_.rows({r0}, {r1}, [&](int tk_r0, int tk_r1) {{ {call}, tk_r0, tk_r1);"
+            f"{more} }});")
 
 
 def _act(op: Op) -> int:
@@ -334,7 +346,7 @@ def _conv(e: Emitter, step: Step) -> str:
     if depthwise:
         return _row_call(f"tk::depthwise_f32({geom}, {e.ptr(x)}, "
                          f"{e.param(np.ascontiguousarray(wf.reshape(kh, kw, o)), 'float')}, "
-                         f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
+                         f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work, e.take_epilogue())
     if o <= FEW_CHANNELS and (kh * kw > 1 or o <= 2):
         # the GEMM's panels of 16 channels would be mostly empty (a pointwise GEMM reads its
         # pixels in place, which beats gathering them unless nearly every lane is empty)
@@ -342,7 +354,7 @@ def _conv(e: Emitter, step: Step) -> str:
         packed = np.zeros((o, -(-k // 8) * 8), np.float32)
         packed[:, :k] = wf.reshape(o, k)
         return _row_call(f"tk::conv2d_f32_few({geom}, {e.ptr(x)}, {e.param(packed, 'float')}, "
-                         f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
+                         f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work, e.take_epilogue())
     nr, panels = gemm_panels(wf.transpose(1, 2, 3, 0).reshape(kh * kw * c, o))
     n_panels = panels.shape[0]
     if ((r0, r1) == (0, oh) and work >= PARALLEL_WORK and n_panels >= 2
@@ -353,7 +365,7 @@ def _conv(e: Emitter, step: Step) -> str:
                 f"tk::conv2d_f32_panels({geom}, {e.ptr(x)}, {e.param(panels, 'float')}, {nr}, "
                 f"{b}, {_act(op)}, {e.ptr(out)}, tk_p0, tk_p1); }});")
     return _row_call(f"tk::conv2d_f32_packed({geom}, {e.ptr(x)}, {e.param(panels, 'float')}, "
-                     f"{nr}, {b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
+                     f"{nr}, {b}, {_act(op)}, {e.ptr(out)}", r0, r1, work, e.take_epilogue())
 
 
 #: float convolutions with at most this many output channels (pointwise ones: 2) dot each
@@ -1869,6 +1881,22 @@ def emit_step(e: Emitter, step: Step) -> str:
         fused = fusion.acts.get(step.index)
         if fused is not None:  # the producer with the activation fused, writing its output
             step = replace(step, op=fused)
+        prelu = fusion.prelus.get(step.index)
+        if prelu is not None:
+            e.epilogue = _prelu_rows(e, step, prelu)
+            code = fn(e, step)
+            then = e.take_epilogue()  # not taken into a row loop: over the whole output
+            rows = step.op.outputs[0].shape[1]
+            return code if then is None else f"{code}\n{then('0', str(rows))}"
     # windowed and element-wise ops compute a stripe's rows; any other op is computed whole
     # at each of its stripes, which leaves the stripe's rows right as well
     return fn(e, step)
+
+
+def _prelu_rows(e: Emitter, step: Step, prelu: Op) -> Callable[[str, str], str]:
+    """The epilogue computing the float32 PRELU ``prelu`` in place on rows of its output."""
+    x, alpha, out = prelu.inputs[0], prelu.inputs[1], prelu.outputs[0]
+    assert x is not None and alpha is not None
+    g, _, _ = _bcast(prelu, replace(step, rows=(0, 1)), x, alpha, out)
+    py, pa = e.ptr(out), e.ptr(alpha)
+    return lambda r0, r1: f"tk::binary_f32({g}, 8, {py}, {pa}, 0, {py}, {r0}, {r1});"
