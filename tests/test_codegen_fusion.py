@@ -82,6 +82,16 @@ def _float_model() -> Model:
                         w("alpha_d", 8)], [1, 7, 6, 8], name="prelu_dw"),
         mb.op("PRELU", [mb.add(x, y, name="add_p"), w("alpha_a", 1, 11, 8)], [1, 13, 11, 8],
               name="prelu_add"),
+        # residual ADDs on the rows a convolution has just written: of a tensor, of a
+        # channel PAD's input (then a RELU), with the ADD's own activation
+        mb.add(mb.conv2d(x, w("w_res", 8, 1, 1, 8), w("b_res", 8), name="conv_res"), y,
+               name="add_res"),
+        mb.unary("RELU", mb.add(
+            mb.conv2d(x, w("w_rp", 16, 3, 3, 8), w("b_rp", 16), name="conv_rp"),
+            _pad(mb, y, [[0, 0], [0, 0], [0, 0], [4, 4]], "pad_res"), name="add_rp"),
+            name="relu_res"),
+        mb.add(x, mb.depthwise_conv2d(y, w("w_dr", 1, 3, 3, 8), w("b_dr", 8), name="dw_res"),
+               activation="RELU6", name="add_dw"),
     ]
     # must not fold: a PAD read twice, a PAD of another value, a PAD that is an output, an
     # activation's input read twice or an output, an ADD with its own activation
@@ -103,6 +113,8 @@ def _float_model() -> Model:
     outs += [add_out, mb.unary("RELU", add_out, name="relu_out")]
     outs.append(mb.unary("RELU", mb.add(x, y, activation="RELU6", name="add_act"),
                          name="relu_act"))
+    late = mb.conv2d(x, w("w_late", 8, 1, 1, 8), w("b_late", 8), name="conv_late")
+    outs.append(mb.add(late, mb.mul(x, y, name="mul_late"), name="add_late"))  # made after
     read2 = mb.conv2d(x, w("w_p2", 8, 1, 1, 8), w("b_p2", 8), name="conv_twice")
     outs += [mb.op("PRELU", [read2, w("alpha_2", 8)], [1, 13, 11, 8], name="prelu_twice"),
              mb.add(read2, y, name="add_read2")]
@@ -114,7 +126,8 @@ FLOAT_FOLDS = {"pad_dw": "dw_valid", "pad_conv2": "conv_s2", "pad_same": "conv_s
                "pad_dw2": "dw_s2", "relu_add": "add_r", "relu6_sub": "sub_r",
                "relu1_mul": "mul_r", "relu_conv": "conv_r", "pad_both": "dw_both",
                "relu_dw": "dw_both", "prelu_conv": "conv_p", "prelu_dw": "dw_p",
-               "prelu_add": "add_p"}
+               "prelu_add": "add_p", "add_res": "conv_res", "add_rp": "conv_rp",
+               "pad_res": "conv_rp", "relu_res": "conv_rp", "add_dw": "dw_res"}
 
 
 def _int8_model() -> Model:
@@ -266,13 +279,14 @@ def test_a_debug_build_folds_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("stem, folded", [
-    ("face_detection_full_range_sparse", {"PAD": 43}),
-    ("face_detection_short_range", {"RELU": 17}),
-    ("hand_recrop", {"PRELU": 7}),
+    ("face_detection_full_range_sparse", {"PAD": 43, "ADD": 16}),
+    ("face_detection_short_range", {"RELU": 17, "ADD": 16, "PAD": 11}),
+    ("hand_recrop", {"PRELU": 7, "ADD": 6, "PAD": 3}),
 ])
 def test_production_models_fold(tmp_path: Path, stem: str, folded: dict[str, int]) -> None:
-    """The converter's PAD -> convolution, ADD -> RELU and CONV_2D -> PRELU chains fold; the
-    artifact still computes the model and its trace joins every op."""
+    """The converter's PAD -> convolution, ADD -> RELU, CONV_2D -> PRELU and residual
+    convolution -> ADD (of a channel PAD) chains fold; the artifact still computes the model
+    and its trace joins every op."""
     art = codegen(PROD / f"{stem}.tflite", tmp_path / stem, name=stem)
     kinds: dict[str, int] = {}
     for s in art.manifest["steps"]:

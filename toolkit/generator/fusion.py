@@ -38,7 +38,7 @@ from toolkit.ir import Model, Op, Tensor
 if TYPE_CHECKING:
     from toolkit.generator.analysis import Step
 
-__all__ = ["ACTIVATIONS", "FusionPlan", "PadFold", "plan_fusion"]
+__all__ = ["ACTIVATIONS", "AddFold", "FusionPlan", "PadFold", "plan_fusion"]
 
 #: activation op -> the fused activation code that computes it
 ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
@@ -57,18 +57,31 @@ class PadFold:
     left: int
 
 
+@dataclass(frozen=True)
+class AddFold:
+    """A float32 residual ADD a convolution computes on its output rows right after them."""
+
+    add: int           # step index of the ADD
+    other: Tensor      # the ADD's other operand (a folded channel PAD's input)
+    c0: int            # the folded channel PAD's padding before (0 without one)
+    act: int           # the activation after the sum (the ADD's own, or a folded one's)
+    pad: int | None    # step index of the folded channel PAD
+
+
 @dataclass
 class FusionPlan:
     """Which steps run inside which: ``into`` maps an absorbed step's index to the index of
     the step computing it; ``pads`` a convolution's step index to the PAD it reads through;
     ``acts`` a producer's step index to the op emitted in its place (the producer writing the
     activation's output with the activation fused); ``prelus`` a producer's step index to the
-    float32 PRELU it computes on its output rows right after them (in place)."""
+    float32 PRELU it computes on its output rows right after them (in place); ``adds`` a
+    convolution's step index to the residual ADD it computes likewise."""
 
     into: dict[int, int] = field(default_factory=dict)
     pads: dict[int, PadFold] = field(default_factory=dict)
     acts: dict[int, Op] = field(default_factory=dict)
     prelus: dict[int, Op] = field(default_factory=dict)
+    adds: dict[int, AddFold] = field(default_factory=dict)
 
     def reads(self, index: int, op: Op) -> list[Tensor]:
         """The tensors step ``index`` of ``op`` reads in the generated code."""
@@ -78,6 +91,9 @@ class FusionPlan:
         fold = self.pads.get(index)
         if fold is not None:
             ins = [fold.source] + ins[1:]
+        add = self.adds.get(index)
+        if add is not None:
+            ins.append(add.other)
         return ins
 
     def writes(self, index: int, op: Op) -> list[Tensor]:
@@ -181,7 +197,85 @@ def plan_fusion(model: Model, steps: list[Step], special: set[Tensor]) -> Fusion
             continue
         plan.acts[s.index] = fused
         plan.into[a.index] = s.index
+    # residual ADD -> the convolution writing one of its operands
+    producer = {t: s for s in steps for t in s.op.outputs}
+    for s in steps:
+        fold = _add_fold(s, plan, readers, special, producer)
+        if fold is None:
+            continue
+        conv, add, final = fold
+        plan.adds[conv.index] = add
+        plan.acts[conv.index] = conv.op.clone(conv.op.inputs, [final])
+        plan.into[s.index] = conv.index
+        for i, host in list(plan.into.items()):  # an activation the ADD computed
+            if host == s.index:
+                plan.into[i] = conv.index
+        plan.acts.pop(s.index, None)
+        if add.pad is not None:
+            plan.into[add.pad] = conv.index
     return plan
+
+
+def _add_fold(s: Step, plan: FusionPlan, readers: dict[Tensor, list[Op]],
+              special: set[Tensor], producer: dict[Tensor, Step]
+              ) -> tuple[Step, AddFold, Tensor] | None:
+    """The fold of the float32 ADD of step ``s`` into the convolution writing one of its
+    operands: that step, the fold and the tensor the convolution then writes; None when the
+    ADD does not fold."""
+    op = s.op
+    if op.type != "ADD" or s.index in plan.into or s.index in plan.prelus \
+            or len(op.inputs) != 2 or op.activation not in ACTIVATIONS.values() \
+            and op.activation != 0:
+        return None
+    y = op.outputs[0]
+    if y.dtype != _F32 or len(y.shape) != 4 or is_quantized(y):
+        return None
+    for k in (0, 1):
+        t, o = op.inputs[k], op.inputs[1 - k]
+        if t is None or o is None or t is o:
+            continue
+        conv = producer.get(t)
+        if conv is None or conv.op.type not in _CONVS or t.dtype != _F32 \
+                or tuple(t.shape) != tuple(y.shape) or conv.index in plan.acts \
+                or _sole_reader(t, readers, special) is not op:
+            continue
+        pad, c0, other = None, 0, o
+        p = producer.get(o)
+        if p is not None and p.op.type in ("PAD", "PADV2") and p.index not in plan.into:
+            ch = _channel_pad(p.op)
+            if ch is not None and _sole_reader(o, readers, special) is op:
+                pad, c0, other = p.index, ch, p.op.inputs[0]
+                p = producer.get(other)
+        if other is None or other.dtype != _F32 or len(other.shape) != 4 \
+                or tuple(other.shape[:3]) != tuple(y.shape[:3]) \
+                or (pad is None and tuple(other.shape) != tuple(y.shape)) \
+                or (p is not None and p.index >= conv.index):
+            continue
+        final = plan.acts[s.index].outputs[0] if s.index in plan.acts else y
+        act = plan.acts[s.index].activation if s.index in plan.acts else op.activation
+        return conv, AddFold(s.index, other, c0, act, pad), final
+    return None
+
+
+def _channel_pad(op: Op) -> int | None:
+    """The padding before of a float32 PAD of the last axis of a 4-D tensor by zeros (None
+    for any other PAD)."""
+    x, y = op.inputs[0], op.outputs[0]
+    if x is None or x.dtype != _F32 or y.dtype != _F32 or is_quantized(x) \
+            or len(x.shape) != 4 or len(op.inputs) < 2:
+        return None
+    p = op.inputs[1]
+    if p is None or p.data is None or np.asarray(p.data).size != 8:
+        return None
+    pads = np.asarray(p.data).astype(np.int64).reshape(4, 2)
+    if pads[:3].any() or (pads < 0).any():
+        return None
+    if op.type == "PADV2" and len(op.inputs) > 2 and op.inputs[2] is not None:
+        v = op.inputs[2]
+        if v.data is None or np.asarray(v.data).size != 1 \
+                or float(np.asarray(v.data).reshape(-1)[0]) != 0.0:
+            return None
+    return int(pads[3, 0])
 
 
 def _float_prelu(prelu: Op, x: Tensor) -> bool:

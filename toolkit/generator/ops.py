@@ -20,6 +20,7 @@ from toolkit.custom_ops import custom_op, unregistered
 from toolkit.errors import UnsupportedOpError
 from toolkit.fixed_point import dequantize_filter, squared_difference_int8
 from toolkit.generator.analysis import Analysis, Step
+from toolkit.generator.fusion import AddFold
 from toolkit.generator.movement import MOVEMENT, affine_map, index_map
 from toolkit.generator.params import ParamsBuilder
 from toolkit.generator.quant import (
@@ -1881,9 +1882,10 @@ def emit_step(e: Emitter, step: Step) -> str:
         fused = fusion.acts.get(step.index)
         if fused is not None:  # the producer with the activation fused, writing its output
             step = replace(step, op=fused)
-        prelu = fusion.prelus.get(step.index)
-        if prelu is not None:
-            e.epilogue = _prelu_rows(e, step, prelu)
+        prelu, add = fusion.prelus.get(step.index), fusion.adds.get(step.index)
+        if prelu is not None or add is not None:
+            e.epilogue = _prelu_rows(e, step, prelu) if prelu is not None else \
+                _add_rows(e, step, add) if add is not None else None
             code = fn(e, step)
             then = e.take_epilogue()  # not taken into a row loop: over the whole output
             rows = step.op.outputs[0].shape[1]
@@ -1891,6 +1893,17 @@ def emit_step(e: Emitter, step: Step) -> str:
     # windowed and element-wise ops compute a stripe's rows; any other op is computed whole
     # at each of its stripes, which leaves the stripe's rows right as well
     return fn(e, step)
+
+
+def _add_rows(e: Emitter, step: Step, add: AddFold) -> Callable[[str, str], str]:
+    """The epilogue computing a folded float32 residual ADD (and its activation) in place on
+    rows of the convolution's output."""
+    y = step.op.outputs[0]
+    n, h, w, c = y.shape
+    py, pr = e.ptr(y), e.ptr(add.other)
+    rc = add.other.shape[3]
+    return lambda r0, r1: (f"tk::add_rows_f32({pr}, {rc}, {add.c0}, {py}, {c}, {n}, {h}, {w}, "
+                           f"{add.act}, {r0}, {r1});")
 
 
 def _prelu_rows(e: Emitter, step: Step, prelu: Op) -> Callable[[str, str], str]:

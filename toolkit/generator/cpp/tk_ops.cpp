@@ -1870,6 +1870,36 @@ void binary_run(const Bcast& g, int opcode, const float* a, const float* b, int 
 
 }  // namespace
 
+namespace {
+
+template <int kAct>
+void add_rows_run(const float* r, int64_t rc, int64_t c0, float* y, int64_t c, int64_t pixels) {
+  for (int64_t p = 0; p < pixels; ++p) {
+    float* __restrict__ py = y + p * c;
+    const float* __restrict__ pr = r + p * rc;
+    for (int64_t i = 0; i < rc; ++i) py[c0 + i] += pr[i];
+    if (kAct != ACT_NONE)
+      for (int64_t i = 0; i < c; ++i) py[i] = act1(py[i], kAct);
+  }
+}
+
+}  // namespace
+
+void add_rows_f32(const float* r, int64_t rc, int64_t c0, float* y, int64_t c, int64_t n,
+                  int64_t h, int64_t w, int act, int row0, int row1) {
+  for (int64_t b = 0; b < n; ++b) {
+    const int64_t p0 = (b * h + row0) * w, pixels = static_cast<int64_t>(row1 - row0) * w;
+    const float* rb = r + p0 * rc;
+    float* yb = y + p0 * c;
+    switch (act) {
+      case ACT_RELU: add_rows_run<ACT_RELU>(rb, rc, c0, yb, c, pixels); break;
+      case ACT_RELU_N1_TO_1: add_rows_run<ACT_RELU_N1_TO_1>(rb, rc, c0, yb, c, pixels); break;
+      case ACT_RELU6: add_rows_run<ACT_RELU6>(rb, rc, c0, yb, c, pixels); break;
+      default: add_rows_run<ACT_NONE>(rb, rc, c0, yb, c, pixels); break;
+    }
+  }
+}
+
 void binary_f32(const Bcast& g, int op, const float* a, const float* b, int act, float* y,
                 int row0, int row1) {
   switch (op) {

@@ -192,6 +192,11 @@ struct Bcast {
   int64_t sb[6];
   int row_dim;
 };
+// A residual ADD on rows [row0, row1) of y [N][H][W][C] in place: y[.., c0 + i] += r[.., i]
+// for the rc channels of r [N][H][W][rc] (the others add the zeros of a channel PAD), then
+// the fused activation `act` on every channel, as binary_f32's ADD computes it.
+void add_rows_f32(const float* r, int64_t rc, int64_t c0, float* y, int64_t c, int64_t n,
+                  int64_t h, int64_t w, int act, int row0, int row1);
 void binary_f32(const Bcast& g, int op, const float* a, const float* b, int act, float* y,
                 int row0, int row1);
 
