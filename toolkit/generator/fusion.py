@@ -90,7 +90,7 @@ class FusionPlan:
         ins = [t for t in op.inputs if t is not None]
         fold = self.pads.get(index)
         if fold is not None:
-            ins = [fold.source] + ins[1:]
+            ins = [fold.source, *ins[1:]]
         add = self.adds.get(index)
         if add is not None:
             ins.append(add.other)
@@ -131,10 +131,9 @@ def _pad_fold(op: Op, index: int) -> PadFold | None:
     if x is None or p is None or p.data is None or len(x.shape) != 4 \
             or not _same_quant(op, x, y):
         return None
-    pads = np.asarray(p.data).astype(np.int64).reshape(-1)
-    if pads.size != 8:
+    if np.asarray(p.data).size != 8:
         return None
-    pads = pads.reshape(4, 2)
+    pads = np.asarray(p.data).astype(np.int64).reshape(4, 2)
     if (pads < 0).any() or pads[0].any() or pads[3].any():
         return None
     pad_value = qp(op, y).zp if is_quantized(y) else 0
@@ -200,19 +199,19 @@ def plan_fusion(model: Model, steps: list[Step], special: set[Tensor]) -> Fusion
     # residual ADD -> the convolution writing one of its operands
     producer = {t: s for s in steps for t in s.op.outputs}
     for s in steps:
-        fold = _add_fold(s, plan, readers, special, producer)
-        if fold is None:
+        found = _add_fold(s, plan, readers, special, producer)
+        if found is None:
             continue
-        conv, add, final = fold
-        plan.adds[conv.index] = add
-        plan.acts[conv.index] = conv.op.clone(conv.op.inputs, [final])
-        plan.into[s.index] = conv.index
+        cs, add, final = found
+        plan.adds[cs.index] = add
+        plan.acts[cs.index] = cs.op.clone(cs.op.inputs, [final])
+        plan.into[s.index] = cs.index
         for i, host in list(plan.into.items()):  # an activation the ADD computed
             if host == s.index:
-                plan.into[i] = conv.index
+                plan.into[i] = cs.index
         plan.acts.pop(s.index, None)
         if add.pad is not None:
-            plan.into[add.pad] = conv.index
+            plan.into[add.pad] = cs.index
     return plan
 
 
@@ -224,8 +223,7 @@ def _add_fold(s: Step, plan: FusionPlan, readers: dict[Tensor, list[Op]],
     ADD does not fold."""
     op = s.op
     if op.type != "ADD" or s.index in plan.into or s.index in plan.prelus \
-            or len(op.inputs) != 2 or op.activation not in ACTIVATIONS.values() \
-            and op.activation != 0:
+            or len(op.inputs) != 2 or op.activation not in (0, *ACTIVATIONS.values()):
         return None
     y = op.outputs[0]
     if y.dtype != _F32 or len(y.shape) != 4 or is_quantized(y):
@@ -240,13 +238,15 @@ def _add_fold(s: Step, plan: FusionPlan, readers: dict[Tensor, list[Op]],
                 or _sole_reader(t, readers, special) is not op:
             continue
         pad, c0, other = None, 0, o
-        p = producer.get(o)
+        p: Step | None = producer.get(o)
         if p is not None and p.op.type in ("PAD", "PADV2") and p.index not in plan.into:
             ch = _channel_pad(p.op)
             if ch is not None and _sole_reader(o, readers, special) is op:
-                pad, c0, other = p.index, ch, p.op.inputs[0]
-                p = producer.get(other)
-        if other is None or other.dtype != _F32 or len(other.shape) != 4 \
+                pad, c0, x = p.index, ch, p.op.inputs[0]
+                if x is None:
+                    continue
+                other, p = x, producer.get(x)
+        if other.dtype != _F32 or len(other.shape) != 4 \
                 or tuple(other.shape[:3]) != tuple(y.shape[:3]) \
                 or (pad is None and tuple(other.shape) != tuple(y.shape)) \
                 or (p is not None and p.index >= conv.index):

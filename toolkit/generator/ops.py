@@ -767,7 +767,8 @@ def _resize_bilinear(e: Emitter, step: Step) -> str:
             f"{e.ptr(out)});")
 
 
-def _conv_q8x4(e: Emitter, op: Op, x: Tensor, geom: str, w_eff: np.ndarray, bias: np.ndarray | None,
+def _conv_q8x4(e: Emitter, op: Op, x: Tensor, geom: str, w_eff: np.ndarray,
+               bias: np.ndarray | None,
                zp_in: int, mults: np.ndarray, r0: int, r1: int, work: int = 0) -> str:
     """CONV_2D int8 through ``tk::conv2d_q8x4``: the filter ``w_eff`` ([KH, KW, C, O], zero
     point removed, within int8) in quads of input channels [KH, KW, C/4, O16, 4], and the
@@ -839,7 +840,8 @@ def _fully_connected(e: Emitter, step: Step) -> str:
             # a 1x1 convolution over a row of `batch` pixels
             geom = (f"tk::ConvGeom{{1, 1, {batch}, {k}, 1, 1, 1, {batch}, {o}, 1, 1, 1, 1, "
                     f"0, 0, 1}}")
-            return _conv_q8x4(e, op, geom, w_eff.reshape(1, 1, k, o), bias, iq.zp, mults, 0, 1)
+            return _conv_q8x4(e, op, x, geom, w_eff.reshape(1, 1, k, o), bias, iq.zp, mults,
+                              0, 1)
         b = "nullptr" if bias is None else e.param(bias, "int32_t")
         return (f"const tk::QuantOut q = {_quant_out(e, op, mults, o)};\n"
                 f"tk::fully_connected_q8({e.ptr(x)}, {iq.zp}, "
