@@ -113,6 +113,9 @@ def _float_model() -> Model:
     outs += [add_out, mb.unary("RELU", add_out, name="relu_out")]
     outs.append(mb.unary("RELU", mb.add(x, y, activation="RELU6", name="add_act"),
                          name="relu_act"))
+    # PADs computed by the pad kernel: every axis, asymmetric; the last axis before others
+    outs += [_pad(mb, x, [[1, 0], [0, 2], [3, 1], [2, 1]], "pad_all"),
+             _pad(mb, r, [[0, 0], [2, 0], [0, 0], [1, 3]], "pad_hc")]
     late = mb.conv2d(x, w("w_late", 8, 1, 1, 8), w("b_late", 8), name="conv_late")
     outs.append(mb.add(late, mb.mul(x, y, name="mul_late"), name="add_late"))  # made after
     read2 = mb.conv2d(x, w("w_p2", 8, 1, 1, 8), w("b_p2", 8), name="conv_twice")

@@ -3049,6 +3049,58 @@ void fill_values(char* dst, const void* fill, size_t elem, int64_t n) {
   }
 }
 
+// `rows` output rows of `lead` fill values, `body` values copied from src, `trail` fill
+// values each (the input rows consecutive).
+template <typename T>
+void pad_run_rows(const T* __restrict__ src, T* __restrict__ dst, T v, int64_t lead,
+                  int64_t body, int64_t trail, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < lead; ++i) dst[i] = v;
+    dst += lead;
+    std::memcpy(dst, src, static_cast<size_t>(body) * sizeof(T));
+    dst += body;
+    src += body;
+    for (int64_t i = 0; i < trail; ++i) dst[i] = v;
+    dst += trail;
+  }
+}
+
+// pad_run_rows for values of `elem` bytes; false for a size it does not take.
+bool pad_run(const char* src, char* dst, size_t elem, const void* fill, int64_t lead,
+             int64_t body, int64_t trail, int64_t rows) {
+  switch (elem) {
+    case 1: {
+      uint8_t v;
+      std::memcpy(&v, fill, 1);
+      pad_run_rows(reinterpret_cast<const uint8_t*>(src), reinterpret_cast<uint8_t*>(dst), v,
+                   lead, body, trail, rows);
+      return true;
+    }
+    case 2: {
+      uint16_t v;
+      std::memcpy(&v, fill, 2);
+      pad_run_rows(reinterpret_cast<const uint16_t*>(src), reinterpret_cast<uint16_t*>(dst), v,
+                   lead, body, trail, rows);
+      return true;
+    }
+    case 4: {
+      uint32_t v;
+      std::memcpy(&v, fill, 4);
+      pad_run_rows(reinterpret_cast<const uint32_t*>(src), reinterpret_cast<uint32_t*>(dst), v,
+                   lead, body, trail, rows);
+      return true;
+    }
+    case 8: {
+      uint64_t v;
+      std::memcpy(&v, fill, 8);
+      pad_run_rows(reinterpret_cast<const uint64_t*>(src), reinterpret_cast<uint64_t*>(dst), v,
+                   lead, body, trail, rows);
+      return true;
+    }
+    default: return false;
+  }
+}
+
 }  // namespace
 
 int64_t pad_row_count(const int64_t* out_shape, const int64_t* in_shape, const int64_t* before) {
@@ -3074,6 +3126,11 @@ void pad_rows(const void* x, void* y, size_t elem, const int64_t* in_shape,
   const int64_t e = static_cast<int64_t>(elem);
   const int64_t lead = before[d] * inner, body = in_shape[d] * inner;
   const int64_t row_out = out_shape[d] * inner, trail = row_out - lead - body;
+  bool outer_padded = false;  // any axis before d padded
+  for (int k = 0; k < d; ++k) outer_padded = outer_padded || out_shape[k] != in_shape[k];
+  if (!outer_padded && pad_run(src + row0 * body * e, dst + row0 * row_out * e, elem, fill,
+                               lead, body, trail, row1 - row0))
+    return;
   // output row -> its coordinates on the axes before d, and the input row they read
   int64_t idx[6] = {0, 0, 0, 0, 0, 0};
   int64_t r = row0;
@@ -3090,7 +3147,9 @@ void pad_rows(const void* x, void* y, size_t elem, const int64_t* in_shape,
       inside = inside && i >= 0 && i < in_shape[k];
       in_row = in_row * in_shape[k] + i;
     }
-    if (inside) {
+    if (inside && pad_run(src + in_row * body * e, o, elem, fill, lead, body, trail, 1)) {
+      // (one row of the fill, the input row, the fill)
+    } else if (inside) {
       fill_values(o, fill, elem, lead);
       std::memcpy(o + lead * e, src + in_row * body * e, static_cast<size_t>(body * e));
       fill_values(o + (lead + body) * e, fill, elem, trail);
