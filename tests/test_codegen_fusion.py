@@ -309,3 +309,34 @@ def test_production_models_fold(tmp_path: Path, stem: str, folded: dict[str, int
         assert float(np.abs(lite[k] - w).max()) <= tol, k
         assert float(np.abs(got[k] - w).max()) <= tol, k
     _check_trace(art, trace, 2)
+
+
+def test_a_compiled_model_folds_by_command_id(tmp_path: Path) -> None:
+    """The compiler's own passes run first (its fused activations stay its own); what is left
+    folds by command id, and the trace still joins every command."""
+    from toolkit.compiler import compile_model
+
+    model = _float_model()
+    compiled = compile_model(model)
+    art = codegen(compiled, tmp_path / "art", name="fuse_compiled")
+    steps = art.manifest["steps"]
+    assert art.manifest["key_name"] == "command_id"
+    keys = [s["key"] for s in steps]
+    fused = [s for s in steps if "fused_into" in s["args"]]
+    assert {s["args"]["op_type"] for s in fused} >= {"PAD", "ADD", "PRELU"}
+    for s in fused:
+        host = steps[keys.index(s["args"]["fused_into"])]
+        assert str(s["key"]) in host["args"]["absorbed"].split(",")
+    art.build(opt=OPT)
+    rng = np.random.default_rng(17)
+    x = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in model.graph.inputs}
+    got, trace = _run_both_threads(art, x)
+    want = tk.run(model, x).outputs
+    for k, w in want.items():
+        tol = 1e-5 * max(float(np.abs(w).max()), 1.0)
+        assert float(np.abs(got[k] - w).max()) <= tol, k
+    df = trace.to_frame()
+    assert df["key"].tolist() == keys * 2
+    att = tk.trace_join(trace, art)
+    att.check()
+    assert att.unattributed_ns == 0 and att.attributed_ns == att.total_ns > 0
