@@ -44,6 +44,8 @@ __all__ = ["ACTIVATIONS", "AddFold", "FusionPlan", "PadFold", "plan_fusion"]
 ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 _PRODUCERS = frozenset({"ADD", "SUB", "MUL", "CONV_2D", "DEPTHWISE_CONV_2D"})
 _CONVS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D"})
+#: the ops a spatial PAD folds into
+PAD_HOSTS = _CONVS
 _F32, _I8 = np.dtype(np.float32), np.dtype(np.int8)
 
 
@@ -165,7 +167,7 @@ def plan_fusion(model: Model, steps: list[Step], special: set[Tensor]) -> Fusion
         if fold is None:
             continue
         conv = _sole_reader(s.op.outputs[0], readers, special)
-        if conv is None or conv.type not in _CONVS or conv.inputs[0] is not s.op.outputs[0]:
+        if conv is None or conv.type not in PAD_HOSTS or conv.inputs[0] is not s.op.outputs[0]:
             continue
         c = step_of.get(conv)
         if c is None or c.index < s.index or not _same_quant(conv, fold.source, s.op.outputs[0]):
