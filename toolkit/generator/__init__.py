@@ -170,7 +170,7 @@ def codegen(model_or_compiled: Any, out_dir: str | os.PathLike[str],
                            where="codegen", fix="pass threads=1 (one core) or the cores to use")
     if isinstance(obj, Model):
         obj = prepare_weights(obj)
-    analysis = analyse(obj)
+    analysis = analyse(obj, fuse=not debug)
     out = Path(out_dir)
     manifest = write_artifact(analysis, out, name, threads, debug=debug)
     return Artifact(out, name, manifest, model=obj)

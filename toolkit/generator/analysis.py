@@ -23,6 +23,7 @@ import numpy as np
 
 from toolkit.compiler.compiled import model_and_commands
 from toolkit.errors import UnsupportedOpError
+from toolkit.generator.fusion import FusionPlan, plan_fusion
 from toolkit.ir import Model, Op, Tensor
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ class Analysis:
     arena_offsets: dict[Tensor, int] = field(default_factory=dict)
     arena_bytes: int = 0
     control: ControlPlan | None = None  # WHILE and IF: see toolkit.generator.control
+    fusion: FusionPlan | None = None  # ops run inside others: see toolkit.generator.fusion
 
     def size_of(self, t: Tensor) -> int:
         """Arena bytes of a temporary (a tensor of run-time shape: its capacity)."""
@@ -115,9 +117,10 @@ def nbytes(t: Tensor) -> int:
     return int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize
 
 
-def analyse(obj: Any) -> Analysis:
+def analyse(obj: Any, fuse: bool = True) -> Analysis:
     """The inference sequence, tensor roles, lifetimes and arena plan of a Model or a
-    CompiledModel."""
+    CompiledModel. ``fuse``: fold ops into others (see :mod:`toolkit.generator.fusion`;
+    off for a debug build, which copies out every tensor)."""
     model, commands = model_and_commands(obj, "codegen")
     g = model.graph
     control = bool({"IF", "WHILE", "CALL", "CALL_ONCE"} & {o.type for o in g.ops})
@@ -146,22 +149,40 @@ def analyse(obj: Any) -> Analysis:
     special = set(inputs) | set(outputs)
     if control:
         return _analyse_control(model, steps, key_name, inputs, outputs, special)
+    fusion = None
+    if fuse:
+        fusion = plan_fusion(model, steps, special)
+        _mark_fused(steps, fusion)
     lifetimes: dict[Tensor, list[int]] = {}
     for s in steps:
-        for t in s.op.outputs:
+        writes = s.op.outputs if fusion is None else fusion.writes(s.index, s.op)
+        reads = s.op.inputs if fusion is None else fusion.reads(s.index, s.op)
+        for t in writes:
             if t is not None and t not in special and t.data is None:
                 span = lifetimes.setdefault(t, [s.index, s.index])
                 span[0] = min(span[0], s.index)
                 span[1] = max(span[1], s.index)
-        for u in s.op.inputs:
+        for u in reads:
             if u is not None and u in lifetimes:
                 lifetimes[u][1] = max(lifetimes[u][1], s.index)
     temporaries = list(lifetimes)
     a = Analysis(model, steps, key_name, inputs, outputs, temporaries,
-                 {t: (v[0], v[1]) for t, v in lifetimes.items()})
+                 {t: (v[0], v[1]) for t, v in lifetimes.items()}, fusion=fusion)
     offsets, a.arena_bytes = plan_arena([(nbytes(t), *a.lifetimes[t]) for t in temporaries])
     a.arena_offsets = dict(zip(temporaries, offsets))
     return a
+
+
+def _mark_fused(steps: list[Step], fusion: FusionPlan) -> None:
+    """Trace arguments of the folds: ``fused_into`` (the key of the step computing the op)
+    on an absorbed step, ``absorbed`` (the keys of the ops it computes, comma-separated, in
+    order) on the step computing them."""
+    absorbed: dict[int, list[int]] = {}
+    for i, j in sorted(fusion.into.items()):
+        steps[i].args["fused_into"] = steps[j].key
+        absorbed.setdefault(j, []).append(steps[i].key)
+    for j, keys in absorbed.items():
+        steps[j].args["absorbed"] = ",".join(str(k) for k in keys)
 
 
 def _analyse_control(model: Model, steps: list[Step], key_name: str, inputs: list[Tensor],

@@ -406,7 +406,8 @@ def _c_abi(cls: str, ins: list[dict[str, Any]], outs: list[dict[str, Any]],
 
 def _main(cls: str, name: str, a: Analysis, ins: list[dict[str, Any]],
           outs: list[dict[str, Any]]) -> str:
-    arg_names = [k for k in a.steps[0].args if k != "op_name"] if a.steps else [a.key_name]
+    arg_names = [k for k in a.steps[0].args if k not in ("op_name", "fused_into", "absorbed")
+                 ] if a.steps else [a.key_name]
     rows = []
     for s in a.steps:
         vals = [str(s.args[k]) if k != "op_type" else s.args[k] for k in arg_names]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from toolkit.custom_ops import custom_op, unregistered
 from toolkit.errors import UnsupportedOpError
 from toolkit.fixed_point import dequantize_filter, single_precision_ratio, squared_difference_int8
 from toolkit.generator.analysis import Analysis, Step
+from toolkit.generator.fusion import AddFold
 from toolkit.generator.movement import MOVEMENT, affine_map, index_map
 from toolkit.generator.params import ParamsBuilder
 from toolkit.generator.quant import (
@@ -78,6 +79,14 @@ class Emitter:
     names: dict[Tensor, str] = field(default_factory=dict)  # input/output buffer members
     members: list[str] = field(default_factory=list)  # extra members of the model class
     ctor: list[str] = field(default_factory=list)  # statements of its constructor
+    #: a statement ``(row0, row1) -> code`` the step being emitted runs on its output rows
+    #: after computing them (a folded PRELU), until an emitter takes it into its row loop
+    epilogue: Callable[[str, str], str] | None = None
+
+    def take_epilogue(self) -> Callable[[str, str], str] | None:
+        """The pending epilogue, which the caller now runs on its rows (None: there is none)."""
+        then, self.epilogue = self.epilogue, None
+        return then
 
     def table(self, size: int, fill: str, unless: str | None = None) -> str:
         """A member table of ``size`` int8 values filled by the constructor statement
@@ -200,13 +209,17 @@ def _rows(step: Step, full: int) -> tuple[int, int]:
 PARALLEL_WORK = 1 << 17
 
 
-def _row_call(call: str, r0: int, r1: int, work: int) -> str:
+def _row_call(call: str, r0: int, r1: int, work: int,
+              then: Callable[[str, str], str] | None = None) -> str:
     """The statement calling ``call`` (a call missing its last two arguments, the rows) on
     rows ``[r0, r1)``: through the model's thread pool (``pool_.rows``, one contiguous part
-    of the rows per thread) when ``work`` reaches :data:`PARALLEL_WORK`, else directly."""
+    of the rows per thread) when ``work`` reaches :data:`PARALLEL_WORK`, else directly.
+    ``then(row0, row1)``: a statement run on the same rows right after (an epilogue)."""
     if work < PARALLEL_WORK or r1 - r0 < 2:
-        return f"{call}, {r0}, {r1});"
-    return f"pool_.rows({r0}, {r1}, [&](int tk_r0, int tk_r1) {{ {call}, tk_r0, tk_r1); }});"
+        return f"{call}, {r0}, {r1});" + (f"\n{then(str(r0), str(r1))}" if then else "")
+    more = f" {then('tk_r0', 'tk_r1')}" if then else ""
+    return (f"pool_.rows({r0}, {r1}, [&](int tk_r0, int tk_r1) {{ {call}, tk_r0, tk_r1);"
+            f"{more} }});")
 
 
 def _act(op: Op) -> int:
@@ -295,6 +308,11 @@ def _conv(e: Emitter, step: Step) -> str:
     if tuple(out.shape) != (n, oh, ow, o):
         raise _unsupported(op, f"output shape {list(out.shape)} is not the convolution's "
                                f"{[n, oh, ow, o]}")
+    fold = e.analysis.fusion.pads.get(step.index) if e.analysis.fusion is not None else None
+    if fold is not None:  # read the PAD's input: its padding is more padding before
+        x = fold.source
+        h, wd = x.shape[1], x.shape[2]
+        pt, pl = pt + fold.top, pl + fold.left
     r0, r1 = _rows(step, oh)
     work = n * (r1 - r0) * ow * o * kh * kw * (1 if depthwise else c)
     geom = f"tk::ConvGeom{{{n}, {h}, {wd}, {c}, {kh}, {kw}, {oh}, {ow}, {o}, {sh}, {sw}, " \
@@ -312,7 +330,7 @@ def _conv(e: Emitter, step: Step) -> str:
             w_eff = (w.astype(np.int64) - _filter_offsets(op, o).reshape(o, 1, 1, 1)
                      ).transpose(1, 2, 3, 0)  # [KH, KW, C, O]
             if w_eff.size and int(w_eff.min()) >= -128 and int(w_eff.max()) <= 127:
-                return _conv_q8x4(e, op, geom, w_eff, bias, iq.zp,
+                return _conv_q8x4(e, op, x, geom, w_eff, bias, iq.zp,
                                   channel_multipliers(iq, wq, oq, o, float_product=False),
                                   r0, r1, work)
             if c % 2:
@@ -339,7 +357,7 @@ def _conv(e: Emitter, step: Step) -> str:
     if depthwise:
         return _row_call(f"tk::depthwise_f32({geom}, {e.ptr(x)}, "
                          f"{e.param(np.ascontiguousarray(wf.reshape(kh, kw, o)), 'float')}, "
-                         f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
+                         f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work, e.take_epilogue())
     if o <= FEW_CHANNELS and (kh * kw > 1 or o <= 2):
         # the GEMM's panels of 16 channels would be mostly empty (a pointwise GEMM reads its
         # pixels in place, which beats gathering them unless nearly every lane is empty)
@@ -347,7 +365,7 @@ def _conv(e: Emitter, step: Step) -> str:
         packed = np.zeros((o, -(-k // 8) * 8), np.float32)
         packed[:, :k] = wf.reshape(o, k)
         return _row_call(f"tk::conv2d_f32_few({geom}, {e.ptr(x)}, {e.param(packed, 'float')}, "
-                         f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
+                         f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work, e.take_epilogue())
     nr, panels = gemm_panels(wf.transpose(1, 2, 3, 0).reshape(kh * kw * c, o))
     n_panels = panels.shape[0]
     if ((r0, r1) == (0, oh) and work >= PARALLEL_WORK and n_panels >= 2
@@ -358,7 +376,7 @@ def _conv(e: Emitter, step: Step) -> str:
                 f"tk::conv2d_f32_panels({geom}, {e.ptr(x)}, {e.param(panels, 'float')}, {nr}, "
                 f"{b}, {_act(op)}, {e.ptr(out)}, tk_p0, tk_p1); }});")
     return _row_call(f"tk::conv2d_f32_packed({geom}, {e.ptr(x)}, {e.param(panels, 'float')}, "
-                     f"{nr}, {b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
+                     f"{nr}, {b}, {_act(op)}, {e.ptr(out)}", r0, r1, work, e.take_epilogue())
 
 
 #: float convolutions with at most this many output channels (pointwise ones: 2) dot each
@@ -760,7 +778,8 @@ def _resize_bilinear(e: Emitter, step: Step) -> str:
             f"{e.ptr(out)});")
 
 
-def _conv_q8x4(e: Emitter, op: Op, geom: str, w_eff: np.ndarray, bias: np.ndarray | None,
+def _conv_q8x4(e: Emitter, op: Op, x: Tensor, geom: str, w_eff: np.ndarray,
+               bias: np.ndarray | None,
                zp_in: int, mults: np.ndarray, r0: int, r1: int, work: int = 0) -> str:
     """CONV_2D int8 through ``tk::conv2d_q8x4``: the filter ``w_eff`` ([KH, KW, C, O], zero
     point removed, within int8) in quads of input channels [KH, KW, C/4, O16, 4], and the
@@ -776,7 +795,7 @@ def _conv_q8x4(e: Emitter, op: Op, geom: str, w_eff: np.ndarray, bias: np.ndarra
     folded = ((total + 2**31) % 2**32 - 2**31).astype(np.int32)
     out = op.outputs[0]
     return (f"const tk::QuantOut q = {_quant_out(e, op, mults, o)};\n"
-            + _row_call(f"tk::conv2d_q8x4({geom}, {e.ptr(op.inputs[0])}, {zp_in}, "
+            + _row_call(f"tk::conv2d_q8x4({geom}, {e.ptr(x)}, {zp_in}, "
                         f"{e.param(np.ascontiguousarray(packed.astype(np.int8)), 'int8_t')}, "
                         f"{e.param(folded, 'int32_t')}, q, {e.ptr(out)}", r0, r1, work))
 
@@ -832,7 +851,8 @@ def _fully_connected(e: Emitter, step: Step) -> str:
             # a 1x1 convolution over a row of `batch` pixels
             geom = (f"tk::ConvGeom{{1, 1, {batch}, {k}, 1, 1, 1, {batch}, {o}, 1, 1, 1, 1, "
                     f"0, 0, 1}}")
-            return _conv_q8x4(e, op, geom, w_eff.reshape(1, 1, k, o), bias, iq.zp, mults, 0, 1)
+            return _conv_q8x4(e, op, x, geom, w_eff.reshape(1, 1, k, o), bias, iq.zp, mults,
+                              0, 1)
         b = "nullptr" if bias is None else e.param(bias, "int32_t")
         return (f"const tk::QuantOut q = {_quant_out(e, op, mults, o)};\n"
                 f"tk::fully_connected_q8({e.ptr(x)}, {iq.zp}, "
@@ -1818,9 +1838,12 @@ def _pad(e: Emitter, step: Step) -> str:
     in6 = [1] * lead + list(x.shape)
     out6 = [1] * lead + list(out.shape)
     before6 = [0] * lead + [int(p) for p in pads[:, 0]]
+    d = max((k for k in range(6) if in6[k] != out6[k]), default=-1)
+    rows = _size(tuple(out6[:d])) if d > 0 else 1
+    call = f"tk::pad_rows({e.ptr(x)}, {e.ptr(out)}, {out.dtype.itemsize}, si, so, sb, {fill}"
     return (f"{{ static const int64_t si[6] = {_arr(in6)}; static const int64_t so[6] = "
             f"{_arr(out6)}; static const int64_t sb[6] = {_arr(before6)};\n"
-            f"  tk::pad({e.ptr(x)}, {e.ptr(out)}, {out.dtype.itemsize}, si, so, sb, {fill}); }}")
+            f"  {_row_call(call, 0, rows, _size(tuple(out6)) * out.dtype.itemsize)} }}")
 
 
 _EMITTERS: dict[str, Callable[[Emitter, Step], str]] = {
@@ -1869,6 +1892,44 @@ def emit_step(e: Emitter, step: Step) -> str:
             f"no C++ kernel for {op.kind} (op {op.name!r}, first output "
             f"{op.outputs[0].name if op.outputs else '<none>'!r})", where=_where(op),
             fix=f"the generator supports {', '.join(sorted(SUPPORTED))}")
+    fusion = e.analysis.fusion
+    if fusion is not None:
+        into = fusion.into.get(step.index)
+        if into is not None:
+            host = e.analysis.steps[into]
+            return (f"// {op.kind}: computed by step {host.index} ({host.op.kind}, "
+                    f"{e.analysis.key_name} {host.key})")
+        fused = fusion.acts.get(step.index)
+        if fused is not None:  # the producer with the activation fused, writing its output
+            step = replace(step, op=fused)
+        prelu, add = fusion.prelus.get(step.index), fusion.adds.get(step.index)
+        if prelu is not None or add is not None:
+            e.epilogue = _prelu_rows(e, step, prelu) if prelu is not None else \
+                _add_rows(e, step, add) if add is not None else None
+            code = fn(e, step)
+            then = e.take_epilogue()  # not taken into a row loop: over the whole output
+            rows = step.op.outputs[0].shape[1]
+            return code if then is None else f"{code}\n{then('0', str(rows))}"
     # windowed and element-wise ops compute a stripe's rows; any other op is computed whole
     # at each of its stripes, which leaves the stripe's rows right as well
     return fn(e, step)
+
+
+def _add_rows(e: Emitter, step: Step, add: AddFold) -> Callable[[str, str], str]:
+    """The epilogue computing a folded float32 residual ADD (and its activation) in place on
+    rows of the convolution's output."""
+    y = step.op.outputs[0]
+    n, h, w, c = y.shape
+    py, pr = e.ptr(y), e.ptr(add.other)
+    rc = add.other.shape[3]
+    return lambda r0, r1: (f"tk::add_rows_f32({pr}, {rc}, {add.c0}, {py}, {c}, {n}, {h}, {w}, "
+                           f"{add.act}, {r0}, {r1});")
+
+
+def _prelu_rows(e: Emitter, step: Step, prelu: Op) -> Callable[[str, str], str]:
+    """The epilogue computing the float32 PRELU ``prelu`` in place on rows of its output."""
+    x, alpha, out = prelu.inputs[0], prelu.inputs[1], prelu.outputs[0]
+    assert x is not None and alpha is not None
+    g, _, _ = _bcast(prelu, replace(step, rows=(0, 1)), x, alpha, out)
+    py, pa = e.ptr(out), e.ptr(alpha)
+    return lambda r0, r1: f"tk::binary_f32({g}, 8, {py}, {pa}, 0, {py}, {r0}, {r1});"

@@ -1927,6 +1927,36 @@ void binary_run(const Bcast& g, int opcode, const float* a, const float* b, int 
 
 }  // namespace
 
+namespace {
+
+template <int kAct>
+void add_rows_run(const float* r, int64_t rc, int64_t c0, float* y, int64_t c, int64_t pixels) {
+  for (int64_t p = 0; p < pixels; ++p) {
+    float* __restrict__ py = y + p * c;
+    const float* __restrict__ pr = r + p * rc;
+    for (int64_t i = 0; i < rc; ++i) py[c0 + i] += pr[i];
+    if (kAct != ACT_NONE)
+      for (int64_t i = 0; i < c; ++i) py[i] = act1(py[i], kAct);
+  }
+}
+
+}  // namespace
+
+void add_rows_f32(const float* r, int64_t rc, int64_t c0, float* y, int64_t c, int64_t n,
+                  int64_t h, int64_t w, int act, int row0, int row1) {
+  for (int64_t b = 0; b < n; ++b) {
+    const int64_t p0 = (b * h + row0) * w, pixels = static_cast<int64_t>(row1 - row0) * w;
+    const float* rb = r + p0 * rc;
+    float* yb = y + p0 * c;
+    switch (act) {
+      case ACT_RELU: add_rows_run<ACT_RELU>(rb, rc, c0, yb, c, pixels); break;
+      case ACT_RELU_N1_TO_1: add_rows_run<ACT_RELU_N1_TO_1>(rb, rc, c0, yb, c, pixels); break;
+      case ACT_RELU6: add_rows_run<ACT_RELU6>(rb, rc, c0, yb, c, pixels); break;
+      default: add_rows_run<ACT_NONE>(rb, rc, c0, yb, c, pixels); break;
+    }
+  }
+}
+
 void binary_f32(const Bcast& g, int op, const float* a, const float* b, int act, float* y,
                 int row0, int row1) {
   switch (op) {
@@ -3050,42 +3080,150 @@ void copy_blocks(const void* x, int64_t x_block, void* y, int64_t y_block, int64
                 static_cast<size_t>(inner) * elem);
 }
 
-void pad(const void* x, void* y, size_t elem, const int64_t* in_shape,
-         const int64_t* out_shape, const int64_t* before, const void* fill) {
-  const char* src = static_cast<const char*>(x);
-  char* dst = static_cast<char*>(y);
-  int64_t total = 1, ostride[6];
-  ostride[5] = 1;
-  for (int d = 4; d >= 0; --d) ostride[d] = ostride[d + 1] * out_shape[d + 1];
-  for (int d = 0; d < 6; ++d) total *= out_shape[d];
+namespace {
+
+// The last padded axis of a PAD (-1: none).
+int last_padded_axis(const int64_t* out_shape, const int64_t* in_shape) {
+  for (int d = 5; d >= 0; --d)
+    if (out_shape[d] != in_shape[d]) return d;
+  return -1;
+}
+
+// n values of `elem` bytes, each `fill`.
+void fill_values(char* dst, const void* fill, size_t elem, int64_t n) {
+  if (n <= 0) return;
   const unsigned char* f = static_cast<const unsigned char*>(fill);
-  bool zero = true;
-  for (size_t k = 0; k < elem; ++k) zero = zero && f[k] == 0;
-  if (zero) {
-    std::memset(dst, 0, static_cast<size_t>(total) * elem);
+  bool same = true;
+  for (size_t k = 1; k < elem; ++k) same = same && f[k] == f[0];
+  if (same) {
+    std::memset(dst, f[0], static_cast<size_t>(n) * elem);
   } else if (elem == 4) {
     uint32_t v;
     std::memcpy(&v, fill, 4);
-    uint32_t* d = reinterpret_cast<uint32_t*>(dst);
-    for (int64_t i = 0; i < total; ++i) d[i] = v;
-  } else if (elem == 1) {
-    std::memset(dst, f[0], static_cast<size_t>(total));
+    for (int64_t i = 0; i < n; ++i) std::memcpy(dst + 4 * i, &v, 4);
   } else {
-    for (int64_t i = 0; i < total; ++i) std::memcpy(dst + i * elem, fill, elem);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * static_cast<int64_t>(elem), fill, elem);
   }
-  const int64_t* s = in_shape;
-  const int64_t row = s[5] * static_cast<int64_t>(elem);
-  for (int64_t i0 = 0; i0 < s[0]; ++i0)
-    for (int64_t i1 = 0; i1 < s[1]; ++i1)
-      for (int64_t i2 = 0; i2 < s[2]; ++i2)
-        for (int64_t i3 = 0; i3 < s[3]; ++i3)
-          for (int64_t i4 = 0; i4 < s[4]; ++i4) {
-            const int64_t o = (i0 + before[0]) * ostride[0] + (i1 + before[1]) * ostride[1] +
-                              (i2 + before[2]) * ostride[2] + (i3 + before[3]) * ostride[3] +
-                              (i4 + before[4]) * ostride[4] + before[5];
-            std::memcpy(dst + o * static_cast<int64_t>(elem), src, static_cast<size_t>(row));
-            src += row;
-          }
+}
+
+// `rows` output rows of `lead` fill values, `body` values copied from src, `trail` fill
+// values each (the input rows consecutive).
+template <typename T>
+void pad_run_rows(const T* __restrict__ src, T* __restrict__ dst, T v, int64_t lead,
+                  int64_t body, int64_t trail, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < lead; ++i) dst[i] = v;
+    dst += lead;
+    std::memcpy(dst, src, static_cast<size_t>(body) * sizeof(T));
+    dst += body;
+    src += body;
+    for (int64_t i = 0; i < trail; ++i) dst[i] = v;
+    dst += trail;
+  }
+}
+
+// pad_run_rows for values of `elem` bytes; false for a size it does not take.
+bool pad_run(const char* src, char* dst, size_t elem, const void* fill, int64_t lead,
+             int64_t body, int64_t trail, int64_t rows) {
+  switch (elem) {
+    case 1: {
+      uint8_t v;
+      std::memcpy(&v, fill, 1);
+      pad_run_rows(reinterpret_cast<const uint8_t*>(src), reinterpret_cast<uint8_t*>(dst), v,
+                   lead, body, trail, rows);
+      return true;
+    }
+    case 2: {
+      uint16_t v;
+      std::memcpy(&v, fill, 2);
+      pad_run_rows(reinterpret_cast<const uint16_t*>(src), reinterpret_cast<uint16_t*>(dst), v,
+                   lead, body, trail, rows);
+      return true;
+    }
+    case 4: {
+      uint32_t v;
+      std::memcpy(&v, fill, 4);
+      pad_run_rows(reinterpret_cast<const uint32_t*>(src), reinterpret_cast<uint32_t*>(dst), v,
+                   lead, body, trail, rows);
+      return true;
+    }
+    case 8: {
+      uint64_t v;
+      std::memcpy(&v, fill, 8);
+      pad_run_rows(reinterpret_cast<const uint64_t*>(src), reinterpret_cast<uint64_t*>(dst), v,
+                   lead, body, trail, rows);
+      return true;
+    }
+    default: return false;
+  }
+}
+
+}  // namespace
+
+int64_t pad_row_count(const int64_t* out_shape, const int64_t* in_shape, const int64_t* before) {
+  (void)before;
+  const int d = last_padded_axis(out_shape, in_shape);
+  int64_t rows = 1;
+  for (int k = 0; k < d; ++k) rows *= out_shape[k];
+  return rows;
+}
+
+void pad_rows(const void* x, void* y, size_t elem, const int64_t* in_shape,
+              const int64_t* out_shape, const int64_t* before, const void* fill, int64_t row0,
+              int64_t row1) {
+  const char* src = static_cast<const char*>(x);
+  char* dst = static_cast<char*>(y);
+  const int d = last_padded_axis(out_shape, in_shape);
+  int64_t inner = 1;  // values after the last padded axis (unpadded)
+  for (int k = d + 1; k < 6; ++k) inner *= in_shape[k];
+  if (d < 0) {  // no padding: a copy
+    if (row0 == 0 && row1 > 0) std::memcpy(dst, src, static_cast<size_t>(inner) * elem);
+    return;
+  }
+  const int64_t e = static_cast<int64_t>(elem);
+  const int64_t lead = before[d] * inner, body = in_shape[d] * inner;
+  const int64_t row_out = out_shape[d] * inner, trail = row_out - lead - body;
+  bool outer_padded = false;  // any axis before d padded
+  for (int k = 0; k < d; ++k) outer_padded = outer_padded || out_shape[k] != in_shape[k];
+  if (!outer_padded && pad_run(src + row0 * body * e, dst + row0 * row_out * e, elem, fill,
+                               lead, body, trail, row1 - row0))
+    return;
+  // output row -> its coordinates on the axes before d, and the input row they read
+  int64_t idx[6] = {0, 0, 0, 0, 0, 0};
+  int64_t r = row0;
+  for (int k = d - 1; k >= 0; --k) {
+    idx[k] = r % out_shape[k];
+    r /= out_shape[k];
+  }
+  for (int64_t row = row0; row < row1; ++row) {
+    char* o = dst + row * row_out * e;
+    bool inside = true;
+    int64_t in_row = 0;
+    for (int k = 0; k < d; ++k) {
+      const int64_t i = idx[k] - before[k];
+      inside = inside && i >= 0 && i < in_shape[k];
+      in_row = in_row * in_shape[k] + i;
+    }
+    if (inside && pad_run(src + in_row * body * e, o, elem, fill, lead, body, trail, 1)) {
+      // (one row of the fill, the input row, the fill)
+    } else if (inside) {
+      fill_values(o, fill, elem, lead);
+      std::memcpy(o + lead * e, src + in_row * body * e, static_cast<size_t>(body * e));
+      fill_values(o + (lead + body) * e, fill, elem, trail);
+    } else {
+      fill_values(o, fill, elem, row_out);
+    }
+    for (int k = d - 1; k >= 0; --k) {  // next row
+      if (++idx[k] < out_shape[k]) break;
+      idx[k] = 0;
+    }
+  }
+}
+
+void pad(const void* x, void* y, size_t elem, const int64_t* in_shape,
+         const int64_t* out_shape, const int64_t* before, const void* fill) {
+  pad_rows(x, y, elem, in_shape, out_shape, before, fill, 0,
+           pad_row_count(out_shape, in_shape, before));
 }
 
 void quantize_f32_q8(const float* x, float scale, int zp, int8_t* y, size_t n) {

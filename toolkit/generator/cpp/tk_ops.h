@@ -233,6 +233,11 @@ struct Bcast {
   int64_t sb[6];
   int row_dim;
 };
+// A residual ADD on rows [row0, row1) of y [N][H][W][C] in place: y[.., c0 + i] += r[.., i]
+// for the rc channels of r [N][H][W][rc] (the others add the zeros of a channel PAD), then
+// the fused activation `act` on every channel, as binary_f32's ADD computes it.
+void add_rows_f32(const float* r, int64_t rc, int64_t c0, float* y, int64_t c, int64_t n,
+                  int64_t h, int64_t w, int act, int row0, int row1);
 void binary_f32(const Bcast& g, int op, const float* a, const float* b, int act, float* y,
                 int row0, int row1);
 
@@ -398,7 +403,14 @@ void gather_map(const void* x, const int32_t* map, void* y, int64_t n, size_t el
 void copy_blocks(const void* x, int64_t x_block, void* y, int64_t y_block, int64_t outer,
                  int64_t inner, size_t elem);
 // PAD of up to 6 dims: y (out_shape) filled with the `elem`-byte value `fill`, x (in_shape)
-// copied at offset `before`.
+// copied at offset `before`. The axes after the last padded one make contiguous runs: each
+// output row (an index of the axes up to the last padded one but that axis) is written once,
+// in order, as fill, one copy of the input row, fill (or fill alone outside the input).
+// pad_rows writes the output rows [row0, row1) of pad_row_count(...) (a split across threads).
+int64_t pad_row_count(const int64_t* out_shape, const int64_t* in_shape, const int64_t* before);
+void pad_rows(const void* x, void* y, size_t elem, const int64_t* in_shape,
+              const int64_t* out_shape, const int64_t* before, const void* fill, int64_t row0,
+              int64_t row1);
 void pad(const void* x, void* y, size_t elem, const int64_t* in_shape,
          const int64_t* out_shape, const int64_t* before, const void* fill);
 // Float <-> int8
