@@ -115,42 +115,33 @@ void pw_panel_any(const float* a, int64_t as, int64_t rows, int k, const float* 
   else pw_panel<pw_rows<kNV>(), kNV, true>(a, as, rows, k, w, ws, b, lo, hi, nvalid, y, ys);
 }
 
-// `rows` pixels (rows of `c` floats from x) through every panel: the panels of one block of
-// pixels in turn (the block's rows stay in the first-level cache), or with a large filter,
-// each panel over every pixel (the panel stays in cache).
+// `rows` pixels (rows of `c` floats from x) through every panel: blocks of pixels through
+// every panel in turn (the block's rows stay in cache while the filter, when it fits the
+// second-level cache, passes), or with a larger filter each panel over every pixel.
 void pointwise_avx2(const float* x, int64_t rows, int c, const float* wp, int nr,
                     const float* bias, int o, int act, float* y) {
   float flo, fhi;
   act_range(act, flo, fhi);
   const __m256 lo = _mm256_set1_ps(flo), hi = _mm256_set1_ps(fhi);
   const int npan = (o + nr - 1) / nr;
-  float b16[16 * 8];  // each panel's bias, zeros past the last channel (up to 8 panels here)
-  const bool small = static_cast<int64_t>(c) * npan * nr * 4 <= 96 * 1024 && npan <= 8;
-  const auto panel = [&](int p, const float* xa, int64_t n, float* ya, const float* bp) {
+  const auto panel = [&](int p, const float* xa, int64_t n, float* ya) {
     const int o0 = p * nr, nvalid = std::min(nr, o - o0);
+    float b16[16];  // the panel's bias, zeros past the last channel
+    for (int j = 0; j < 16; ++j) b16[j] = bias && j < nvalid ? bias[o0 + j] : 0.f;
     const float* w = wp + static_cast<int64_t>(p) * c * nr;
-    if (nvalid <= 8) pw_panel_any<1>(xa, c, n, c, w, nr, bp, lo, hi, nvalid, ya + o0, o);
-    else pw_panel_any<2>(xa, c, n, c, w, nr, bp, lo, hi, nvalid, ya + o0, o);
+    if (nvalid <= 8) pw_panel_any<1>(xa, c, n, c, w, nr, b16, lo, hi, nvalid, ya + o0, o);
+    else pw_panel_any<2>(xa, c, n, c, w, nr, b16, lo, hi, nvalid, ya + o0, o);
   };
-  const auto fill_bias = [&](int p, float* dst) {
-    for (int j = 0; j < 16; ++j) {
-      const int ch = p * nr + j;
-      dst[j] = bias && j < nr && ch < o ? bias[ch] : 0.f;
-    }
-  };
-  if (small) {
-    for (int p = 0; p < npan; ++p) fill_bias(p, b16 + 16 * p);
-    constexpr int64_t kBlock = 84;  // pixels: a multiple of every tile's rows
-    for (int64_t r = 0; r < rows; r += kBlock) {
-      const int64_t n = std::min(kBlock, rows - r);
-      for (int p = 0; p < npan; ++p)
-        panel(p, x + r * c, n, y + r * o, b16 + 16 * p);
-    }
+  const int64_t wbytes = static_cast<int64_t>(c) * npan * nr * 4;
+  if (npan > 1 && wbytes > 256 * 1024) {
+    for (int p = 0; p < npan; ++p) panel(p, x, rows, y);
     return;
   }
-  for (int p = 0; p < npan; ++p) {
-    fill_bias(p, b16);
-    panel(p, x, rows, y, b16);
+  // pixels per block: about 32 KiB of input rows, a multiple of every tile's rows (84)
+  const int64_t block = std::max<int64_t>(1, 32 * 1024 / (84 * 4 * static_cast<int64_t>(c))) * 84;
+  for (int64_t r = 0; r < rows; r += block) {
+    const int64_t n = std::min(block, rows - r);
+    for (int p = 0; p < npan; ++p) panel(p, x + r * c, n, y + r * o);
   }
 }
 #else
