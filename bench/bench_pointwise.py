@@ -3,13 +3,14 @@
 the packed GEMM of ``tk::conv2d_f32_packed`` (panels of 16 or 32) that ran them before, on
 the production models' layer shapes and MobileNet-v1's, one thread.
 
-Each shape is a one-op model (input, a random filter and bias, RELU) generated twice: as the
+Each shape is a one-op model (input, a random filter and bias, RELU or with
+``--no-activation`` none) generated twice: as the
 generator writes it, and with the pointwise call replaced by the packed GEMM's. Both run in
 this process, taking turns; times are process CPU seconds (a loaded machine preempts the
 wall clock), the minimum over the rounds. Prints GFLOP/s of both (2 per multiply-add) and
 the ratio packed / pointwise (above 1: the new tiles are faster); the outputs must be equal.
 
-Run: python bench/bench_pointwise.py [HxWxCxO ...]
+Run: python bench/bench_pointwise.py [--no-activation] [HxWxCxO ...]
 """
 
 from __future__ import annotations
@@ -45,14 +46,15 @@ def _packed(e: ops.Emitter, geom: str, x: tk.Tensor, w: np.ndarray, b: str, op: 
                          f"{e.ptr(out)}", r0, r1, work)
 
 
-def bench(h: int, w: int, c: int, o: int, tmp: Path, rounds: int = 9) -> tuple[float, float]:
+def bench(h: int, w: int, c: int, o: int, tmp: Path, activation: str | None = "RELU",
+          rounds: int = 9) -> tuple[float, float]:
     """GFLOP/s of the pointwise tiles and of the packed GEMM on one shape."""
     rng = np.random.default_rng(0)
     mb = ModelBuilder("pw")
     x = mb.input("x", [1, h, w, c])
     wt = mb.const("w", rng.standard_normal((o, 1, 1, c)).astype(np.float32))
     bt = mb.const("b", rng.standard_normal(o).astype(np.float32))
-    mb.output(mb.conv2d(x, wt, bt, activation="RELU", name="pw"))
+    mb.output(mb.conv2d(x, wt, bt, activation=activation, name="pw"))
     model = mb.build()
     new_emit = ops._pointwise
     arts = {}
@@ -83,11 +85,12 @@ def bench(h: int, w: int, c: int, o: int, tmp: Path, rounds: int = 9) -> tuple[f
 
 
 def main(argv: list[str]) -> None:
-    shapes = [tuple(int(v) for v in a.split("x")) for a in argv] or SHAPES
+    activation = None if "--no-activation" in argv else "RELU"
+    shapes = [tuple(int(v) for v in a.split("x")) for a in argv if a[0].isdigit()] or SHAPES
     print(f"{'shape':>22}  pointwise GFLOP/s  packed GFLOP/s  packed/pointwise")
     with tempfile.TemporaryDirectory() as d:
         for h, w, c, o in shapes:
-            new, old = bench(h, w, c, o, Path(d))
+            new, old = bench(h, w, c, o, Path(d), activation)
             print(f"{f'[{h},{w},{c}]->{o}':>22}  {new:17.1f}  {old:14.1f}  {new / old:16.2f}",
                   flush=True)
 

@@ -36,9 +36,9 @@ inline __m256i pw_lanes(int n) {
 
 // One tile of kMR pixels (rows a + t * as) x 8 kNV channels of a panel (`ws` floats between
 // input channels): every input channel in order (fused multiply-adds from zero), then the
-// bias, the clamp to [lo, hi] (min(hi, max(lo, v)) keeps NaN) and the store of the first
-// `nvalid` channels (kMasked: fewer than 8 kNV) of each row to y + t * ys.
-template <int kMR, int kNV, bool kMasked>
+// bias, with kClamp the clamp to [lo, hi] (min(hi, max(lo, v)) keeps NaN), and the store of
+// the first `nvalid` channels (kMasked: fewer than 8 kNV) of each row to y + t * ys.
+template <int kMR, int kNV, bool kMasked, bool kClamp>
 __attribute__((always_inline)) inline void pw_tile(const float* a, int64_t as, int k,
                                                    const float* w, int ws, const float* b,
                                                    __m256 lo, __m256 hi, int nvalid, float* y,
@@ -71,7 +71,8 @@ __attribute__((always_inline)) inline void pw_tile(const float* a, int64_t as, i
     float* d = y + t * ys;
 #pragma GCC unroll 4
     for (int v = 0; v < kNV; ++v) {
-      const __m256 r = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(acc[t][v], bv[v])));
+      __m256 r = _mm256_add_ps(acc[t][v], bv[v]);
+      if constexpr (kClamp) r = _mm256_min_ps(hi, _mm256_max_ps(lo, r));
       if (kMasked && v == kNV - 1) _mm256_maskstore_ps(d + 8 * v, m, r);
       else _mm256_storeu_ps(d + 8 * v, r);
     }
@@ -79,19 +80,19 @@ __attribute__((always_inline)) inline void pw_tile(const float* a, int64_t as, i
 }
 
 // The rows of a tile of kNV vectors: kMR-row tiles, then one tile of the remaining rows.
-template <int kMR, int kNV, bool kMasked>
+template <int kMR, int kNV, bool kMasked, bool kClamp>
 void pw_panel(const float* a, int64_t as, int64_t rows, int k, const float* w, int ws,
               const float* b, __m256 lo, __m256 hi, int nvalid, float* y, int64_t ys) {
   int64_t r = 0;
   for (; r + kMR <= rows; r += kMR)
-    pw_tile<kMR, kNV, kMasked>(a + r * as, as, k, w, ws, b, lo, hi, nvalid, y + r * ys, ys);
+    pw_tile<kMR, kNV, kMasked, kClamp>(a + r * as, as, k, w, ws, b, lo, hi, nvalid, y + r * ys, ys);
   const int left = static_cast<int>(rows - r);
   a += r * as, y += r * ys;
   if constexpr (kMR > 1) {
     // the remaining rows: the tiles of fewer rows, each instantiated once
     switch (left) {
 #define TK_PW_LEFT(n) \
-  case n: if constexpr (n < kMR) pw_tile<n, kNV, kMasked>(a, as, k, w, ws, b, lo, hi, nvalid, y, ys); break;
+  case n: if constexpr (n < kMR) pw_tile<n, kNV, kMasked, kClamp>(a, as, k, w, ws, b, lo, hi, nvalid, y, ys); break;
       TK_PW_LEFT(1) TK_PW_LEFT(2) TK_PW_LEFT(3) TK_PW_LEFT(4) TK_PW_LEFT(5) TK_PW_LEFT(6)
       TK_PW_LEFT(7) TK_PW_LEFT(8) TK_PW_LEFT(9) TK_PW_LEFT(10) TK_PW_LEFT(11)
 #undef TK_PW_LEFT
@@ -107,12 +108,13 @@ constexpr int pw_rows() {
   return kNV == 1 ? 12 : 7;
 }
 
-template <int kNV>
+template <int kNV, bool kClamp>
 void pw_panel_any(const float* a, int64_t as, int64_t rows, int k, const float* w, int ws,
                   const float* b, __m256 lo, __m256 hi, int nvalid, float* y, int64_t ys) {
+  constexpr int kMR = pw_rows<kNV>();
   if (nvalid == 8 * kNV)
-    pw_panel<pw_rows<kNV>(), kNV, false>(a, as, rows, k, w, ws, b, lo, hi, nvalid, y, ys);
-  else pw_panel<pw_rows<kNV>(), kNV, true>(a, as, rows, k, w, ws, b, lo, hi, nvalid, y, ys);
+    pw_panel<kMR, kNV, false, kClamp>(a, as, rows, k, w, ws, b, lo, hi, nvalid, y, ys);
+  else pw_panel<kMR, kNV, true, kClamp>(a, as, rows, k, w, ws, b, lo, hi, nvalid, y, ys);
 }
 
 // `rows` pixels (rows of `c` floats from x) through every panel: blocks of pixels through
@@ -129,8 +131,15 @@ void pointwise_avx2(const float* x, int64_t rows, int c, const float* wp, int nr
     float b16[16];  // the panel's bias, zeros past the last channel
     for (int j = 0; j < 16; ++j) b16[j] = bias && j < nvalid ? bias[o0 + j] : 0.f;
     const float* w = wp + static_cast<int64_t>(p) * c * nr;
-    if (nvalid <= 8) pw_panel_any<1>(xa, c, n, c, w, nr, b16, lo, hi, nvalid, ya + o0, o);
-    else pw_panel_any<2>(xa, c, n, c, w, nr, b16, lo, hi, nvalid, ya + o0, o);
+    // without an activation no clamp (its bounds are infinite: the same values)
+    const bool clamp = act != ACT_NONE;
+    if (nvalid <= 8 && clamp)
+      pw_panel_any<1, true>(xa, c, n, c, w, nr, b16, lo, hi, nvalid, ya + o0, o);
+    else if (nvalid <= 8)
+      pw_panel_any<1, false>(xa, c, n, c, w, nr, b16, lo, hi, nvalid, ya + o0, o);
+    else if (clamp)
+      pw_panel_any<2, true>(xa, c, n, c, w, nr, b16, lo, hi, nvalid, ya + o0, o);
+    else pw_panel_any<2, false>(xa, c, n, c, w, nr, b16, lo, hi, nvalid, ya + o0, o);
   };
   const int64_t wbytes = static_cast<int64_t>(c) * npan * nr * 4;
   if (npan > 1 && wbytes > 256 * 1024) {
