@@ -330,6 +330,8 @@ def _conv(e: Emitter, step: Step) -> str:
         return _row_call(f"tk::depthwise_f32({geom}, {e.ptr(x)}, "
                          f"{e.param(np.ascontiguousarray(wf.reshape(kh, kw, o)), 'float')}, "
                          f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
+    # a 1x1 stride-1 convolution: register tiles fitted to its output channels, unless it
+    # has more filter than input (then threads split its channels: the panels below)
     pointwise = (kh, kw, sh, sw, pt, pl, oh, ow) == (1, 1, 1, 1, 0, 0, h, wd)
     if pointwise and not ((r0, r1) == (0, oh) and work >= PARALLEL_WORK
                           and o > 32 and o * c > n * h * wd * c):
@@ -371,9 +373,9 @@ def pointwise_nr(o: int) -> int:
     return 8 if o <= 8 else 16
 
 
-#: float convolutions with at most this many output channels (pointwise ones: 2) dot each
-#: pixel's gathered taps with each filter (tk::conv2d_f32_few) instead of going through the
-#: GEMM's channel panels
+#: float convolutions with at most this many output channels (strided or padded 1x1 ones: 2)
+#: dot each pixel's gathered taps with each filter (tk::conv2d_f32_few) instead of going
+#: through the GEMM's channel panels
 FEW_CHANNELS = 8
 
 
