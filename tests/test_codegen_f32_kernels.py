@@ -166,6 +166,85 @@ def test_conv_few_input_channels(tmp_path: Path, isa: str, cfg: tuple,
     _check(tmp_path, case, [x], isa, fn, monkeypatch)
 
 
+# pointwise (1x1, stride 1) convolutions, tk::conv2d_f32_pointwise's register tiles: panels
+# of 8 channels up to 8 outputs, else 16 (a last panel of at most 8 in the 12x8 tile),
+# masked stores past the last channel, tails of 12- and 7-pixel tiles; few and odd input
+# channels, a zero bias, a batch of two: (batch, h, w, c, o, activation, bias)
+POINTWISE = [
+    (1, 5, 7, 3, 1, "NONE", True),            # one output, 35 pixels: a tail of 11 rows
+    (2, 6, 5, 5, 2, "RELU", False),            # batch of two, zero bias
+    (1, 4, 9, 7, 3, "RELU6", True),
+    (1, 7, 3, 1, 4, "NONE", True),             # one input channel
+    (1, 3, 11, 9, 5, "RELU_N1_TO_1", True),
+    (2, 8, 8, 13, 6, "RELU", True),
+    (1, 5, 5, 17, 7, "NONE", False),
+    (1, 9, 10, 32, 8, "RELU", True),           # the full 12x8 tile
+    (2, 6, 7, 11, 9, "RELU6", True),           # 16 lanes, 9 stored
+    (1, 7, 9, 24, 16, "NONE", True),           # the full 7x16 tile
+    (1, 8, 8, 23, 24, "RELU", False),          # a 16 panel, then 8 in the 12x8 tile
+    (1, 10, 7, 24, 28, "RELU6", True),         # 16, then 12 of 16 lanes
+    (2, 9, 9, 37, 36, "NONE", True),           # 16, 16, then 4 of 8 lanes
+    (1, 8, 9, 36, 42, "RELU", True),
+    (1, 8, 8, 42, 48, "RELU6", True),
+    (1, 10, 10, 16, 64, "NONE", True),
+    (1, 25, 30, 40, 16, "RELU", True),         # 750 pixels: blocks of 84 and a tail
+    (1, 13, 13, 40, 144, "RELU", True),        # 9 panels: each over every pixel in turn
+]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", POINTWISE, ids=lambda c: "x".join(map(str, c)))
+def test_pointwise_conv(tmp_path: Path, isa: str, cfg: tuple,
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+    n, h, w, c, o, act, has_bias = cfg
+    rng = np.random.default_rng(h * w * c + o)
+    filt = (rng.standard_normal((o, 1, 1, c)) * 0.4).astype(F32)
+    bias = (rng.standard_normal(o) * 0.5).astype(F32) * F32(has_bias)
+    inputs = [Spec("x", (n, h, w, c)), Spec.const("w", filt), Spec.const("b", bias)]
+    case = SingleOp(
+        "CONV_2D", inputs, [Spec("y", (n, h, w, o))],
+        options=options("Conv2DOptions", padding=_PAD["SAME"], strideW=1, strideH=1,
+                        fusedActivationFunction=_ACT[act], dilationWFactor=1,
+                        dilationHFactor=1))
+    x = (rng.standard_normal((n, h, w, c)) * 2).astype(F32)
+    _check(tmp_path, case, [x], isa, "conv2d_f32_pointwise", monkeypatch)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_pointwise_conv_without_bias(tmp_path: Path, isa: str,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pointwise convolutions without a bias tensor (as ONNX writes them; LiteRT's CONV_2D
+    needs one): 2, 9, 24 and 36 outputs of a batch of two, against the reference runtime,
+    on one and two threads (the same bits)."""
+    from toolkit.builder import ModelBuilder
+
+    rng = np.random.default_rng(11)
+    mb = ModelBuilder("pw")
+    x = mb.input("x", [2, 7, 9, 13])
+    for o, act in ((2, "RELU"), (9, "NONE"), (24, "RELU6"), (36, "NONE")):
+        wt = mb.const(f"w{o}", (rng.standard_normal((o, 1, 1, 13)) * 0.4).astype(F32))
+        mb.output(mb.conv2d(x, wt, None, activation=act, name=f"pw{o}"))
+    model = mb.build()
+    monkeypatch.setattr(ops_mod, "PARALLEL_WORK", 0)
+    art = codegen(model, tmp_path / "art", name="pw")
+    build_for_isa(art, isa, monkeypatch)
+    code = art.source.read_text()
+    assert code.count("tk::conv2d_f32_pointwise(") == 4 and "nullptr" in code
+    inputs = {"x": (rng.standard_normal((2, 7, 9, 13)) * 2).astype(F32)}
+    ref = run_model(model, inputs).outputs
+    outs = []
+    for threads in (1, 2):
+        m = NativeModel(art, threads=threads)
+        try:
+            outs.append(m.invoke(inputs))
+        finally:
+            m.close()
+    assert ref.keys() == outs[0].keys()
+    for name, want in ref.items():
+        _close(want, outs[0][name], f"native vs reference {name}")
+        np.testing.assert_array_equal(outs[0][name], outs[1][name], err_msg=name)
+
+
 # convolutions with more filter than input, split across threads by output channels
 SPLIT = [(4, 5, 64, 80, 1, "SAME", "RELU6"), (5, 3, 40, 72, 3, "SAME", "NONE"),
          (7, 7, 48, 33, 3, "VALID", "RELU")]

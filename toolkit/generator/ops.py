@@ -358,6 +358,12 @@ def _conv(e: Emitter, step: Step) -> str:
         return _row_call(f"tk::depthwise_f32({geom}, {e.ptr(x)}, "
                          f"{e.param(np.ascontiguousarray(wf.reshape(kh, kw, o)), 'float')}, "
                          f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work, e.take_epilogue())
+    # a 1x1 stride-1 convolution: register tiles fitted to its output channels, unless it
+    # has more filter than input (then threads split its channels: the panels below)
+    pointwise = (kh, kw, sh, sw, pt, pl, oh, ow) == (1, 1, 1, 1, 0, 0, h, wd)
+    if pointwise and not ((r0, r1) == (0, oh) and work >= PARALLEL_WORK
+                          and o > 32 and o * c > n * h * wd * c):
+        return _pointwise(e, geom, x, wf.reshape(o, c).T, b, op, out, r0, r1, work)
     if o <= FEW_CHANNELS and (kh * kw > 1 or o <= 2):
         # the GEMM's panels of 16 channels would be mostly empty (a pointwise GEMM reads its
         # pixels in place, which beats gathering them unless nearly every lane is empty)
@@ -379,18 +385,34 @@ def _conv(e: Emitter, step: Step) -> str:
                      f"{nr}, {b}, {_act(op)}, {e.ptr(out)}", r0, r1, work, e.take_epilogue())
 
 
-#: float convolutions with at most this many output channels (pointwise ones: 2) dot each
-#: pixel's gathered taps with each filter (tk::conv2d_f32_few) instead of going through the
-#: GEMM's channel panels
+def _pointwise(e: Emitter, geom: str, x: Tensor, w: np.ndarray, b: str, op: Op, out: Tensor,
+               r0: int, r1: int, work: int) -> str:
+    """A 1x1 stride-1 float convolution (``w`` its ``[C, O]`` filter): tk::conv2d_f32_pointwise
+    on panels as wide as :func:`pointwise_nr` picks for its output channels."""
+    nr, panels = gemm_panels(w, pointwise_nr(w.shape[1]))
+    return _row_call(f"tk::conv2d_f32_pointwise({geom}, {e.ptr(x)}, {e.param(panels, 'float')}, "
+                     f"{nr}, {b}, {_act(op)}, {e.ptr(out)}", r0, r1, work, e.take_epilogue())
+
+
+def pointwise_nr(o: int) -> int:
+    """The panel width (output channels) of tk::conv2d_f32_pointwise for ``o`` outputs: 8 up
+    to 8 outputs (its 12x8 register tile), else 16 (7x16 tiles; a last panel of at most 8
+    channels runs in the 12x8 tile)."""
+    return 8 if o <= 8 else 16
+
+
+#: float convolutions with at most this many output channels (strided or padded 1x1 ones: 2)
+#: dot each pixel's gathered taps with each filter (tk::conv2d_f32_few) instead of going
+#: through the GEMM's channel panels
 FEW_CHANNELS = 8
 
 
-def gemm_panels(w: np.ndarray) -> tuple[int, np.ndarray]:
+def gemm_panels(w: np.ndarray, nr: int = 0) -> tuple[int, np.ndarray]:
     """A float ``[K, O]`` weight matrix packed for the op library's GEMM microkernels:
     ``(nr, panels)`` with ``panels`` float32 ``[ceil(O / nr), K, nr]`` (panels of ``nr``
-    output channels, 16 when O <= 16 else 32, zeros after the last channel)."""
+    output channels, by default 16 when O <= 16 else 32, zeros after the last channel)."""
     k, o = w.shape
-    nr = 16 if o <= 16 else 32
+    nr = nr or (16 if o <= 16 else 32)
     n_panels = -(-o // nr)
     padded = np.zeros((k, n_panels * nr), np.float32)
     padded[:, :o] = w

@@ -121,6 +121,13 @@ void conv2d_f32_few(const ConvGeom& g, const float* x, const float* w, const flo
 // FULLY_CONNECTED float on weights packed as conv2d_f32_packed's ([ceil(O / nr)][K][nr]).
 void fully_connected_f32_packed(const float* x, const float* wp, int nr, const float* bias,
                                 int batch, int k, int o, int act, float* y);
+// CONV_2D float 1x1, stride 1, no padding (a GEMM of the [pixels][C] input, read in place,
+// with the filter) on a filter packed as conv2d_f32_packed's in panels of `nr` output
+// channels: 8 or 16 (tk_ops_f32_gemm.cpp's register tiles; other widths go to
+// conv2d_f32_packed). The same sums (fused multiply-adds in input channel order from zero,
+// then the bias and the activation), output rows [row0, row1).
+void conv2d_f32_pointwise(const ConvGeom& g, const float* x, const float* wp, int nr,
+                          const float* bias, int act, float* y, int row0, int row1);
 // DEPTHWISE_CONV_2D float: filter as [KH][KW][C*M].
 void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const float* bias,
                    int act, float* y, int row0, int row1);
