@@ -330,6 +330,14 @@ def _conv(e: Emitter, step: Step) -> str:
         return _row_call(f"tk::depthwise_f32({geom}, {e.ptr(x)}, "
                          f"{e.param(np.ascontiguousarray(wf.reshape(kh, kw, o)), 'float')}, "
                          f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
+    if kh * kw > 1 and c <= DIRECT_CHANNELS:
+        # taps read in place, output channels in vectors of 8: filter [KH, KW, C, O8]
+        o8 = -(-o // 8) * 8
+        direct = np.zeros((kh, kw, c, o8), np.float32)
+        direct[..., :o] = wf.transpose(1, 2, 3, 0)
+        return _row_call(f"tk::conv2d_f32_direct({geom}, {e.ptr(x)}, "
+                         f"{e.param(direct, 'float')}, {b}, {_act(op)}, {e.ptr(out)}",
+                         r0, r1, work)
     if o <= FEW_CHANNELS and (kh * kw > 1 or o <= 2):
         # the GEMM's panels of 16 channels would be mostly empty (a pointwise GEMM reads its
         # pixels in place, which beats gathering them unless nearly every lane is empty)
@@ -350,6 +358,10 @@ def _conv(e: Emitter, step: Step) -> str:
     return _row_call(f"tk::conv2d_f32_packed({geom}, {e.ptr(x)}, {e.param(panels, 'float')}, "
                      f"{nr}, {b}, {_act(op)}, {e.ptr(out)}", r0, r1, work)
 
+
+#: float convolutions (not pointwise) with at most this many input channels read their taps
+#: in place (tk::conv2d_f32_direct) instead of gathering them for the GEMM
+DIRECT_CHANNELS = 16
 
 #: float convolutions with at most this many output channels (pointwise ones: 2) dot each
 #: pixel's gathered taps with each filter (tk::conv2d_f32_few) instead of going through the
