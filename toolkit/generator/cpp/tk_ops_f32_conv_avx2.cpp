@@ -37,16 +37,18 @@ struct DirectRow {
   __m256 lo, hi;     // the activation's clamp
 };
 
-// kR output pixels from column ox (row r.iy0's) x kV vectors of 8 channels: every tap of the
-// pixels lies in the image columns. Per filter row inside the image, its taps (kx, ci) in
-// order, each filter vector loaded once for the kR pixels; the sums start at the bias.
+// kR output pixels from column ox (row r.iy0's) x kV vectors of 8 channels (kR kV <= 12):
+// every tap of the pixels lies in the image columns. Per filter row inside the image, its
+// taps (kx, ci) in order, each filter vector loaded once for the kR pixels; the sums start
+// at the bias. The accumulators are named registers, accumulator i = t kV + v holding pixel
+// t's vector v (GCC keeps an array of them partly in memory, a store and a load per step).
 template <int kR, int kV>
 inline void direct_tile(const ConvGeom& g, const DirectRow& r, int ox, float* dst) {
-  __m256 acc[kR][kV];
-#pragma GCC unroll 16
-  for (int t = 0; t < kR; ++t)
-#pragma GCC unroll 4
-    for (int v = 0; v < kV; ++v) acc[t][v] = r.bias[v];
+  static_assert(kR * kV <= 12 && kV <= 3, "at most 12 accumulators");
+#define TK_INIT(i) __m256 a##i = r.bias[(i) % kV];
+  TK_INIT(0) TK_INIT(1) TK_INIT(2) TK_INIT(3) TK_INIT(4) TK_INIT(5)
+  TK_INIT(6) TK_INIT(7) TK_INIT(8) TK_INIT(9) TK_INIT(10) TK_INIT(11)
+#undef TK_INIT
   const int c = g.c;
   const int64_t ps = static_cast<int64_t>(g.sw) * c;  // floats between the tile's pixels
   const int kwc = g.kw * c;
@@ -57,24 +59,28 @@ inline void direct_tile(const ConvGeom& g, const DirectRow& r, int ox, float* ds
     for (int kx = 0; kx < g.kw; ++kx) {
       const float* xk = xr + static_cast<int64_t>(kx) * g.dw * c;
       for (int ci = 0; ci < c; ++ci, wr += r.o8) {
-        __m256 wv[kV];
-#pragma GCC unroll 4
-        for (int v = 0; v < kV; ++v) wv[v] = _mm256_loadu_ps(wr + 8 * v);
-#pragma GCC unroll 16
-        for (int t = 0; t < kR; ++t) {
-          const __m256 xv = _mm256_broadcast_ss(xk + t * ps + ci);
-#pragma GCC unroll 4
-          for (int v = 0; v < kV; ++v) acc[t][v] = _mm256_fmadd_ps(xv, wv[v], acc[t][v]);
-        }
+        __m256 w0 = _mm256_loadu_ps(wr);
+        __m256 w1 = kV > 1 ? _mm256_loadu_ps(wr + 8) : w0;
+        __m256 w2 = kV > 2 ? _mm256_loadu_ps(wr + 16) : w0;
+        // in registers, loaded once (GCC would fold a load into every multiply-add)
+        asm("" : "+x"(w0), "+x"(w1), "+x"(w2));
+        __m256 xv = w0;
+#define TK_FMA(i)                                                                    \
+  if constexpr ((i) < kR * kV) {                                                   \
+    if constexpr ((i) % kV == 0) xv = _mm256_broadcast_ss(xk + (i) / kV * ps + ci); \
+    a##i = _mm256_fmadd_ps(xv, (i) % kV == 0 ? w0 : ((i) % kV == 1 ? w1 : w2), a##i); \
+  }
+        TK_FMA(0) TK_FMA(1) TK_FMA(2) TK_FMA(3) TK_FMA(4) TK_FMA(5)
+        TK_FMA(6) TK_FMA(7) TK_FMA(8) TK_FMA(9) TK_FMA(10) TK_FMA(11)
+#undef TK_FMA
       }
     }
   }
-#pragma GCC unroll 16
+  const __m256 acc[12] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11};
   for (int t = 0; t < kR; ++t) {
     float* d = dst + static_cast<int64_t>(ox + t) * g.o;
-#pragma GCC unroll 4
     for (int v = 0; v < kV; ++v) {
-      const __m256 s = _mm256_min_ps(r.hi, _mm256_max_ps(r.lo, acc[t][v]));
+      const __m256 s = _mm256_min_ps(r.hi, _mm256_max_ps(r.lo, acc[t * kV + v]));
       if (r.full[v]) _mm256_storeu_ps(d + 8 * v, s);
       else _mm256_maskstore_ps(d + 8 * v, r.mask[v], s);
     }
@@ -115,7 +121,9 @@ inline void direct_pixel(const ConvGeom& g, const DirectRow& r, int ox, float* d
 // them: its overlap is computed again, to the same values), single pixels elsewhere.
 template <int kV>
 void direct_row(const ConvGeom& g, const DirectRow& r, int ox_lo, int ox_hi, float* dst) {
-  constexpr int kR = kV == 1 ? 12 : (kV == 2 ? 6 : 4);
+  // a broadcast input value feeds kV multiply-adds: one vector (kV 1) is bound by the
+  // broadcasts whatever kR, 4 pixels x 2 or 3 vectors beat 6 x 2 (measured on Zen 3)
+  constexpr int kR = kV == 1 ? 12 : 4;
   for (int ox = 0; ox < ox_lo; ++ox) direct_pixel<kV>(g, r, ox, dst);
   if (ox_hi - ox_lo >= kR) {
     for (int ox = ox_lo;; ox += kR) {
@@ -158,9 +166,9 @@ void conv2d_f32_direct(const ConvGeom& g, const float* x, const float* w, const 
       r.ky1 = g.h - 1 - r.iy0 < 0 ? 0 : std::min(g.kh, (g.h - 1 - r.iy0) / g.dh + 1);
       if (r.ky1 < r.ky0) r.ky1 = r.ky0;
       float* row = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * o;
-      // groups of 3, 2 or 1 vectors (4 as 2 + 2)
+      // groups of 3 vectors, then 2 or 1
       for (int j0 = 0; j0 < blocks;) {
-        const int rest = blocks - j0, nv = rest == 4 ? 2 : std::min(rest, 3);
+        const int nv = std::min(blocks - j0, 3);
         r.w = w + 8 * j0;
         for (int v = 0; v < nv; ++v) {
           const int valid = o - 8 * (j0 + v);
