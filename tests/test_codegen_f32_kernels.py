@@ -207,6 +207,48 @@ def test_conv_direct(tmp_path: Path, isa: str, cfg: tuple,
     _check(tmp_path, case, [x], isa, "conv2d_f32_direct", monkeypatch)
 
 
+@pytest.mark.parametrize("isa", ISAS)
+def test_conv_direct_tanh(tmp_path: Path, isa: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fused TANH (applied to each row after its sums): LiteRT's convolution leaves the
+    activation out, so the expected values are tanh of LiteRT's output without it."""
+    n, h, w, c, o = 1, 13, 14, 3, 11
+    rng = np.random.default_rng(7)
+    filt = (rng.standard_normal((o, 3, 3, c)) * 0.3).astype(F32)
+    bias = (rng.standard_normal(o) * 0.5).astype(F32)
+    x = (rng.standard_normal((n, h, w, c)) * 2).astype(F32)
+
+    def conv(act: int) -> SingleOp:
+        return SingleOp(
+            "CONV_2D", [Spec("x", (n, h, w, c)), Spec.const("w", filt), Spec.const("b", bias)],
+            [Spec("y", None)],
+            options=options("Conv2DOptions", padding=_PAD["SAME"], strideW=2, strideH=2,
+                            fusedActivationFunction=act, dilationWFactor=1,
+                            dilationHFactor=1))
+
+    want = np.tanh(conv(0).run_litert([x])[0])
+    case = conv(4)
+    assert case.model is not None
+    path = tmp_path / "case.tflite"
+    path.write_bytes(case.model)
+    model = tk.load(path)
+    monkeypatch.setattr(ops_mod, "PARALLEL_WORK", 0)
+    art = codegen(model, tmp_path / "art", name="case")
+    build_for_isa(art, isa, monkeypatch)
+    assert "tk::conv2d_f32_direct(" in art.source.read_text()
+    ref = next(iter(run_model(model, {"x": x}).outputs.values()))
+    _close(want, ref, "reference vs tanh(LiteRT)")
+    outs = []
+    for threads in (1, 2):
+        m = NativeModel(art, threads=threads)
+        try:
+            outs.append(next(iter(m.invoke({"x": x}).values())))
+        finally:
+            m.close()
+    _close(want, outs[0], "native vs tanh(LiteRT)")
+    assert float(np.abs(outs[0]).max()) <= 1.0
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
 # convolutions with more filter than input, split across threads by output channels
 SPLIT = [(4, 5, 64, 80, 1, "SAME", "RELU6"), (5, 3, 40, 72, 3, "SAME", "NONE"),
          (7, 7, 48, 33, 3, "VALID", "RELU")]
