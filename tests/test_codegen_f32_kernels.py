@@ -136,14 +136,16 @@ def test_logistic(tmp_path: Path, isa: str, monkeypatch: pytest.MonkeyPatch) -> 
     _check(tmp_path, case, [x], isa, "unary_f32", monkeypatch)
 
 
-# first convolutions, few input channels: (h, w, c, o, filter, stride, dilation, padding, act,
+# convolutions, few input channels: (h, w, c, o, filter, stride, dilation, padding, act,
 # the kernel the generator calls)
 FEW_IN = [
-    (19, 23, 3, 16, "3", 2, 1, "SAME", "RELU6", "conv2d_f32_packed"),   # im2col tiles
-    (17, 15, 3, 24, "3", 1, 2, "VALID", "NONE", "conv2d_f32_packed"),   # dilated, 2 panels
-    (12, 13, 1, 5, "5", 1, 1, "SAME", "RELU", "conv2d_f32_few"),        # one channel, 5x5
-    (21, 20, 3, 8, "3", 2, 1, "SAME", "NONE", "conv2d_f32_few"),        # 8 outputs
-    (11, 10, 2, 5, "3", 1, 1, "VALID", "RELU_N1_TO_1", "conv2d_f32_few"),  # 5 outputs
+    (19, 23, 3, 16, "3", 2, 1, "SAME", "RELU6", "conv2d_f32_direct"),   # first layer
+    (17, 15, 3, 24, "3", 1, 2, "VALID", "NONE", "conv2d_f32_direct"),   # dilated, 3 vectors
+    (12, 13, 1, 5, "5", 1, 1, "SAME", "RELU", "conv2d_f32_direct"),     # one channel, 5x5
+    (21, 20, 3, 8, "3", 2, 1, "SAME", "NONE", "conv2d_f32_direct"),     # 8 outputs
+    (11, 10, 2, 5, "3", 1, 1, "VALID", "RELU_N1_TO_1", "conv2d_f32_direct"),  # 5 outputs
+    (11, 10, 20, 5, "3", 1, 1, "SAME", "RELU", "conv2d_f32_few"),       # 20 inputs, 5 outputs
+    (13, 9, 24, 16, "3", 2, 1, "SAME", "NONE", "conv2d_f32_packed"),    # 24 inputs: the GEMM
 ]
 
 
@@ -243,6 +245,87 @@ def test_pointwise_conv_without_bias(tmp_path: Path, isa: str,
     for name, want in ref.items():
         _close(want, outs[0][name], f"native vs reference {name}")
         np.testing.assert_array_equal(outs[0][name], outs[1][name], err_msg=name)
+
+
+# direct convolutions (tk::conv2d_f32_direct, taps read in place): (batch, h, w, c, o,
+# filter, stride, padding, activation, bias)
+DIRECT = [
+    (1, 9, 11, 1, 1, 3, 1, "SAME", "NONE", True),        # one input, one output channel
+    (1, 16, 15, 2, 2, 2, 2, "VALID", "RELU", True),      # 2x2 stride 2
+    (2, 13, 17, 3, 3, 3, 2, "SAME", "RELU6", True),      # batch 2, odd sizes
+    (1, 20, 31, 4, 4, 5, 2, "SAME", "NONE", False),      # 5x5 stride 2, zero bias
+    (1, 12, 29, 3, 6, 7, 1, "SAME", "RELU_N1_TO_1", True),  # 7x7: wide borders
+    (1, 14, 27, 4, 7, 7, 2, "VALID", "NONE", True),      # 7x7 stride 2
+    (1, 8, 9, 8, 8, 2, 2, "VALID", "RELU", True),        # 8 -> 8, 2x2 stride 2
+    (1, 11, 12, 8, 9, 2, 1, "SAME", "NONE", True),       # 2x2 SAME: padding after only
+    (1, 10, 13, 16, 16, 2, 2, "SAME", "RELU6", True),    # 16 -> 16, odd width
+    (2, 7, 10, 16, 32, 3, 1, "SAME", "NONE", False),     # 4 vectors (2 + 2)
+    (1, 17, 18, 3, 24, 5, 2, "SAME", "RELU", True),      # face detector's first layer
+    (1, 15, 16, 3, 32, 3, 2, "VALID", "RELU", True),     # 4 vectors, VALID
+    (1, 19, 21, 1, 40, 3, 2, "SAME", "NONE", True),      # 5 vectors (3 + 2)
+    (1, 6, 5, 2, 3, 5, 1, "SAME", "RELU", True),         # no column without padding
+    (1, 3, 4, 3, 8, 7, 2, "SAME", "NONE", True),         # filter larger than the image
+]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("cfg", DIRECT, ids=lambda c: "x".join(map(str, c)))
+def test_conv_direct(tmp_path: Path, isa: str, cfg: tuple,
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    n, h, w, c, o, k, s, pad, act, has_bias = cfg
+    rng = np.random.default_rng(hash(cfg) & 0xFFFF)
+    filt = (rng.standard_normal((o, k, k, c)) * 0.4).astype(F32)
+    bias = (rng.standard_normal(o) * 0.5).astype(F32) * F32(has_bias)  # LiteRT needs one
+    case = SingleOp(
+        "CONV_2D", [Spec("x", (n, h, w, c)), Spec.const("w", filt), Spec.const("b", bias)],
+        [Spec("y", None)],
+        options=options("Conv2DOptions", padding=_PAD[pad], strideW=s, strideH=s,
+                        fusedActivationFunction=_ACT[act], dilationWFactor=1,
+                        dilationHFactor=1))
+    x = (rng.standard_normal((n, h, w, c)) * 2).astype(F32)
+    _check(tmp_path, case, [x], isa, "conv2d_f32_direct", monkeypatch)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_conv_direct_tanh(tmp_path: Path, isa: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fused TANH (applied to each row after its sums): LiteRT's convolution leaves the
+    activation out, so the expected values are tanh of LiteRT's output without it."""
+    n, h, w, c, o = 1, 13, 14, 3, 11
+    rng = np.random.default_rng(7)
+    filt = (rng.standard_normal((o, 3, 3, c)) * 0.3).astype(F32)
+    bias = (rng.standard_normal(o) * 0.5).astype(F32)
+    x = (rng.standard_normal((n, h, w, c)) * 2).astype(F32)
+
+    def conv(act: int) -> SingleOp:
+        return SingleOp(
+            "CONV_2D", [Spec("x", (n, h, w, c)), Spec.const("w", filt), Spec.const("b", bias)],
+            [Spec("y", None)],
+            options=options("Conv2DOptions", padding=_PAD["SAME"], strideW=2, strideH=2,
+                            fusedActivationFunction=act, dilationWFactor=1,
+                            dilationHFactor=1))
+
+    want = np.tanh(conv(0).run_litert([x])[0])
+    case = conv(4)
+    assert case.model is not None
+    path = tmp_path / "case.tflite"
+    path.write_bytes(case.model)
+    model = tk.load(path)
+    monkeypatch.setattr(ops_mod, "PARALLEL_WORK", 0)
+    art = codegen(model, tmp_path / "art", name="case")
+    build_for_isa(art, isa, monkeypatch)
+    assert "tk::conv2d_f32_direct(" in art.source.read_text()
+    ref = next(iter(run_model(model, {"x": x}).outputs.values()))
+    _close(want, ref, "reference vs tanh(LiteRT)")
+    outs = []
+    for threads in (1, 2):
+        m = NativeModel(art, threads=threads)
+        try:
+            outs.append(next(iter(m.invoke({"x": x}).values())))
+        finally:
+            m.close()
+    _close(want, outs[0], "native vs tanh(LiteRT)")
+    assert float(np.abs(outs[0]).max()) <= 1.0
+    np.testing.assert_array_equal(outs[0], outs[1])
 
 
 # convolutions with more filter than input, split across threads by output channels

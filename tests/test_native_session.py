@@ -162,9 +162,9 @@ def test_cli_run_threads(arts: dict[str, Artifact], tmp_path: Path) -> None:
 
 
 def test_convolutions_of_few_output_channels(tmp_path: Path) -> None:
-    """Float convolutions of at most 8 output channels (tk::conv2d_f32_few): strided, dilated,
-    SAME and VALID, one to eight channels, against the reference runtime and LiteRT, on one
-    thread and two (the same bits)."""
+    """Float convolutions of at most 8 output channels and few input channels (taps read in
+    place, tk::conv2d_f32_direct): strided, dilated, SAME and VALID, one to eight channels,
+    against the reference runtime and LiteRT, on one thread and two (the same bits)."""
     from support import litert_run
 
     from toolkit.builder import ModelBuilder
@@ -187,7 +187,7 @@ def test_convolutions_of_few_output_channels(tmp_path: Path) -> None:
     path = tmp_path / "few.tflite"
     tk.save(model, path)
     art = codegen(tk.load(path), tmp_path / "art", name="few")
-    assert art.source.read_text().count("tk::conv2d_f32_few(") == 3  # not the pointwise one
+    assert art.source.read_text().count("tk::conv2d_f32_direct(") == 3  # not the pointwise one
     art.build(opt="-O1")
     inputs = {"x": rng.uniform(-1, 1, (2, 21, 19, 3)).astype(np.float32)}
     one = tk.run(art, inputs, threads=1).outputs

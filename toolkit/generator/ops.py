@@ -364,6 +364,14 @@ def _conv(e: Emitter, step: Step) -> str:
     if pointwise and not ((r0, r1) == (0, oh) and work >= PARALLEL_WORK
                           and o > 32 and o * c > n * h * wd * c):
         return _pointwise(e, geom, x, wf.reshape(o, c).T, b, op, out, r0, r1, work)
+    if kh * kw > 1 and c <= DIRECT_CHANNELS:
+        # taps read in place, output channels in vectors of 8: filter [KH, KW, C, O8]
+        o8 = -(-o // 8) * 8
+        direct = np.zeros((kh, kw, c, o8), np.float32)
+        direct[..., :o] = wf.transpose(1, 2, 3, 0)
+        return _row_call(f"tk::conv2d_f32_direct({geom}, {e.ptr(x)}, "
+                         f"{e.param(direct, 'float')}, {b}, {_act(op)}, {e.ptr(out)}",
+                         r0, r1, work, e.take_epilogue())
     if o <= FEW_CHANNELS and (kh * kw > 1 or o <= 2):
         # the GEMM's panels of 16 channels would be mostly empty (a pointwise GEMM reads its
         # pixels in place, which beats gathering them unless nearly every lane is empty)
@@ -400,6 +408,10 @@ def pointwise_nr(o: int) -> int:
     channels runs in the 12x8 tile)."""
     return 8 if o <= 8 else 16
 
+
+#: float convolutions (not pointwise) with at most this many input channels read their taps
+#: in place (tk::conv2d_f32_direct) instead of gathering them for the GEMM
+DIRECT_CHANNELS = 16
 
 #: float convolutions with at most this many output channels (strided or padded 1x1 ones: 2)
 #: dot each pixel's gathered taps with each filter (tk::conv2d_f32_few) instead of going

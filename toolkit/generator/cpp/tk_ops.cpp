@@ -594,6 +594,37 @@ void conv2d_f32_few(const ConvGeom& g, const float* x, const float* w, const flo
   }
 }
 
+void conv2d_f32_direct(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                       int act, float* y, int row0, int row1) {
+#if defined(__AVX2__) && defined(__FMA__)
+  avx2::conv2d_f32_direct(g, x, w, bias, act, y, row0, row1);
+#else
+  const int o8 = (g.o + 7) / 8 * 8;
+  float* acc = scratch<float, 57>(static_cast<size_t>(o8));
+  for (int b = 0; b < g.n; ++b)
+    for (int oy = row0; oy < row1; ++oy) {
+      float* yrow = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * g.o;
+      for (int ox = 0; ox < g.ow; ++ox) {
+        for (int oc = 0; oc < g.o; ++oc) acc[oc] = bias ? bias[oc] : 0.f;
+        for (int ky = 0; ky < g.kh; ++ky) {
+          const int iy = oy * g.sh - g.pt + ky * g.dh;
+          if (iy < 0 || iy >= g.h) continue;
+          for (int kx = 0; kx < g.kw; ++kx) {
+            const int ix = ox * g.sw - g.pl + kx * g.dw;
+            if (ix < 0 || ix >= g.w) continue;
+            const float* xp = x + ((static_cast<int64_t>(b) * g.h + iy) * g.w + ix) * g.c;
+            const float* wp = w + (static_cast<int64_t>(ky) * g.kw + kx) * g.c * o8;
+            for (int ci = 0; ci < g.c; ++ci, wp += o8)
+              for (int oc = 0; oc < g.o; ++oc) acc[oc] += xp[ci] * wp[oc];
+          }
+        }
+        float* out = yrow + static_cast<int64_t>(ox) * g.o;
+        for (int oc = 0; oc < g.o; ++oc) out[oc] = act1(acc[oc], act);
+      }
+    }
+#endif
+}
+
 namespace {
 
 // conv2d_f32_packed's output rows [row0, row1) of the panels [pan0, pan1)

@@ -118,6 +118,12 @@ void conv2d_f32_panels(const ConvGeom& g, const float* x, const float* wp, int n
 // [O][K'], in eight interleaved partial sums; then the bias and the activation.
 void conv2d_f32_few(const ConvGeom& g, const float* x, const float* w, const float* bias,
                     int act, float* y, int row0, int row1);
+// CONV_2D float read in place (no im2col buffer), for convolutions with few input channels:
+// filter packed as [KH][KW][C][O8], O8 = O rounded up to 8 (zeros after the last channel).
+// Each output starts at its bias and adds its in-image taps in (ky, kx, ci) order (fused
+// multiply-adds), then the activation (NaN stays NaN through the clamps).
+void conv2d_f32_direct(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                       int act, float* y, int row0, int row1);
 // FULLY_CONNECTED float on weights packed as conv2d_f32_packed's ([ceil(O / nr)][K][nr]).
 void fully_connected_f32_packed(const float* x, const float* wp, int nr, const float* bias,
                                 int batch, int k, int o, int act, float* y);
@@ -507,6 +513,10 @@ bool binary_channel(int op, const float* a, const float* b, int64_t c, int64_t p
 // LOGISTIC float: 1 / (1 + e**-x), e**-x by a polynomial (within 2 ulp of expf; 0 and 1
 // beyond +-87).
 void logistic_f32(const float* x, float* y, size_t n);
+// CONV_2D float as tk::conv2d_f32_direct (tk_ops_f32_conv_avx2.cpp): output channels in
+// vectors of 8, tiles of output pixels sharing each filter vector.
+void conv2d_f32_direct(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                       int act, float* y, int row0, int row1);
 // MAX_POOL_2D float as tk::max_pool_f32 (NaN stays), then the clamp to [lo, hi].
 void max_pool_f32(const PoolGeom& g, const float* x, float lo, float hi, float* y, int row0,
                   int row1);
