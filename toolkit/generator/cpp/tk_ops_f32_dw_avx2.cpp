@@ -60,9 +60,11 @@ struct DwRow {
   __m256 lo, hi;    // clamp
 };
 
-// kT output pixels from column ox (all their taps in the image columns) x kNV vectors of 8
-// channels from group g (channel 8 g): the last vector masked by m when kMasked.
-template <int kT, int kNV, bool kMasked, int kKW, int kSW, int kDW>
+// kT output pixels from column ox (all their taps in the image columns) x 8 channels of
+// group g (channels 8 g ...): loads and stores masked by m when kMasked. kT independent
+// sums; each filter vector loaded once for the kT pixels and, at stride 1, each input vector
+// once for the kKW taps that read it.
+template <int kT, bool kMasked, int kKW, int kSW, int kDW>
 inline void dw_tile(const DwRow& r, int ox, int g, __m256i m, float* dst) {
   const int kw = kKW ? kKW : r.kw;
   const int64_t c = r.c;
@@ -70,85 +72,98 @@ inline void dw_tile(const DwRow& r, int ox, int g, __m256i m, float* dst) {
   const int64_t ds = static_cast<int64_t>(kDW ? kDW : r.dw) * c;
   const float* xp = r.x + ox * xs + 8 * g;
   const float* wp = r.pk + r.gs * g;
-  __m256 acc[kT][kNV];
-#pragma GCC unroll 2
-  for (int v = 0; v < kNV; ++v) {
-    const __m256 b = _mm256_loadu_ps(wp - r.bo + v * r.gs);
+  __m256 acc[kT];
+  {
+    const __m256 b = _mm256_loadu_ps(wp - r.bo);
 #pragma GCC unroll 8
-    for (int t = 0; t < kT; ++t) acc[t][v] = b;
+    for (int t = 0; t < kT; ++t) acc[t] = b;
   }
   for (int ky = 0; ky < r.nky; ++ky, xp += r.rs, wp += 8 * kw) {
-#pragma GCC unroll 7
-    for (int kx = 0; kx < kw; ++kx) {
-      __m256 wv[kNV];
-#pragma GCC unroll 2
-      for (int v = 0; v < kNV; ++v) wv[v] = _mm256_loadu_ps(wp + 8 * kx + v * r.gs);
+    if constexpr (kKW > 0 && kSW == 1 && kDW == 1) {
+      // the kT + kKW - 1 input vectors of the row, each loaded once
+      __m256 wv[kKW];
 #pragma GCC unroll 8
-      for (int t = 0; t < kT; ++t) {
-        const float* p = xp + t * xs + kx * ds;
-#pragma GCC unroll 2
-        for (int v = 0; v < kNV; ++v) {
-          const __m256 xv = (kMasked && v == kNV - 1) ? dw_load<true>(p + 8 * v, m)
-                                                      : dw_load<false>(p + 8 * v, m);
-          acc[t][v] = _mm256_fmadd_ps(xv, wv[v], acc[t][v]);
+      for (int kx = 0; kx < kKW; ++kx) wv[kx] = _mm256_loadu_ps(wp + 8 * kx);
+#pragma GCC unroll 16
+      for (int j = 0; j < kT + kKW - 1; ++j) {
+        const __m256 xv = dw_load<kMasked>(xp + j * c, m);
+#pragma GCC unroll 8
+        for (int kx = kKW - 1; kx >= 0; --kx) {  // pixel j - kx: taps in kx order per pixel
+          const int t = j - kx;
+          if (t >= 0 && t < kT) acc[t] = _mm256_fmadd_ps(xv, wv[kx], acc[t]);
         }
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int kx = 0; kx < kw; ++kx) {
+        const __m256 wv = _mm256_loadu_ps(wp + 8 * kx);
+#pragma GCC unroll 8
+        for (int t = 0; t < kT; ++t)
+          acc[t] = _mm256_fmadd_ps(dw_load<kMasked>(xp + t * xs + kx * ds, m), wv, acc[t]);
       }
     }
   }
 #pragma GCC unroll 8
-  for (int t = 0; t < kT; ++t) {
-#pragma GCC unroll 2
-    for (int v = 0; v < kNV; ++v) {
-      // min(hi, max(lo, v)) keeps NaN
-      const __m256 o = _mm256_min_ps(r.hi, _mm256_max_ps(r.lo, acc[t][v]));
-      float* q = dst + t * c + 8 * (g + v);
-      if (kMasked && v == kNV - 1) dw_store<true>(q, m, o);
-      else dw_store<false>(q, m, o);
-    }
-  }
+  for (int t = 0; t < kT; ++t)  // min(hi, max(lo, v)) keeps NaN
+    dw_store<kMasked>(dst + t * c + 8 * g, m,
+                      _mm256_min_ps(r.hi, _mm256_max_ps(r.lo, acc[t])));
 }
 
-// Every channel of kT pixels from column ox: groups of 16 channels, then the rest (8, or
-// up to 16 with the last vector masked, or fewer than 8 masked).
+// Every channel of kT pixels from column ox: groups of 8 channels, the last one masked when
+// short.
 template <int kT, int kKW, int kSW, int kDW>
 inline void dw_tiles(const DwRow& r, int ox, float* dst) {
   const int c = static_cast<int>(r.c);
   int g = 0;
-  for (; 8 * g + 16 <= c; g += 2) dw_tile<kT, 2, false, kKW, kSW, kDW>(r, ox, g, __m256i(), dst);
-  const int rest = c - 8 * g;
-  if (rest > 8) {
-    dw_tile<kT, 2, true, kKW, kSW, kDW>(r, ox, g, dw_lanes(rest - 8), dst);
-  } else if (rest == 8) {
-    dw_tile<kT, 1, false, kKW, kSW, kDW>(r, ox, g, __m256i(), dst);
-  } else if (rest > 0) {
-    dw_tile<kT, 1, true, kKW, kSW, kDW>(r, ox, g, dw_lanes(rest), dst);
+  for (; 8 * g + 8 <= c; ++g) dw_tile<kT, false, kKW, kSW, kDW>(r, ox, g, __m256i(), dst);
+  if (8 * g < c) dw_tile<kT, true, kKW, kSW, kDW>(r, ox, g, dw_lanes(c - 8 * g), dst);
+}
+
+// One output pixel from column ox, its taps kx in [kx0, kx1) (those in the image columns) x
+// kG groups of 8 channels from group g, kG independent sums (the last group masked by m when
+// kMasked).
+template <int kG, bool kMasked>
+inline void dw_pixel_groups(const DwRow& r, int ox, int kx0, int kx1, int g, __m256i m,
+                            float* dst) {
+  const int64_t c = r.c;
+  const float* xp = r.x + (static_cast<int64_t>(ox) * r.sw + kx0 * r.dw) * c + 8 * g;
+  const float* wp = r.pk + r.gs * g + 8 * kx0;
+  __m256 acc[kG];
+#pragma GCC unroll 4
+  for (int i = 0; i < kG; ++i) acc[i] = _mm256_loadu_ps(wp - 8 * kx0 - r.bo + i * r.gs);
+  const int64_t ds = static_cast<int64_t>(r.dw) * c;
+  for (int ky = 0; ky < r.nky; ++ky, xp += r.rs, wp += 8 * r.kw) {
+    for (int kx = 0; kx < kx1 - kx0; ++kx) {
+#pragma GCC unroll 4
+      for (int i = 0; i < kG; ++i) {
+        const float* p = xp + kx * ds + 8 * i;
+        const __m256 xv = (kMasked && i == kG - 1) ? dw_load<true>(p, m) : dw_load<false>(p, m);
+        acc[i] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(wp + 8 * kx + i * r.gs), acc[i]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < kG; ++i) {  // min(hi, max(lo, v)) keeps NaN
+    const __m256 o = _mm256_min_ps(r.hi, _mm256_max_ps(r.lo, acc[i]));
+    if (kMasked && i == kG - 1) dw_store<true>(dst + 8 * (g + i), m, o);
+    else dw_store<false>(dst + 8 * (g + i), m, o);
   }
 }
 
-// One border output pixel (some taps outside the image columns): every group of 8 channels,
-// the in-image taps in (ky, kx) order.
-inline void dw_border(const ConvGeom& gm, const DwRow& r, int ox, float* dst) {
-  const int c = gm.c;
+// One output pixel (a border one: its taps in the image columns only), every channel: four
+// groups of 8 channels at a time, then one at a time, the last one masked when short.
+inline void dw_pixel(const ConvGeom& gm, const DwRow& r, int ox, float* dst) {
   const int ix0 = ox * gm.sw - gm.pl;
-  for (int g = 0; 8 * g < c; ++g) {
-    const __m256i m = dw_lanes(c - 8 * g);
-    const bool full = c - 8 * g >= 8;
-    const float* wp = r.pk + r.gs * g;
-    __m256 acc = _mm256_loadu_ps(wp - r.bo);
-    const float* xrow = r.x + 8 * g;  // input row of ky0 at column ox * sw - pl... shifted
-    for (int ky = 0; ky < r.nky; ++ky, xrow += r.rs, wp += 8 * gm.kw) {
-      for (int kx = 0; kx < gm.kw; ++kx) {
-        const int ix = ix0 + kx * gm.dw;
-        if (ix < 0 || ix >= gm.w) continue;
-        const float* p = xrow + static_cast<int64_t>(ix + gm.pl) * c;
-        const __m256 xv = full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
-        acc = _mm256_fmadd_ps(xv, _mm256_loadu_ps(wp + 8 * kx), acc);
-      }
-    }
-    const __m256 o = _mm256_min_ps(r.hi, _mm256_max_ps(r.lo, acc));
-    if (full) _mm256_storeu_ps(dst + 8 * g, o);
-    else _mm256_maskstore_ps(dst + 8 * g, m, o);
-  }
+  const int kx0 = ix0 >= 0 ? 0 : (-ix0 + gm.dw - 1) / gm.dw;
+  const int kx1 = gm.w - 1 - ix0 < 0 ? 0 : std::min(gm.kw, (gm.w - 1 - ix0) / gm.dw + 1);
+  const int full = gm.c / 8;
+  int g = 0;
+  for (; g + 4 <= full; g += 4)
+    dw_pixel_groups<4, false>(r, ox, kx0, std::max(kx0, kx1), g, __m256i(), dst);
+  for (; g < full; ++g)
+    dw_pixel_groups<1, false>(r, ox, kx0, std::max(kx0, kx1), g, __m256i(), dst);
+  if (8 * g < gm.c)
+    dw_pixel_groups<1, true>(r, ox, kx0, std::max(kx0, kx1), g, dw_lanes(gm.c - 8 * g), dst);
 }
 
 template <int kKW, int kSW, int kDW>
@@ -171,7 +186,6 @@ void dw_rows(const ConvGeom& g, const float* x, const float* packed, int act, fl
   const int ox_lo = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
   const int last = g.w - 1 - (g.kw - 1) * g.dw + g.pl;  // largest ox sw
   const int ox_hi = std::max(ox_lo, last < 0 ? 0 : std::min(g.ow, last / g.sw + 1));
-  const bool few = c <= 8;  // one vector per pixel: more pixels per tile
   for (int b = 0; b < g.n; ++b) {
     for (int oy = row0; oy < row1; ++oy) {
       const int iy0 = oy * g.sh - g.pt;
@@ -182,18 +196,23 @@ void dw_rows(const ConvGeom& g, const float* x, const float* packed, int act, fl
       r.pk = packed + 8 + 8 * static_cast<int64_t>(ky0) * g.kw;
       r.bo = 8 + 8 * static_cast<int64_t>(ky0) * g.kw;
       float* row = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * c;
-      for (int ox = 0; ox < ox_lo; ++ox) dw_border(g, r, ox, row + static_cast<int64_t>(ox) * c);
-      int ox = ox_lo;
-      if (few) {
-        for (; ox + 8 <= ox_hi; ox += 8)
-          dw_tiles<8, kKW, kSW, kDW>(r, ox, row + static_cast<int64_t>(ox) * c);
+      for (int ox = 0; ox < ox_lo; ++ox) dw_pixel(g, r, ox, row + static_cast<int64_t>(ox) * c);
+      // the interior in tiles of 8 (or 4) pixels, the last one overlapping the one before
+      // (its pixels computed again, to the same bits) rather than narrower
+      const int kT = ox_hi - ox_lo >= 8 ? 8 : 4;
+      if (ox_hi - ox_lo >= kT) {
+        for (int ox = ox_lo;; ox += kT) {
+          const int o = std::min(ox, ox_hi - kT);
+          float* dst = row + static_cast<int64_t>(o) * c;
+          if (kT == 8) dw_tiles<8, kKW, kSW, kDW>(r, o, dst);
+          else dw_tiles<4, kKW, kSW, kDW>(r, o, dst);
+          if (o + kT >= ox_hi) break;
+        }
+      } else {
+        for (int ox = ox_lo; ox < ox_hi; ++ox)
+          dw_pixel(g, r, ox, row + static_cast<int64_t>(ox) * c);
       }
-      for (; ox + 4 <= ox_hi; ox += 4)
-        dw_tiles<4, kKW, kSW, kDW>(r, ox, row + static_cast<int64_t>(ox) * c);
-      for (; ox < ox_hi; ++ox)
-        dw_tiles<1, kKW, kSW, kDW>(r, ox, row + static_cast<int64_t>(ox) * c);
-      for (ox = ox_hi; ox < g.ow; ++ox)
-        dw_border(g, r, ox, row + static_cast<int64_t>(ox) * c);
+      for (int ox = ox_hi; ox < g.ow; ++ox) dw_pixel(g, r, ox, row + static_cast<int64_t>(ox) * c);
       if (act == ACT_TANH) activate_f32(row, static_cast<size_t>(g.ow) * c, act);
     }
   }
