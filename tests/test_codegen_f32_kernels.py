@@ -91,6 +91,8 @@ DW = [
     (1, 12, 14, 20, 5, 2, 1, "SAME", "NONE", True),     # 5x5 stride 2, 16 + 4
     (2, 11, 9, 12, 3, 1, 2, "SAME", "RELU", False),     # dilation 2, batch 2, zero bias
     (1, 5, 23, 24, 7, 1, 1, "SAME", "NONE", True),      # 7x7: taller than the input
+    (1, 4, 13, 264, 3, 1, 1, "SAME", "RELU6", True),   # wide pixels: 16 x 4 tiles, + 8
+    (1, 9, 8, 260, 3, 2, 1, "VALID", "NONE", True),     # wide, stride 2, + 4 masked
 ]
 
 

@@ -109,12 +109,56 @@ inline void dw_tile(const DwRow& r, int ox, int g, __m256i m, float* dst) {
                       _mm256_min_ps(r.hi, _mm256_max_ps(r.lo, acc[t])));
 }
 
+// 4 output pixels from column ox (all their taps in the image columns) x 16 channels of
+// groups g and g + 1: the two halves of a 64-byte line of each input pixel read together
+// (wide pixels, whose lines would leave the L1 cache between two tiles of 8 channels).
+template <int kKW, int kSW, int kDW>
+inline void dw_tile16(const DwRow& r, int ox, int g, float* dst) {
+  constexpr int kT = 4;
+  const int kw = kKW ? kKW : r.kw;
+  const int64_t c = r.c;
+  const int64_t xs = static_cast<int64_t>(kSW ? kSW : r.sw) * c;
+  const int64_t ds = static_cast<int64_t>(kDW ? kDW : r.dw) * c;
+  const float* xp = r.x + ox * xs + 8 * g;
+  const float* wp = r.pk + r.gs * g;
+  __m256 a0[kT], a1[kT];
+  {
+    const __m256 b0 = _mm256_loadu_ps(wp - r.bo), b1 = _mm256_loadu_ps(wp - r.bo + r.gs);
+#pragma GCC unroll 4
+    for (int t = 0; t < kT; ++t) a0[t] = b0, a1[t] = b1;
+  }
+  for (int ky = 0; ky < r.nky; ++ky, xp += r.rs, wp += 8 * kw) {
+#pragma GCC unroll 8
+    for (int kx = 0; kx < kw; ++kx) {
+      const __m256 w0 = _mm256_loadu_ps(wp + 8 * kx), w1 = _mm256_loadu_ps(wp + 8 * kx + r.gs);
+#pragma GCC unroll 4
+      for (int t = 0; t < kT; ++t) {
+        const float* p = xp + t * xs + kx * ds;
+        a0[t] = _mm256_fmadd_ps(_mm256_loadu_ps(p), w0, a0[t]);
+        a1[t] = _mm256_fmadd_ps(_mm256_loadu_ps(p + 8), w1, a1[t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < kT; ++t) {  // min(hi, max(lo, v)) keeps NaN
+    _mm256_storeu_ps(dst + t * c + 8 * g, _mm256_min_ps(r.hi, _mm256_max_ps(r.lo, a0[t])));
+    _mm256_storeu_ps(dst + t * c + 8 * g + 8, _mm256_min_ps(r.hi, _mm256_max_ps(r.lo, a1[t])));
+  }
+}
+
 // Every channel of kT pixels from column ox: groups of 8 channels, the last one masked when
-// short.
+// short; wide pixels (256 channels and more) 16 channels by 4 pixels at a time.
 template <int kT, int kKW, int kSW, int kDW>
 inline void dw_tiles(const DwRow& r, int ox, float* dst) {
   const int c = static_cast<int>(r.c);
   int g = 0;
+  if (c >= 256) {
+    for (; 8 * g + 16 <= c; g += 2) {
+#pragma GCC unroll 2
+      for (int t = 0; t < kT; t += 4)
+        dw_tile16<kKW, kSW, kDW>(r, ox + t, g, dst + static_cast<int64_t>(t) * c);
+    }
+  }
   for (; 8 * g + 8 <= c; ++g) dw_tile<kT, false, kKW, kSW, kDW>(r, ox, g, __m256i(), dst);
   if (8 * g < c) dw_tile<kT, true, kKW, kSW, kDW>(r, ox, g, dw_lanes(c - 8 * g), dst);
 }
