@@ -240,23 +240,23 @@ void dw_rows(const ConvGeom& g, const float* x, const float* packed, int act, fl
       r.pk = packed + 8 + 8 * static_cast<int64_t>(ky0) * g.kw;
       r.bo = 8 + 8 * static_cast<int64_t>(ky0) * g.kw;
       float* row = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * c;
-      for (int ox = 0; ox < ox_lo; ++ox) dw_pixel(g, r, ox, row + static_cast<int64_t>(ox) * c);
-      // the interior in tiles of 8 (or 4) pixels, the last one overlapping the one before
-      // (its pixels computed again, to the same bits) rather than narrower
-      const int kT = ox_hi - ox_lo >= 8 ? 8 : 4;
-      if (ox_hi - ox_lo >= kT) {
-        for (int ox = ox_lo;; ox += kT) {
-          const int o = std::min(ox, ox_hi - kT);
-          float* dst = row + static_cast<int64_t>(o) * c;
-          if (kT == 8) dw_tiles<8, kKW, kSW, kDW>(r, o, dst);
-          else dw_tiles<4, kKW, kSW, kDW>(r, o, dst);
-          if (o + kT >= ox_hi) break;
+      const auto at = [&](int o) { return row + static_cast<int64_t>(o) * c; };
+      for (int ox = 0; ox < ox_lo; ++ox) dw_pixel(g, r, ox, at(ox));
+      // the interior in tiles of 8 pixels, then one of 8 or 4 ending at ox_hi that may
+      // overlap the tile before (its pixels computed again, to the same bits)
+      int ox = ox_lo;
+      for (; ox + 8 <= ox_hi; ox += 8) dw_tiles<8, kKW, kSW, kDW>(r, ox, at(ox));
+      if (ox < ox_hi && ox_hi - ox_lo >= 4) {
+        if (ox_hi - ox > 4 && ox_hi - ox_lo >= 8) {
+          dw_tiles<8, kKW, kSW, kDW>(r, ox_hi - 8, at(ox_hi - 8));
+        } else {
+          if (ox_hi - ox > 4) dw_tiles<4, kKW, kSW, kDW>(r, ox, at(ox));  // 5 to 7 in all
+          dw_tiles<4, kKW, kSW, kDW>(r, ox_hi - 4, at(ox_hi - 4));
         }
       } else {
-        for (int ox = ox_lo; ox < ox_hi; ++ox)
-          dw_pixel(g, r, ox, row + static_cast<int64_t>(ox) * c);
+        for (; ox < ox_hi; ++ox) dw_pixel(g, r, ox, at(ox));
       }
-      for (int ox = ox_hi; ox < g.ow; ++ox) dw_pixel(g, r, ox, row + static_cast<int64_t>(ox) * c);
+      for (ox = ox_hi; ox < g.ow; ++ox) dw_pixel(g, r, ox, at(ox));
       if (act == ACT_TANH) activate_f32(row, static_cast<size_t>(g.ow) * c, act);
     }
   }
