@@ -1,11 +1,11 @@
 """Build an artifact's shared library with the system C++ compiler.
 
 The op library (``tk_ops.cpp``, ``tk_ops_f32_avx2.cpp``, ``tk_ops_f32_dw_avx2.cpp``,
-``tk_ops_int8_avx2.cpp``, ``tk_runtime.cpp``) is compiled once per compiler, flags and source and kept as object files in
-a cache directory (``TOOLKIT_CODEGEN_CACHE``, else ``~/.cache/toolkit/codegen``); each artifact
-then compiles its own code and links. A linked library is kept there too (``lib/<digest>.so``,
-keyed by compiler, flags, op library and the artifact's code), so building identical code again
-is a copy. Everything is built in a temporary directory and renamed into place, so a failed
+``tk_ops_int8_avx2.cpp``, ``tk_runtime.cpp``) is compiled once per compiler, flags and source
+and kept as object files in a cache directory (``TOOLKIT_CODEGEN_CACHE``, else
+``~/.cache/toolkit/codegen``); each artifact then compiles its own code and links. A linked
+library is kept there too (``lib/<digest>.so``, keyed by compiler, flags, op library and the
+artifact's code), so building identical code again is a copy. Everything is built in a temporary directory and renamed into place, so a failed
 build leaves no library that looks built.
 """
 
