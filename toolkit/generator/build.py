@@ -5,8 +5,9 @@ The op library (``tk_ops.cpp``, ``tk_ops_f32_avx2.cpp``, ``tk_ops_f32_dw_avx2.cp
 and kept as object files in a cache directory (``TOOLKIT_CODEGEN_CACHE``, else
 ``~/.cache/toolkit/codegen``); each artifact then compiles its own code and links. A linked
 library is kept there too (``lib/<digest>.so``, keyed by compiler, flags, op library and the
-artifact's code), so building identical code again is a copy. Everything is built in a temporary directory and renamed into place, so a failed
-build leaves no library that looks built.
+artifact's code), so building identical code again is a copy. Everything is built in a
+temporary directory and renamed into place, so a failed build leaves no library that looks
+built.
 """
 
 from __future__ import annotations
