@@ -64,16 +64,35 @@ def _check(tmp_path: Path, case: SingleOp, feeds: list[np.ndarray], isa: str, fn
 _PAD = {"SAME": 0, "VALID": 1}
 _ACT = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 
-# (input h, w, c, filter, stride, dilation, padding, activation, bias)
+# (batch, input h, w, c, filter, stride, dilation, padding, activation, bias (False: zeros;
+# LiteRT wants the float bias input))
 DW = [
-    (13, 17, 19, 3, 1, 1, "SAME", "RELU6", True),      # odd channels (2 blocks + a tail)
-    (14, 15, 32, 3, 2, 1, "SAME", "NONE", True),       # stride 2
-    (12, 11, 5, 3, 2, 1, "VALID", "RELU", False),      # fewer channels than a vector, zero bias
-    (16, 16, 24, 3, 1, 2, "SAME", "RELU_N1_TO_1", True),  # dilation
-    (11, 13, 40, 5, 1, 1, "SAME", "NONE", True),       # 5x5
-    (9, 10, 12, 5, 2, 1, "VALID", "RELU6", True),      # 5x5 stride 2
-    (8, 9, 7, 4, 1, 1, "SAME", "NONE", True),          # 4x4: generic size, uneven pads
-    (3, 4, 16, 3, 1, 1, "SAME", "RELU", True),         # every column on the border
+    (1, 13, 17, 19, 3, 1, 1, "SAME", "RELU6", True),    # odd channels (16 + a masked tail)
+    (1, 14, 15, 32, 3, 2, 1, "SAME", "NONE", True),     # stride 2
+    (1, 12, 11, 5, 3, 2, 1, "VALID", "RELU", False),    # fewer channels than a vector
+    (1, 16, 16, 24, 3, 1, 2, "SAME", "RELU_N1_TO_1", True),  # dilation
+    (1, 11, 13, 40, 5, 1, 1, "SAME", "NONE", True),     # 5x5
+    (1, 9, 10, 12, 5, 2, 1, "VALID", "RELU6", True),    # 5x5 stride 2
+    (1, 8, 9, 7, 4, 1, 1, "SAME", "NONE", True),        # 4x4: generic size, uneven pads
+    (1, 3, 4, 16, 3, 1, 1, "SAME", "RELU", True),       # every column on the border
+    (1, 9, 11, 1, 3, 1, 1, "SAME", "NONE", True),       # one channel
+    (1, 10, 9, 2, 3, 2, 1, "SAME", "RELU", True),
+    (1, 7, 12, 3, 5, 1, 1, "SAME", "RELU6", True),
+    (1, 12, 13, 4, 3, 1, 2, "VALID", "NONE", False),    # dilation, zero bias
+    (1, 11, 10, 6, 1, 1, 1, "VALID", "RELU", True),     # 1x1: a per-channel affine
+    (1, 17, 19, 8, 3, 1, 1, "SAME", "NONE", True),      # one full vector: 8-pixel tiles
+    (1, 9, 21, 9, 3, 2, 1, "SAME", "RELU6", True),      # 8 + 1
+    (2, 13, 11, 16, 3, 1, 1, "SAME", "RELU", True),     # batch 2
+    (1, 15, 14, 28, 3, 2, 1, "SAME", "NONE", True),     # 16 + 12 (last vector masked)
+    (1, 12, 19, 36, 3, 1, 1, "VALID", "RELU6", False),  # 32 + 4, zero bias
+    (1, 10, 13, 64, 5, 1, 1, "SAME", "NONE", True),
+    (1, 9, 9, 24, 1, 1, 1, "SAME", "NONE", True),       # 1x1, 16 + 8
+    (1, 8, 8, 64, 1, 2, 1, "VALID", "RELU", True),      # 1x1 stride 2
+    (1, 12, 14, 20, 5, 2, 1, "SAME", "NONE", True),     # 5x5 stride 2, 16 + 4
+    (2, 11, 9, 12, 3, 1, 2, "SAME", "RELU", False),     # dilation 2, batch 2, zero bias
+    (1, 5, 23, 24, 7, 1, 1, "SAME", "NONE", True),      # 7x7: taller than the input
+    (1, 4, 13, 264, 3, 1, 1, "SAME", "RELU6", True),   # wide pixels: 16 x 4 tiles, + 8
+    (1, 9, 8, 260, 3, 2, 1, "VALID", "NONE", True),     # wide, stride 2, + 4 masked
 ]
 
 
@@ -81,7 +100,7 @@ DW = [
 @pytest.mark.parametrize("cfg", DW, ids=lambda c: "x".join(map(str, c)))
 def test_depthwise(tmp_path: Path, isa: str, cfg: tuple, monkeypatch: pytest.MonkeyPatch
                    ) -> None:
-    h, w, c, k, s, d, pad, act, has_bias = cfg
+    n, h, w, c, k, s, d, pad, act, has_bias = cfg
     rng = np.random.default_rng(hash(cfg) & 0xFFFF)
     filt = (rng.standard_normal((1, k, k, c)) * 0.5).astype(F32)
     bias = (rng.standard_normal(c) * 0.5).astype(F32) * F32(has_bias)
@@ -90,13 +109,13 @@ def test_depthwise(tmp_path: Path, isa: str, cfg: tuple, monkeypatch: pytest.Mon
         (h - span) // s + 1, (w - span) // s + 1)
     case = SingleOp(
         "DEPTHWISE_CONV_2D",
-        [Spec("x", (1, h, w, c)), Spec.const("w", filt), Spec.const("b", bias)],
-        [Spec("y", (1, oh, ow, c))],
+        [Spec("x", (n, h, w, c)), Spec.const("w", filt), Spec.const("b", bias)],
+        [Spec("y", (n, oh, ow, c))],
         options=options("DepthwiseConv2DOptions", padding=_PAD[pad], strideW=s, strideH=s,
                         depthMultiplier=1, fusedActivationFunction=_ACT[act],
                         dilationWFactor=d, dilationHFactor=d))
-    x = (rng.standard_normal((1, h, w, c)) * 2).astype(F32)
-    _check(tmp_path, case, [x], isa, "depthwise_f32", monkeypatch)
+    x = (rng.standard_normal((n, h, w, c)) * 2).astype(F32)
+    _check(tmp_path, case, [x], isa, "depthwise_f32_pre", monkeypatch)
 
 
 # (op, x shape, second operand shape, fused activation, options table)

@@ -124,8 +124,8 @@ class Artifact:
     def compiler_command(self) -> str:
         """The plain compiler command building the stand-alone runner in ``out_dir``."""
         return (f"c++ -std=c++17 -O2 -pthread -o {self.name}_main main.cpp {self.name}.cpp "
-                "tk_ops.cpp tk_ops_f32_avx2.cpp tk_ops_f32_conv_avx2.cpp tk_ops_f32_gemm.cpp "
-                "tk_ops_int8_avx2.cpp "
+                "tk_ops.cpp tk_ops_f32_avx2.cpp tk_ops_f32_conv_avx2.cpp tk_ops_f32_dw_avx2.cpp "
+                "tk_ops_f32_gemm.cpp tk_ops_int8_avx2.cpp "
                 "tk_runtime.cpp")
 
 

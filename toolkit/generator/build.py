@@ -1,7 +1,7 @@
 """Build an artifact's shared library with the system C++ compiler.
 
 The op library (``tk_ops.cpp``, ``tk_ops_f32_avx2.cpp``, ``tk_ops_f32_conv_avx2.cpp``,
-``tk_ops_f32_gemm.cpp``,
+``tk_ops_f32_dw_avx2.cpp``, ``tk_ops_f32_gemm.cpp``,
 ``tk_ops_int8_avx2.cpp``, ``tk_runtime.cpp``) is compiled once per compiler, flags and source
 and kept as object files in a cache directory (``TOOLKIT_CODEGEN_CACHE``, else
 ``~/.cache/toolkit/codegen``); each artifact then compiles its own code and links. A linked
@@ -28,7 +28,8 @@ from toolkit.errors import ToolkitError
 __all__ = ["find_compiler", "build_library", "build_bundle", "compile_flags", "BuildError"]
 
 _LIB_SOURCES = ("tk_ops.cpp", "tk_ops_f32_avx2.cpp", "tk_ops_f32_conv_avx2.cpp",
-                "tk_ops_f32_gemm.cpp", "tk_ops_int8_avx2.cpp", "tk_runtime.cpp")
+                "tk_ops_f32_dw_avx2.cpp", "tk_ops_f32_gemm.cpp", "tk_ops_int8_avx2.cpp",
+                "tk_runtime.cpp")
 _LIB_HEADERS = ("tk_ops.h", "tk_ops_int8.h", "tk_runtime.h")
 
 

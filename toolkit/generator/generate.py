@@ -13,9 +13,9 @@ identifier)::
                     artifact's debug-handle map), arena size, model hash
     main.cpp        stand-alone runner: inputs from raw files, outputs and a CSV trace out
     CMakeLists.txt  builds lib<NAME> and NAME_main
-    tk_ops.h/.cpp, tk_ops_f32_avx2.cpp, tk_ops_f32_conv_avx2.cpp, tk_ops_f32_gemm.cpp,
-                    tk_ops_int8.h,
-                    tk_ops_int8_avx2.cpp, tk_runtime.h/.cpp
+    tk_ops.h/.cpp, tk_ops_f32_avx2.cpp, tk_ops_f32_conv_avx2.cpp, tk_ops_f32_dw_avx2.cpp,
+                    tk_ops_f32_gemm.cpp, tk_ops_int8.h, tk_ops_int8_avx2.cpp,
+                    tk_runtime.h/.cpp
                     the op library, copied from the package
 
 A debug artifact (``write_artifact(..., debug=True)``) also copies, after each step, every
@@ -45,7 +45,7 @@ from toolkit.util.atomic import write_file_set
 __all__ = ["LIBRARY_FILES", "MANIFEST_FORMAT", "debug_tensors", "write_artifact"]
 
 LIBRARY_FILES = ("tk_ops.h", "tk_ops.cpp", "tk_ops_f32_avx2.cpp", "tk_ops_f32_conv_avx2.cpp",
-                 "tk_ops_f32_gemm.cpp",
+                 "tk_ops_f32_dw_avx2.cpp", "tk_ops_f32_gemm.cpp",
                  "tk_ops_int8.h", "tk_ops_int8_avx2.cpp", "tk_runtime.h", "tk_runtime.cpp")
 _LIB_CPP = " ".join(f for f in LIBRARY_FILES if f.endswith(".cpp"))
 # names of the generated functions' parameters and locals: a class name must differ from them

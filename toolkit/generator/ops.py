@@ -355,9 +355,14 @@ def _conv(e: Emitter, step: Step) -> str:
     bias = _bias(op, o, _F32)
     b = "nullptr" if bias is None else e.param(bias, "float")
     if depthwise:
-        return _row_call(f"tk::depthwise_f32({geom}, {e.ptr(x)}, "
-                         f"{e.param(np.ascontiguousarray(wf.reshape(kh, kw, o)), 'float')}, "
-                         f"{b}, {_act(op)}, {e.ptr(out)}", r0, r1, work, e.take_epilogue())
+        w_dw = e.param(np.ascontiguousarray(wf.reshape(kh, kw, o)), "float")
+        if mult == 1:  # the AVX2 kernel's filter and bias, packed here
+            return _row_call(f"tk::depthwise_f32_pre({geom}, {e.ptr(x)}, {w_dw}, {b}, "
+                             f"{e.param(_depthwise_f32_packed(wf, bias), 'float')}, "
+                             f"{_act(op)}, {e.ptr(out)}", r0, r1, work,
+                             e.take_epilogue())
+        return _row_call(f"tk::depthwise_f32({geom}, {e.ptr(x)}, {w_dw}, {b}, {_act(op)}, "
+                         f"{e.ptr(out)}", r0, r1, work, e.take_epilogue())
     # a 1x1 stride-1 convolution: register tiles fitted to its output channels, unless it
     # has more filter than input (then threads split its channels: the panels below)
     pointwise = (kh, kw, sh, sw, pt, pl, oh, ow) == (1, 1, 1, 1, 0, 0, h, wd)
@@ -1109,6 +1114,19 @@ def _binary(e: Emitter, step: Step) -> str:
             f"{e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});",
             f"tk::lookup2_q8({g}, {table}, {e.ptr(a)}, {e.ptr(b)}, {e.ptr(out)}, {r0}, {r1});")
     raise _unsupported(op, f"quantized {op.type}")
+
+
+def _depthwise_f32_packed(wf: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """depthwise_f32_pre's ``packed`` filter (float32 [groups of 8 channels][1 + KH KW][8]:
+    per group the bias then the taps in (ky, kx) order, zeros after the last channel) of the
+    depthwise filter ``wf`` [1, KH, KW, C] and ``bias`` [C] (None: zeros)."""
+    _, kh, kw, c = wf.shape
+    groups = -(-c // 8)
+    full = np.zeros((1 + kh * kw, groups * 8), np.float32)
+    if bias is not None:
+        full[0, :c] = bias
+    full[1:, :c] = wf.reshape(kh * kw, c)
+    return np.ascontiguousarray(full.reshape(1 + kh * kw, groups, 8).transpose(1, 0, 2))
 
 
 def _depthwise_q8_prepared(w_eff: np.ndarray, bias: np.ndarray | None, zp_in: int

@@ -867,13 +867,15 @@ void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const floa
     return;
   }
 #elif defined(__AVX2__) && defined(__FMA__)
-  if (g.mult == 1 && act != ACT_TANH) {
-    const float inf = std::numeric_limits<float>::infinity();
-    float lo = -inf, hi = inf;
-    if (act == ACT_RELU) lo = 0.f;
-    if (act == ACT_RELU6) lo = 0.f, hi = 6.f;
-    if (act == ACT_RELU_N1_TO_1) lo = -1.f, hi = 1.f;
-    avx2::depthwise_f32_m1(g, x, w, bias, lo, hi, y, row0, row1);
+  if (g.mult == 1) {  // the filter packed here as the generator packs it for depthwise_f32_pre
+    const int taps = g.kh * g.kw, groups = (g.c + 7) / 8;
+    std::vector<float> packed(static_cast<size_t>(groups) * (1 + taps) * 8, 0.f);
+    for (int ch = 0; ch < g.c; ++ch) {
+      float* p = packed.data() + static_cast<size_t>(ch / 8) * (1 + taps) * 8 + ch % 8;
+      p[0] = bias ? bias[ch] : 0.f;
+      for (int t = 0; t < taps; ++t) p[8 * (1 + t)] = w[static_cast<int64_t>(t) * g.c + ch];
+    }
+    avx2::depthwise_f32_packed(g, x, packed.data(), act, y, row0, row1);
     return;
   }
 #endif
@@ -890,6 +892,15 @@ void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const floa
       activate_f32(row, static_cast<size_t>(g.ow) * o, act);
     }
   }
+}
+
+void depthwise_f32_pre(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                       const float* packed, int act, float* y, int row0, int row1) {
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+  if (g.mult == 1) return avx2::depthwise_f32_packed(g, x, packed, act, y, row0, row1);
+#endif
+  (void)packed;
+  depthwise_f32(g, x, w, bias, act, y, row0, row1);
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)

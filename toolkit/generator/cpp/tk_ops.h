@@ -137,6 +137,12 @@ void conv2d_f32_pointwise(const ConvGeom& g, const float* x, const float* wp, in
 // DEPTHWISE_CONV_2D float: filter as [KH][KW][C*M].
 void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const float* bias,
                    int act, float* y, int row0, int row1);
+// The same with the filter and bias also packed for the AVX2 kernel (channel multiplier 1):
+// [ceil(C / 8)][1 + KH*KW][8], per group of 8 channels the bias then the taps in (ky, kx)
+// order, zeros after the last channel. Builds with AVX2 and FMA (without AVX-512) read
+// `packed`; the others read w and bias as depthwise_f32.
+void depthwise_f32_pre(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                       const float* packed, int act, float* y, int row0, int row1);
 
 struct QuantOut {
   const int32_t* mult;   // per output channel (or one value, see per_channel)
@@ -490,11 +496,11 @@ int64_t range_count(double start, double limit, double delta);
 // ---------------------------------------------------------------- AVX2 float kernels
 // tk_ops_f32_avx2.cpp (compiled only with AVX2 and FMA); called by the dispatchers above.
 namespace avx2 {
-// DEPTHWISE_CONV_2D float with channel multiplier 1, filter [KH][KW][C]: per output pixel
-// and block of 8 channels, the bias then the in-image taps in (ky, kx) order (fused
-// multiply-adds), clamped to [lo, hi] (NaN stays).
-void depthwise_f32_m1(const ConvGeom& g, const float* x, const float* w, const float* bias,
-                      float lo, float hi, float* y, int row0, int row1);
+// DEPTHWISE_CONV_2D float with channel multiplier 1 on the packed filter of
+// depthwise_f32_pre (tk_ops_f32_dw_avx2.cpp): each output its bias plus its in-image taps
+// in (ky, kx) order (fused multiply-adds), then the activation (NaN stays).
+void depthwise_f32_packed(const ConvGeom& g, const float* x, const float* packed, int act,
+                          float* y, int row0, int row1);
 // One GEMM tile of `kr` (6 or 7) rows x 16 output channels: the rows of tap k are
 // taps[k * ts + t], its c input channels dotted with the panel (stride `ws` floats between
 // input channels) in k order (fused multiply-adds), then the bias `b8`, the clamp to

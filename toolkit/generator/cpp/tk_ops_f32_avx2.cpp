@@ -51,97 +51,6 @@ inline __m256 clamp8(__m256 v, __m256 lo, __m256 hi) {
   return _mm256_min_ps(hi, _mm256_max_ps(lo, v));
 }
 
-// One output pixel of the depthwise convolution, 8 channels from c0 (the first `m` lanes
-// when not kFull): bias, then its in-image taps in (ky, kx) order, fused multiply-adds.
-template <bool kFull>
-inline void dw_pixel(const ConvGeom& g, const float* x, const float* w, const float* bias,
-                     __m256 lo, __m256 hi, __m256i m, int b, int oy, int ox, int c0,
-                     float* dst) {
-  const int c = g.c;
-  const int iy0 = oy * g.sh - g.pt, ix0 = ox * g.sw - g.pl;
-  __m256 acc = bias ? load8<kFull>(bias + c0, m) : _mm256_setzero_ps();
-  for (int ky = 0; ky < g.kh; ++ky) {
-    const int iy = iy0 + ky * g.dh;
-    if (iy < 0 || iy >= g.h) continue;
-    const float* xrow = x + (static_cast<int64_t>(b) * g.h + iy) * g.w * c + c0;
-    const float* wrow = w + static_cast<int64_t>(ky) * g.kw * c + c0;
-    for (int kx = 0; kx < g.kw; ++kx) {
-      const int ix = ix0 + kx * g.dw;
-      if (ix < 0 || ix >= g.w) continue;
-      acc = _mm256_fmadd_ps(load8<kFull>(xrow + static_cast<int64_t>(ix) * c, m),
-                            load8<kFull>(wrow + static_cast<int64_t>(kx) * c, m), acc);
-    }
-  }
-  store8<kFull>(dst + c0, m, clamp8(acc, lo, hi));
-}
-
-// kT output pixels of one row from ox whose taps all lie in the image columns (rows may
-// be outside: skipped), 8 channels from c0: each filter vector loaded once for the kT
-// pixels, kT independent sums in the order of dw_pixel. kKH / kKW: the filter size when
-// known at compile time (0: g.kh / g.kw).
-template <int kT, int kKH, int kKW, bool kFull>
-inline void dw_tile(const ConvGeom& g, const float* x, const float* w, const float* bias,
-                    __m256 lo, __m256 hi, __m256i m, int b, int oy, int ox, int c0,
-                    float* dst) {
-  const int kh = kKH ? kKH : g.kh, kw = kKW ? kKW : g.kw;
-  const int c = g.c;
-  const int64_t xs = static_cast<int64_t>(g.sw) * c, dxs = static_cast<int64_t>(g.dw) * c;
-  const __m256 init = bias ? load8<kFull>(bias + c0, m) : _mm256_setzero_ps();
-  __m256 acc[kT];
-  for (int t = 0; t < kT; ++t) acc[t] = init;
-  const int iy0 = oy * g.sh - g.pt;
-  for (int ky = 0; ky < kh; ++ky) {
-    const int iy = iy0 + ky * g.dh;
-    if (iy < 0 || iy >= g.h) continue;
-    const float* xp =
-        x + ((static_cast<int64_t>(b) * g.h + iy) * g.w + (ox * g.sw - g.pl)) * c + c0;
-    const float* wrow = w + static_cast<int64_t>(ky) * kw * c + c0;
-    for (int kx = 0; kx < kw; ++kx) {
-      const __m256 wv = load8<kFull>(wrow + static_cast<int64_t>(kx) * c, m);
-      const float* xk = xp + kx * dxs;
-      for (int t = 0; t < kT; ++t)
-        acc[t] = _mm256_fmadd_ps(load8<kFull>(xk + t * xs, m), wv, acc[t]);
-    }
-  }
-  for (int t = 0; t < kT; ++t)
-    store8<kFull>(dst + static_cast<int64_t>(t) * c + c0, m, clamp8(acc[t], lo, hi));
-}
-
-template <int kKH, int kKW>
-void dw_rows(const ConvGeom& g, const float* x, const float* w, const float* bias, float flo,
-             float fhi, float* y, int row0, int row1) {
-  constexpr int kT = 4;
-  const int c = g.c;
-  const __m256 lo = _mm256_set1_ps(flo), hi = _mm256_set1_ps(fhi);
-  const int cfull = c / 8 * 8;
-  const __m256i mfull = lanes8(8), mtail = lanes8(c - cfull);
-  // the output columns whose taps all lie in the image columns: [ox_lo, ox_hi)
-  const int ox_lo = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
-  const int last = g.w - 1 - (g.kw - 1) * g.dw + g.pl;  // largest ox sw
-  const int ox_hi = std::max(ox_lo, last < 0 ? 0 : std::min(g.ow, last / g.sw + 1));
-  const int ox_t = ox_lo + (ox_hi - ox_lo) / kT * kT;  // end of the tiled columns
-  for (int b = 0; b < g.n; ++b) {
-    for (int oy = row0; oy < row1; ++oy) {
-      float* row = y + (static_cast<int64_t>(b) * g.oh + oy) * g.ow * c;
-      for (int ox = 0; ox < g.ow; ++ox) {
-        float* dst = row + static_cast<int64_t>(ox) * c;
-        if (ox >= ox_lo && ox < ox_t) {
-          for (int c0 = 0; c0 < cfull; c0 += 8)
-            dw_tile<kT, kKH, kKW, true>(g, x, w, bias, lo, hi, mfull, b, oy, ox, c0, dst);
-          if (cfull < c)
-            dw_tile<kT, kKH, kKW, false>(g, x, w, bias, lo, hi, mtail, b, oy, ox, cfull, dst);
-          ox += kT - 1;
-          continue;
-        }
-        for (int c0 = 0; c0 < cfull; c0 += 8)
-          dw_pixel<true>(g, x, w, bias, lo, hi, mfull, b, oy, ox, c0, dst);
-        if (cfull < c) dw_pixel<false>(g, x, w, bias, lo, hi, mtail, b, oy, ox, cfull, dst);
-      }
-    }
-  }
-}
-
-
 // ---------------------------------------------------------------- element-wise
 // Binary op `kOp` (BinOp) of two vectors, as binary_f32's scalar ops compute it.
 template <int kOp>
@@ -380,13 +289,6 @@ void gemm_tile16(int kr, const float* const* taps, int ts, int ntaps, int c, int
                  float* const* dst, int rows) {
   if (kr == 7) gemm_tile16<7>(taps, ts, ntaps, c, ws, panel, b8, lo, hi, nvalid, dst, rows);
   else gemm_tile16<6>(taps, ts, ntaps, c, ws, panel, b8, lo, hi, nvalid, dst, rows);
-}
-
-void depthwise_f32_m1(const ConvGeom& g, const float* x, const float* w, const float* bias,
-                      float lo, float hi, float* y, int row0, int row1) {
-  if (g.kh == 3 && g.kw == 3) return dw_rows<3, 3>(g, x, w, bias, lo, hi, y, row0, row1);
-  if (g.kh == 5 && g.kw == 5) return dw_rows<5, 5>(g, x, w, bias, lo, hi, y, row0, row1);
-  dw_rows<0, 0>(g, x, w, bias, lo, hi, y, row0, row1);
 }
 
 }  // namespace avx2
