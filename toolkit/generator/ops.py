@@ -100,12 +100,13 @@ class Emitter:
 
     def transpose_conv_filter(self, w: np.ndarray) -> tuple[int, str]:
         """A float TRANSPOSE_CONV filter ``[O, KH, KW, C]`` packed for
-        tk::transpose_conv_f32_gemm (for each ky, the ``[C, KW * O]`` matrix in the GEMM's
-        panels, :func:`gemm_panels`) and stored as a parameter: ``(nr, pointer expression)``."""
+        tk::transpose_conv_f32_gemm (for each ky, the ``[C, KW * O]`` matrix in the pointwise
+        GEMM's panels, :func:`pointwise_nr` wide) and stored as a parameter:
+        ``(nr, pointer expression)``."""
         o, kh, kw, c = w.shape
         rows = np.asarray(w, np.float32).transpose(1, 3, 2, 0).reshape(kh, c, kw * o)
-        nr = gemm_panels(rows[0])[0]
-        slabs = [gemm_panels(rows[ky])[1] for ky in range(kh)]
+        nr = pointwise_nr(kw * o)
+        slabs = [gemm_panels(rows[ky], nr)[1] for ky in range(kh)]
         return nr, self.param(np.ascontiguousarray(np.stack(slabs)), "float")
 
     def ptr(self, t: Tensor | None, const: bool = True) -> str:

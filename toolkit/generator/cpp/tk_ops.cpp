@@ -1466,7 +1466,7 @@ void transpose_conv_f32_gemm(const TConvGeom& g, const float* x, const float* wp
       for (int iy = 0; iy < g.h; ++iy) {
         const float* xr = x + ((static_cast<int64_t>(b) * g.h + iy) * g.w) * g.c;
         for (int ky = 0; ky < g.kh; ++ky)
-          conv2d_f32_packed(ConvGeom{1, 1, g.w, g.c, 1, 1, 1, g.w, row_o, 1, 1, 1, 1, 0, 0, 1},
+          conv2d_f32_pointwise(ConvGeom{1, 1, g.w, g.c, 1, 1, 1, g.w, row_o, 1, 1, 1, 1, 0, 0, 1},
                             xr, wp + ky * slab, nr, tiled, act,
                             y + (static_cast<int64_t>(b) * g.oh + iy * g.kh + ky) * out_row, 0, 1);
       }
@@ -1486,7 +1486,7 @@ void transpose_conv_f32_gemm(const TConvGeom& g, const float* x, const float* wp
       const float* xb = x + ((static_cast<int64_t>(b) * g.h + iy0) * g.w) * g.c;
       for (int ky = 0; ky < g.kh; ++ky) {
         // the block's pixels times the (kx, oc) filter rows of ky: a 1x1 convolution's GEMM
-        conv2d_f32_packed(ConvGeom{1, 1, px, g.c, 1, 1, 1, px, row_o, 1, 1, 1, 1, 0, 0, 1}, xb,
+        conv2d_f32_pointwise(ConvGeom{1, 1, px, g.c, 1, 1, 1, px, row_o, 1, 1, 1, 1, 0, 0, 1}, xb,
                           wp + ky * slab, nr, nullptr, ACT_NONE, cols, 0, 1);
         // each product added to the output pixel its tap lands on
         for (int r = 0; r < rows; ++r) {

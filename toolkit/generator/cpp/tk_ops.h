@@ -180,12 +180,12 @@ void depthwise_q8_pre(const ConvGeom& g, const int8_t* x, int zp_in, const int16
 struct TConvGeom {
   int n, h, w, c, kh, kw, o, sh, sw, oh, ow, pt, pl;
 };
-// Float TRANSPOSE_CONV through the GEMM (conv2d_f32_packed's): the filter packed for each
-// filter row ky as a [C, KW*O] matrix in panels of nr, the slabs one after the other; bias
-// (O values, or null) and activation. When the taps tile the output (strides equal to the
-// filter, no padding) each input row and ky write one output row in place; otherwise blocks
-// of input rows give their products, each then added to the output pixel its tap lands on
-// (outputs start at the bias, the activation last).
+// Float TRANSPOSE_CONV through the pointwise GEMM (conv2d_f32_pointwise's): the filter
+// packed for each filter row ky as a [C, KW*O] matrix in panels of nr, the slabs one after
+// the other; bias (O values, or null) and activation. When the taps tile the output (strides
+// equal to the filter, no padding) each input row and ky write one output row in place;
+// otherwise blocks of input rows give their products, each then added to the output pixel
+// its tap lands on (outputs start at the bias, the activation last).
 void transpose_conv_f32_gemm(const TConvGeom& g, const float* x, const float* wp, int nr,
                              const float* bias, int act, float* y);
 // int8: filter (w - zp_w) as int16, bias int32 or null.
