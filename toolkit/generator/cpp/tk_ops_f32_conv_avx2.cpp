@@ -82,7 +82,7 @@ inline void direct_tile(const ConvGeom& g, const DirectRow& r, int ox, float* ds
     for (int v = 0; v < kV; ++v) {
       const __m256 s = _mm256_min_ps(r.hi, _mm256_max_ps(r.lo, acc[t * kV + v]));
       if (r.full[v]) _mm256_storeu_ps(d + 8 * v, s);
-      else _mm256_maskstore_ps(d + 8 * v, r.mask[v], s);
+      else store_prefix8(d + 8 * v, r.mask[v], s);
     }
   }
 }
@@ -112,7 +112,7 @@ inline void direct_pixel(const ConvGeom& g, const DirectRow& r, int ox, float* d
   for (int v = 0; v < kV; ++v) {
     const __m256 s = _mm256_min_ps(r.hi, _mm256_max_ps(r.lo, acc[v]));
     if (r.full[v]) _mm256_storeu_ps(d + 8 * v, s);
-    else _mm256_maskstore_ps(d + 8 * v, r.mask[v], s);
+    else store_prefix8(d + 8 * v, r.mask[v], s);
   }
 }
 

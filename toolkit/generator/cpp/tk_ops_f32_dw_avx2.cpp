@@ -40,7 +40,7 @@ inline __m256 dw_load(const float* p, __m256i m) {
 template <bool kMasked>
 inline void dw_store(float* p, __m256i m, __m256 v) {
   if constexpr (kMasked) {
-    _mm256_maskstore_ps(p, m, v);
+    store_prefix8(p, m, v);
   } else {
     (void)m;
     _mm256_storeu_ps(p, v);

@@ -73,7 +73,7 @@ __attribute__((always_inline)) inline void pw_tile(const float* a, int64_t as, i
     for (int v = 0; v < kNV; ++v) {
       __m256 r = _mm256_add_ps(acc[t][v], bv[v]);
       if constexpr (kClamp) r = _mm256_min_ps(hi, _mm256_max_ps(lo, r));
-      if (kMasked && v == kNV - 1) _mm256_maskstore_ps(d + 8 * v, m, r);
+      if (kMasked && v == kNV - 1) store_prefix8(d + 8 * v, m, r);
       else _mm256_storeu_ps(d + 8 * v, r);
     }
   }
