@@ -209,7 +209,7 @@ POINTWISE = [
     (1, 8, 8, 42, 48, "RELU6", True),
     (1, 10, 10, 16, 64, "NONE", True),
     (1, 25, 30, 40, 16, "RELU", True),         # 750 pixels: blocks of 84 and a tail
-    (1, 13, 13, 40, 144, "RELU", True),        # 9 panels: each over every pixel in turn
+    (1, 13, 13, 40, 144, "RELU", True),        # 9 panels (45 KiB): each over every pixel
 ]
 
 

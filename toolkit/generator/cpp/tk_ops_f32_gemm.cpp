@@ -118,8 +118,8 @@ void pw_panel_any(const float* a, int64_t as, int64_t rows, int k, const float* 
 }
 
 // `rows` pixels (rows of `c` floats from x) through every panel: blocks of pixels through
-// every panel in turn (the block's rows stay in cache while the filter, when it fits the
-// second-level cache, passes), or with a larger filter each panel over every pixel.
+// every panel in turn (the block's rows stay in cache while a filter of up to 32 KiB
+// passes), or with a larger filter each panel over every pixel (the panel stays in cache).
 void pointwise_avx2(const float* x, int64_t rows, int c, const float* wp, int nr,
                     const float* bias, int o, int act, float* y) {
   float flo, fhi;
@@ -142,7 +142,7 @@ void pointwise_avx2(const float* x, int64_t rows, int c, const float* wp, int nr
     else pw_panel_any<2, false>(xa, c, n, c, w, nr, b16, lo, hi, nvalid, ya + o0, o);
   };
   const int64_t wbytes = static_cast<int64_t>(c) * npan * nr * 4;
-  if (npan > 1 && wbytes > 256 * 1024) {
+  if (npan > 1 && wbytes > 32 * 1024) {
     for (int p = 0; p < npan; ++p) panel(p, x, rows, y);
     return;
   }
