@@ -327,12 +327,12 @@ def _conv(e: Emitter, step: Step) -> str:
     bias = _bias(op, o, _F32)
     b = "nullptr" if bias is None else e.param(bias, "float")
     if depthwise:
-        wd = e.param(np.ascontiguousarray(wf.reshape(kh, kw, o)), "float")
+        wk = e.param(np.ascontiguousarray(wf.reshape(kh, kw, o)), "float")
         if mult == 1:  # the AVX2 kernel's filter and bias, packed here
-            return _row_call(f"tk::depthwise_f32_pre({geom}, {e.ptr(x)}, {wd}, {b}, "
+            return _row_call(f"tk::depthwise_f32_pre({geom}, {e.ptr(x)}, {wk}, {b}, "
                              f"{e.param(_depthwise_f32_packed(wf, bias), 'float')}, "
                              f"{_act(op)}, {e.ptr(out)}", r0, r1, work)
-        return _row_call(f"tk::depthwise_f32({geom}, {e.ptr(x)}, {wd}, {b}, {_act(op)}, "
+        return _row_call(f"tk::depthwise_f32({geom}, {e.ptr(x)}, {wk}, {b}, {_act(op)}, "
                          f"{e.ptr(out)}", r0, r1, work)
     if o <= FEW_CHANNELS and (kh * kw > 1 or o <= 2):
         # the GEMM's panels of 16 channels would be mostly empty (a pointwise GEMM reads its
