@@ -86,7 +86,8 @@ void conv2d_f32_few(const ConvGeom& g, const float* x, const float* w, const flo
 // FULLY_CONNECTED float on weights packed as conv2d_f32_packed's ([ceil(O / nr)][K][nr]).
 void fully_connected_f32_packed(const float* x, const float* wp, int nr, const float* bias,
                                 int batch, int k, int o, int act, float* y);
-// DEPTHWISE_CONV_2D float: filter as [KH][KW][C*M].
+// DEPTHWISE_CONV_2D float: filter as [KH][KW][C*M] (vector kernels with AVX-512; with AVX2
+// see depthwise_f32_pre).
 void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const float* bias,
                    int act, float* y, int row0, int row1);
 // The same with the filter and bias also packed for the AVX2 kernel (channel multiplier 1):
