@@ -866,18 +866,6 @@ void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const floa
     depthwise_f32_m1_tiles(g, x, w, bias, lo, hi, y, row0, row1);
     return;
   }
-#elif defined(__AVX2__) && defined(__FMA__)
-  if (g.mult == 1) {  // the filter packed here as the generator packs it for depthwise_f32_pre
-    const int taps = g.kh * g.kw, groups = (g.c + 7) / 8;
-    std::vector<float> packed(static_cast<size_t>(groups) * (1 + taps) * 8, 0.f);
-    for (int ch = 0; ch < g.c; ++ch) {
-      float* p = packed.data() + static_cast<size_t>(ch / 8) * (1 + taps) * 8 + ch % 8;
-      p[0] = bias ? bias[ch] : 0.f;
-      for (int t = 0; t < taps; ++t) p[8 * (1 + t)] = w[static_cast<int64_t>(t) * g.c + ch];
-    }
-    avx2::depthwise_f32_packed(g, x, packed.data(), act, y, row0, row1);
-    return;
-  }
 #endif
   const int o = g.c * g.mult;
   for (int b = 0; b < g.n; ++b) {

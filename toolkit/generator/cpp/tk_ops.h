@@ -134,7 +134,8 @@ void fully_connected_f32_packed(const float* x, const float* wp, int nr, const f
 // then the bias and the activation), output rows [row0, row1).
 void conv2d_f32_pointwise(const ConvGeom& g, const float* x, const float* wp, int nr,
                           const float* bias, int act, float* y, int row0, int row1);
-// DEPTHWISE_CONV_2D float: filter as [KH][KW][C*M].
+// DEPTHWISE_CONV_2D float: filter as [KH][KW][C*M] (vector kernels with AVX-512; with AVX2
+// see depthwise_f32_pre).
 void depthwise_f32(const ConvGeom& g, const float* x, const float* w, const float* bias,
                    int act, float* y, int row0, int row1);
 // The same with the filter and bias also packed for the AVX2 kernel (channel multiplier 1):

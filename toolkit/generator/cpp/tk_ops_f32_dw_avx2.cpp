@@ -5,9 +5,10 @@
 // this file compiles to nothing.
 //
 // One output row at a time: the filter rows whose input rows lie in the image, then the
-// output columns whose taps all lie in the image columns in tiles of kT pixels x 16 (or 8)
-// channels, each filter vector loaded once for the kT pixels (no per-tap branch); the border
-// columns pixel by pixel. Every output is its bias plus its in-image taps in (ky, kx) order
+// output columns whose taps all lie in the image columns in tiles of 8 (or 4) pixels x 8
+// channels (16 x 4 for pixels of 256 channels and more), each filter vector loaded once for
+// the tile's pixels (no per-tap branch; TANH applied to the row after); the border columns
+// pixel by pixel, four groups of 8 channels at a time. Every output is its bias plus its in-image taps in (ky, kx) order
 // (fused multiply-adds), whichever path computes it, so a split of the rows across threads
 // gives the same bits.
 #include "tk_ops.h"
