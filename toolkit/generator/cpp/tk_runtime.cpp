@@ -95,8 +95,10 @@ inline void cpu_relax() {
 }
 
 // how long a worker spins for the next part before it sleeps, and the main thread for the
-// workers' parts before it yields its core
-constexpr int64_t kSpinNs = 50000;
+// workers' parts before it yields its core: half a millisecond, longer than the gaps between
+// the split ops of an inference (waking a sleeping worker costs tens of microseconds, more in
+// a virtual machine: with 50 us, two threads ran small models slower than one)
+constexpr int64_t kSpinNs = 500000;
 
 }  // namespace
 
