@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -31,6 +32,18 @@ def _close(want: np.ndarray, got: np.ndarray, what: str) -> None:
     assert float(np.abs(got - want).max(initial=0.0)) <= tol, what
 
 
+def _native_outputs(art: Any, inputs: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """The artifact's outputs for ``inputs`` on one thread and on two."""
+    outs = []
+    for threads in (1, 2):
+        m = NativeModel(art, threads=threads)
+        try:
+            outs.append(m.invoke(inputs))
+        finally:
+            m.close()
+    return outs
+
+
 def _check(tmp_path: Path, case: SingleOp, feeds: list[np.ndarray], isa: str, fn: str,
            monkeypatch: pytest.MonkeyPatch) -> None:
     """``case`` generated (its op calling ``tk::<fn>``), built for ``isa`` and run on one
@@ -47,13 +60,7 @@ def _check(tmp_path: Path, case: SingleOp, feeds: list[np.ndarray], isa: str, fn
     names = [s.name for s in case.feeds]
     inputs = dict(zip(names, feeds, strict=True))
     ref = run_model(model, inputs).outputs
-    outs = []
-    for threads in (1, 2):
-        m = NativeModel(art, threads=threads)
-        try:
-            outs.append(m.invoke(inputs))
-        finally:
-            m.close()
+    outs = _native_outputs(art, inputs)
     for k, (name, w) in enumerate(zip(ref, want, strict=True)):
         _close(w, ref[name], f"reference vs LiteRT {name}")
         _close(w, outs[0][name], f"native vs LiteRT {name}")
@@ -253,13 +260,7 @@ def test_pointwise_conv_without_bias(tmp_path: Path, isa: str,
     assert code.count("tk::conv2d_f32_pointwise(") == 4 and "nullptr" in code
     inputs = {"x": (rng.standard_normal((2, 7, 9, 13)) * 2).astype(F32)}
     ref = run_model(model, inputs).outputs
-    outs = []
-    for threads in (1, 2):
-        m = NativeModel(art, threads=threads)
-        try:
-            outs.append(m.invoke(inputs))
-        finally:
-            m.close()
+    outs = _native_outputs(art, inputs)
     assert ref.keys() == outs[0].keys()
     for name, want in ref.items():
         _close(want, outs[0][name], f"native vs reference {name}")

@@ -36,12 +36,12 @@ def _model() -> Model:
         return mb.const(name, (rng.standard_normal(shape) * scale).astype(f32))
 
     mb = ModelBuilder("gemm")
-    x = mb.input("x", [1, 9, 11, 5])
-    c1 = mb.conv2d(x, const("c1/w", (40, 3, 3, 5)), const("c1/b", (40,)), stride=2,
+    x = mb.input("x", [1, 9, 11, 18])  # more channels than the direct kernel takes
+    c1 = mb.conv2d(x, const("c1/w", (40, 3, 3, 18)), const("c1/b", (40,)), stride=2,
                    activation="RELU6", name="c1")  # [1, 5, 6, 40]
     c2 = mb.conv2d(c1, const("c2/w", (20, 1, 1, 40)), const("c2/b", (20,)),
                    activation="TANH", name="c2")
-    c3 = mb.conv2d(x, const("c3/w", (8, 3, 3, 5)), None, padding="VALID", dilation=2,
+    c3 = mb.conv2d(x, const("c3/w", (8, 3, 3, 18)), None, padding="VALID", dilation=2,
                    activation="RELU_N1_TO_1", name="c3")  # [1, 5, 7, 8]
     c4 = mb.conv2d(c1, const("c4/w", (33, 1, 1, 40)), const("c4/b", (33,)), activation="RELU",
                    name="c4")
@@ -66,8 +66,8 @@ def _model() -> Model:
     s7 = mb.softmax(mb.reshape(c2, [15, 40], name="r7"), name="s7")
     p1 = mb.pool("MAX_POOL_2D", c4, 3, 2, padding="SAME", activation="RELU6", name="p1")
     p2 = mb.pool("MAX_POOL_2D", x, 2, 1, name="p2")
-    xb = mb.input("xb", [2, 6, 7, 3])  # a batch of two through the zero-padded copy
-    c5 = mb.conv2d(xb, const("c5/w", (17, 3, 3, 3)), const("c5/b", (17,)), activation="RELU",
+    xb = mb.input("xb", [2, 6, 7, 18])  # a batch of two through the zero-padded copy
+    c5 = mb.conv2d(xb, const("c5/w", (17, 3, 3, 18)), const("c5/b", (17,)), activation="RELU",
                    name="c5")
     d5 = mb.depthwise_conv2d(c5, const("d5/w", (1, 3, 3, 17)), None, name="d5")
     mb.output(c2, c3, c4, d1, f1, s1, s0, ctx, s3, s4, s5, s6, s7, p1, p2, d5)

@@ -22,7 +22,14 @@
 namespace tk {
 
 #if defined(__AVX2__)
-// ---------------------------------------------------------------- partial vector stores
+// ---------------------------------------------------------------- partial vectors
+// The first n lanes set (n clamped to 0..8): the mask of a vector's first n floats.
+inline __m256i lanes8(int n) {
+  static const int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  n = n < 0 ? 0 : (n > 8 ? 8 : n);
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - n));
+}
+
 // The first n (0 to 8) floats of v stored at p, in pieces of 4, 2 and 1 values: a masked
 // store (VMASKMOVPS) costs several times a whole-vector store on some processors (about 20
 // cycles on AMD Zen 3), which the tails of every kernel would pay.
@@ -45,8 +52,8 @@ inline void store_first8(float* p, __m256 v, int n) {
   if (n & 1) _mm_store_ss(p, part);
 }
 
-// _mm256_maskstore_ps(p, m, v) for a mask m of the first lanes (as the kernels' lanes8
-// makes them), without the masked store.
+// _mm256_maskstore_ps(p, m, v) for a mask m of the first lanes (lanes8's), without the
+// masked store.
 inline void store_prefix8(float* p, __m256i m, __m256 v) {
   store_first8(p, v, __builtin_popcount(_mm256_movemask_ps(_mm256_castsi256_ps(m))));
 }

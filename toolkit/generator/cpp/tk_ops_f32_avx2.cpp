@@ -19,13 +19,6 @@ namespace tk {
 namespace avx2 {
 namespace {
 
-// The first n (0..8) lanes set.
-inline __m256i lanes8(int n) {
-  static const int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-  n = n < 0 ? 0 : (n > 8 ? 8 : n);
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - n));
-}
-
 template <bool kFull>
 inline __m256 load8(const float* p, __m256i m) {
   if constexpr (kFull) {

@@ -17,13 +17,6 @@ namespace tk {
 namespace avx2 {
 namespace {
 
-// The first n (0..8) lanes set.
-inline __m256i first_lanes(int n) {
-  static const int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-  n = n < 0 ? 0 : (n > 8 ? 8 : n);
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - n));
-}
-
 // What every tile of one output row and block group shares.
 struct DirectRow {
   const float* xb;   // the batch's input image
@@ -172,7 +165,7 @@ void conv2d_f32_direct(const ConvGeom& g, const float* x, const float* w, const 
         r.w = w + 8 * j0;
         for (int v = 0; v < nv; ++v) {
           const int valid = o - 8 * (j0 + v);
-          r.mask[v] = first_lanes(valid);
+          r.mask[v] = lanes8(valid);
           r.full[v] = valid >= 8;
           r.bias[v] = bias ? _mm256_maskload_ps(bias + 8 * (j0 + v), r.mask[v])
                            : _mm256_setzero_ps();

@@ -24,13 +24,6 @@ namespace tk {
 namespace avx2 {
 namespace {
 
-// The first n (0..8) lanes set.
-inline __m256i dw_lanes(int n) {
-  static const int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-  n = n < 0 ? 0 : (n > 8 ? 8 : n);
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - n));
-}
-
 template <bool kMasked>
 inline __m256 dw_load(const float* p, __m256i m) {
   if constexpr (kMasked) return _mm256_maskload_ps(p, m);
@@ -161,7 +154,7 @@ inline void dw_tiles(const DwRow& r, int ox, float* dst) {
     }
   }
   for (; 8 * g + 8 <= c; ++g) dw_tile<kT, false, kKW, kSW, kDW>(r, ox, g, __m256i(), dst);
-  if (8 * g < c) dw_tile<kT, true, kKW, kSW, kDW>(r, ox, g, dw_lanes(c - 8 * g), dst);
+  if (8 * g < c) dw_tile<kT, true, kKW, kSW, kDW>(r, ox, g, lanes8(c - 8 * g), dst);
 }
 
 // One output pixel from column ox, its taps kx in [kx0, kx1) (those in the image columns) x
@@ -208,7 +201,7 @@ inline void dw_pixel(const ConvGeom& gm, const DwRow& r, int ox, float* dst) {
   for (; g < full; ++g)
     dw_pixel_groups<1, false>(r, ox, kx0, std::max(kx0, kx1), g, __m256i(), dst);
   if (8 * g < gm.c)
-    dw_pixel_groups<1, true>(r, ox, kx0, std::max(kx0, kx1), g, dw_lanes(gm.c - 8 * g), dst);
+    dw_pixel_groups<1, true>(r, ox, kx0, std::max(kx0, kx1), g, lanes8(gm.c - 8 * g), dst);
 }
 
 template <int kKW, int kSW, int kDW>

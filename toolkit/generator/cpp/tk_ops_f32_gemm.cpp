@@ -27,13 +27,6 @@ inline void act_range(int act, float& lo, float& hi) {
 }
 
 #if defined(TK_PW_AVX2)
-// The first n (0..8) lanes set.
-inline __m256i pw_lanes(int n) {
-  static const int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-  n = n < 0 ? 0 : (n > 8 ? 8 : n);
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - n));
-}
-
 // One tile of kMR pixels (rows a + t * as) x 8 kNV channels of a panel (`ws` floats between
 // input channels): every input channel in order (fused multiply-adds from zero), then the
 // bias, with kClamp the clamp to [lo, hi] (min(hi, max(lo, v)) keeps NaN), and the store of
@@ -65,7 +58,7 @@ __attribute__((always_inline)) inline void pw_tile(const float* a, int64_t as, i
   __m256 bv[kNV];
 #pragma GCC unroll 4
   for (int v = 0; v < kNV; ++v) bv[v] = _mm256_loadu_ps(b + 8 * v);
-  const __m256i m = pw_lanes(nvalid - 8 * (kNV - 1));
+  const __m256i m = lanes8(nvalid - 8 * (kNV - 1));
 #pragma GCC unroll 16
   for (int t = 0; t < kMR; ++t) {
     float* d = y + t * ys;
