@@ -28,6 +28,7 @@ from toolkit.formats.flatbuffer_read import load
 from toolkit.formats.vela_csv import read_per_layer_csv, read_summary_csv
 from toolkit.formats.vela_db import VelaDebugDB, read_debug_db
 from toolkit.ir import Model
+from toolkit.layer_names import name_layers
 from toolkit.util.files import check_folder, read_bytes
 from toolkit.vela.estimates import (
     ScheduledEstimates,
@@ -324,7 +325,7 @@ def read_vela(outdir: str | os.PathLike[str], model: str | os.PathLike[str] | Mo
             model = db0.source_file
         model_path = Path(model)
         stem = stem or model_path.stem
-        loaded = load(model_path)
+        loaded = name_layers(load(model_path))  # layers named as tk.load names them
     debug = out / f"{stem}_debug.xml"
     if not debug.is_file():
         present = sorted(p.name for p in out.iterdir())
