@@ -291,8 +291,7 @@ def plot_layer_median(att: Any, *, skip_runs: int = 0, top: int = 15, ax: Axes |
     ax.errorbar(stats["median_ms"], y, xerr=[stats["median_ms"] - stats["p25_ms"],
                                               stats["p75_ms"] - stats["median_ms"]],
                 fmt="none", ecolor="0.25", elinewidth=1, capsize=2)
-    labels = [(n if len(n) < 40 else n[:19] + "…" + n[-19:]) +
-              (f" ▲{k}" if k else "") for n, k in zip(names, stats["outlier_runs"])]
+    labels = [n if len(n) < 40 else n[:19] + "…" + n[-19:] for n in names]
     ax.set_yticks(list(y), labels)
     ax.invert_yaxis()
     top_median = float(stats["median_ms"].max()) if len(stats) else 0.0
@@ -308,4 +307,10 @@ def plot_layer_median(att: Any, *, skip_runs: int = 0, top: int = 15, ax: Axes |
     ax.text(0, 1.01, f"median of {runs} runs{skipped}\n▲k: k runs over "
             f"{OUTLIER_FACTOR:g}x the layer's median ({flagged} layer(s))",
             transform=ax.transAxes, fontsize=9, color="0.3", va="bottom")
+    # the outlier marks beside the bars, inside the axes (in the tick labels they made the
+    # figure's width follow which layers had outlier runs)
+    for yi, (med, k) in enumerate(zip(stats["median_ms"], stats["outlier_runs"])):
+        if k:
+            ax.annotate(f"▲{k}", (float(med), yi), xytext=(4, 0), textcoords="offset points",
+                        va="center", fontsize=8, color="0.25")
     return ax
